@@ -1,0 +1,36 @@
+#!/bin/sh
+# Check that libferry.so exports the public API and nothing else: every
+# defined dynamic symbol must start with ferry_ (and not ferry__, the
+# internal prefix).  Run by `make check`; exit 77 (SKIP) when there is no
+# shared library to look at.
+set -eu
+
+builddir=${abs_top_builddir:-${top_builddir:-.}}
+so=$builddir/lib/.libs/libferry.so
+NM=${NM:-nm}
+
+if ! test -e "$so"; then
+	echo "SKIP: $so not found (static-only build, --disable-shared?)"
+	exit 77
+fi
+
+# "nm -D --defined-only" prints "value type name[@@version]".  Type A is
+# the version node itself (FERRY_0.1).  _init/_fini/_edata/_end/__bss_start
+# are put there by the linker when there is no version script to hide them.
+syms=$("$NM" -D --defined-only "$so" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u)
+
+bad=$(printf '%s\n' "$syms" | grep -v -E '^(ferry_[^_]|_init$|_fini$|_edata$|_end$|__bss_start$)' || true)
+count=$(printf '%s\n' "$syms" | grep -c -E '^ferry_[^_]' || true)
+
+echo "$so exports $count ferry_ symbols"
+status=0
+if test "$count" -eq 0; then
+	echo "FAIL: no ferry_ symbol is exported: is FERRY_API missing from include/ferry.h?"
+	status=1
+fi
+if test -n "$bad"; then
+	echo "FAIL: exported symbols outside the public ferry_ API (make them static, or ferry__ without FERRY_API):"
+	printf '  %s\n' $bad
+	status=1
+fi
+exit $status
