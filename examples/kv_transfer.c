@@ -1,0 +1,371 @@
+/*
+ * kv_transfer: disaggregated serving in miniature.
+ *
+ * A "prefill" process owns a paged KV cache (LAYERS layers of BLOCKS
+ * blocks) and a second, smaller cache beside it.  A "decode" process needs
+ * the blocks of a few sequences.  Each cache is described once as a
+ * prepared descriptor list (one paged segment per layer); blocks then move
+ * by index, the two caches' transfers interleaved.
+ *
+ *   --mode pull  decode reads the chosen blocks from prefill
+ *   --mode push  prefill writes them into decode, each request carrying a
+ *                notification {sequence, blocks}; decode waits on the
+ *                sequence's counter, then verifies
+ *
+ *   kv_transfer demo [--mode pull|push]       both processes on this host
+ *   kv_transfer prefill HOST:PORT [--mode M]  the owner (listens)
+ *   kv_transfer decode HOST:PORT [--mode M]   the consumer (connects)
+ */
+#include <ferry.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LAYERS 4
+#define BLOCKS 512
+#define SEQUENCES 4
+#define BLOCKS_PER_SEQ 48
+#define TIMEOUT_MS 30000
+
+struct cache {
+    const char *name;
+    unsigned layers;
+    size_t block;
+    uint8_t *buf;
+    size_t len;
+    ferry_mem_t *mem;
+};
+
+static struct cache caches[2] = {
+    {.name = "kv", .layers = LAYERS, .block = 16 << 10},
+    {.name = "kv-indexer", .layers = 2, .block = 2 << 10},
+};
+
+static bool push_mode;
+
+static int fail(const char *who, const char *what, int err)
+{
+    fprintf(stderr, "%s: %s failed: %s (%s)\n", who, what, ferry_strerror(err),
+            ferry_last_error());
+    return 1;
+}
+
+/* Content of byte i of (cache c, layer l, block b): both sides know it. */
+static uint8_t pattern(unsigned c, unsigned l, unsigned b, size_t i)
+{
+    uint64_t x = ((uint64_t)c << 48 | (uint64_t)l << 32 | b) ^
+                 ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+    return (uint8_t)(x ^ (x >> 29) ^ (x >> 47));
+}
+
+/* The BLOCKS_PER_SEQ blocks of sequence s: distinct, scattered. */
+static unsigned seq_block(unsigned s, unsigned k)
+{
+    return (s * 131u + k * 37u) % BLOCKS;
+}
+
+static uint8_t *block_at(struct cache *c, unsigned l, unsigned b)
+{
+    return c->buf + ((size_t)l * BLOCKS + b) * c->block;
+}
+
+static int alloc_caches(const char *who, ferry_context_t *ctx, bool fill)
+{
+    for (unsigned c = 0; c < 2; c++) {
+        struct cache *k = &caches[c];
+        int ret;
+
+        k->len = (size_t)k->layers * BLOCKS * k->block;
+        k->buf = calloc(1, k->len);
+        if (k->buf == NULL)
+            return fail(who, "calloc", FERRY_ENOMEM);
+        for (unsigned l = 0; fill && l < k->layers; l++)
+            for (unsigned b = 0; b < BLOCKS; b++)
+                for (size_t i = 0; i < k->block; i++)
+                    block_at(k, l, b)[i] = pattern(c, l, b, i);
+        ret = ferry_mem_register(ctx, k->buf, k->len, FERRY_MEM_HOST, 0,
+                                 FERRY_ACCESS_REMOTE_READ |
+                                     FERRY_ACCESS_REMOTE_WRITE,
+                                 &k->mem);
+        if (ret)
+            return fail(who, "ferry_mem_register", ret);
+    }
+    return 0;
+}
+
+/* A list with one paged segment per layer: index = layer * BLOCKS + block. */
+static int make_list(ferry_context_t *ctx, struct cache *k, ferry_rmem_t *rmem,
+                     ferry_dlist_t **out)
+{
+    char name[64];
+    int ret;
+
+    snprintf(name, sizeof(name), "%s %s", rmem ? "remote" : "local", k->name);
+    if ((ret = ferry_dlist_create(ctx, rmem ? FERRY_DLIST_REMOTE
+                                            : FERRY_DLIST_LOCAL,
+                                  name, out)))
+        return ret;
+    for (unsigned l = 0; l < k->layers; l++) {
+        struct ferry_dlist_segment seg = {
+            .mem = rmem ? NULL : k->mem,
+            .rmem = rmem,
+            .offset = (uint64_t)l * BLOCKS * k->block,
+            .block_size = k->block,
+            .count = BLOCKS,
+            .stride = k->block,
+        };
+        if ((ret = ferry_dlist_add(*out, &seg, NULL)))
+            return ret;
+    }
+    return 0;
+}
+
+/*
+ * Moves every sequence's blocks of both caches, one request per
+ * (sequence, cache), the two caches' requests interleaved.
+ */
+static int move_blocks(const char *who, ferry_prep_t **prep)
+{
+    static uint32_t idx[2][LAYERS * BLOCKS_PER_SEQ];
+    ferry_req_t *reqs[SEQUENCES * 2];
+    size_t nreq = 0;
+    int ret;
+
+    for (unsigned s = 0; s < SEQUENCES; s++) {
+        for (unsigned c = 0; c < 2; c++) {
+            struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+            size_t n = 0;
+
+            for (unsigned l = 0; l < caches[c].layers; l++)
+                for (unsigned k = 0; k < BLOCKS_PER_SEQ; k++)
+                    idx[c][n++] = l * BLOCKS + seq_block(s, k);
+            if (push_mode) {
+                opts.flags = FERRY_XFER_NOTIFY;
+                opts.notify_id = s;
+                opts.notify_value = n;
+            }
+            /* Local and remote layouts are the same: one index array. */
+            ret = ferry_xfer_post(prep[c], idx[c], idx[c], n, &opts,
+                                  &reqs[nreq++]);
+            if (ret)
+                return fail(who, "ferry_xfer_post", ret);
+        }
+    }
+    for (size_t i = 0; i < nreq; i++) {
+        if ((ret = ferry_req_wait(reqs[i], -1)))
+            return fail(who, "a block transfer", ret);
+        ferry_req_free(reqs[i]);
+    }
+    return 0;
+}
+
+static int transfer(const char *who, ferry_context_t *ctx, ferry_peer_t *peer,
+                    ferry_rmem_t **rmem, enum ferry_op op)
+{
+    ferry_dlist_t *local[2], *remote[2];
+    ferry_prep_t *prep[2];
+    int ret;
+
+    for (unsigned c = 0; c < 2; c++) {
+        if ((ret = make_list(ctx, &caches[c], NULL, &local[c])) ||
+            (ret = make_list(ctx, &caches[c], rmem[c], &remote[c])) ||
+            (ret = ferry_xfer_prepare(peer, op, local[c], remote[c],
+                                      &prep[c])))
+            return fail(who, "preparing the lists", ret);
+    }
+    ret = move_blocks(who, prep);
+    for (unsigned c = 0; c < 2; c++) {
+        ferry_xfer_release(prep[c]);
+        ferry_dlist_destroy(local[c]);
+        ferry_dlist_destroy(remote[c]);
+    }
+    return ret;
+}
+
+/* Decode's check: chosen blocks hold prefill's bytes, the others zero. */
+static int verify(void)
+{
+    size_t checked = 0, bad = 0;
+
+    for (unsigned c = 0; c < 2; c++) {
+        struct cache *k = &caches[c];
+        for (unsigned l = 0; l < k->layers; l++) {
+            for (unsigned b = 0; b < BLOCKS; b++) {
+                bool chosen = false;
+                for (unsigned s = 0; s < SEQUENCES && !chosen; s++)
+                    for (unsigned j = 0; j < BLOCKS_PER_SEQ && !chosen; j++)
+                        chosen = seq_block(s, j) == b;
+                const uint8_t *p = block_at(k, l, b);
+                for (size_t i = 0; i < k->block; i++)
+                    bad += p[i] != (chosen ? pattern(c, l, b, i) : 0);
+                checked += k->block;
+            }
+        }
+    }
+    printf("decode: verified %zu bytes of both caches: %s\n", checked,
+           bad == 0 ? "OK" : "CORRUPT");
+    return bad == 0 ? 0 : 1;
+}
+
+static int open_context(bool target, ferry_context_t **ctx)
+{
+    struct ferry_config cfg;
+
+    ferry_config_init(&cfg);
+    if (cfg.provider == NULL && getenv("FI_PROVIDER") == NULL) {
+        cfg.provider = "tcp;ofi_rxm";
+        cfg.domain = "lo";
+    }
+    cfg.local_only = 1;
+    cfg.progress_thread = target;
+    return ferry_context_create(&cfg, ctx);
+}
+
+static int run_prefill(const char *where, int report_fd)
+{
+    ferry_context_t *ctx;
+    ferry_oob_t *lis;
+    ferry_oob_conn_t *conn;
+    ferry_rmem_t *rmem[2];
+    int ret;
+
+    if ((ret = open_context(!push_mode, &ctx)))
+        return fail("prefill", "ferry_context_create", ret);
+    if (alloc_caches("prefill", ctx, true))
+        return 1;
+    if ((ret = ferry_oob_listen(ctx, where, &lis)) ||
+        (ret = ferry_oob_publish(lis, caches[0].name, caches[0].mem)) ||
+        (ret = ferry_oob_publish(lis, caches[1].name, caches[1].mem)))
+        return fail("prefill", "publishing the caches", ret);
+    if (report_fd >= 0) {
+        int port = ferry_oob_port(lis);
+        if (write(report_fd, &port, sizeof(port)) != sizeof(port))
+            return 1;
+    }
+    if ((ret = ferry_oob_accept(lis, TIMEOUT_MS, &conn)))
+        return fail("prefill", "ferry_oob_accept", ret);
+    if (push_mode) {
+        for (unsigned c = 0; c < 2; c++)
+            if ((ret = ferry_oob_lookup(conn, caches[c].name, TIMEOUT_MS,
+                                        &rmem[c])))
+                return fail("prefill", "looking up decode's caches", ret);
+        if (transfer("prefill", ctx, ferry_oob_conn_peer(conn), rmem,
+                     FERRY_OP_WRITE))
+            return 1;
+        printf("prefill: pushed %u sequences x %u blocks of both caches\n",
+               SEQUENCES, BLOCKS_PER_SEQ);
+    }
+    /* In pull mode decode reads on its own; stay until it says bye. */
+    ret = ferry_counter_wait(ctx, 1000, 1, TIMEOUT_MS);
+    ferry_oob_disconnect(conn);
+    ferry_oob_close(lis);
+    ferry_context_destroy(ctx);
+    return ret == 0 ? 0 : fail("prefill", "waiting for decode's goodbye", ret);
+}
+
+static int run_decode(const char *where)
+{
+    ferry_context_t *ctx;
+    ferry_oob_conn_t *conn;
+    ferry_rmem_t *rmem[2];
+    ferry_req_t *req;
+    int ret;
+
+    if ((ret = open_context(push_mode, &ctx)))
+        return fail("decode", "ferry_context_create", ret);
+    if (alloc_caches("decode", ctx, false))
+        return 1;
+    if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)))
+        return fail("decode", "ferry_oob_connect", ret);
+    if (push_mode) {
+        for (unsigned c = 0; c < 2; c++)
+            if ((ret = ferry_oob_offer(conn, caches[c].name, caches[c].mem,
+                                       TIMEOUT_MS)))
+                return fail("decode", "offering the caches", ret);
+        /* Each sequence is complete when its counter reaches its blocks. */
+        for (unsigned s = 0; s < SEQUENCES; s++) {
+            uint64_t blocks = (uint64_t)(caches[0].layers + caches[1].layers) *
+                              BLOCKS_PER_SEQ;
+            if ((ret = ferry_counter_wait(ctx, s, blocks, TIMEOUT_MS)))
+                return fail("decode", "waiting for a sequence", ret);
+            printf("decode: sequence %u complete (%llu blocks)\n", s,
+                   (unsigned long long)blocks);
+        }
+    } else {
+        for (unsigned c = 0; c < 2; c++)
+            if ((ret = ferry_oob_lookup(conn, caches[c].name, TIMEOUT_MS,
+                                        &rmem[c])))
+                return fail("decode", "ferry_oob_lookup", ret);
+        if (transfer("decode", ctx, ferry_oob_conn_peer(conn), rmem,
+                     FERRY_OP_READ))
+            return 1;
+        printf("decode: pulled %u sequences x %u blocks of both caches\n",
+               SEQUENCES, BLOCKS_PER_SEQ);
+    }
+    ret = verify();
+    /* Goodbye: prefill may stop now. */
+    if (ferry_notify_send(ferry_oob_conn_peer(conn), 1000, 1, NULL, &req) ||
+        ferry_req_wait(req, -1))
+        ret = fail("decode", "saying goodbye", FERRY_EIO);
+    ferry_req_free(req);
+    ferry_oob_disconnect(conn);
+    ferry_context_destroy(ctx);
+    return ret;
+}
+
+int main(int argc, char **argv)
+{
+    const char *role = argc > 1 ? argv[1] : "demo";
+    const char *where = NULL;
+    int fds[2], status = 0, port = 0, ret;
+    char addr[64];
+    pid_t pid;
+
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
+            const char *m = argv[++i];
+            if (strcmp(m, "push") != 0 && strcmp(m, "pull") != 0) {
+                fprintf(stderr, "--mode %s: use pull or push\n", m);
+                return 2;
+            }
+            push_mode = strcmp(m, "push") == 0;
+        } else {
+            where = argv[i];
+        }
+    }
+    if (strcmp(role, "prefill") == 0)
+        return run_prefill(where ? where : ":18516", -1);
+    if (strcmp(role, "decode") == 0 && where != NULL)
+        return run_decode(where);
+    if (strcmp(role, "demo") != 0) {
+        fprintf(stderr, "usage: kv_transfer demo|prefill [HOST:PORT]|decode "
+                "HOST:PORT [--mode pull|push]\n");
+        return 2;
+    }
+    if (pipe(fds) != 0)
+        return 1;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        int code = run_prefill("127.0.0.1:0", fds[1]);
+        fflush(stdout);
+        _exit(code);
+    }
+    close(fds[1]);
+    if (read(fds[0], &port, sizeof(port)) != sizeof(port)) {
+        waitpid(pid, &status, 0);
+        fprintf(stderr, "demo: prefill did not start\n");
+        return 1;
+    }
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    ret = run_decode(addr);
+    waitpid(pid, &status, 0);
+    ret |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    printf("kv_transfer (%s): %s\n", push_mode ? "push" : "pull",
+           ret == 0 ? "OK" : "FAILED");
+    return ret;
+}

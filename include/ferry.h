@@ -1,0 +1,455 @@
+/*
+ * ferry: one-sided RMA between the memories of machines over libfabric.
+ *
+ * The whole public API.  Handles are opaque; public structs start with a
+ * `size` field that the caller sets (ferry_config_init() and the *_INIT
+ * macros do it) so that they can grow without breaking old callers.
+ *
+ * Every call returns 0 on success or a negative error from
+ * <ferry/errno.h>.  ferry_last_error() then holds a sentence saying what
+ * was wrong and what would be right.
+ *
+ * Threads: every call may be made from several threads at once, except
+ * that a handle may not be destroyed while another thread uses it.
+ */
+#ifndef FERRY_H
+#define FERRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/errno.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define FERRY_API __attribute__((visibility("default")))
+#else
+#define FERRY_API
+#endif
+
+/* API version this header describes: major << 16 | minor << 8 | release. */
+#define FERRY_API_VERSION 0x000100
+
+/* The API version of the library actually loaded. */
+FERRY_API unsigned ferry_get_api_version(void);
+/* "ferry 0.1.0 (libfabric 1.17)": static string, never NULL. */
+FERRY_API const char *ferry_version_string(void);
+
+/* Static description of an error code, never NULL. */
+FERRY_API const char *ferry_strerror(int err);
+/*
+ * The sentence that explains the last error returned to this thread, or ""
+ * when there was none.  Valid until the thread's next ferry call.
+ */
+FERRY_API const char *ferry_last_error(void);
+
+typedef struct ferry_context ferry_context_t;
+typedef struct ferry_peer ferry_peer_t;
+typedef struct ferry_mem ferry_mem_t;
+typedef struct ferry_rmem ferry_rmem_t;
+typedef struct ferry_req ferry_req_t;
+
+/*
+ * Memory registration modes (libfabric's mr_mode bits).  ferry adapts to
+ * whichever the provider asks for; the config can also offer fewer or
+ * force more of them, which is how every path is tested.
+ */
+enum ferry_mr_mode {
+    FERRY_MR_LOCAL = 1u << 0,     /* local buffers need a registration */
+    FERRY_MR_VIRT_ADDR = 1u << 1, /* remote addresses are virtual, not offsets */
+    FERRY_MR_ALLOCATED = 1u << 2, /* only mapped memory may be registered */
+    FERRY_MR_PROV_KEY = 1u << 3,  /* the provider chooses the keys */
+    FERRY_MR_ENDPOINT = 1u << 4,  /* registrations are bound to an endpoint */
+    FERRY_MR_RAW = 1u << 5,       /* keys may be longer than 8 bytes */
+    FERRY_MR_HMEM = 1u << 6,      /* device memory needs FI_HMEM registration */
+};
+#define FERRY_MR_ALL 0x7fu
+
+struct ferry_config {
+    size_t size; /* sizeof(struct ferry_config), set by ferry_config_init */
+    /*
+     * libfabric provider ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "efa"...)
+     * and domain ("lo", "mlx5_0").  NULL: chosen by capability.  FI_PROVIDER
+     * in the environment narrows the choice too.
+     */
+    const char *provider;
+    const char *domain;
+    unsigned max_rails; /* domains used side by side; default 1 */
+    /* Every peer is on this host: shared memory becomes a candidate. */
+    int local_only;
+    /* FERRY_MR_* bits offered to the provider (default FERRY_MR_ALL). */
+    unsigned mr_mode_offer;
+    /* FERRY_MR_* bits applied even when the provider does not ask. */
+    unsigned mr_mode_force;
+    size_t mr_key_size;  /* cap on key bytes used; 0: the provider's */
+    size_t max_msg_size; /* cap on one RMA operation; 0: the provider's */
+    size_t tx_depth;     /* cap on operations in flight per rail; 0: provider's */
+    /* Default deadline of a request in ms (default 60000); 0: none. */
+    int timeout_ms;
+    /*
+     * Start a thread that drives progress.  A context that is only ever a
+     * target (its memory written or read by peers) and never calls
+     * ferry_progress() needs it: most providers move data only when the
+     * target progresses.
+     */
+    int progress_thread;
+    /* Shared secret of the bootstrap (ferry_oob_*); NULL: FERRY_OOB_TOKEN. */
+    const char *oob_token;
+};
+
+/*
+ * Fills cfg with defaults, then applies FERRY_PROVIDER, FERRY_DOMAIN,
+ * FERRY_MAX_RAILS and FERRY_TIMEOUT_MS from the environment.
+ * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed.
+ */
+FERRY_API int ferry_config_init(struct ferry_config *cfg);
+
+/*
+ * Opens a context: provider selection, then fabric, domain, endpoint,
+ * completion queue and address vector for each rail.
+ * cfg may be NULL (defaults).  *ctx is set on success only.
+ * Returns 0, FERRY_EINVAL (bad cfg), FERRY_ENOPROVIDER (the sentence lists
+ * every candidate and why it was refused), FERRY_EPROVIDER or FERRY_ENOMEM.
+ */
+FERRY_API int ferry_context_create(const struct ferry_config *cfg,
+                                   ferry_context_t **ctx);
+/*
+ * Closes the context and everything made from it: peers, registrations,
+ * remote regions and requests (their handles become invalid).  NULL-safe.
+ */
+FERRY_API void ferry_context_destroy(ferry_context_t *ctx);
+
+/*
+ * Copies the context's address blob (what a peer passes to
+ * ferry_peer_add) into buf.  *len: in, the capacity; out, the size used or
+ * needed.  Returns 0, FERRY_ENOSPC (buf NULL or too small; *len says how
+ * much is needed) or FERRY_EINVAL.
+ */
+FERRY_API int ferry_context_address(ferry_context_t *ctx, void *buf,
+                                    size_t *len);
+
+struct ferry_context_info {
+    size_t size; /* set by the caller: sizeof(struct ferry_context_info) */
+    /* Strings stay valid while the context lives. */
+    const char *provider;
+    const char *fabric;
+    const char *domain; /* of the first rail */
+    unsigned nrails;
+    unsigned mr_mode; /* FERRY_MR_* bits in effect */
+    size_t mr_key_size;
+    size_t max_msg_size; /* largest single RMA operation ferry posts */
+    size_t tx_depth;     /* operations in flight per rail */
+    size_t rx_depth;
+    int hmem;                 /* the domain registers device memory */
+    unsigned fi_version;      /* libfabric at run time, FI_VERSION() form */
+    const char *why;          /* one sentence: why this provider */
+};
+#define FERRY_CONTEXT_INFO_INIT {.size = sizeof(struct ferry_context_info)}
+
+/* Returns 0, or FERRY_EINVAL if ctx or info is NULL or info->size is 0. */
+FERRY_API int ferry_context_info(ferry_context_t *ctx,
+                                 struct ferry_context_info *info);
+
+/*
+ * Adds a peer from its address blob.  Returns 0, FERRY_EBLOB (malformed),
+ * FERRY_EINCOMPAT (another provider or address format: the sentence names
+ * both sides), FERRY_EPROVIDER or FERRY_ENOMEM.  The peer lives until
+ * ferry_peer_remove() or the context's destruction.
+ */
+FERRY_API int ferry_peer_add(ferry_context_t *ctx, const void *addr,
+                             size_t len, ferry_peer_t **peer);
+/*
+ * Removes a peer.  Returns FERRY_EBUSY while remote regions imported from
+ * it are still held (ferry_rmem_free them first).  NULL-safe (returns 0).
+ */
+FERRY_API int ferry_peer_remove(ferry_peer_t *peer);
+
+enum ferry_mem_kind {
+    FERRY_MEM_HOST = 0,
+    FERRY_MEM_CUDA = 1,
+    FERRY_MEM_AUTO = 2, /* ask the pointer */
+};
+
+/* Access a registration grants to peers (local access is always given). */
+enum ferry_access {
+    FERRY_ACCESS_REMOTE_READ = 1u << 0,
+    FERRY_ACCESS_REMOTE_WRITE = 1u << 1,
+};
+
+/*
+ * Registers [addr, addr + len) with every rail of the context.  device is
+ * the CUDA ordinal for FERRY_MEM_CUDA (ignored for host memory).
+ * Returns 0, FERRY_EINVAL, FERRY_ENOTSUP (CUDA not available: the sentence
+ * says why), FERRY_ENOSPC (key space of the provider exhausted),
+ * FERRY_EPROVIDER or FERRY_ENOMEM.
+ */
+FERRY_API int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
+                                 enum ferry_mem_kind kind, int device,
+                                 unsigned access, ferry_mem_t **mem);
+/*
+ * Deregisters.  Returns FERRY_EBUSY, and changes nothing, while a request
+ * that uses the region has operations in flight (wait for or free the
+ * request first; a freed request releases its regions once the provider
+ * is done with them).  NULL-safe (returns 0).
+ */
+FERRY_API int ferry_mem_deregister(ferry_mem_t *mem);
+
+/*
+ * Writes the remote-key blob a peer needs to reach this region with
+ * ferry_rmem_import.  *len as for ferry_context_address.  Returns 0,
+ * FERRY_ENOSPC, or FERRY_EINVAL (the region grants no remote access).
+ */
+FERRY_API int ferry_mem_export(const ferry_mem_t *mem, void *blob,
+                               size_t *len);
+/*
+ * Imports a peer's remote-key blob.  Returns 0, FERRY_EBLOB, FERRY_EINCOMPAT
+ * (made by another provider or key format: the sentence names both sides),
+ * FERRY_EPROVIDER or FERRY_ENOMEM.
+ */
+FERRY_API int ferry_rmem_import(ferry_peer_t *peer, const void *blob,
+                                size_t len, ferry_rmem_t **rmem);
+/* Length of the remote region in bytes (0 for NULL). */
+FERRY_API size_t ferry_rmem_length(const ferry_rmem_t *rmem);
+/*
+ * Releases an imported region.  Returns FERRY_EBUSY while requests in
+ * flight use it.  NULL-safe (returns 0).
+ */
+FERRY_API int ferry_rmem_free(ferry_rmem_t *rmem);
+
+/* One piece of a transfer: len bytes between local and the remote region. */
+struct ferry_iov {
+    void *local;        /* local address */
+    ferry_mem_t *lmem;  /* registration covering local, or NULL: ferry finds
+                           or makes one */
+    ferry_rmem_t *rmem; /* remote region (imported from the request's peer) */
+    uint64_t roffset;   /* offset into the remote region */
+    size_t len;         /* bytes, > 0 */
+};
+
+/* Flags of struct ferry_xfer_opts. */
+enum ferry_xfer_flags {
+    /* Deliver {notify_id, notify_value} to the peer after all the data. */
+    FERRY_XFER_NOTIFY = 1u << 0,
+};
+
+struct ferry_xfer_opts {
+    size_t size;    /* sizeof(struct ferry_xfer_opts) */
+    int timeout_ms; /* 0: the context's default; < 0: no deadline */
+    unsigned flags; /* FERRY_XFER_* */
+    uint64_t notify_id;
+    uint64_t notify_value;
+};
+#define FERRY_XFER_OPTS_INIT {.size = sizeof(struct ferry_xfer_opts)}
+
+/*
+ * Writes (or reads) every iov as one request.  Each iov is checked against
+ * its local and remote regions before anything is posted; a bad one refuses
+ * the whole request with the index and the bound crossed in the sentence.
+ * opts may be NULL.  *req is set on success; free it with ferry_req_free.
+ * Returns 0, FERRY_EINVAL, FERRY_ERANGE, FERRY_EHANDLE, FERRY_ENOMEM.
+ */
+FERRY_API int ferry_write(ferry_peer_t *peer, const struct ferry_iov *iov,
+                          size_t n, const struct ferry_xfer_opts *opts,
+                          ferry_req_t **req);
+FERRY_API int ferry_read(ferry_peer_t *peer, const struct ferry_iov *iov,
+                         size_t n, const struct ferry_xfer_opts *opts,
+                         ferry_req_t **req);
+
+/*
+ * Drives the request's context once.  Returns 0 (done), FERRY_EINPROGRESS,
+ * or the error that ended it (FERRY_ETIMEDOUT, FERRY_ECANCELED,
+ * FERRY_ECONNRESET, FERRY_EIO...; ferry_last_error() says more).
+ */
+FERRY_API int ferry_req_test(ferry_req_t *req);
+/*
+ * Waits at most timeout_ms (< 0: until the request ends; its own deadline
+ * still applies).  Returns as ferry_req_test; FERRY_EINPROGRESS means this
+ * wait timed out, not the request.
+ */
+FERRY_API int ferry_req_wait(ferry_req_t *req, int timeout_ms);
+/*
+ * Ends the request with FERRY_ECANCELED unless it has already ended.
+ * Operations already handed to the provider finish in the background;
+ * buffers stay registered until they do.  Returns 0.
+ */
+FERRY_API int ferry_req_cancel(ferry_req_t *req);
+/* Frees the request, cancelling it if it has not ended.  NULL-safe. */
+FERRY_API void ferry_req_free(ferry_req_t *req);
+
+/*
+ * Polls completions, posts queued operations and enforces deadlines.
+ * Returns the number of completions handled (>= 0) or an error.
+ */
+FERRY_API int ferry_progress(ferry_context_t *ctx);
+
+/*
+ * Prepared descriptor lists: describe many blocks once, validate once, post
+ * by index.  A local list holds blocks of registrations (ferry_mem_t), a
+ * remote list blocks of imported regions (ferry_rmem_t).  Each segment
+ * adds `count` blocks of `block_size` bytes, `stride` bytes apart, from
+ * `offset` in its region (count 1: one explicit entry).  Lists are
+ * independent: any number of them, over the same regions or others, are
+ * prepared and posted side by side.
+ */
+typedef struct ferry_dlist ferry_dlist_t;
+typedef struct ferry_prep ferry_prep_t;
+
+enum ferry_dlist_kind { FERRY_DLIST_LOCAL = 1, FERRY_DLIST_REMOTE = 2 };
+enum ferry_op { FERRY_OP_WRITE = 1, FERRY_OP_READ = 2 };
+
+struct ferry_dlist_segment {
+    ferry_mem_t *mem;   /* local lists */
+    ferry_rmem_t *rmem; /* remote lists */
+    uint64_t offset;    /* of block 0 in the region */
+    size_t block_size;
+    size_t count;
+    size_t stride; /* >= block_size when count > 1 */
+};
+
+/* name appears in error sentences.  Returns 0, FERRY_EINVAL, FERRY_ENOMEM. */
+FERRY_API int ferry_dlist_create(ferry_context_t *ctx,
+                                 enum ferry_dlist_kind kind, const char *name,
+                                 ferry_dlist_t **dl);
+/*
+ * Appends a segment; *first_index (may be NULL) gets its first block's
+ * index.  Every block is checked against its region now.  Returns 0,
+ * FERRY_EINVAL, FERRY_ERANGE (a block runs past its region), FERRY_EBUSY
+ * (the list is already prepared: lists freeze then) or FERRY_EOVERFLOW.
+ * The list keeps its regions registered until it is destroyed.
+ */
+FERRY_API int ferry_dlist_add(ferry_dlist_t *dl,
+                              const struct ferry_dlist_segment *seg,
+                              size_t *first_index);
+/* Blocks in the list (0 for NULL). */
+FERRY_API size_t ferry_dlist_count(const ferry_dlist_t *dl);
+/* FERRY_EBUSY while a prepared transfer uses it.  NULL-safe. */
+FERRY_API int ferry_dlist_destroy(ferry_dlist_t *dl);
+
+/*
+ * Validates a local and a remote list for op towards peer, once.  Returns
+ * 0, FERRY_EINVAL (wrong kinds, empty list, region without the access op
+ * needs) or FERRY_EHANDLE (lists of another context or peer).
+ */
+FERRY_API int ferry_xfer_prepare(ferry_peer_t *peer, enum ferry_op op,
+                                 ferry_dlist_t *local, ferry_dlist_t *remote,
+                                 ferry_prep_t **prep);
+/*
+ * Moves block local_idx[i] <-> block remote_idx[i] for every i < n, as one
+ * request.  Only the indices are checked (an invalid one names the list,
+ * the index and the valid range); no allocation per block.
+ */
+FERRY_API int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
+                              const uint32_t *remote_idx, size_t n,
+                              const struct ferry_xfer_opts *opts,
+                              ferry_req_t **req);
+/* FERRY_EBUSY while requests posted from it are in flight.  NULL-safe. */
+FERRY_API int ferry_xfer_release(ferry_prep_t *prep);
+
+/*
+ * Notifications.  A request with FERRY_XFER_NOTIFY delivers {id, value} to
+ * the peer's context only after all of the request's data is visible in
+ * the peer's memory; the request completes when the notification has been
+ * delivered too.  The receiving context queues notifications in arrival
+ * order and adds each value to a counter per id.
+ */
+struct ferry_notification {
+    uint64_t id;
+    uint64_t value;
+};
+
+/*
+ * Sends a notification with no data (a request of its own).  Returns as
+ * ferry_write.
+ */
+FERRY_API int ferry_notify_send(ferry_peer_t *peer, uint64_t id,
+                                uint64_t value,
+                                const struct ferry_xfer_opts *opts,
+                                ferry_req_t **req);
+/*
+ * Progresses, then moves up to max queued notifications, oldest first,
+ * into out.  Returns how many (>= 0) or an error.
+ */
+FERRY_API int ferry_notify_poll(ferry_context_t *ctx,
+                                struct ferry_notification *out, size_t max);
+/* Progresses, then reads the sum of the values received for id so far. */
+FERRY_API int ferry_counter_get(ferry_context_t *ctx, uint64_t id,
+                                uint64_t *value);
+/*
+ * Waits until the sum for id reaches at least expected.  Returns 0, or
+ * FERRY_ETIMEDOUT after timeout_ms (< 0: no limit) with the sum reached in
+ * the sentence.
+ */
+FERRY_API int ferry_counter_wait(ferry_context_t *ctx, uint64_t id,
+                                 uint64_t expected, int timeout_ms);
+/* Sets the sum for id back to 0 (to reuse an id).  Returns 0. */
+FERRY_API int ferry_counter_reset(ferry_context_t *ctx, uint64_t id);
+
+/*
+ * Bootstrap over TCP, for programs without a control plane of their own.
+ *
+ * The listening side publishes named regions; the connecting side learns
+ * the listener's address (a peer) and looks regions up by name, and may
+ * offer regions of its own, which the listening side finds through the
+ * connection ferry_oob_accept() returns.  When a token is configured
+ * (config.oob_token or FERRY_OOB_TOKEN) a peer without the same token is
+ * refused.  Frames are checked and bounded; every wait has a deadline.
+ */
+typedef struct ferry_oob ferry_oob_t;
+typedef struct ferry_oob_conn ferry_oob_conn_t;
+
+/*
+ * Listens on "host:port" (":port" for every address; port 0 picks a free
+ * one, see ferry_oob_port) and serves clients from a thread of its own.
+ * Returns 0, FERRY_EINVAL (bad address, port in use: the sentence says),
+ * FERRY_EHOSTUNREACH (host does not resolve) or FERRY_ENOMEM.
+ */
+FERRY_API int ferry_oob_listen(ferry_context_t *ctx, const char *hostport,
+                               ferry_oob_t **lis);
+/* The port the listener is bound to, or FERRY_EINVAL for NULL. */
+FERRY_API int ferry_oob_port(const ferry_oob_t *lis);
+/* Makes mem findable by name (the newest publication of a name wins). */
+FERRY_API int ferry_oob_publish(ferry_oob_t *lis, const char *name,
+                                const ferry_mem_t *mem);
+/*
+ * Waits up to timeout_ms (< 0: forever) for a client that has connected
+ * and not yet been accepted.  *conn carries its peer.  Returns 0,
+ * FERRY_ETIMEDOUT, or the error of adding the client as a peer.
+ */
+FERRY_API int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms,
+                               ferry_oob_conn_t **conn);
+/* Stops serving and frees the listener; accepted connections stay valid
+ * until ferry_oob_disconnect.  NULL-safe. */
+FERRY_API void ferry_oob_close(ferry_oob_t *lis);
+
+/*
+ * Connects to a listener, retrying until timeout_ms (> 0) while the
+ * connection is refused, and exchanges addresses.  Returns 0,
+ * FERRY_ETIMEDOUT, FERRY_EHOSTUNREACH, FERRY_EPROTO (not a ferry
+ * listener, wrong token: the sentence says), FERRY_EINCOMPAT.
+ */
+FERRY_API int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
+                                int timeout_ms, ferry_oob_conn_t **conn);
+/* The peer at the other end (owned by the context). */
+FERRY_API ferry_peer_t *ferry_oob_conn_peer(const ferry_oob_conn_t *conn);
+/*
+ * Looks up a region by name: on a connecting side, one the listener
+ * published (FERRY_ENOENT if none); on an accepted connection, one the
+ * client offered, waiting up to timeout_ms for it.  *rmem as from
+ * ferry_rmem_import.
+ */
+FERRY_API int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name,
+                               int timeout_ms, ferry_rmem_t **rmem);
+/* Connecting side only: offers mem to the listener under name. */
+FERRY_API int ferry_oob_offer(ferry_oob_conn_t *conn, const char *name,
+                              const ferry_mem_t *mem, int timeout_ms);
+/* Closes the connection (the peer stays with the context).  NULL-safe. */
+FERRY_API void ferry_oob_disconnect(ferry_oob_conn_t *conn);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERRY_H */

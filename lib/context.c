@@ -1,0 +1,408 @@
+/*
+ * The context: configuration, the chosen provider, and one rail (fabric,
+ * domain, address vector, completion queue, endpoint) per domain used.
+ */
+#include "ferry-internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TIMEOUT_MS 60000
+
+/*
+ * Reads a whole number in [min, max] from the environment: 1 when set, 0
+ * when unset, FERRY_EINVAL when malformed.  `min` exists so the range the
+ * sentence names is the one ferry accepts: FERRY_MAX_RAILS=0 used to pass
+ * here ("between 0 and 8") only to be refused by ferry_context_create.
+ */
+static int env_uint(const char *name, long min, long max, long *out)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n;
+
+    if (v == NULL)
+        return 0;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < min || n > max)
+        return ferry__error(FERRY_EINVAL,
+                            "%s=%s is not a whole number between %ld and %ld",
+                            name, v, min, max);
+    *out = n;
+    return 1;
+}
+
+int ferry_config_init(struct ferry_config *cfg)
+{
+    long n;
+    int ret;
+
+    ferry__error_clear();
+    if (cfg == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_config_init: cfg is NULL");
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->size = sizeof(*cfg);
+    cfg->max_rails = 1;
+    cfg->mr_mode_offer = FERRY_MR_ALL;
+    cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
+    cfg->provider = getenv("FERRY_PROVIDER");
+    cfg->domain = getenv("FERRY_DOMAIN");
+    ret = env_uint("FERRY_MAX_RAILS", 1, FERRY__MAX_RAILS, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->max_rails = (unsigned)n;
+    ret = env_uint("FERRY_TIMEOUT_MS", 0, INT_MAX, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->timeout_ms = (int)n;
+    return 0;
+}
+
+int ferry__check_ctx(const ferry_context_t *ctx, const char *what)
+{
+    if (ctx == NULL)
+        return ferry__error(FERRY_EINVAL, "%s: context is NULL", what);
+    if (ctx->magic != FERRY__MAGIC_CTX)
+        return ferry__error(FERRY_EHANDLE,
+                            "%s: not a live ferry context (destroyed, or "
+                            "another kind of handle)",
+                            what);
+    return 0;
+}
+
+static int copy_name(char *dst, const char *src, const char *field)
+{
+    if (src == NULL)
+        return 0;
+    if (strlen(src) >= FERRY__NAME_MAX)
+        return ferry__error(FERRY_EINVAL,
+                            "config.%s is %zu characters long; at most %d "
+                            "fit",
+                            field, strlen(src), FERRY__NAME_MAX - 1);
+    strcpy(dst, src);
+    return 0;
+}
+
+/* Copies and checks the caller's config into ctx->cfg. */
+static int adopt_config(struct ferry_context *ctx,
+                        const struct ferry_config *user)
+{
+    struct ferry_config *cfg = &ctx->cfg;
+    int ret;
+
+    ret = ferry_config_init(cfg);
+    if (ret != 0)
+        return ret;
+    if (user != NULL) {
+        if (user->size == 0 || user->size > sizeof(*cfg))
+            return ferry__error(
+                FERRY_EINVAL,
+                "config.size is %zu; call ferry_config_init() on the config "
+                "first (this ferry expects at most %zu)",
+                user->size, sizeof(*cfg));
+        memcpy(cfg, user, user->size);
+        cfg->size = sizeof(*cfg);
+    }
+    if (cfg->max_rails < 1 || cfg->max_rails > FERRY__MAX_RAILS)
+        return ferry__error(FERRY_EINVAL,
+                            "config.max_rails is %u; use 1 to %d",
+                            cfg->max_rails, FERRY__MAX_RAILS);
+    if ((cfg->mr_mode_offer | cfg->mr_mode_force) & ~FERRY_MR_ALL)
+        return ferry__error(FERRY_EINVAL,
+                            "config.mr_mode_offer/force hold bits 0x%x that "
+                            "are not FERRY_MR_* flags (0x%x)",
+                            (cfg->mr_mode_offer | cfg->mr_mode_force) &
+                                ~FERRY_MR_ALL,
+                            FERRY_MR_ALL);
+    if (cfg->timeout_ms < 0)
+        return ferry__error(FERRY_EINVAL,
+                            "config.timeout_ms is %d; use 0 (no deadline) "
+                            "or a positive number of milliseconds",
+                            cfg->timeout_ms);
+    if (cfg->mr_key_size > FERRY__KEY_MAX)
+        return ferry__error(FERRY_EINVAL,
+                            "config.mr_key_size is %zu; at most %d bytes",
+                            cfg->mr_key_size, FERRY__KEY_MAX);
+    if ((ret = copy_name(ctx->cfg_provider, cfg->provider, "provider")) ||
+        (ret = copy_name(ctx->cfg_domain, cfg->domain, "domain")))
+        return ret;
+    cfg->provider = cfg->provider ? ctx->cfg_provider : NULL;
+    cfg->domain = cfg->domain ? ctx->cfg_domain : NULL;
+    return 0;
+}
+
+static int fi_fail(int ret, const struct ferry__rail *rail, const char *call)
+{
+    return ferry__error(ferry__error_from_fi(ret),
+                        "%s on provider %s, domain %s failed: %s", call,
+                        rail->info->fabric_attr->prov_name,
+                        rail->info->domain_attr->name, fi_strerror(-ret));
+}
+
+static int rail_open(struct ferry_context *ctx, struct ferry__rail *rail)
+{
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+    struct fi_cq_attr cq_attr = {
+        .format = FI_CQ_FORMAT_DATA,
+        .wait_obj = FI_WAIT_NONE,
+        /* Room for every operation in flight plus incoming messages. */
+        .size = ctx->tx_depth + rail->info->rx_attr->size,
+    };
+    int ret;
+
+    if ((ret = fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL)))
+        return fi_fail(ret, rail, "fi_fabric");
+    if ((ret = fi_domain(rail->fabric, rail->info, &rail->domain, NULL)))
+        return fi_fail(ret, rail, "fi_domain");
+    if ((ret = fi_av_open(rail->domain, &av_attr, &rail->av, NULL)))
+        return fi_fail(ret, rail, "fi_av_open");
+    if ((ret = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL)))
+        return fi_fail(ret, rail, "fi_cq_open");
+    if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
+        return fi_fail(ret, rail, "fi_endpoint");
+    if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
+        return fi_fail(ret, rail, "fi_ep_bind(av)");
+    if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV)))
+        return fi_fail(ret, rail, "fi_ep_bind(cq)");
+    if ((ret = fi_enable(rail->ep)))
+        return fi_fail(ret, rail, "fi_enable");
+
+    rail->ops = calloc(ctx->tx_depth, sizeof(*rail->ops));
+    if (rail->ops == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for %zu op slots",
+                            ctx->tx_depth);
+    for (size_t i = 0; i < ctx->tx_depth; i++) {
+        rail->ops[i].rail = rail;
+        rail->ops[i].next_free = i + 1 < ctx->tx_depth ? &rail->ops[i + 1]
+                                                        : NULL;
+    }
+    rail->free_ops = &rail->ops[0];
+    ferry__keyalloc_init(&rail->keys, ctx->key_size);
+    return ferry__notify_rail_open(ctx, rail);
+}
+
+static void rail_close(struct ferry__rail *rail)
+{
+    /* Children before parents: libfabric refuses to close a domain with
+     * open endpoints (-FI_EBUSY). */
+    if (rail->ep)
+        fi_close(&rail->ep->fid);
+    ferry__notify_rail_close(rail);
+    if (rail->cq)
+        fi_close(&rail->cq->fid);
+    if (rail->av)
+        fi_close(&rail->av->fid);
+    if (rail->domain)
+        fi_close(&rail->domain->fid);
+    if (rail->fabric)
+        fi_close(&rail->fabric->fid);
+    fi_freeinfo(rail->info);
+    free(rail->ops);
+    memset(rail, 0, sizeof(*rail));
+}
+
+/* The limits every rail shares: the most restrictive of them all. */
+static void derive_limits(struct ferry_context *ctx)
+{
+    const struct fi_info *info = ctx->rails[0].info;
+    const struct ferry_config *cfg = &ctx->cfg;
+    size_t max_msg = SIZE_MAX, tx = SIZE_MAX, key = SIZE_MAX;
+
+    ctx->mr_mode = ferry__mr_mode_from_fi(info->domain_attr->mr_mode) |
+                   cfg->mr_mode_force;
+    for (unsigned i = 0; i < ctx->nrails; i++) {
+        const struct fi_info *r = ctx->rails[i].info;
+        if (r->ep_attr->max_msg_size < max_msg)
+            max_msg = r->ep_attr->max_msg_size;
+        if (r->tx_attr->size < tx)
+            tx = r->tx_attr->size;
+        if (r->domain_attr->mr_key_size < key)
+            key = r->domain_attr->mr_key_size;
+    }
+    if (cfg->max_msg_size != 0 && cfg->max_msg_size < max_msg)
+        max_msg = cfg->max_msg_size;
+    if (cfg->tx_depth != 0 && cfg->tx_depth < tx)
+        tx = cfg->tx_depth;
+    if (cfg->mr_key_size != 0 && cfg->mr_key_size < key)
+        key = cfg->mr_key_size;
+    /* Without FI_MR_RAW a key is a uint64_t whatever the size field says. */
+    if (!(ctx->mr_mode & FERRY_MR_RAW) && key > 8)
+        key = 8;
+    ctx->max_msg = max_msg ? max_msg : 1;
+    ctx->tx_depth = tx ? tx : 1;
+    ctx->key_size = key ? key : 1;
+}
+
+static void explain_choice(struct ferry_context *ctx,
+                           const struct ferry__selection *sel)
+{
+    const struct fi_info *info = ctx->rails[0].info;
+    const char *fp = getenv("FI_PROVIDER");
+    char source[96] = "";
+
+    if (ctx->cfg.provider != NULL)
+        snprintf(source, sizeof(source), "; provider named by the config");
+    else if (fp != NULL)
+        snprintf(source, sizeof(source), "; FI_PROVIDER=%s narrowed the "
+                 "search", fp);
+    snprintf(ctx->why, sizeof(ctx->why),
+             "chose %s on domain %s (fabric %s): %s, best of %zu "
+             "candidate%s%s",
+             info->fabric_attr->prov_name, info->domain_attr->name,
+             info->fabric_attr->name, sel->cand[0].verdict, sel->ncand,
+             sel->ncand == 1 ? "" : "s", source);
+}
+
+/* Rails: the best candidate, then other domains of the same provider. */
+static void pick_rails(struct ferry_context *ctx,
+                       struct ferry__selection *sel)
+{
+    const char *prov = sel->cand[0].info->fabric_attr->prov_name;
+
+    for (size_t i = 0; i < sel->ncand && ctx->nrails < ctx->cfg.max_rails;
+         i++) {
+        if (strcmp(sel->cand[i].info->fabric_attr->prov_name, prov) != 0)
+            continue;
+        /* Ownership of the fi_info moves to the rail. */
+        ctx->rails[ctx->nrails].index = ctx->nrails;
+        ctx->rails[ctx->nrails++].info = sel->cand[i].info;
+        sel->cand[i].info = NULL;
+    }
+}
+
+int ferry_context_create(const struct ferry_config *cfg,
+                         ferry_context_t **out)
+{
+    struct ferry__selection sel;
+    struct ferry_context *ctx;
+    int ret;
+
+    ferry__error_clear();
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_create: out pointer is NULL");
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a context");
+    pthread_mutex_init(&ctx->lock, NULL);
+    ret = adopt_config(ctx, cfg);
+    if (ret == 0)
+        ret = ferry__provider_select(&ctx->cfg, &sel);
+    if (ret != 0) {
+        pthread_mutex_destroy(&ctx->lock);
+        free(ctx);
+        return ret;
+    }
+    ctx->register_local = sel.cand[0].nic;
+    pick_rails(ctx, &sel);
+    explain_choice(ctx, &sel);
+    ferry__selection_free(&sel);
+    derive_limits(ctx);
+    ctx->register_local |= (ctx->mr_mode & FERRY_MR_LOCAL) != 0;
+    ctx->magic = FERRY__MAGIC_CTX;
+    for (unsigned i = 0; i < ctx->nrails && ret == 0; i++)
+        ret = rail_open(ctx, &ctx->rails[i]);
+    if (ret == 0 && ctx->cfg.progress_thread)
+        ret = ferry__progress_thread_start(ctx);
+    if (ret != 0) {
+        ferry_context_destroy(ctx);
+        return ret;
+    }
+    FERRY_LOG_INFO("%s", ctx->why);
+    *out = ctx;
+    return 0;
+}
+
+void ferry_context_destroy(ferry_context_t *ctx)
+{
+    if (ctx == NULL || ctx->magic != FERRY__MAGIC_CTX)
+        return;
+    ferry__progress_thread_stop(ctx);
+    /* Endpoints first: closing them ends every operation still in flight,
+     * after which requests and registrations can go. */
+    for (unsigned i = 0; i < ctx->nrails; i++) {
+        if (ctx->rails[i].ep)
+            fi_close(&ctx->rails[i].ep->fid);
+        ctx->rails[i].ep = NULL;
+    }
+    ferry__reqs_destroy(ctx);
+    /* Registrations and remote regions before peers: a remote region
+     * points at its peer (rmem_release reads rmem->peer->ctx and drops
+     * peer->rmem_count), so freeing peers first was a use after free when
+     * regions were still held at destruction. */
+    ferry__peers_destroy(ctx);
+    ferry__mems_destroy(ctx);
+    ferry__notify_destroy(ctx);
+    for (unsigned i = 0; i < ctx->nrails; i++)
+        rail_close(&ctx->rails[i]);
+    ctx->magic = FERRY__MAGIC_DEAD;
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
+{
+    struct ferry__blob_writer w;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_address")))
+        return ret;
+    if (len == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_address: len is NULL");
+    ferry__blob_begin(&w, buf, *len, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, ctx->rails[0].info->fabric_attr->prov_name);
+    ferry__blob_put_u16(&w, (uint16_t)ctx->nrails);
+    for (unsigned i = 0; i < ctx->nrails; i++) {
+        uint8_t name[FERRY__ADDR_MAX];
+        size_t nlen = sizeof(name);
+
+        ret = fi_getname(&ctx->rails[i].ep->fid, name, &nlen);
+        if (ret != 0)
+            return fi_fail(ret, &ctx->rails[i], "fi_getname");
+        ferry__blob_put_u32(&w, ctx->rails[i].info->addr_format);
+        ferry__blob_put_u16(&w, (uint16_t)nlen);
+        ferry__blob_put_bytes(&w, name, nlen);
+    }
+    return ferry__blob_end(&w, len);
+}
+
+int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
+{
+    const struct fi_info *fi;
+    struct ferry_context_info out;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_info")))
+        return ret;
+    if (info == NULL || info->size == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_info: info is NULL or info->size "
+                            "is 0 (use FERRY_CONTEXT_INFO_INIT)");
+    fi = ctx->rails[0].info;
+    memset(&out, 0, sizeof(out));
+    out.size = info->size < sizeof(out) ? info->size : sizeof(out);
+    out.provider = fi->fabric_attr->prov_name;
+    out.fabric = fi->fabric_attr->name;
+    out.domain = fi->domain_attr->name;
+    out.nrails = ctx->nrails;
+    out.mr_mode = ctx->mr_mode;
+    out.mr_key_size = ctx->key_size;
+    out.max_msg_size = ctx->max_msg;
+    out.tx_depth = ctx->tx_depth;
+    out.rx_depth = fi->rx_attr->size;
+    out.hmem = (fi->caps & FI_HMEM) != 0;
+    out.fi_version = fi_version();
+    out.why = ctx->why;
+    /* Only as much as the caller's struct holds. */
+    memcpy(info, &out, out.size);
+    return 0;
+}

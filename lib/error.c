@@ -1,0 +1,85 @@
+/*
+ * Error codes, their strings, and the per-thread sentence behind
+ * ferry_last_error().
+ */
+#include "ferry-internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The sentence explaining the last error this thread got from ferry. */
+static _Thread_local char last_error[512];
+
+const char *ferry_strerror(int err)
+{
+    if (err == 0)
+        return "success";
+    switch (err) {
+#define FERRY__ERRNO_CASE(name, value, text)                                  \
+    case (value):                                                             \
+        return text;
+        FERRY_ERRNO_MAP(FERRY__ERRNO_CASE)
+#undef FERRY__ERRNO_CASE
+    default:
+        return "unknown ferry error";
+    }
+}
+
+const char *ferry_last_error(void)
+{
+    return last_error;
+}
+
+int ferry__error(int err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    FERRY_LOG_DEBUG("error %d (%s): %s", err, ferry_strerror(err), last_error);
+    return err;
+}
+
+void ferry__error_clear(void)
+{
+    last_error[0] = '\0';
+}
+
+int ferry__error_from_fi(int fi_err)
+{
+    switch (-fi_err) {
+    case FI_EINVAL:
+        return FERRY_EINVAL;
+    case FI_ENOMEM:
+        return FERRY_ENOMEM;
+    case FI_EAGAIN:
+        return FERRY_EAGAIN;
+    case FI_ECANCELED:
+        return FERRY_ECANCELED;
+    case FI_ETIMEDOUT:
+        return FERRY_ETIMEDOUT;
+    case FI_ENOSYS:
+    case FI_EOPNOTSUPP:
+        return FERRY_ENOTSUP;
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_ECONNREFUSED:
+        return FERRY_ECONNRESET;
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_EADDRNOTAVAIL:
+        return FERRY_EHOSTUNREACH;
+    case FI_EIO:
+    case FI_EREMOTEIO:
+        return FERRY_EIO;
+    case FI_ENOKEY:
+    case FI_EKEYREJECTED:
+    case FI_EACCES:
+        return FERRY_EPROTO;
+    default:
+        return FERRY_EPROVIDER;
+    }
+}

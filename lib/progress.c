@@ -1,0 +1,225 @@
+/*
+ * Progress: completion queues, error translation, deadlines, waiting, and
+ * the optional progress thread.
+ */
+#include "ferry-internal.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <time.h>
+
+#define CQ_BATCH 32
+/* Progress-thread idling: spin this long after the last work, then nap. */
+#define IDLE_SPIN_NS (100u * 1000u * 1000u)
+#define IDLE_NAP_NS (100u * 1000u)
+
+static int read_cq_error(struct ferry_context *ctx, struct ferry__rail *rail)
+{
+    struct fi_cq_err_entry err = {0};
+    char prov[128] = "";
+    char why[256];
+    ssize_t ret = fi_cq_readerr(rail->cq, &err, 0);
+
+    if (ret != 1)
+        return 0; /* raced with another reader; nothing to do */
+    if (err.prov_errno != 0)
+        snprintf(prov, sizeof(prov), " (provider says: %s)",
+                 fi_cq_strerror(rail->cq, err.prov_errno, err.err_data, NULL,
+                                0));
+    snprintf(why, sizeof(why), "%s%s", fi_strerror(err.err), prov);
+    if (err.flags & FI_RECV) {
+        /* A receive failed (a message too long, or a peer gone mid-way):
+         * nothing was delivered; the buffer goes back to work. */
+        FERRY_LOG_WARN("a receive on domain %s failed: %s",
+                   rail->info->domain_attr->name, why);
+        ferry__notify_received(ctx, rail, err.op_context, 0);
+    } else if (err.op_context != NULL)
+        ferry__op_complete(err.op_context,
+                           ferry__error_from_fi(-err.err), why);
+    else
+        FERRY_LOG_WARN("completion error without a context on domain %s: %s",
+                   rail->info->domain_attr->name, why);
+    return 1;
+}
+
+static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
+{
+    struct fi_cq_data_entry e[CQ_BATCH];
+    ssize_t n = fi_cq_read(rail->cq, e, CQ_BATCH);
+
+    if (n == -FI_EAGAIN)
+        return 0;
+    if (n == -FI_EAVAIL)
+        return read_cq_error(ctx, rail);
+    if (n < 0)
+        return ferry__error(ferry__error_from_fi((int)n),
+                            "fi_cq_read on domain %s failed: %s",
+                            rail->info->domain_attr->name,
+                            fi_strerror((int)-n));
+    for (ssize_t i = 0; i < n; i++) {
+        if (e[i].flags & FI_RECV)
+            ferry__notify_received(ctx, rail, e[i].op_context, e[i].len);
+        else
+            ferry__op_complete(e[i].op_context, 0, NULL);
+    }
+    return (int)n;
+}
+
+/* Ends requests past their deadline and posts what the others still hold. */
+static void visit_active(struct ferry_context *ctx)
+{
+    uint64_t now = ferry__now_ns();
+    struct ferry_req *req = ctx->active.head;
+
+    while (req != NULL) {
+        /* settle() may move req off the list: remember its successor. */
+        struct ferry_req *next = req->next;
+
+        if (req->status == FERRY_EINPROGRESS && req->deadline_ns != 0 &&
+            now >= req->deadline_ns)
+            ferry__req_end(req, FERRY_ETIMEDOUT,
+                           "deadline passed after %llu bytes with %zu "
+                           "operation%s still in flight; the peer may be "
+                           "gone or not progressing",
+                           (unsigned long long)req->bytes_done,
+                           req->ops_in_flight,
+                           req->ops_in_flight == 1 ? "" : "s");
+        else
+            ferry__req_post_pending(req);
+        ferry__req_settle(req);
+        req = next;
+    }
+}
+
+int ferry__progress_locked(struct ferry_context *ctx)
+{
+    int total = 0;
+
+    for (unsigned i = 0; i < ctx->nrails; i++) {
+        int n = poll_rail(ctx, &ctx->rails[i]);
+        if (n < 0)
+            return n;
+        total += n;
+    }
+    visit_active(ctx);
+    return total;
+}
+
+int ferry_progress(ferry_context_t *ctx)
+{
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_progress")))
+        return ret;
+    pthread_mutex_lock(&ctx->lock);
+    ret = ferry__progress_locked(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    return ret;
+}
+
+/* The request's status; for an error, its sentence becomes the thread's. */
+static int report(const struct ferry_req *req, int status)
+{
+    if (status == 0 || status == FERRY_EINPROGRESS)
+        return status;
+    return ferry__error(status, "%s", req->errmsg[0] ? req->errmsg
+                                                     : ferry_strerror(status));
+}
+
+int ferry_req_test(ferry_req_t *req)
+{
+    struct ferry_context *ctx;
+    int ret, status;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_req(req, "ferry_req_test")))
+        return ret;
+    ctx = req->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    if (req->status == FERRY_EINPROGRESS)
+        ret = ferry__progress_locked(ctx);
+    status = req->status;
+    pthread_mutex_unlock(&ctx->lock);
+    if (ret < 0 && status == FERRY_EINPROGRESS)
+        return ret;
+    return report(req, status);
+}
+
+int ferry_req_wait(ferry_req_t *req, int timeout_ms)
+{
+    uint64_t until = 0;
+    unsigned spins = 0;
+    int ret;
+
+    if ((ret = ferry__check_req(req, "ferry_req_wait")))
+        return ret;
+    if (timeout_ms >= 0)
+        until = ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (;;) {
+        ret = ferry_req_test(req);
+        if (ret != FERRY_EINPROGRESS)
+            return ret;
+        if (until != 0 && ferry__now_ns() >= until)
+            return ferry__error(FERRY_EINPROGRESS,
+                                "ferry_req_wait: %d ms passed; the request is "
+                                "still running",
+                                timeout_ms);
+        /* Let the peer's process run on a busy machine now and then. */
+        if (++spins % 64 == 0)
+            sched_yield();
+    }
+}
+
+static void *progress_main(void *arg)
+{
+    struct ferry_context *ctx = arg;
+    uint64_t last_work = ferry__now_ns();
+    const struct timespec nap = {0, IDLE_NAP_NS};
+
+    while (!atomic_load_explicit(&ctx->stopping, memory_order_acquire)) {
+        int n;
+        bool busy;
+
+        pthread_mutex_lock(&ctx->lock);
+        n = ferry__progress_locked(ctx);
+        busy = ctx->active.head != NULL;
+        pthread_mutex_unlock(&ctx->lock);
+        if (n > 0 || busy) {
+            last_work = ferry__now_ns();
+            continue;
+        }
+        /* A target gets no completions for data peers write into it, yet
+         * must keep progressing for that data to land: keep spinning a
+         * while after the last sign of work, then nap. */
+        if (ferry__now_ns() - last_work < IDLE_SPIN_NS)
+            sched_yield();
+        else
+            nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+int ferry__progress_thread_start(struct ferry_context *ctx)
+{
+    int ret;
+
+    atomic_store(&ctx->stopping, false);
+    ret = pthread_create(&ctx->progress_thread, NULL, progress_main, ctx);
+    if (ret != 0)
+        return ferry__error(FERRY_ENOMEM,
+                            "could not start the progress thread (error %d)",
+                            ret);
+    ctx->progress_thread_started = true;
+    return 0;
+}
+
+void ferry__progress_thread_stop(struct ferry_context *ctx)
+{
+    if (!ctx->progress_thread_started)
+        return;
+    /* Release pairs with the thread's acquire load: it sees the flag. */
+    atomic_store_explicit(&ctx->stopping, true, memory_order_release);
+    pthread_join(ctx->progress_thread, NULL);
+    ctx->progress_thread_started = false;
+}

@@ -1,0 +1,632 @@
+/*
+ * Transfers: validation of every iov before anything is posted, requests,
+ * and posting in chunks of at most max_msg bytes with at most tx_depth
+ * operations in flight per rail.
+ */
+#include "ferry-internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ferry__check_req(const ferry_req_t *req, const char *what)
+{
+    if (req == NULL)
+        return ferry__error(FERRY_EINVAL, "%s: request is NULL", what);
+    if (req->magic != FERRY__MAGIC_REQ)
+        return ferry__error(FERRY_EHANDLE,
+                            "%s: not a live ferry request (freed, or another "
+                            "kind of handle)",
+                            what);
+    return 0;
+}
+
+static int check_local(const struct ferry_peer *peer,
+                       const struct ferry_iov *iov, size_t i)
+{
+    const struct ferry_mem *m = iov->lmem;
+    uintptr_t lo = (uintptr_t)iov->local;
+    int ret;
+
+    if (iov->local == NULL)
+        return ferry__error(FERRY_EINVAL, "iov[%zu]: local address is NULL",
+                            i);
+    if (lo + iov->len < lo)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: local [%p, +%zu) wraps around the "
+                            "address space",
+                            i, iov->local, iov->len);
+    if (m == NULL)
+        return 0;
+    if ((ret = ferry__check_mem(m, "iov.lmem")))
+        return ferry__error(ret, "iov[%zu]: lmem is not a live ferry "
+                            "registration (deregistered, or another kind of "
+                            "handle)", i);
+    if (m->ctx != peer->ctx)
+        return ferry__error(FERRY_EHANDLE,
+                            "iov[%zu]: lmem was registered with another "
+                            "context than the peer's",
+                            i);
+    if (lo < (uintptr_t)m->addr ||
+        lo + iov->len > (uintptr_t)m->addr + m->len)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: local [%p, +%zu) is not inside its "
+                            "registration [%p, +%zu)",
+                            i, iov->local, iov->len, (void *)m->addr, m->len);
+    return 0;
+}
+
+static int check_remote(const struct ferry_peer *peer,
+                        const struct ferry_iov *iov, size_t i,
+                        enum ferry__op_kind kind)
+{
+    const struct ferry_rmem *r = iov->rmem;
+    unsigned need = kind == FERRY__OP_WRITE ? FERRY_ACCESS_REMOTE_WRITE
+                                            : FERRY_ACCESS_REMOTE_READ;
+
+    if (r == NULL)
+        return ferry__error(FERRY_EINVAL, "iov[%zu]: rmem is NULL", i);
+    if (r->magic != FERRY__MAGIC_RMEM)
+        return ferry__error(FERRY_EHANDLE,
+                            "iov[%zu]: rmem is not a live remote region "
+                            "(freed, or another kind of handle)",
+                            i);
+    if (r->peer != peer)
+        return ferry__error(FERRY_EHANDLE,
+                            "iov[%zu]: rmem was imported from another peer "
+                            "than the one this request goes to",
+                            i);
+    if (iov->roffset + iov->len < iov->roffset)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: remote offset %llu + length %zu "
+                            "overflows 64 bits",
+                            i, (unsigned long long)iov->roffset, iov->len);
+    if (iov->roffset + iov->len > r->len)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: remote offset %llu + length %zu "
+                            "exceeds the %llu-byte region",
+                            i, (unsigned long long)iov->roffset, iov->len,
+                            (unsigned long long)r->len);
+    if (!(r->access & need))
+        return ferry__error(FERRY_EINVAL,
+                            "iov[%zu]: the remote region was exported without "
+                            "%s; the owner must register it with %s",
+                            i,
+                            kind == FERRY__OP_WRITE ? "remote write access"
+                                                    : "remote read access",
+                            kind == FERRY__OP_WRITE
+                                ? "FERRY_ACCESS_REMOTE_WRITE"
+                                : "FERRY_ACCESS_REMOTE_READ");
+    return 0;
+}
+
+static int check_opts(const struct ferry_xfer_opts *opts, const char *call)
+{
+    if (opts == NULL)
+        return 0;
+    if (opts->size == 0 || opts->size > sizeof(*opts))
+        return ferry__error(FERRY_EINVAL,
+                            "%s: opts->size is %zu; initialise opts with "
+                            "FERRY_XFER_OPTS_INIT",
+                            call, opts->size);
+    if (opts->flags & ~(unsigned)FERRY_XFER_NOTIFY)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: opts->flags 0x%x has bits that are not "
+                            "FERRY_XFER_* flags",
+                            call, opts->flags);
+    return 0;
+}
+
+static int check_args(ferry_peer_t *peer, const struct ferry_iov *iov,
+                      size_t n, const struct ferry_xfer_opts *opts,
+                      ferry_req_t **out, enum ferry__op_kind kind)
+{
+    const char *call = kind == FERRY__OP_WRITE ? "ferry_write" : "ferry_read";
+    int ret;
+
+    if ((ret = ferry__check_peer(peer, call)))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "%s: req is NULL", call);
+    if (iov == NULL || n == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: %s; pass at least one iov", call,
+                            iov == NULL ? "iov is NULL" : "n is 0");
+    if (n > SIZE_MAX / sizeof(*iov))
+        return ferry__error(FERRY_EINVAL, "%s: n = %zu iovs is too many",
+                            call, n);
+    if ((ret = check_opts(opts, call)))
+        return ret;
+    for (size_t i = 0; i < n; i++) {
+        if (iov[i].len == 0)
+            return ferry__error(FERRY_EINVAL,
+                                "iov[%zu]: length is 0; every iov moves at "
+                                "least one byte",
+                                i);
+        if ((ret = check_local(peer, &iov[i], i)) ||
+            (ret = check_remote(peer, &iov[i], i, kind)))
+            return ret;
+    }
+    return 0;
+}
+
+static uint64_t deadline_of(const struct ferry_context *ctx,
+                            const struct ferry_xfer_opts *opts)
+{
+    int ms = ctx->cfg.timeout_ms;
+
+    if (opts != NULL && opts->timeout_ms != 0)
+        ms = opts->timeout_ms;
+    if (ms <= 0)
+        return 0;
+    return ferry__now_ns() + (uint64_t)ms * 1000000u;
+}
+
+static void list_remove(struct ferry_req *r)
+{
+    struct ferry__req_list *l = r->list;
+
+    if (l == NULL)
+        return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        l->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        l->tail = r->prev;
+    r->prev = r->next = NULL;
+    r->list = NULL;
+}
+
+static void list_append(struct ferry__req_list *l, struct ferry_req *r)
+{
+    r->prev = l->tail;
+    r->next = NULL;
+    if (l->tail)
+        l->tail->next = r;
+    else
+        l->head = r;
+    l->tail = r;
+    r->list = l;
+}
+
+/*
+ * References keep regions alive while operations may touch them.  A
+ * prepared request holds its prepared transfer, whose lists hold theirs.
+ */
+static void hold_regions(struct ferry_req *req, int delta)
+{
+    if (req->prep != NULL) {
+        atomic_fetch_add_explicit(&req->prep->users, (unsigned)delta,
+                                  memory_order_relaxed);
+        return;
+    }
+    for (size_t i = 0; i < req->niov; i++) {
+        if (req->iov[i].lmem)
+            atomic_fetch_add_explicit(&req->iov[i].lmem->users,
+                                      (unsigned)delta, memory_order_relaxed);
+        atomic_fetch_add_explicit(&req->iov[i].rmem->users, (unsigned)delta,
+                                  memory_order_relaxed);
+    }
+}
+
+static void close_oneshots(struct ferry_req *req)
+{
+    for (size_t i = 0; req->oneshot != NULL && i < req->niov; i++)
+        if (req->oneshot[i] != NULL)
+            ferry__mem_close_locked(req->oneshot[i]);
+    free(req->oneshot);
+    req->oneshot = NULL;
+}
+
+static void req_release(struct ferry_req *req)
+{
+    hold_regions(req, -1);
+    close_oneshots(req);
+    free(req->iov);
+    free(req->lidx); /* ridx shares the allocation */
+    req->iov = NULL;
+    req->lidx = req->ridx = NULL;
+    req->prep = NULL;
+    req->niov = 0;
+}
+
+static void req_free(struct ferry_req *req)
+{
+    list_remove(req);
+    req->magic = FERRY__MAGIC_DEAD;
+    free(req);
+}
+
+/* Registrations for iovs without lmem, where the provider wants a desc. */
+static int register_oneshots(struct ferry_context *ctx, struct ferry_req *req)
+{
+    if (!ctx->register_local)
+        return 0;
+    for (size_t i = 0; i < req->niov; i++) {
+        if (req->iov[i].lmem != NULL)
+            continue;
+        if (req->oneshot == NULL) {
+            req->oneshot = calloc(req->niov, sizeof(*req->oneshot));
+            if (req->oneshot == NULL)
+                return ferry__error(FERRY_ENOMEM,
+                                    "out of memory for registrations");
+        }
+        int ret = ferry__mem_register(ctx, req->iov[i].local, req->iov[i].len,
+                                      0, true, &req->oneshot[i]);
+        if (ret != 0)
+            return ferry__error(ret, "iov[%zu]: registering the local buffer "
+                                "failed: %s", i, ferry_last_error());
+        pthread_mutex_lock(&ctx->lock);
+        ctx->oneshot_registrations++;
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return 0;
+}
+
+static struct ferry_req *req_new(struct ferry_peer *peer,
+                                enum ferry__op_kind kind,
+                                const struct ferry_xfer_opts *opts)
+{
+    struct ferry_req *req = calloc(1, sizeof(*req));
+
+    if (req == NULL)
+        return NULL;
+    req->ctx = peer->ctx;
+    req->peer = peer;
+    req->kind = kind;
+    req->status = FERRY_EINPROGRESS;
+    req->deadline_ns = deadline_of(peer->ctx, opts);
+    if (opts != NULL && (opts->flags & FERRY_XFER_NOTIFY)) {
+        req->notify = FERRY__NOTIFY_PENDING;
+        req->notify_id = opts->notify_id;
+        req->notify_value = opts->notify_value;
+    }
+    return req;
+}
+
+/* Publishes the request and posts what the provider takes now. */
+static int req_start(struct ferry_req *req, ferry_req_t **out)
+{
+    struct ferry_context *ctx = req->ctx;
+
+    req->magic = FERRY__MAGIC_REQ;
+    pthread_mutex_lock(&ctx->lock);
+    hold_regions(req, 1);
+    list_append(&ctx->active, req);
+    ferry__req_post_pending(req);
+    ferry__req_settle(req);
+    pthread_mutex_unlock(&ctx->lock);
+    *out = req;
+    return 0;
+}
+
+static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
+                  const struct ferry_xfer_opts *opts, ferry_req_t **out,
+                  enum ferry__op_kind kind)
+{
+    struct ferry_req *req;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = check_args(peer, iov, n, opts, out, kind)))
+        return ret;
+    req = req_new(peer, kind, opts);
+    if (req == NULL || (req->iov = malloc(n * sizeof(*iov))) == NULL) {
+        free(req);
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    }
+    memcpy(req->iov, iov, n * sizeof(*iov));
+    req->niov = n;
+    if ((ret = register_oneshots(peer->ctx, req)) != 0) {
+        pthread_mutex_lock(&peer->ctx->lock);
+        close_oneshots(req);
+        pthread_mutex_unlock(&peer->ctx->lock);
+        free(req->iov);
+        free(req);
+        return ret;
+    }
+    return req_start(req, out);
+}
+
+int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
+                    const uint32_t *remote_idx, size_t n,
+                    const struct ferry_xfer_opts *opts, ferry_req_t **out)
+{
+    struct ferry_req *req;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_prep(prep, "ferry_xfer_post")) ||
+        (ret = check_opts(opts, "ferry_xfer_post")))
+        return ret;
+    if (out == NULL || local_idx == NULL || remote_idx == NULL || n == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_xfer_post: req, local_idx and remote_idx "
+                            "must not be NULL and n must be at least 1");
+    if (n > SIZE_MAX / (2 * sizeof(uint32_t)))
+        return ferry__error(FERRY_EINVAL, "ferry_xfer_post: n = %zu is too "
+                            "many blocks", n);
+    if ((ret = ferry__prep_check_indices(prep, local_idx, remote_idx, n)))
+        return ret;
+    req = req_new(prep->peer, prep->kind, opts);
+    /* One allocation for both index arrays, none per block. */
+    if (req == NULL || (req->lidx = malloc(2 * n * sizeof(uint32_t))) == NULL) {
+        free(req);
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    }
+    req->ridx = req->lidx + n;
+    memcpy(req->lidx, local_idx, n * sizeof(uint32_t));
+    memcpy(req->ridx, remote_idx, n * sizeof(uint32_t));
+    req->prep = prep;
+    req->niov = n;
+    return req_start(req, out);
+}
+
+int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
+                      const struct ferry_xfer_opts *opts, ferry_req_t **out)
+{
+    struct ferry_xfer_opts with = FERRY_XFER_OPTS_INIT;
+    struct ferry_req *req;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_notify_send")) ||
+        (ret = check_opts(opts, "ferry_notify_send")))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_notify_send: req is NULL");
+    if (opts != NULL)
+        with.timeout_ms = opts->timeout_ms;
+    with.flags = FERRY_XFER_NOTIFY;
+    with.notify_id = id;
+    with.notify_value = value;
+    req = req_new(peer, FERRY__OP_SEND, &with);
+    if (req == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    return req_start(req, out); /* no data: the notification goes at once */
+}
+
+int ferry_write(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
+                const struct ferry_xfer_opts *opts, ferry_req_t **req)
+{
+    return submit(peer, iov, n, opts, req, FERRY__OP_WRITE);
+}
+
+int ferry_read(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
+               const struct ferry_xfer_opts *opts, ferry_req_t **req)
+{
+    return submit(peer, iov, n, opts, req, FERRY__OP_READ);
+}
+
+/* The i-th piece of a request: its iov, or its pair of prepared blocks. */
+static void req_item(const struct ferry_req *req, size_t i,
+                     struct ferry_iov *out, void **desc, unsigned rail)
+{
+    const struct ferry_mem *lmem;
+
+    if (req->prep == NULL) {
+        *out = req->iov[i];
+        lmem = out->lmem;
+        if (lmem == NULL && req->oneshot != NULL)
+            lmem = req->oneshot[i];
+    } else {
+        struct ferry__block lb, rb;
+
+        ferry__dlist_block(req->prep->local, req->lidx[i], &lb);
+        ferry__dlist_block(req->prep->remote, req->ridx[i], &rb);
+        out->local = lb.mem->addr + lb.offset;
+        out->lmem = lb.mem;
+        out->rmem = rb.rmem;
+        out->roffset = rb.offset;
+        out->len = lb.len;
+        lmem = lb.mem;
+    }
+    *desc = lmem != NULL ? lmem->desc[rail] : NULL;
+}
+
+static ssize_t post_one(struct ferry_req *req, struct ferry__rail *rail,
+                        struct ferry__op *op, const struct ferry_iov *item,
+                        void *desc, size_t len)
+{
+    uint8_t *local = (uint8_t *)item->local + req->cur_off;
+    uint64_t raddr = ferry__rma_addr(item->rmem,
+                                     item->roffset + req->cur_off);
+    uint64_t key = item->rmem->key[rail->index];
+    fi_addr_t dest = req->peer->fi_addr[rail->index];
+
+    if (req->kind == FERRY__OP_WRITE)
+        return fi_write(rail->ep, local, len, desc, dest, raddr, key,
+                        &op->fi_ctx);
+    return fi_read(rail->ep, local, len, desc, dest, raddr, key, &op->fi_ctx);
+}
+
+/* Takes a free operation slot off the rail for req. */
+static void take_op(struct ferry__rail *rail, struct ferry__op *op,
+                    struct ferry_req *req, enum ferry__op_kind kind,
+                    size_t len)
+{
+    rail->free_ops = op->next_free;
+    op->req = req;
+    op->kind = kind;
+    op->len = len;
+    rail->ops_in_flight++;
+    req->ops_in_flight++;
+}
+
+void ferry__req_post_pending(struct ferry_req *req)
+{
+    struct ferry_context *ctx = req->ctx;
+
+    while (req->status == FERRY_EINPROGRESS && req->cur_iov < req->niov) {
+        struct ferry_iov item;
+        struct ferry__rail *rail;
+        struct ferry__op *op;
+        void *desc;
+        size_t len;
+        ssize_t ret;
+
+        req_item(req, req->cur_iov, &item, &desc, 0);
+        rail = &ctx->rails[req->next_rail % item.rmem->nrails];
+        op = rail->free_ops;
+        if (op == NULL)
+            break; /* every slot in flight: progress will post the rest */
+        if (rail->index != 0)
+            req_item(req, req->cur_iov, &item, &desc, rail->index);
+        len = item.len - req->cur_off;
+        if (len > ctx->max_msg)
+            len = ctx->max_msg;
+        ret = post_one(req, rail, op, &item, desc, len);
+        /* A full provider queue: the next progress call polls the CQ,
+         * which makes room, and posts the rest. */
+        if (ret == -FI_EAGAIN)
+            break;
+        if (ret != 0) {
+            ferry__req_end(req, ferry__error_from_fi((int)ret),
+                           "posting %s of %zu bytes on domain %s failed: %s",
+                           req->kind == FERRY__OP_WRITE ? "a write" : "a read",
+                           len, rail->info->domain_attr->name,
+                           fi_strerror((int)-ret));
+            break;
+        }
+        take_op(rail, op, req, req->kind, len);
+        rail->bytes_posted += len;
+        req->next_rail++;
+        req->cur_off += len;
+        if (req->cur_off == item.len) {
+            req->cur_iov++;
+            req->cur_off = 0;
+        }
+    }
+}
+
+/* Sends the request's notification once all its data has landed. */
+static void post_notification(struct ferry_req *req)
+{
+    struct ferry__rail *rail = &req->ctx->rails[0];
+    struct ferry__op *op = rail->free_ops;
+    ssize_t ret;
+
+    if (op == NULL)
+        return; /* no slot now: the next progress call retries */
+    ret = ferry__notify_send(req, rail, op);
+    if (ret == -FI_EAGAIN)
+        return;
+    if (ret != 0) {
+        ferry__req_end(req, ferry__error_from_fi((int)ret),
+                       "sending the notification on domain %s failed: %s",
+                       rail->info->domain_attr->name, fi_strerror((int)-ret));
+        return;
+    }
+    take_op(rail, op, req, FERRY__OP_SEND, 0);
+    req->notify = FERRY__NOTIFY_SENT;
+}
+
+void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (req->status != FERRY_EINPROGRESS)
+        return;
+    req->status = status;
+    if (fmt != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(req->errmsg, sizeof(req->errmsg), fmt, ap);
+        va_end(ap);
+    }
+}
+
+void ferry__req_settle(struct ferry_req *req)
+{
+    struct ferry_context *ctx = req->ctx;
+
+    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov &&
+        req->ops_in_flight == 0) {
+        /* Every operation posted so far came back: the data is visible at
+         * the target (FI_DELIVERY_COMPLETE), so the notification may go. */
+        if (req->notify == FERRY__NOTIFY_PENDING)
+            post_notification(req);
+        else
+            req->status = 0;
+    }
+    if (req->status == FERRY_EINPROGRESS || req->ops_in_flight != 0 ||
+        req->list != &ctx->active)
+        return;
+    req_release(req);
+    list_remove(req);
+    if (req->user_freed)
+        req_free(req);
+    else
+        list_append(&ctx->done, req);
+}
+
+void ferry__op_complete(struct ferry__op *op, int err, const char *why)
+{
+    struct ferry_req *req = op->req;
+    struct ferry__rail *rail = op->rail;
+
+    op->req = NULL;
+    op->next_free = rail->free_ops;
+    rail->free_ops = op;
+    rail->ops_in_flight--;
+    req->ops_in_flight--;
+    if (err != 0)
+        ferry__req_end(req, err, "%s of %zu bytes on domain %s failed: %s",
+                       op->kind == FERRY__OP_SEND    ? "notification"
+                       : op->kind == FERRY__OP_WRITE ? "write"
+                                                     : "read",
+                       op->len, rail->info->domain_attr->name, why);
+    else if (op->kind == FERRY__OP_SEND)
+        req->notify = FERRY__NOTIFY_DONE;
+    else
+        req->bytes_done += op->len;
+    ferry__req_settle(req);
+}
+
+int ferry_req_cancel(ferry_req_t *req)
+{
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_req(req, "ferry_req_cancel")))
+        return ret;
+    pthread_mutex_lock(&req->ctx->lock);
+    ferry__req_end(req, FERRY_ECANCELED,
+                   "cancelled by ferry_req_cancel after %llu bytes",
+                   (unsigned long long)req->bytes_done);
+    ferry__req_settle(req);
+    pthread_mutex_unlock(&req->ctx->lock);
+    return 0;
+}
+
+void ferry_req_free(ferry_req_t *req)
+{
+    struct ferry_context *ctx;
+
+    if (req == NULL || req->magic != FERRY__MAGIC_REQ)
+        return;
+    ctx = req->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    ferry__req_end(req, FERRY_ECANCELED, "freed before it ended");
+    ferry__req_settle(req);
+    if (req->list == &ctx->done)
+        req_free(req);
+    else
+        req->user_freed = true; /* freed when its operations come back */
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+void ferry__reqs_destroy(struct ferry_context *ctx)
+{
+    /* The endpoints are closed: no operation can come back any more. */
+    while (ctx->active.head != NULL) {
+        struct ferry_req *req = ctx->active.head;
+        req_release(req);
+        req_free(req);
+    }
+    while (ctx->done.head != NULL)
+        req_free(ctx->done.head);
+}

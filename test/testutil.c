@@ -1,0 +1,250 @@
+/*
+ * Helpers shared by the Check suites (see testutil.h).
+ */
+#include "testutil.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+const char *const tu_providers[] = {"tcp;ofi_rxm", "shm"};
+const size_t tu_nproviders = sizeof(tu_providers) / sizeof(tu_providers[0]);
+
+void tu_config(struct ferry_config *cfg, const char *prov)
+{
+    ck_assert_int_eq(ferry_config_init(cfg), 0);
+    cfg->provider = prov;
+    /* tcp over loopback; shm needs no domain.  Both reach this host only. */
+    cfg->domain = strstr(prov, "tcp") != NULL ? "lo" : NULL;
+    cfg->local_only = 1;
+    cfg->timeout_ms = 30000;
+}
+
+void tu_pair_open(struct tu_pair *p, const char *prov,
+                  const struct ferry_config *base)
+{
+    struct ferry_config cfg;
+    uint8_t addr[512];
+    size_t len = sizeof(addr);
+    int ret;
+
+    if (base != NULL)
+        cfg = *base;
+    else
+        tu_config(&cfg, prov);
+    cfg.provider = prov;
+    cfg.progress_thread = 0;
+    ret = ferry_context_create(&cfg, &p->init);
+    ck_assert_msg(ret == 0, "initiator on %s: %s", prov, ferry_last_error());
+    cfg.progress_thread = 1;
+    ret = ferry_context_create(&cfg, &p->target);
+    ck_assert_msg(ret == 0, "target on %s: %s", prov, ferry_last_error());
+    ret = ferry_context_address(p->target, addr, &len);
+    ck_assert_msg(ret == 0, "address: %s", ferry_last_error());
+    ret = ferry_peer_add(p->init, addr, len, &p->peer);
+    ck_assert_msg(ret == 0, "peer_add: %s", ferry_last_error());
+}
+
+void tu_pair_close(struct tu_pair *p)
+{
+    ferry_context_destroy(p->init);
+    ferry_context_destroy(p->target);
+    memset(p, 0, sizeof(*p));
+}
+
+ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer)
+{
+    uint8_t blob[512];
+    size_t len = sizeof(blob);
+    ferry_rmem_t *rmem = NULL;
+    int ret = ferry_mem_export(mem, blob, &len);
+
+    ck_assert_msg(ret == 0, "export: %s", ferry_last_error());
+    ret = ferry_rmem_import(peer, blob, len, &rmem);
+    ck_assert_msg(ret == 0, "import: %s", ferry_last_error());
+    return rmem;
+}
+
+/* splitmix64: cheap and every byte depends on seed and position. */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint8_t pattern_byte(size_t i, uint64_t seed)
+{
+    return (uint8_t)(mix(seed ^ (i / 8)) >> (8 * (i % 8)));
+}
+
+void tu_fill(void *buf, size_t len, uint64_t seed)
+{
+    uint8_t *b = buf;
+
+    for (size_t i = 0; i < len; i++)
+        b[i] = pattern_byte(i, seed);
+}
+
+size_t tu_check(const void *buf, size_t len, uint64_t seed)
+{
+    const uint8_t *b = buf;
+
+    for (size_t i = 0; i < len; i++)
+        if (b[i] != pattern_byte(i, seed))
+            return i;
+    return SIZE_MAX;
+}
+
+void *tu_alloc_buf(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    ck_assert_msg(p != MAP_FAILED, "mmap of %zu bytes failed", len);
+    return p;
+}
+
+void tu_free_buf(void *buf, size_t len)
+{
+    munmap(buf, len);
+}
+
+void tu_write_all(int fd, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        ck_assert_msg(n > 0, "pipe write failed");
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+void tu_read_all(int fd, void *buf, size_t len)
+{
+    uint8_t *p = buf;
+
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        ck_assert_msg(n > 0, "pipe read failed (peer gone?)");
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* The child's side; never returns. */
+static void child_main(int in, int out, const char *prov, size_t len,
+                       uint64_t seed)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_mem_t *mem;
+    uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t addr[512], rkey[512];
+    size_t alen = sizeof(addr), rlen = sizeof(rkey);
+    char cmd;
+
+    if (buf == MAP_FAILED)
+        _exit(10);
+    tu_fill(buf, len, seed);
+    tu_config(&cfg, prov);
+    cfg.progress_thread = 1;
+    if (ferry_context_create(&cfg, &ctx) != 0 ||
+        ferry_context_address(ctx, addr, &alen) != 0 ||
+        ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0,
+                           FERRY_ACCESS_REMOTE_READ |
+                               FERRY_ACCESS_REMOTE_WRITE,
+                           &mem) != 0 ||
+        ferry_mem_export(mem, rkey, &rlen) != 0)
+        _exit(11);
+    if (write(out, &alen, sizeof(alen)) != sizeof(alen) ||
+        write(out, addr, alen) != (ssize_t)alen ||
+        write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
+        write(out, rkey, rlen) != (ssize_t)rlen)
+        _exit(12);
+    while (read(in, &cmd, 1) == 1) {
+        if (cmd == 'v') {
+            uint64_t vseed;
+            char ok;
+            if (read(in, &vseed, sizeof(vseed)) != sizeof(vseed))
+                _exit(13);
+            ok = tu_check(buf, len, vseed) == SIZE_MAX;
+            if (write(out, &ok, 1) != 1)
+                _exit(14);
+        } else if (cmd == 'q') {
+            break;
+        }
+    }
+    ferry_context_destroy(ctx);
+    _exit(0);
+}
+
+void tu_child_start(struct tu_child *c, const char *prov, size_t len,
+                    uint64_t seed)
+{
+    int down[2], up[2];
+
+    ck_assert_int_eq(pipe(down), 0);
+    ck_assert_int_eq(pipe(up), 0);
+    c->pid = fork();
+    ck_assert_msg(c->pid >= 0, "fork failed");
+    if (c->pid == 0) {
+        close(down[1]);
+        close(up[0]);
+        child_main(down[0], up[1], prov, len, seed);
+    }
+    close(down[0]);
+    close(up[1]);
+    c->to_child = down[1];
+    c->from_child = up[0];
+    tu_read_all(c->from_child, &c->addr_len, sizeof(c->addr_len));
+    ck_assert(c->addr_len <= sizeof(c->addr));
+    tu_read_all(c->from_child, c->addr, c->addr_len);
+    tu_read_all(c->from_child, &c->rkey_len, sizeof(c->rkey_len));
+    ck_assert(c->rkey_len <= sizeof(c->rkey));
+    tu_read_all(c->from_child, c->rkey, c->rkey_len);
+}
+
+int tu_child_verify(struct tu_child *c, uint64_t seed)
+{
+    char ok = 0;
+
+    tu_write_all(c->to_child, "v", 1);
+    tu_write_all(c->to_child, &seed, sizeof(seed));
+    tu_read_all(c->from_child, &ok, 1);
+    return ok;
+}
+
+void tu_child_stop(struct tu_child *c)
+{
+    int status = 0;
+
+    if (c->pid <= 0)
+        return;
+    if (write(c->to_child, "q", 1) != 1)
+        kill(c->pid, SIGKILL);
+    ck_assert(waitpid(c->pid, &status, 0) == c->pid);
+    close(c->to_child);
+    close(c->from_child);
+    c->pid = 0;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "target child ended with status 0x%x", status);
+}
+
+int tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,78 @@
+/*
+ * Helpers shared by the Check suites: contexts over loopback providers,
+ * blob exchange, data patterns, and a target in a child process.
+ */
+#ifndef FERRY_TESTUTIL_H
+#define FERRY_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ferry.h"
+
+/* The providers that really move data on this machine. */
+extern const char *const tu_providers[];
+extern const size_t tu_nproviders;
+
+/* A config for provider prov over loopback, with a short deadline. */
+void tu_config(struct ferry_config *cfg, const char *prov);
+
+/*
+ * Two contexts in this process: init (posts) and target (owns memory, runs
+ * a progress thread), and init's peer handle for target.  base may be NULL;
+ * its provider is replaced by prov.
+ */
+struct tu_pair {
+    ferry_context_t *init;
+    ferry_context_t *target;
+    ferry_peer_t *peer;
+};
+void tu_pair_open(struct tu_pair *p, const char *prov,
+                  const struct ferry_config *base);
+void tu_pair_close(struct tu_pair *p);
+
+/* Exports mem and imports it through peer; asserts success. */
+ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer);
+
+/* Deterministic pattern from seed; tu_check returns the first bad index or
+ * SIZE_MAX when every byte matches. */
+void tu_fill(void *buf, size_t len, uint64_t seed);
+size_t tu_check(const void *buf, size_t len, uint64_t seed);
+
+/* Page-aligned, zeroed allocation (mmap); tu_free_buf unmaps it. */
+void *tu_alloc_buf(size_t len);
+void tu_free_buf(void *buf, size_t len);
+
+/* Blocking whole-buffer pipe I/O; assert on failure. */
+void tu_write_all(int fd, const void *buf, size_t len);
+void tu_read_all(int fd, void *buf, size_t len);
+
+/*
+ * A target in a forked child: it opens a context for prov (with a progress
+ * thread), registers `len` bytes filled with pattern `seed` for remote
+ * read and write, and sends its address and remote-key blobs.  Then it
+ * waits for a command byte: 'v' verifies the buffer against pattern
+ * vseed (given after the command) and answers 1 or 0; 'q' exits.
+ */
+struct tu_child {
+    pid_t pid;
+    int to_child;
+    int from_child;
+    uint8_t addr[512];
+    size_t addr_len;
+    uint8_t rkey[512];
+    size_t rkey_len;
+};
+void tu_child_start(struct tu_child *c, const char *prov, size_t len,
+                    uint64_t seed);
+/* Asks the child to verify its buffer against seed; true if it matches. */
+int tu_child_verify(struct tu_child *c, uint64_t seed);
+/* Tells the child to exit and reaps it; asserts a clean exit. */
+void tu_child_stop(struct tu_child *c);
+
+/* Runs a suite and returns the exit code (0 pass, 1 fail). */
+int tu_run(Suite *s);
+
+#endif /* FERRY_TESTUTIL_H */
