@@ -162,7 +162,21 @@ static int rail_open(struct ferry_context *ctx, struct ferry__rail *rail)
         return fi_fail(ret, rail, "fi_domain");
     if ((ret = fi_av_open(rail->domain, &av_attr, &rail->av, NULL)))
         return fi_fail(ret, rail, "fi_av_open");
-    if ((ret = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL)))
+    /* A progress thread sleeps on the CQ's file descriptor when idle, if
+     * the provider offers one; otherwise it naps (progress.c). */
+    if (ctx->cfg.progress_thread) {
+        cq_attr.wait_obj = FI_WAIT_FD;
+        if (fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL) == 0 &&
+            fi_control(&rail->cq->fid, FI_GETWAIT, &rail->wait_fd) == 0)
+            rail->has_wait_fd = true;
+        else if (rail->cq != NULL) {
+            fi_close(&rail->cq->fid);
+            rail->cq = NULL;
+        }
+        cq_attr.wait_obj = FI_WAIT_NONE;
+    }
+    if (rail->cq == NULL &&
+        (ret = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL)))
         return fi_fail(ret, rail, "fi_cq_open");
     if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
         return fi_fail(ret, rail, "fi_endpoint");
@@ -291,6 +305,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     if (ctx == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a context");
     pthread_mutex_init(&ctx->lock, NULL);
+    pthread_cond_init(&ctx->progressed, NULL);
     ret = adopt_config(ctx, cfg);
     if (ret == 0)
         ret = ferry__provider_select(&ctx->cfg, &sel);
@@ -336,12 +351,13 @@ void ferry_context_destroy(ferry_context_t *ctx)
      * points at its peer (rmem_release reads rmem->peer->ctx and drops
      * peer->rmem_count), so freeing peers first was a use after free when
      * regions were still held at destruction. */
-    ferry__peers_destroy(ctx);
     ferry__mems_destroy(ctx);
+    ferry__peers_destroy(ctx);
     ferry__notify_destroy(ctx);
     for (unsigned i = 0; i < ctx->nrails; i++)
         rail_close(&ctx->rails[i]);
     ctx->magic = FERRY__MAGIC_DEAD;
+    pthread_cond_destroy(&ctx->progressed);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
@@ -360,18 +376,24 @@ int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
     ferry__blob_begin(&w, buf, *len, FERRY__BLOB_ADDR);
     ferry__blob_put_str(&w, ctx->rails[0].info->fabric_attr->prov_name);
     ferry__blob_put_u16(&w, (uint16_t)ctx->nrails);
-    for (unsigned i = 0; i < ctx->nrails; i++) {
+    /* The endpoints are FI_THREAD_DOMAIN: fi_getname is serialised with
+     * posting and polling like every other endpoint call. */
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < ctx->nrails && ret == 0; i++) {
         uint8_t name[FERRY__ADDR_MAX];
         size_t nlen = sizeof(name);
 
         ret = fi_getname(&ctx->rails[i].ep->fid, name, &nlen);
-        if (ret != 0)
-            return fi_fail(ret, &ctx->rails[i], "fi_getname");
+        if (ret != 0) {
+            ret = fi_fail(ret, &ctx->rails[i], "fi_getname");
+            break;
+        }
         ferry__blob_put_u32(&w, ctx->rails[i].info->addr_format);
         ferry__blob_put_u16(&w, (uint16_t)nlen);
         ferry__blob_put_bytes(&w, name, nlen);
     }
-    return ferry__blob_end(&w, len);
+    pthread_mutex_unlock(&ctx->lock);
+    return ret != 0 ? ret : ferry__blob_end(&w, len);
 }
 
 int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)

@@ -169,6 +169,8 @@ struct ferry__rail {
     struct fid_domain *domain;
     struct fid_av *av;
     struct fid_cq *cq;
+    int wait_fd;      /* the CQ's file descriptor, if has_wait_fd */
+    bool has_wait_fd;
     struct fid_ep *ep;
     struct ferry__keyalloc keys;
     /* Operation slots: at most tx_depth operations are ever in flight. */
@@ -216,6 +218,13 @@ struct ferry_context {
 
     pthread_t progress_thread;
     bool progress_thread_started;
+    pthread_cond_t progressed; /* the thread handled events; under lock */
+    unsigned waiters;          /* threads waiting on it; under lock */
+    /* Registrations peers may write or read: while there are any, data
+     * can arrive at any moment, and software providers (tcp, shm) move it
+     * only when this side progresses, so the progress thread keeps
+     * polling instead of sleeping. */
+    _Atomic unsigned exposed_regions;
     atomic_bool stopping;
 
     struct ferry__notify_queue notifications; /* under lock */
@@ -499,6 +508,10 @@ void ferry__notify_destroy(struct ferry_context *ctx);
 
 /* Polls every rail once and enforces deadlines; caller holds ctx->lock. */
 int ferry__progress_locked(struct ferry_context *ctx);
+/* Progress for a caller that waits: none when a progress thread runs. */
+int ferry__progress_poll(struct ferry_context *ctx);
+/* Between two polls of a waiting loop (spins counts them). */
+void ferry__progress_pause(struct ferry_context *ctx, unsigned spins);
 int ferry__progress_thread_start(struct ferry_context *ctx);
 void ferry__progress_thread_stop(struct ferry_context *ctx);
 

@@ -234,12 +234,17 @@ int ferry__mem_register(struct ferry_context *ctx, void *addr, size_t len,
         return ret;
     }
     mem->magic = FERRY__MAGIC_MEM;
+    if (access & (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE))
+        atomic_fetch_add(&ctx->exposed_regions, 1);
     *out = mem;
     return 0;
 }
 
 void ferry__mem_close_locked(struct ferry_mem *mem)
 {
+    if (mem->magic == FERRY__MAGIC_MEM &&
+        (mem->access & (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)))
+        atomic_fetch_sub(&mem->ctx->exposed_regions, 1);
     for (unsigned i = 0; i < mem->ctx->nrails; i++)
         if (mem->mr[i] != NULL)
             fi_close(&mem->mr[i]->fid);

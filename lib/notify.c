@@ -269,7 +269,7 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
         return ferry__error(FERRY_EINVAL, "ferry_notify_poll: out is NULL");
     q = &ctx->notifications;
     pthread_mutex_lock(&ctx->lock);
-    ret = ferry__progress_locked(ctx);
+    ret = ferry__progress_poll(ctx);
     while (n < max && q->count > 0) {
         out[n++] = q->items[q->head];
         q->head = (q->head + 1) % q->cap;
@@ -292,7 +292,7 @@ int ferry_counter_get(ferry_context_t *ctx, uint64_t id, uint64_t *value)
     if (value == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_counter_get: value is NULL");
     pthread_mutex_lock(&ctx->lock);
-    ret = ferry__progress_locked(ctx);
+    ret = ferry__progress_poll(ctx);
     c = counter_find(&ctx->counters, id, false);
     *value = c != NULL ? c->sum : 0;
     pthread_mutex_unlock(&ctx->lock);
@@ -322,8 +322,7 @@ int ferry_counter_wait(ferry_context_t *ctx, uint64_t id, uint64_t expected,
                                 (unsigned long long)id,
                                 (unsigned long long)value,
                                 (unsigned long long)expected, timeout_ms);
-        if (++spins % 64 == 0)
-            sched_yield();
+        ferry__progress_pause(ctx, ++spins);
     }
 }
 

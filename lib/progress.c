@@ -4,6 +4,8 @@
  */
 #include "ferry-internal.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
@@ -12,6 +14,35 @@
 /* Progress-thread idling: spin this long after the last work, then nap. */
 #define IDLE_SPIN_NS (100u * 1000u * 1000u)
 #define IDLE_NAP_NS (100u * 1000u)
+/* Longest sleep on the CQ descriptors: bounds how late a stop is seen. */
+#define IDLE_WAIT_MS 20
+
+/*
+ * The ferry code for an operation that came back with an error.  ferry
+ * never cancels an operation it handed to a provider (ferry_req_cancel
+ * only stops posting), so FI_ECANCELED here means the provider aborted it
+ * itself, typically because the connection under it went away: rxm
+ * flushes its queues with FI_ECANCELED and prov_errno ENOTCONN when the
+ * peer's socket closes.  Reporting that as FERRY_ECANCELED would tell the
+ * caller that they cancelled the request.  (Fix: a killed peer made
+ * requests end with "request cancelled".)
+ */
+static int op_error(const struct fi_cq_err_entry *err)
+{
+    if (err->err != FI_ECANCELED)
+        return ferry__error_from_fi(-err->err);
+    switch (err->prov_errno) {
+    case ENOTCONN:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case ECONNREFUSED:
+    case EPIPE:
+    case ESHUTDOWN:
+        return FERRY_ECONNRESET;
+    default:
+        return FERRY_EIO;
+    }
+}
 
 static int read_cq_error(struct ferry_context *ctx, struct ferry__rail *rail)
 {
@@ -34,8 +65,7 @@ static int read_cq_error(struct ferry_context *ctx, struct ferry__rail *rail)
                    rail->info->domain_attr->name, why);
         ferry__notify_received(ctx, rail, err.op_context, 0);
     } else if (err.op_context != NULL)
-        ferry__op_complete(err.op_context,
-                           ferry__error_from_fi(-err.err), why);
+        ferry__op_complete(err.op_context, op_error(&err), why);
     else
         FERRY_LOG_WARN("completion error without a context on domain %s: %s",
                    rail->info->domain_attr->name, why);
@@ -68,13 +98,16 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
 /* Ends requests past their deadline and posts what the others still hold. */
 static void visit_active(struct ferry_context *ctx)
 {
-    uint64_t now = ferry__now_ns();
+    uint64_t now = 0;
     struct ferry_req *req = ctx->active.head;
 
     while (req != NULL) {
         /* settle() may move req off the list: remember its successor. */
         struct ferry_req *next = req->next;
 
+        /* The clock is read once per call, and only if a deadline needs it. */
+        if (req->deadline_ns != 0 && now == 0)
+            now = ferry__now_ns();
         if (req->status == FERRY_EINPROGRESS && req->deadline_ns != 0 &&
             now >= req->deadline_ns)
             ferry__req_end(req, FERRY_ETIMEDOUT,
@@ -89,6 +122,41 @@ static void visit_active(struct ferry_context *ctx)
         ferry__req_settle(req);
         req = next;
     }
+}
+
+int ferry__progress_poll(struct ferry_context *ctx)
+{
+    /* With a progress thread, a second poller only contends with it for
+     * the lock and the provider's own locks. */
+    if (ctx->progress_thread_started)
+        return 0;
+    return ferry__progress_locked(ctx);
+}
+
+void ferry__progress_pause(struct ferry_context *ctx, unsigned spins)
+{
+    struct timespec until;
+
+    /* Without a progress thread the waiter is the one polling: it lets
+     * the peer's process run now and then on a busy machine. */
+    if (!ctx->progress_thread_started) {
+        if (spins % 64 == 0)
+            sched_yield();
+        return;
+    }
+    /* With one, the waiter sleeps until the thread has handled events.
+     * The timeout bounds the wait for what is not signalled (deadlines). */
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    ctx->waiters++;
+    pthread_cond_timedwait(&ctx->progressed, &ctx->lock, &until);
+    ctx->waiters--;
+    pthread_mutex_unlock(&ctx->lock);
 }
 
 int ferry__progress_locked(struct ferry_context *ctx)
@@ -138,7 +206,7 @@ int ferry_req_test(ferry_req_t *req)
     ctx = req->ctx;
     pthread_mutex_lock(&ctx->lock);
     if (req->status == FERRY_EINPROGRESS)
-        ret = ferry__progress_locked(ctx);
+        ret = ferry__progress_poll(ctx);
     status = req->status;
     pthread_mutex_unlock(&ctx->lock);
     if (ret < 0 && status == FERRY_EINPROGRESS)
@@ -165,10 +233,35 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
                                 "ferry_req_wait: %d ms passed; the request is "
                                 "still running",
                                 timeout_ms);
-        /* Let the peer's process run on a busy machine now and then. */
-        if (++spins % 64 == 0)
-            sched_yield();
+        ferry__progress_pause(req->ctx, ++spins);
     }
+}
+
+/*
+ * Sleeps until a rail's CQ descriptor is readable or timeout_ms passes.
+ * Returns true when something arrived.  fi_trywait says whether blocking
+ * is safe: it fails when events are already queued, so none is missed.
+ */
+static bool wait_for_events(struct ferry_context *ctx, int timeout_ms)
+{
+    struct pollfd pfd[FERRY__MAX_RAILS];
+    struct fid *fids[FERRY__MAX_RAILS];
+    nfds_t n = 0;
+    int ret;
+
+    for (unsigned i = 0; i < ctx->nrails; i++) {
+        if (!ctx->rails[i].has_wait_fd)
+            return false;
+        fids[n] = &ctx->rails[i].cq->fid;
+        pfd[n++] = (struct pollfd){.fd = ctx->rails[i].wait_fd,
+                                   .events = POLLIN};
+    }
+    pthread_mutex_lock(&ctx->lock);
+    ret = fi_trywait(ctx->rails[0].fabric, fids, (int)n);
+    pthread_mutex_unlock(&ctx->lock);
+    if (ret != 0)
+        return true; /* events pending: progress now */
+    return poll(pfd, n, timeout_ms) > 0;
 }
 
 static void *progress_main(void *arg)
@@ -184,17 +277,26 @@ static void *progress_main(void *arg)
         pthread_mutex_lock(&ctx->lock);
         n = ferry__progress_locked(ctx);
         busy = ctx->active.head != NULL;
+        if (n > 0 && ctx->waiters > 0)
+            pthread_cond_broadcast(&ctx->progressed);
         pthread_mutex_unlock(&ctx->lock);
         if (n > 0 || busy) {
             last_work = ferry__now_ns();
             continue;
         }
         /* A target gets no completions for data peers write into it, yet
-         * must keep progressing for that data to land: keep spinning a
-         * while after the last sign of work, then nap. */
-        if (ferry__now_ns() - last_work < IDLE_SPIN_NS)
+         * must keep progressing for that data to land: while it exposes
+         * regions, or for a while after the last sign of work, keep
+         * polling (yielding the CPU to anyone runnable); otherwise sleep
+         * on the CQs' descriptors (messages arriving wake them) or nap. */
+        if (atomic_load_explicit(&ctx->exposed_regions,
+                                 memory_order_relaxed) != 0 ||
+            ferry__now_ns() - last_work < IDLE_SPIN_NS)
             sched_yield();
-        else
+        else if (ctx->rails[0].has_wait_fd) {
+            if (wait_for_events(ctx, IDLE_WAIT_MS))
+                last_work = ferry__now_ns();
+        } else
             nanosleep(&nap, NULL);
     }
     return NULL;

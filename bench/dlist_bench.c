@@ -1,0 +1,260 @@
+/*
+ * dlist_bench: the CPU cost of describing, preparing and posting block
+ * descriptors through prepared lists.
+ *
+ *   dlist_bench [--blocks N] [--block-size B] [--provider P]
+ *
+ * Measures, for N blocks (default 1M) of B bytes (default 64):
+ *   - describing them as one paged segment, and as N explicit entries
+ *   - ferry_xfer_prepare of local and remote lists
+ *   - the ferry_xfer_post call for all N pairs (index checks, copy, the
+ *     first operations handed to the provider)
+ *   - posting and completing all N writes into a target process
+ * and prints nanoseconds per descriptor for each.  The target is a second
+ * process on this host reached through the bootstrap (shm by default).
+ */
+#include <ferry.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t opt_blocks = 1u << 20;
+static size_t opt_block = 64;
+static const char *opt_provider = "shm";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static void die(const char *what, int err)
+{
+    fprintf(stderr, "dlist_bench: %s: %s (%s)\n", what, ferry_strerror(err),
+            ferry_last_error());
+    exit(1);
+}
+
+static ferry_context_t *open_context(bool progress_thread)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    int ret;
+
+    ferry_config_init(&cfg);
+    cfg.provider = opt_provider;
+    if (strstr(opt_provider, "tcp") != NULL)
+        cfg.domain = "lo";
+    cfg.local_only = 1;
+    cfg.timeout_ms = 0;
+    cfg.progress_thread = progress_thread;
+    if ((ret = ferry_context_create(&cfg, &ctx)))
+        die("ferry_context_create", ret);
+    return ctx;
+}
+
+static int run_target(int report_fd, size_t len)
+{
+    ferry_context_t *ctx = open_context(true);
+    ferry_mem_t *mem;
+    ferry_oob_t *lis;
+    void *buf = calloc(1, len);
+    int ret, port;
+
+    if (buf == NULL)
+        die("calloc", FERRY_ENOMEM);
+    if ((ret = ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0,
+                                  FERRY_ACCESS_REMOTE_WRITE, &mem)) ||
+        (ret = ferry_oob_listen(ctx, "127.0.0.1:0", &lis)) ||
+        (ret = ferry_oob_publish(lis, "blocks", mem)))
+        die("target setup", ret);
+    port = ferry_oob_port(lis);
+    if (write(report_fd, &port, sizeof(port)) != sizeof(port))
+        return 1;
+    /* The initiator says it is done with a notification. */
+    ret = ferry_counter_wait(ctx, 1, 1, -1);
+    ferry_oob_close(lis);
+    ferry_context_destroy(ctx);
+    free(buf);
+    return ret == 0 ? 0 : 1;
+}
+
+static void report(const char *what, double seconds)
+{
+    printf("  %-46s %8.1f ns/descriptor  (%.3f s)\n", what,
+           seconds * 1e9 / (double)opt_blocks, seconds);
+}
+
+static ferry_dlist_t *paged_list(ferry_context_t *ctx, ferry_mem_t *mem,
+                                 ferry_rmem_t *rmem, const char *name)
+{
+    struct ferry_dlist_segment seg = {.mem = mem,
+                                      .rmem = rmem,
+                                      .block_size = opt_block,
+                                      .count = opt_blocks,
+                                      .stride = opt_block};
+    ferry_dlist_t *dl;
+    int ret;
+
+    if ((ret = ferry_dlist_create(ctx, mem ? FERRY_DLIST_LOCAL
+                                           : FERRY_DLIST_REMOTE,
+                                  name, &dl)) ||
+        (ret = ferry_dlist_add(dl, &seg, NULL)))
+        die("building a paged list", ret);
+    return dl;
+}
+
+static void run_initiator(int port)
+{
+    size_t len = opt_blocks * opt_block;
+    ferry_context_t *ctx = open_context(false);
+    ferry_dlist_t *local, *remote, *explicit_list;
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    ferry_oob_conn_t *conn;
+    ferry_rmem_t *rmem;
+    ferry_prep_t *prep;
+    ferry_mem_t *mem;
+    ferry_req_t *req;
+    uint32_t *idx = malloc(opt_blocks * sizeof(*idx));
+    uint8_t *buf = malloc(len);
+    char where[64];
+    double t, c;
+    int ret;
+
+    if (idx == NULL || buf == NULL)
+        die("malloc", FERRY_ENOMEM);
+    memset(buf, 0x5a, len);
+    for (size_t i = 0; i < opt_blocks; i++)
+        idx[i] = (uint32_t)i;
+    snprintf(where, sizeof(where), "127.0.0.1:%d", port);
+    if ((ret = ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0, 0,
+                                  &mem)) ||
+        (ret = ferry_oob_connect(ctx, where, 10000, &conn)) ||
+        (ret = ferry_oob_lookup(conn, "blocks", 10000, &rmem)))
+        die("initiator setup", ret);
+
+    printf("dlist_bench: %zu blocks of %zu bytes, provider %s\n", opt_blocks,
+           opt_block, opt_provider);
+    t = now_s();
+    local = paged_list(ctx, mem, NULL, "local blocks");
+    remote = paged_list(ctx, NULL, rmem, "remote blocks");
+    report("describe (two paged lists, one segment each)", now_s() - t);
+
+    t = now_s();
+    if ((ret = ferry_dlist_create(ctx, FERRY_DLIST_LOCAL, "explicit",
+                                  &explicit_list)))
+        die("ferry_dlist_create", ret);
+    for (size_t i = 0; i < opt_blocks; i++) {
+        struct ferry_dlist_segment seg = {.mem = mem,
+                                          .offset = i * opt_block,
+                                          .block_size = opt_block,
+                                          .count = 1};
+        if ((ret = ferry_dlist_add(explicit_list, &seg, NULL)))
+            die("ferry_dlist_add", ret);
+    }
+    report("describe (one list of explicit entries)", now_s() - t);
+    ferry_dlist_destroy(explicit_list);
+
+    t = now_s();
+    if ((ret = ferry_xfer_prepare(ferry_oob_conn_peer(conn), FERRY_OP_WRITE,
+                                  local, remote, &prep)))
+        die("ferry_xfer_prepare", ret);
+    report("prepare (validate both lists)", now_s() - t);
+
+    opts.timeout_ms = -1;
+    c = cpu_s();
+    t = now_s();
+    if ((ret = ferry_xfer_post(prep, idx, idx, opt_blocks, &opts, &req)))
+        die("ferry_xfer_post", ret);
+    report("post call (index checks, copy, first ops)", now_s() - t);
+    if ((ret = ferry_req_wait(req, -1)))
+        die("waiting for the writes", ret);
+    t = now_s() - t;
+    c = cpu_s() - c;
+    report("post and complete every write (wall)", t);
+    report("post and complete every write (CPU)", c);
+    printf("  %.2f M descriptors/s end to end\n",
+           (double)opt_blocks / t / 1e6);
+    ferry_req_free(req);
+
+    if ((ret = ferry_notify_send(ferry_oob_conn_peer(conn), 1, 1, NULL,
+                                 &req)) ||
+        (ret = ferry_req_wait(req, 10000)))
+        die("telling the target to stop", ret);
+    ferry_req_free(req);
+    ferry_xfer_release(prep);
+    ferry_dlist_destroy(local);
+    ferry_dlist_destroy(remote);
+    ferry_oob_disconnect(conn);
+    ferry_context_destroy(ctx);
+    free(buf);
+    free(idx);
+}
+
+static size_t parse_count(const char *flag, const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : 0;
+
+    if (shift)
+        end++;
+    if (end == s || *end != '\0' || v == 0 || v > (UINT32_MAX >> shift)) {
+        fprintf(stderr, "dlist_bench: %s %s: give a positive number "
+                "(K and M suffixes allowed, at most 4G)\n", flag, s);
+        exit(2);
+    }
+    return (size_t)v << shift;
+}
+
+int main(int argc, char **argv)
+{
+    int fds[2], port = 0, status = 0;
+    pid_t pid;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc)
+            opt_blocks = parse_count(argv[i], argv[i + 1]), i++;
+        else if (strcmp(argv[i], "--block-size") == 0 && i + 1 < argc)
+            opt_block = parse_count(argv[i], argv[i + 1]), i++;
+        else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
+            opt_provider = argv[++i];
+        else {
+            fprintf(stderr, "usage: dlist_bench [--blocks N] [--block-size "
+                    "B] [--provider P]\n");
+            return 2;
+        }
+    }
+    if (opt_blocks > SIZE_MAX / opt_block) {
+        fprintf(stderr, "dlist_bench: --blocks x --block-size overflows\n");
+        return 2;
+    }
+    if (pipe(fds) != 0)
+        return 1;
+    pid = fork();
+    if (pid == 0)
+        _exit(run_target(fds[1], opt_blocks * opt_block));
+    close(fds[1]);
+    if (read(fds[0], &port, sizeof(port)) != sizeof(port)) {
+        fprintf(stderr, "dlist_bench: the target did not start\n");
+        return 1;
+    }
+    run_initiator(port);
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}

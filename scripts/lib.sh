@@ -1,0 +1,92 @@
+# Shell functions shared by scripts/demo.sh, scripts/test.sh and .ci/run.
+# Source it from the repository root; it sets nothing else.
+
+export DEBIAN_FRONTEND=noninteractive
+JOBS=${JOBS:-2}
+
+packages=(
+	build-essential pkg-config autoconf automake libtool
+	libfabric-dev libfabric-bin libhwloc-dev hwloc
+	check libsubunit-dev iproute2 libmimalloc-dev
+)
+
+log() { printf '\n=== %s\n' "$*"; }
+
+# apt-get only what is missing: a prepared image needs no network.
+install_deps() {
+	local p missing=()
+	for p in "${packages[@]}"; do
+		if [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) != installed ]]; then
+			missing+=("$p")
+		fi
+	done
+	if ((${#missing[@]} == 0)); then
+		log "dependencies already installed"
+		return
+	fi
+	log "installing: ${missing[*]}"
+	if ((EUID != 0)); then
+		echo "not root: install these packages first: ${missing[*]}" >&2
+		exit 1
+	fi
+	apt-get update -qq </dev/null
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+}
+
+# Print the .log of every test whose .trs records a failure.
+print_failed_logs() {
+	local dir=$1 trs
+	while IFS= read -r trs; do
+		if grep -q -E '^:test-result: (FAIL|XPASS|ERROR)' "$trs"; then
+			log "${trs%.trs}.log"
+			cat "${trs%.trs}.log"
+		fi
+	done < <(find "$dir" -name '*.trs' | sort)
+}
+
+# Check's own counts ("100%: Checks: 12, Failures: 0, Errors: 0").
+print_check_summary() {
+	local dir=$1
+	log "Check summary ($dir)"
+	find "$dir" -name '*.log' ! -name test-suite.log -exec grep -H -E '^[0-9]+%: Checks' {} + |
+		sed "s|^$dir/||" | sort || echo "(no Check suites ran)"
+}
+
+# Totals over every test of a make check run, as one plain line.
+print_totals() {
+	local dir=$1 pass fail skip
+	pass=$(grep -l -E '^:test-result: PASS' $(find "$dir" -name '*.trs') 2>/dev/null | wc -l)
+	fail=$(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find "$dir" -name '*.trs') 2>/dev/null | wc -l)
+	skip=$(grep -l -E '^:test-result: SKIP' $(find "$dir" -name '*.trs') 2>/dev/null | wc -l)
+	echo "$dir: $pass passed, $fail failed, $skip skipped"
+}
+
+# configure_and_make DIR CONFIGURE-FLAGS...: a build tree in DIR, built.
+configure_and_make() {
+	local dir=$1
+	shift
+	[[ -x configure ]] || { log "autogen"; ./autogen.sh; }
+	if [[ ! -f $dir/Makefile ]]; then
+		log "$dir: configure $*"
+		mkdir -p "$dir"
+		(cd "$dir" && ../configure "$@")
+	fi
+	log "$dir: make"
+	make -C "$dir" -j"$JOBS"
+}
+
+# run_check DIR: make check in a built DIR; prints failing logs and exits 1
+# on a failure.
+run_check() {
+	local dir=$1
+	log "$dir: make check"
+	if ! make -C "$dir" -j"$JOBS" check; then
+		print_failed_logs "$dir"
+		print_check_summary "$dir"
+		print_totals "$dir"
+		log "$dir: make check FAILED"
+		exit 1
+	fi
+	print_check_summary "$dir"
+	print_totals "$dir"
+}
