@@ -3,6 +3,7 @@
  * domain, address vector, completion queue, endpoint) per domain used.
  */
 #include "ferry-internal.h"
+#include "rcache.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #define DEFAULT_TIMEOUT_MS 60000
+#define DEFAULT_RCACHE_ENTRIES 16384
+#define DEFAULT_RCACHE_BYTES (64ull << 30)
 
 /*
  * Reads a whole number in [min, max] from the environment: 1 when set, 0
@@ -36,6 +39,19 @@ static int env_uint(const char *name, long min, long max, long *out)
     return 1;
 }
 
+/* The defaults, before the environment is consulted. */
+static void config_defaults(struct ferry_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->size = sizeof(*cfg);
+    cfg->max_rails = 1;
+    cfg->mr_mode_offer = FERRY_MR_ALL;
+    cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
+    cfg->registration_cache = 1;
+    cfg->rcache_max_entries = DEFAULT_RCACHE_ENTRIES;
+    cfg->rcache_max_bytes = DEFAULT_RCACHE_BYTES;
+}
+
 int ferry_config_init(struct ferry_config *cfg)
 {
     long n;
@@ -44,11 +60,7 @@ int ferry_config_init(struct ferry_config *cfg)
     ferry__error_clear();
     if (cfg == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_config_init: cfg is NULL");
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->size = sizeof(*cfg);
-    cfg->max_rails = 1;
-    cfg->mr_mode_offer = FERRY_MR_ALL;
-    cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
+    config_defaults(cfg);
     cfg->provider = getenv("FERRY_PROVIDER");
     cfg->domain = getenv("FERRY_DOMAIN");
     ret = env_uint("FERRY_MAX_RAILS", 1, FERRY__MAX_RAILS, &n);
@@ -96,10 +108,12 @@ static int adopt_config(struct ferry_context *ctx,
     struct ferry_config *cfg = &ctx->cfg;
     int ret;
 
-    ret = ferry_config_init(cfg);
-    if (ret != 0)
+    /* A caller's config was already through ferry_config_init: only a
+     * missing one takes the environment here. */
+    if (user == NULL && (ret = ferry_config_init(cfg)) != 0)
         return ret;
     if (user != NULL) {
+        config_defaults(cfg);
         if (user->size == 0 || user->size > sizeof(*cfg))
             return ferry__error(
                 FERRY_EINVAL,
@@ -323,6 +337,9 @@ int ferry_context_create(const struct ferry_config *cfg,
     ctx->magic = FERRY__MAGIC_CTX;
     for (unsigned i = 0; i < ctx->nrails && ret == 0; i++)
         ret = rail_open(ctx, &ctx->rails[i]);
+    if (ret == 0 && ctx->cfg.registration_cache)
+        ret = ferry__rcache_create(ctx, ctx->cfg.rcache_max_entries,
+                                   ctx->cfg.rcache_max_bytes, &ctx->rcache);
     if (ret == 0 && ctx->cfg.progress_thread)
         ret = ferry__progress_thread_start(ctx);
     if (ret != 0) {
@@ -351,6 +368,7 @@ void ferry_context_destroy(ferry_context_t *ctx)
      * points at its peer (rmem_release reads rmem->peer->ctx and drops
      * peer->rmem_count), so freeing peers first was a use after free when
      * regions were still held at destruction. */
+    ferry__rcache_destroy(ctx->rcache);
     ferry__mems_destroy(ctx);
     ferry__peers_destroy(ctx);
     ferry__notify_destroy(ctx);
@@ -426,5 +444,39 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
     out.why = ctx->why;
     /* Only as much as the caller's struct holds. */
     memcpy(info, &out, out.size);
+    return 0;
+}
+
+int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
+{
+    struct ferry__rc_stats rc;
+    struct ferry_stats out;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_stats")))
+        return ret;
+    if (stats == NULL || stats->size == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_stats: stats is NULL or "
+                            "stats->size is 0 (use FERRY_STATS_INIT)");
+    memset(&out, 0, sizeof(out));
+    out.size = stats->size < sizeof(out) ? stats->size : sizeof(out);
+    ferry__rcache_stats(ctx->rcache, &rc);
+    out.rcache_hits = rc.hits;
+    out.rcache_misses = rc.misses;
+    out.rcache_invalidations = rc.invalidations;
+    out.rcache_evictions = rc.evictions;
+    out.rcache_entries = rc.entries;
+    out.rcache_bytes = rc.bytes;
+    pthread_mutex_lock(&ctx->lock);
+    out.oneshot_registrations = ctx->oneshot_registrations;
+    out.notifications_received = ctx->notifications_received;
+    for (unsigned i = 0; i < ctx->nrails && i < FERRY__ARRAY_LEN(out.bytes_posted);
+         i++)
+        out.bytes_posted[i] = ctx->rails[i].bytes_posted;
+    pthread_mutex_unlock(&ctx->lock);
+    /* Only as much as the caller's struct holds. */
+    memcpy(stats, &out, out.size);
     return 0;
 }

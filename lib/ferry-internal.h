@@ -134,6 +134,8 @@ enum ferry__magic {
 };
 
 struct ferry__op; /* one posted operation, see xfer.c */
+struct ferry__rcache;   /* rcache.h */
+struct ferry__rc_entry; /* rcache.h */
 enum ferry__op_kind { FERRY__OP_WRITE, FERRY__OP_READ, FERRY__OP_SEND };
 
 /* Notification messages (notify.c). */
@@ -199,7 +201,7 @@ struct ferry_context {
     size_t key_size;    /* bytes of key ferry uses */
     size_t max_msg;     /* largest single operation */
     size_t tx_depth;
-    bool register_local; /* transfers without lmem still pass a desc */
+    bool register_local; /* message buffers need registering (LOCAL, NIC) */
     char why[384];
     unsigned nrails;
     struct ferry__rail rails[FERRY__MAX_RAILS];
@@ -227,6 +229,7 @@ struct ferry_context {
     _Atomic unsigned exposed_regions;
     atomic_bool stopping;
 
+    struct ferry__rcache *rcache; /* NULL when disabled */
     struct ferry__notify_queue notifications; /* under lock */
     struct ferry__counters counters;          /* under lock */
 
@@ -348,6 +351,13 @@ int ferry__check_rmem(const ferry_rmem_t *rmem, const char *what);
  */
 int ferry__mem_register(struct ferry_context *ctx, void *addr, size_t len,
                         unsigned access, bool oneshot, struct ferry_mem **out);
+/*
+ * fi_mr_regattr on one rail with ferry's key policy (requested keys that
+ * fit mr_key_size, retried while taken) and FI_MR_ENDPOINT binding.
+ * Caller holds ctx->lock (the domain is FI_THREAD_DOMAIN).
+ */
+int ferry__mr_open(struct ferry_context *ctx, struct ferry__rail *rail,
+                   struct fi_mr_attr *attr, struct fid_mr **mr);
 /* Closes the registration; caller guarantees nobody uses it. */
 void ferry__mem_close(struct ferry_mem *mem);
 /* The same with ctx->lock already held by the caller. */
@@ -434,6 +444,12 @@ struct ferry__op {
     uint8_t msg[FERRY__MSG_SIZE]; /* a notification's wire bytes */
 };
 
+/* The registration ferry found (cached) or made (one-shot) for an iov. */
+struct ferry__found {
+    struct ferry_mem *mem;
+    struct ferry__rc_entry *entry; /* cache reference, or NULL: mem is ours */
+};
+
 enum ferry__notify_state {
     FERRY__NOTIFY_NONE,    /* the request carries none */
     FERRY__NOTIFY_PENDING, /* to be sent once the data has landed */
@@ -452,7 +468,7 @@ struct ferry_req {
     struct ferry_iov *iov;       /* copy of the caller's array, or NULL */
     struct ferry_prep *prep;     /* a prepared request: */
     uint32_t *lidx, *ridx;       /* its block pairs (one allocation) */
-    struct ferry_mem **oneshot;  /* per iov: registration ferry made, or NULL */
+    struct ferry__found *found;  /* per iov without lmem, or NULL */
     /* Next byte to post: iov index and offset within it. */
     size_t cur_iov;
     size_t cur_off;

@@ -28,8 +28,12 @@
 
 #define RKEY_VIRT_ADDR 0x1u
 #define RKEY_RAW 0x2u
-/* Bound on retries when the provider says a requested key is taken. */
-#define KEY_RETRIES 4096u
+/*
+ * Bound on retries when the provider says a requested key is taken: the
+ * whole key space of small keys (up to 2 bytes), else this many, which a
+ * counter over 4+ byte keys never needs unless nearly all are taken.
+ */
+#define KEY_RETRIES 65536u
 
 int ferry__check_mem(const ferry_mem_t *mem, const char *what)
 {
@@ -164,6 +168,19 @@ static int bind_to_endpoint(struct ferry__rail *rail, struct fid_mr *mr)
     return 0;
 }
 
+int ferry__mr_open(struct ferry_context *ctx, struct ferry__rail *rail,
+                   struct fi_mr_attr *attr, struct fid_mr **mr)
+{
+    int ret = regattr(ctx, rail, attr, mr);
+
+    if (ret == 0 && (ctx->mr_mode & FERRY_MR_ENDPOINT) &&
+        (ret = bind_to_endpoint(rail, *mr)) != 0) {
+        fi_close(&(*mr)->fid);
+        *mr = NULL;
+    }
+    return ret;
+}
+
 static int read_key(struct ferry_context *ctx, struct ferry_mem *mem,
                     unsigned i)
 {
@@ -220,9 +237,7 @@ int ferry__mem_register(struct ferry_context *ctx, void *addr, size_t len,
         /* The domain is FI_THREAD_DOMAIN: registration is serialised with
          * posting and polling by the context lock. */
         pthread_mutex_lock(&ctx->lock);
-        ret = regattr(ctx, rail, &attr, &mem->mr[i]);
-        if (ret == 0 && (ctx->mr_mode & FERRY_MR_ENDPOINT))
-            ret = bind_to_endpoint(rail, mem->mr[i]);
+        ret = ferry__mr_open(ctx, rail, &attr, &mem->mr[i]);
         if (ret == 0)
             ret = read_key(ctx, mem, i);
         pthread_mutex_unlock(&ctx->lock);

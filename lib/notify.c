@@ -53,22 +53,8 @@ static int register_area(struct ferry_context *ctx, struct ferry__rail *rail,
                               .iov_count = 1,
                               .access = access,
                               .iface = FI_HMEM_SYSTEM};
-    int ret;
 
-    if (!(ctx->mr_mode & FERRY_MR_PROV_KEY))
-        attr.requested_key = ferry__keyalloc_next(&rail->keys);
-    ret = fi_mr_regattr(rail->domain, &attr, 0, mr);
-    if (ret == 0 && (ctx->mr_mode & FERRY_MR_ENDPOINT)) {
-        ret = fi_mr_bind(*mr, &rail->ep->fid, 0);
-        if (ret == 0)
-            ret = fi_mr_enable(*mr);
-    }
-    if (ret != 0)
-        return ferry__error(ferry__error_from_fi(ret),
-                            "registering message buffers on domain %s "
-                            "failed: %s",
-                            rail->info->domain_attr->name, fi_strerror(-ret));
-    return 0;
+    return ferry__mr_open(ctx, rail, &attr, mr);
 }
 
 static int post_recv(struct ferry__rail *rail, struct ferry__recv *rv)

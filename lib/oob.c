@@ -34,6 +34,7 @@
 #define NAME_MAX_LEN 128u
 #define MAX_CLIENTS 256u
 #define STALL_MS 5000 /* a half-received frame older than this is dropped */
+#define TOKEN_MAX 128u /* token bytes + NUL: struct ferry_oob.token */
 
 enum frame_kind {
     FRAME_HELLO = 16, /* client: token, address blob */
@@ -79,7 +80,7 @@ struct ferry_oob {
     int fd;
     int wake[2]; /* pipe: wakes the service thread to stop */
     int port;
-    char token[128];
+    char token[TOKEN_MAX];
     uint8_t addr[FERRY__ADDR_MAX * 2]; /* the context's address blob */
     size_t addr_len;
     pthread_t thread;
@@ -96,6 +97,24 @@ static const char *token_of(const struct ferry_context *ctx)
     if (t == NULL)
         t = getenv("FERRY_OOB_TOKEN");
     return t != NULL ? t : "";
+}
+
+/*
+ * Fix: a token of TOKEN_MAX characters or more used to be cut short by
+ * the listener and refused as a "malformed hello" from a client with the
+ * very same token, so the two sides never met.  Refuse it up front.
+ */
+static int check_token(const struct ferry_context *ctx, const char *call)
+{
+    size_t n = strlen(token_of(ctx));
+
+    if (n >= TOKEN_MAX)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: the bootstrap token (config.oob_token or "
+                            "FERRY_OOB_TOKEN) is %zu characters; it may have "
+                            "at most %u",
+                            call, n, TOKEN_MAX - 1);
+    return 0;
 }
 
 /* ---- addresses ---------------------------------------------------------- */
@@ -134,6 +153,12 @@ static int resolve(const char *hostport, bool passive, struct addrinfo **out)
         if (*p < '0' || *p > '9')
             return ferry__error(FERRY_EINVAL,
                                 "bootstrap port \"%s\" is not a number", port);
+    /* Fix: getaddrinfo takes "70000" and wraps it to port 4464. */
+    if (strtoul(port, NULL, 10) > 65535)
+        return ferry__error(FERRY_EINVAL,
+                            "bootstrap port %s is out of range; ports are 0 "
+                            "to 65535",
+                            port);
     ret = getaddrinfo(host[0] ? host : NULL, port, &hints, out);
     if (ret != 0)
         return ferry__error(FERRY_EHOSTUNREACH,
@@ -362,7 +387,14 @@ static void serve_frame(struct ferry_oob *lis, struct ferry_oob_conn *c,
     switch (kind) {
     case FRAME_HELLO: {
         char token[sizeof(lis->token)];
+        struct ferry__blob_reader ar;
 
+        /* Fix: one hello per client.  A second one rewrote c->peer_addr,
+         * which ferry_oob_accept reads without the lock once greeted. */
+        if (c->greeted) {
+            refuse(c, "a client says hello only once");
+            return;
+        }
         ferry__blob_get_str(&r, token, sizeof(token));
         if (!get_field(&r, c->peer_addr, sizeof(c->peer_addr),
                        &c->peer_addr_len) || r.pos != r.len) {
@@ -372,6 +404,16 @@ static void serve_frame(struct ferry_oob *lis, struct ferry_oob_conn *c,
         if (strcmp(token, lis->token) != 0) {
             refuse(c, "the client's bootstrap token does not match the "
                       "server's (set the same FERRY_OOB_TOKEN on both sides)");
+            return;
+        }
+        /* Fix: the address was greeted unchecked, so a client with a
+         * malformed one got HELLO_OK, stayed connected and surfaced only
+         * as an error of the application's ferry_oob_accept.  Its header
+         * (magic, version, kind, length, checksum) is checked here; the
+         * fields are checked by ferry_peer_add at accept. */
+        if (ferry__blob_open(&ar, c->peer_addr, c->peer_addr_len,
+                             FERRY__BLOB_ADDR, "the hello's address blob")) {
+            refuse(c, ferry_last_error());
             return;
         }
         c->greeted = true;
@@ -470,7 +512,11 @@ static void accept_client(struct ferry_oob *lis)
     struct ferry_oob_conn *c;
     char host[64] = "?", port[16] = "?";
     unsigned count = 0;
-    int fd = accept(lis->fd, (struct sockaddr *)&ss, &sl);
+    /* Fix: non-blocking.  send_reply's one-second bound relies on
+     * EAGAIN; on a blocking socket a client that sent requests and never
+     * read the answers froze the service thread in send() for good. */
+    int fd = accept4(lis->fd, (struct sockaddr *)&ss, &sl,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
 
     if (fd < 0)
         return;
@@ -591,6 +637,8 @@ int ferry_oob_listen(ferry_context_t *ctx, const char *hostport,
         return ret;
     if (out == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_oob_listen: out is NULL");
+    if ((ret = check_token(ctx, "ferry_oob_listen")))
+        return ret;
     lis = calloc(1, sizeof(*lis));
     if (lis == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a listener");
@@ -701,12 +749,19 @@ int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms,
                             timeout_ms);
     ret = ferry_peer_add(lis->ctx, c->peer_addr, c->peer_addr_len, &c->peer);
     if (ret != 0) {
+        /* Fix: both copied first.  The sentence was passed to the
+         * ferry__error that overwrites it (overlapping vsnprintf: it came
+         * out garbled), and c->where was read after the unlock, when the
+         * service thread may already have freed c. */
+        char why[512], where[sizeof(c->where)];
+
+        snprintf(why, sizeof(why), "%s", ferry_last_error());
+        memcpy(where, c->where, sizeof(where));
         pthread_mutex_lock(&lis->lock);
         c->accepted = false;
         c->closed = true;
         pthread_mutex_unlock(&lis->lock);
-        return ferry__error(ret, "ferry_oob_accept: %s: %s", c->where,
-                            ferry_last_error());
+        return ferry__error(ret, "ferry_oob_accept: %s: %s", where, why);
     }
     *out = c;
     return 0;
@@ -869,11 +924,17 @@ int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
         return ret;
     if (out == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_oob_connect: out is NULL");
+    /* Fix: checked here; it was printed with %s into c->where. */
+    if (hostport == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_oob_connect: hostport is "
+                            "NULL; use \"host:port\"");
     if (timeout_ms <= 0)
         return ferry__error(FERRY_EINVAL,
                             "ferry_oob_connect: timeout_ms is %d; give a "
                             "positive number of milliseconds",
                             timeout_ms);
+    if ((ret = check_token(ctx, "ferry_oob_connect")))
+        return ret;
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a connection");
@@ -969,7 +1030,9 @@ int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name, int timeout_ms,
 {
     uint8_t blob[FERRY__ADDR_MAX * 2];
     size_t len = sizeof(blob);
-    uint64_t deadline = deadline_after(timeout_ms < 0 ? 0 : timeout_ms);
+    /* Fix: < 0 is "no deadline", as for ferry_oob_accept; it was turned
+     * into a deadline of now, so every such lookup timed out at once. */
+    uint64_t deadline = deadline_after(timeout_ms);
     int ret;
 
     ferry__error_clear();
@@ -991,7 +1054,7 @@ int ferry_oob_offer(ferry_oob_conn_t *conn, const char *name,
 {
     uint8_t blob[FERRY__ADDR_MAX * 2], frame[FRAME_MAX], *buf;
     size_t len = sizeof(blob), flen;
-    uint64_t deadline = deadline_after(timeout_ms < 0 ? 0 : timeout_ms);
+    uint64_t deadline = deadline_after(timeout_ms); /* fix: as lookup */
     struct ferry__blob_reader r;
     unsigned kind;
     int ret;

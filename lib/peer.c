@@ -86,9 +86,9 @@ static int insert_addresses(struct ferry_context *ctx,
         if (fmt != rail->info->addr_format)
             return ferry__error(
                 FERRY_EINCOMPAT,
-                "peer's rail %u has a %s address but this context's domain "
-                "%s uses %s addresses: pick domains of the same family on "
-                "both sides",
+                "peer's rail %u has an address of the %s family but this "
+                "context's domain %s uses the %s family: pick domains of "
+                "the same family on both sides",
                 i, format_name(fmt), rail->info->domain_attr->name,
                 format_name(rail->info->addr_format));
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);

@@ -75,13 +75,15 @@ const char *ferry__mr_mode_str(unsigned mr_mode, char *buf, size_t len)
 
     buf[0] = '\0';
     for (size_t i = 0; i < FERRY__ARRAY_LEN(mr_bits); i++) {
+        size_t need = strlen(mr_bits[i].name) + (used ? 1 : 0);
+
         if (!(mr_mode & mr_bits[i].ferry))
             continue;
-        int n = snprintf(buf + used, len - used, "%s%s", used ? "|" : "",
-                         mr_bits[i].name);
-        if (n < 0 || (size_t)n >= len - used)
-            break;
-        used += (size_t)n;
+        if (used + need >= len)
+            break; /* whole names only */
+        snprintf(buf + used, len - used, "%s%s", used ? "|" : "",
+                 mr_bits[i].name);
+        used += need;
     }
     if (used == 0)
         snprintf(buf, len, "none");

@@ -4,6 +4,7 @@
  * operations in flight per rail.
  */
 #include "ferry-internal.h"
+#include "rcache.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -213,19 +214,23 @@ static void hold_regions(struct ferry_req *req, int delta)
     }
 }
 
-static void close_oneshots(struct ferry_req *req)
+/* Gives back the registrations ferry found or made for iovs without lmem. */
+static void release_found(struct ferry_req *req)
 {
-    for (size_t i = 0; req->oneshot != NULL && i < req->niov; i++)
-        if (req->oneshot[i] != NULL)
-            ferry__mem_close_locked(req->oneshot[i]);
-    free(req->oneshot);
-    req->oneshot = NULL;
+    for (size_t i = 0; req->found != NULL && i < req->niov; i++) {
+        if (req->found[i].entry != NULL)
+            ferry__rcache_put(req->found[i].entry);
+        else if (req->found[i].mem != NULL)
+            ferry__mem_close_locked(req->found[i].mem);
+    }
+    free(req->found);
+    req->found = NULL;
 }
 
 static void req_release(struct ferry_req *req)
 {
     hold_regions(req, -1);
-    close_oneshots(req);
+    release_found(req);
     free(req->iov);
     free(req->lidx); /* ridx shares the allocation */
     req->iov = NULL;
@@ -241,28 +246,38 @@ static void req_free(struct ferry_req *req)
     free(req);
 }
 
-/* Registrations for iovs without lmem, where the provider wants a desc. */
-static int register_oneshots(struct ferry_context *ctx, struct ferry_req *req)
+/*
+ * Registrations for iovs without lmem: from the registration cache, or
+ * made for this request alone when the cache cannot keep them.  Every
+ * operation then passes a desc, whether the provider asks for it or not:
+ * a provider without one would register internally, uncached.
+ */
+static int find_registrations(struct ferry_context *ctx,
+                              struct ferry_req *req)
 {
-    if (!ctx->register_local)
-        return 0;
     for (size_t i = 0; i < req->niov; i++) {
+        struct ferry__found *f;
+        int ret;
+
         if (req->iov[i].lmem != NULL)
             continue;
-        if (req->oneshot == NULL) {
-            req->oneshot = calloc(req->niov, sizeof(*req->oneshot));
-            if (req->oneshot == NULL)
+        if (req->found == NULL) {
+            req->found = calloc(req->niov, sizeof(*req->found));
+            if (req->found == NULL)
                 return ferry__error(FERRY_ENOMEM,
                                     "out of memory for registrations");
         }
-        int ret = ferry__mem_register(ctx, req->iov[i].local, req->iov[i].len,
-                                      0, true, &req->oneshot[i]);
+        f = &req->found[i];
+        ret = ferry__rcache_get(ctx, req->iov[i].local, req->iov[i].len,
+                                &f->mem, &f->entry);
         if (ret != 0)
             return ferry__error(ret, "iov[%zu]: registering the local buffer "
                                 "failed: %s", i, ferry_last_error());
-        pthread_mutex_lock(&ctx->lock);
-        ctx->oneshot_registrations++;
-        pthread_mutex_unlock(&ctx->lock);
+        if (f->entry == NULL) {
+            pthread_mutex_lock(&ctx->lock);
+            ctx->oneshot_registrations++;
+            pthread_mutex_unlock(&ctx->lock);
+        }
     }
     return 0;
 }
@@ -321,9 +336,9 @@ static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
     }
     memcpy(req->iov, iov, n * sizeof(*iov));
     req->niov = n;
-    if ((ret = register_oneshots(peer->ctx, req)) != 0) {
+    if ((ret = find_registrations(peer->ctx, req)) != 0) {
         pthread_mutex_lock(&peer->ctx->lock);
-        close_oneshots(req);
+        release_found(req);
         pthread_mutex_unlock(&peer->ctx->lock);
         free(req->iov);
         free(req);
@@ -411,8 +426,8 @@ static void req_item(const struct ferry_req *req, size_t i,
     if (req->prep == NULL) {
         *out = req->iov[i];
         lmem = out->lmem;
-        if (lmem == NULL && req->oneshot != NULL)
-            lmem = req->oneshot[i];
+        if (lmem == NULL && req->found != NULL)
+            lmem = req->found[i].mem;
     } else {
         struct ferry__block lb, rb;
 

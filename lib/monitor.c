@@ -1,0 +1,191 @@
+/*
+ * Invalidation sources: the userfaultfd monitor thread, and fork.
+ *
+ * The monitor registers each cached range with one process-wide
+ * userfaultfd (missing-page mode, with unmap, remove and remap events).
+ * The kernel holds a thread in munmap(), madvise(MADV_DONTNEED),
+ * mremap() or a shrinking brk() until the monitor has read its event;
+ * the monitor then calls ferry_mem_invalidate(), which is lock-free, so
+ * nothing the unmapping thread holds can stall it (I2).  Missing-page
+ * faults in watched ranges (after MADV_DONTNEED, say) are answered with
+ * the zero page, which is what the kernel would have mapped.
+ *
+ * The monitor never allocates, never takes a lock, and never touches
+ * memory a watched range could cover: it waits only in poll().
+ */
+#include "rcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static int uffd = -1;
+static bool running;
+static char status[160] = "not started";
+static _Atomic uint64_t seq;      /* odd while events are being handled */
+static atomic_bool forked_child;  /* set in a child by pthread_atfork */
+
+uint64_t ferry__monitor_seq(void)
+{
+    /* Acquire: pairs with the monitor's release after marking entries. */
+    return atomic_load_explicit(&seq, memory_order_acquire);
+}
+
+bool ferry__in_forked_child(void)
+{
+    return atomic_load_explicit(&forked_child, memory_order_relaxed);
+}
+
+const char *ferry__monitor_status(void)
+{
+    return status;
+}
+
+static void zero_page(uintptr_t addr)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    struct uffdio_zeropage zp = {
+        .range = {.start = addr & ~((uintptr_t)page - 1),
+                  .len = (uintptr_t)page},
+    };
+
+    /* EEXIST: another fault mapped it first.  Nothing else to do: the
+     * faulting thread retries once woken. */
+    if (ioctl(uffd, UFFDIO_ZEROPAGE, &zp) != 0 && errno != EEXIST) {
+        struct uffdio_range wake = zp.range;
+        ioctl(uffd, UFFDIO_WAKE, &wake);
+    }
+}
+
+static void handle(const struct uffd_msg *m)
+{
+    switch (m->event) {
+    case UFFD_EVENT_PAGEFAULT:
+        zero_page((uintptr_t)m->arg.pagefault.address);
+        break;
+    case UFFD_EVENT_UNMAP:
+        ferry_mem_invalidate((const void *)(uintptr_t)m->arg.remove.start,
+                             (size_t)(m->arg.remove.end -
+                                      m->arg.remove.start));
+        break;
+    case UFFD_EVENT_REMOVE:
+        ferry_mem_invalidate((const void *)(uintptr_t)m->arg.remove.start,
+                             (size_t)(m->arg.remove.end -
+                                      m->arg.remove.start));
+        break;
+    case UFFD_EVENT_REMAP:
+        ferry_mem_invalidate((const void *)(uintptr_t)m->arg.remap.from,
+                             (size_t)m->arg.remap.len);
+        break;
+    default:
+        break;
+    }
+}
+
+static void *monitor_main(void *arg)
+{
+    struct uffd_msg msgs[16];
+    struct pollfd pfd = {.fd = uffd, .events = POLLIN};
+
+    (void)arg;
+    for (;;) {
+        ssize_t n;
+
+        if (poll(&pfd, 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        /* Odd before the read that releases the unmapping thread, even
+         * after every entry is marked: see ferry__monitor_seq.  seq_cst
+         * orders the increment before the read. */
+        atomic_fetch_add(&seq, 1);
+        n = read(uffd, msgs, sizeof(msgs));
+        for (ssize_t i = 0; n > 0 && i < n / (ssize_t)sizeof(msgs[0]); i++)
+            handle(&msgs[i]);
+        atomic_fetch_add_explicit(&seq, 1, memory_order_release);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            break;
+    }
+    snprintf(status, sizeof(status), "the userfaultfd monitor stopped: %s",
+             strerror(errno));
+    return NULL;
+}
+
+static void in_child(void)
+{
+    /* The child has no monitor thread and its copies of the parent's
+     * registrations are not its own: caches stay off (rcache.c). */
+    atomic_store(&forked_child, true);
+}
+
+static void start(void)
+{
+    struct uffdio_api api = {
+        .api = UFFD_API,
+        .features = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |
+                    UFFD_FEATURE_EVENT_REMAP,
+    };
+    pthread_attr_t attr;
+    pthread_t thread;
+
+    pthread_atfork(NULL, NULL, in_child);
+    if (getenv("FERRY_NO_USERFAULTFD") != NULL) {
+        snprintf(status, sizeof(status),
+                 "userfaultfd disabled by FERRY_NO_USERFAULTFD");
+    } else if ((uffd = (int)syscall(SYS_userfaultfd,
+                                    O_CLOEXEC | O_NONBLOCK)) < 0) {
+        snprintf(status, sizeof(status),
+                 "userfaultfd unavailable (%s; /proc/sys/vm/"
+                 "unprivileged_userfaultfd or a seccomp filter may forbid "
+                 "it)",
+                 strerror(errno));
+    } else if (ioctl(uffd, UFFDIO_API, &api) != 0) {
+        snprintf(status, sizeof(status),
+                 "userfaultfd lacks unmap/remove/remap events (%s)",
+                 strerror(errno));
+    } else {
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        running = pthread_create(&thread, &attr, monitor_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+        snprintf(status, sizeof(status), "%s",
+                 running ? "" : "cannot start the userfaultfd thread");
+    }
+    if (!running) {
+        if (uffd >= 0)
+            close(uffd);
+        uffd = -1;
+        FERRY_LOG_WARN("registration cache: %s; cached registrations are "
+                       "invalidated only by ferry_mem_invalidate() calls",
+                       status);
+    }
+}
+
+bool ferry__monitor_start(void)
+{
+    pthread_once(&start_once, start);
+    return running;
+}
+
+bool ferry__monitor_watch(uintptr_t begin, uintptr_t end)
+{
+    struct uffdio_register reg = {
+        .range = {.start = begin, .len = end - begin},
+        .mode = UFFDIO_REGISTER_MODE_MISSING,
+    };
+
+    if (!ferry__monitor_start())
+        return true; /* explicit invalidation only, as logged once */
+    /* EBUSY: another userfaultfd watches it; EINVAL: not anonymous or
+     * shared memory.  Either way no events would come: do not cache. */
+    return ioctl(uffd, UFFDIO_REGISTER, &reg) == 0;
+}

@@ -1,0 +1,615 @@
+/*
+ * The lock-free registration cache.
+ *
+ * Readers (lookups, and ferry_mem_invalidate) see an immutable array of
+ * entries sorted by start address, the snapshot, through one atomic
+ * pointer.  Writers (misses, eviction, pruning) build a new snapshot under
+ * a writer lock that no invalidation source ever takes, publish it, and
+ * retire the old one.  Retired snapshots and entries are freed once no
+ * reader can hold them (epochs, below) and, for entries, once no transfer
+ * uses them; their registrations are closed with no cache lock held.
+ *
+ * Invalidations append their range to a fixed ring and mark overlapping
+ * entries dead.  A miss notes the ring position before it registers; if
+ * an overlapping range (or a wrap) appears in the ring while it registered
+ * without the lock, its registration is not cached.  After publishing, it
+ * checks the ring once more, so an invalidation that read the previous
+ * snapshot cannot leave the new entry alive.
+ *
+ * Epochs: a reader increments active[epoch & 1] of its stripe, re-checks
+ * the epoch, reads, and decrements.  Something retired while the epoch
+ * was e is freed once the epoch has moved past e and active[e & 1] is 0
+ * in every stripe; the epoch moves only when the other parity is empty,
+ * so no reader from an older epoch shares the counter.  Readers never
+ * wait; the writer never waits either: it frees what it can and leaves
+ * the rest for its next turn.
+ */
+#include "rcache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ferry_mem_invalidate may run in a signal handler: its atomics must not
+ * fall back to libatomic's locks. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 &&
+                   ATOMIC_POINTER_LOCK_FREE == 2,
+               "the invalidation path needs lock-free atomics");
+
+#define STRIPES 16
+#define RING_SLOTS 1024
+#define MAX_CACHES 64
+/* Entries a lookup examines left of its position (overlapping entries). */
+#define LOOKUP_SCAN 8
+
+/* ---- epochs ---------------------------------------------------------------- */
+
+struct stripe {
+    _Atomic uint64_t active[2];
+} __attribute__((aligned(64))); /* one cache line each: no false sharing */
+
+static struct stripe stripes[STRIPES];
+static _Atomic uint64_t epoch;
+/* Lookups spread over the stripes; invalidations (which may not touch
+ * thread-local storage) always use stripe 0. */
+static _Thread_local unsigned my_stripe;
+static _Atomic unsigned next_stripe;
+
+static unsigned lookup_stripe(void)
+{
+    if (my_stripe == 0)
+        my_stripe = 1 + atomic_fetch_add_explicit(&next_stripe, 1,
+                                                  memory_order_relaxed) %
+                            STRIPES;
+    return my_stripe - 1;
+}
+
+static unsigned epoch_enter(unsigned s)
+{
+    for (;;) {
+        uint64_t e = atomic_load(&epoch);
+        /* seq_cst increment, then seq_cst re-read: a writer that later
+         * reads this counter as 0 knows this reader has not loaded the
+         * snapshot yet, and the re-read sends it to the new parity if the
+         * epoch moved in between. */
+        atomic_fetch_add(&stripes[s].active[e & 1], 1);
+        if (atomic_load(&epoch) == e)
+            return (unsigned)(e & 1);
+        atomic_fetch_sub(&stripes[s].active[e & 1], 1);
+    }
+}
+
+static void epoch_leave(unsigned s, unsigned parity)
+{
+    /* Release: the reader's loads of the snapshot happen before the
+     * writer can see the counter drop. */
+    atomic_fetch_sub_explicit(&stripes[s].active[parity], 1,
+                              memory_order_release);
+}
+
+static bool parity_idle(unsigned parity)
+{
+    for (unsigned s = 0; s < STRIPES; s++)
+        if (atomic_load(&stripes[s].active[parity]) != 0)
+            return false;
+    return true;
+}
+
+/* Moves the epoch on if no straggler of the epoch before it remains. */
+static void epoch_try_advance(void)
+{
+    uint64_t e = atomic_load(&epoch);
+
+    if (parity_idle((unsigned)((e + 1) & 1)))
+        atomic_compare_exchange_strong(&epoch, &e, e + 1);
+}
+
+/* Something retired at epoch `tag` can no longer be seen by a reader. */
+static bool epoch_passed(uint64_t tag)
+{
+    return atomic_load(&epoch) > tag && parity_idle((unsigned)(tag & 1));
+}
+
+/* ---- snapshots and the invalidation ring ------------------------------ */
+
+struct snapshot {
+    size_t n;
+    size_t max_len;             /* longest entry: bounds overlap searches */
+    struct snapshot *retired_next;
+    uint64_t retired_epoch;
+    struct ferry__rc_entry *e[]; /* sorted by start */
+};
+
+struct ring_slot {
+    _Atomic uint64_t seq; /* index + 1 once start/end are written */
+    _Atomic uintptr_t start, end;
+};
+
+static struct ring_slot ring[RING_SLOTS];
+static _Atomic uint64_t ring_head;
+
+struct ferry__rcache {
+    struct ferry_context *ctx;
+    _Atomic(struct snapshot *) snap;
+    size_t max_entries, max_bytes;
+    pthread_mutex_t writer; /* never taken by an invalidation source */
+    /* Under the writer lock: */
+    size_t bytes;
+    size_t clock_hand;
+    struct snapshot *retired_snaps;
+    struct ferry__rc_entry *retired_entries;
+    /* Statistics, relaxed. */
+    _Atomic uint64_t hits, misses, invalidations, evictions;
+};
+
+/* Every live cache, for ferry_mem_invalidate, which has no context. */
+static _Atomic(struct ferry__rcache *) caches[MAX_CACHES];
+
+/* Index of the first entry whose start is >= key. */
+static size_t lower_bound(const struct snapshot *s, uintptr_t key)
+{
+    size_t lo = 0, hi = s->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->e[mid]->start < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Marks every entry of s overlapping [start, end) dead; counts them. */
+static unsigned mark_dead(const struct snapshot *s, uintptr_t start,
+                          uintptr_t end)
+{
+    unsigned marked = 0;
+
+    /* Candidates start before `end`; none starting before start - max_len
+     * can reach `start`. */
+    for (size_t i = lower_bound(s, end); i-- > 0;) {
+        struct ferry__rc_entry *e = s->e[i];
+        if (e->start + s->max_len <= start)
+            break;
+        if (e->end > start && !(atomic_fetch_or(&e->flags, FERRY__RC_DEAD) &
+                                FERRY__RC_DEAD))
+            marked++;
+    }
+    return marked;
+}
+
+void ferry_mem_invalidate(const void *addr, size_t len)
+{
+    int saved_errno = errno;
+    uintptr_t start = (uintptr_t)addr, end = start + len;
+    uint64_t h;
+    unsigned parity;
+
+    if (len == 0 || end < start) {
+        errno = saved_errno;
+        return;
+    }
+    /* seq_cst: ordered before the snapshot loads below, against a
+     * writer's publish-then-read-head (see the file comment). */
+    h = atomic_fetch_add(&ring_head, 1);
+    atomic_store_explicit(&ring[h % RING_SLOTS].start, start,
+                          memory_order_relaxed);
+    atomic_store_explicit(&ring[h % RING_SLOTS].end, end,
+                          memory_order_relaxed);
+    /* Release: a writer that sees seq == h + 1 sees the range too. */
+    atomic_store_explicit(&ring[h % RING_SLOTS].seq, h + 1,
+                          memory_order_release);
+
+    parity = epoch_enter(0);
+    for (unsigned i = 0; i < MAX_CACHES; i++) {
+        struct ferry__rcache *rc = atomic_load(&caches[i]);
+        struct snapshot *s;
+        unsigned n;
+
+        if (rc == NULL)
+            continue;
+        s = atomic_load(&rc->snap);
+        n = s != NULL ? mark_dead(s, start, end) : 0;
+        if (n != 0)
+            atomic_fetch_add_explicit(&rc->invalidations, n,
+                                      memory_order_relaxed);
+    }
+    epoch_leave(0, parity);
+    errno = saved_errno;
+}
+
+/*
+ * Did an invalidation overlapping [start, end) arrive since ring position
+ * `since`?  A slot not yet filled in, or overwritten (the ring wrapped),
+ * counts as overlapping: the answer errs towards not caching.
+ */
+static bool invalidated_since(uint64_t since, uintptr_t start, uintptr_t end)
+{
+    uint64_t head = atomic_load(&ring_head);
+
+    if (head - since > RING_SLOTS)
+        return true;
+    for (uint64_t i = since; i < head; i++) {
+        struct ring_slot *slot = &ring[i % RING_SLOTS];
+        if (atomic_load_explicit(&slot->seq, memory_order_acquire) != i + 1)
+            return true;
+        if (atomic_load_explicit(&slot->start, memory_order_relaxed) < end &&
+            atomic_load_explicit(&slot->end, memory_order_relaxed) > start)
+            return true;
+    }
+    return false;
+}
+
+/* ---- lookups ----------------------------------------------------------- */
+
+/* A live entry covering [start, end) with a reference taken, or NULL. */
+static struct ferry__rc_entry *lookup(struct ferry__rcache *rc,
+                                      uintptr_t start, uintptr_t end)
+{
+    struct ferry__rc_entry *found = NULL;
+    unsigned st = lookup_stripe(), parity;
+    uint64_t seq = ferry__monitor_seq();
+    struct snapshot *s;
+
+    if (seq & 1)
+        return NULL; /* the monitor is handling an unmap: go the slow way */
+    parity = epoch_enter(st);
+    s = atomic_load_explicit(&rc->snap, memory_order_acquire);
+    for (size_t i = s ? lower_bound(s, start + 1) : 0, k = 0;
+         i-- > 0 && k < LOOKUP_SCAN; k++) {
+        struct ferry__rc_entry *e = s->e[i];
+
+        if (e->end < end ||
+            (atomic_load_explicit(&e->flags, memory_order_relaxed) &
+             FERRY__RC_DEAD))
+            continue;
+        /* seq_cst increment then flag load: an evictor that marks the
+         * entry dead and later reads refs sees this reference, or this
+         * lookup sees the mark and backs off. */
+        atomic_fetch_add(&e->refs, 1);
+        if (atomic_load(&e->flags) & FERRY__RC_DEAD) {
+            atomic_fetch_sub(&e->refs, 1);
+            continue;
+        }
+        found = e;
+        break;
+    }
+    epoch_leave(st, parity);
+    if (found != NULL && ferry__monitor_seq() != seq) {
+        /* Events were handled meanwhile: the entry may be stale. */
+        atomic_fetch_sub(&found->refs, 1);
+        return NULL;
+    }
+    if (found != NULL &&
+        !(atomic_load_explicit(&found->flags, memory_order_relaxed) &
+          FERRY__RC_REFERENCED))
+        atomic_fetch_or_explicit(&found->flags, FERRY__RC_REFERENCED,
+                                 memory_order_relaxed);
+    return found;
+}
+
+void ferry__rcache_put(struct ferry__rc_entry *entry)
+{
+    /* Release: the transfer's use of the registration happens before a
+     * reclaimer sees the count reach zero. */
+    atomic_fetch_sub_explicit(&entry->refs, 1, memory_order_release);
+}
+
+/* ---- the writer side (under rc->writer) ------------------------------- */
+
+static void retire_entry(struct ferry__rcache *rc, struct ferry__rc_entry *e)
+{
+    e->retired_epoch = atomic_load(&epoch);
+    e->retired_next = rc->retired_entries;
+    rc->retired_entries = e;
+    rc->bytes -= e->end - e->start;
+}
+
+/*
+ * Frees retired snapshots no reader can see, and moves retired entries no
+ * reader can see and no transfer uses to *closable (closed by the caller
+ * after it drops the writer lock: I3).
+ */
+static void reclaim(struct ferry__rcache *rc,
+                    struct ferry__rc_entry **closable)
+{
+    epoch_try_advance();
+    for (struct snapshot **p = &rc->retired_snaps; *p != NULL;) {
+        struct snapshot *s = *p;
+        if (!epoch_passed(s->retired_epoch)) {
+            p = &s->retired_next;
+            continue;
+        }
+        *p = s->retired_next;
+        free(s);
+    }
+    for (struct ferry__rc_entry **p = &rc->retired_entries; *p != NULL;) {
+        struct ferry__rc_entry *e = *p;
+        if (!epoch_passed(e->retired_epoch) ||
+            atomic_load_explicit(&e->refs, memory_order_acquire) != 0) {
+            p = &e->retired_next;
+            continue;
+        }
+        *p = e->retired_next;
+        e->retired_next = *closable;
+        *closable = e;
+    }
+}
+
+static void close_entries(struct ferry__rc_entry *list)
+{
+    while (list != NULL) {
+        struct ferry__rc_entry *next = list->retired_next;
+        ferry__mem_close(list->mem);
+        free(list);
+        list = next;
+    }
+}
+
+/*
+ * CLOCK: marks unused entries dead until the cache fits `need_bytes` more
+ * bytes and one more entry.  Returns false if busy entries prevent it.
+ */
+static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
+                  size_t need_bytes)
+{
+    size_t live = 0, bytes = rc->bytes;
+
+    for (size_t i = 0; i < s->n; i++)
+        if (!(atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD))
+            live++;
+    for (size_t turn = 0; turn < 2 * s->n &&
+                          (live + 1 > rc->max_entries ||
+                           bytes + need_bytes > rc->max_bytes);
+         turn++) {
+        struct ferry__rc_entry *e = s->e[rc->clock_hand++ % s->n];
+        unsigned f = atomic_load(&e->flags);
+
+        if ((f & FERRY__RC_DEAD) || atomic_load(&e->refs) != 0)
+            continue;
+        if (f & FERRY__RC_REFERENCED) {
+            atomic_fetch_and(&e->flags, ~FERRY__RC_REFERENCED);
+            continue;
+        }
+        atomic_fetch_or(&e->flags, FERRY__RC_DEAD);
+        atomic_fetch_add_explicit(&rc->evictions, 1, memory_order_relaxed);
+        live--;
+        bytes -= e->end - e->start;
+    }
+    return live + 1 <= rc->max_entries && bytes + need_bytes <= rc->max_bytes;
+}
+
+/*
+ * Publishes old's live entries plus `add` (may be NULL) as a new snapshot,
+ * retiring old and the dead entries it drops.
+ */
+static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
+{
+    struct snapshot *old = atomic_load(&rc->snap), *s;
+    size_t n = old ? old->n : 0, k = 0;
+    bool placed = add == NULL;
+
+    s = malloc(sizeof(*s) + (n + 1) * sizeof(s->e[0]));
+    if (s == NULL)
+        return FERRY_ENOMEM;
+    s->max_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct ferry__rc_entry *e = old->e[i];
+
+        if (atomic_load(&e->flags) & FERRY__RC_DEAD) {
+            retire_entry(rc, e);
+            continue;
+        }
+        if (!placed && add->start < e->start) {
+            s->e[k++] = add;
+            placed = true;
+        }
+        s->e[k++] = e;
+    }
+    if (!placed)
+        s->e[k++] = add;
+    s->n = k;
+    for (size_t i = 0; i < k; i++)
+        if (s->e[i]->end - s->e[i]->start > s->max_len)
+            s->max_len = s->e[i]->end - s->e[i]->start;
+    if (add != NULL)
+        rc->bytes += add->end - add->start;
+    /* seq_cst: ordered before the ring re-check that follows. */
+    atomic_store(&rc->snap, s);
+    if (old != NULL) {
+        old->retired_epoch = atomic_load(&epoch);
+        old->retired_next = rc->retired_snaps;
+        rc->retired_snaps = old;
+    }
+    return 0;
+}
+
+/*
+ * Caches a fresh registration of [start, end), made while no lock was
+ * held, unless an invalidation overlapping it arrived since ring position
+ * `since`.  Returns the entry with one reference, or NULL.
+ */
+static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
+                                      struct ferry_mem *mem, uintptr_t start,
+                                      uintptr_t end, uint64_t since)
+{
+    struct ferry__rc_entry *e = calloc(1, sizeof(*e)), *closable = NULL;
+    struct snapshot *cur;
+    bool cached = false;
+
+    if (e == NULL)
+        return NULL;
+    e->mem = mem;
+    e->start = start;
+    e->end = end;
+    atomic_init(&e->refs, 1);
+    atomic_init(&e->flags, FERRY__RC_REFERENCED);
+    pthread_mutex_lock(&rc->writer);
+    cur = atomic_load(&rc->snap);
+    if (!invalidated_since(since, start, end) &&
+        (cur == NULL || evict(rc, cur, end - start)) &&
+        publish(rc, e) == 0) {
+        cached = true;
+        /* An invalidation that read the previous snapshot missed e, but
+         * it is in the ring: look again now that e is visible. */
+        if (invalidated_since(since, start, end))
+            atomic_fetch_or(&e->flags, FERRY__RC_DEAD);
+    }
+    reclaim(rc, &closable);
+    pthread_mutex_unlock(&rc->writer);
+    close_entries(closable);
+    if (!cached) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
+                      struct ferry_mem **mem, struct ferry__rc_entry **entry)
+{
+    struct ferry__rcache *rc = ctx->rcache;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page - 1);
+    uintptr_t end = ((uintptr_t)addr + len + (uintptr_t)page - 1) &
+                    ~((uintptr_t)page - 1);
+    struct ferry__rc_entry *e;
+    uint64_t since;
+    int ret;
+
+    *entry = NULL;
+    if (rc != NULL && !ferry__in_forked_child()) {
+        e = lookup(rc, start, end);
+        if (e != NULL) {
+            atomic_fetch_add_explicit(&rc->hits, 1, memory_order_relaxed);
+            *mem = e->mem;
+            *entry = e;
+            return 0;
+        }
+        atomic_fetch_add_explicit(&rc->misses, 1, memory_order_relaxed);
+    }
+    /* A miss: note the ring first, watch and register with no lock. */
+    since = atomic_load(&ring_head);
+    if (rc == NULL || ferry__in_forked_child() ||
+        !ferry__monitor_watch(start, end)) {
+        start = (uintptr_t)addr;
+        end = start + len;
+        rc = NULL; /* not cacheable: a one-shot of just the range */
+    }
+    ret = ferry__mem_register(ctx, (void *)start, end - start, 0, rc == NULL,
+                              mem);
+    if (ret != 0 || rc == NULL)
+        return ret;
+    e = insert(rc, *mem, start, end, since);
+    if (e == NULL) {
+        (*mem)->oneshot = true;
+        return 0;
+    }
+    *entry = e;
+    return 0;
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+int ferry__rcache_create(struct ferry_context *ctx, size_t max_entries,
+                         size_t max_bytes, struct ferry__rcache **out)
+{
+    struct ferry__rcache *rc;
+
+    *out = NULL;
+    rc = calloc(1, sizeof(*rc));
+    if (rc == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for the cache");
+    rc->ctx = ctx;
+    rc->max_entries = max_entries ? max_entries : 1;
+    rc->max_bytes = max_bytes ? max_bytes : 1;
+    pthread_mutex_init(&rc->writer, NULL);
+    ferry__monitor_start();
+    for (unsigned i = 0; i < MAX_CACHES; i++) {
+        struct ferry__rcache *expected = NULL;
+        if (atomic_compare_exchange_strong(&caches[i], &expected, rc)) {
+            *out = rc;
+            return 0;
+        }
+    }
+    pthread_mutex_destroy(&rc->writer);
+    free(rc);
+    FERRY_LOG_WARN("more than %d contexts with a registration cache: this "
+                   "one registers without caching",
+                   MAX_CACHES);
+    return 0;
+}
+
+void ferry__rcache_destroy(struct ferry__rcache *rc)
+{
+    struct ferry__rc_entry *closable = NULL;
+    struct snapshot *s;
+
+    if (rc == NULL)
+        return;
+    for (unsigned i = 0; i < MAX_CACHES; i++) {
+        struct ferry__rcache *expected = rc;
+        atomic_compare_exchange_strong(&caches[i], &expected, NULL);
+    }
+    /* No invalidation can reach rc once every reader that might have
+     * loaded it has left: wait for two epoch flips.  Invalidations never
+     * wait, so this cannot deadlock with one. */
+    for (uint64_t target = atomic_load(&epoch) + 2;
+         atomic_load(&epoch) < target;)
+        epoch_try_advance();
+    while (!parity_idle(0) || !parity_idle(1))
+        ;
+    s = atomic_load(&rc->snap);
+    for (size_t i = 0; s != NULL && i < s->n; i++)
+        atomic_fetch_or(&s->e[i]->flags, FERRY__RC_DEAD);
+    pthread_mutex_lock(&rc->writer);
+    if (s != NULL)
+        publish(rc, NULL); /* retires every entry */
+    /* Every reader is gone: all retired snapshots and entries can go. */
+    free(atomic_load(&rc->snap));
+    while (rc->retired_snaps != NULL) {
+        s = rc->retired_snaps;
+        rc->retired_snaps = s->retired_next;
+        free(s);
+    }
+    closable = rc->retired_entries;
+    rc->retired_entries = NULL;
+    pthread_mutex_unlock(&rc->writer);
+    /* In a forked child the registrations belong to the parent. */
+    if (ferry__in_forked_child()) {
+        while (closable != NULL) {
+            struct ferry__rc_entry *next = closable->retired_next;
+            free(closable);
+            closable = next;
+        }
+    } else {
+        close_entries(closable);
+    }
+    pthread_mutex_destroy(&rc->writer);
+    free(rc);
+}
+
+void ferry__rcache_stats(struct ferry__rcache *rc, struct ferry__rc_stats *st)
+{
+    struct snapshot *s;
+    unsigned parity, stripe = lookup_stripe();
+
+    memset(st, 0, sizeof(*st));
+    if (rc == NULL)
+        return;
+    st->hits = atomic_load(&rc->hits);
+    st->misses = atomic_load(&rc->misses);
+    st->invalidations = atomic_load(&rc->invalidations);
+    st->evictions = atomic_load(&rc->evictions);
+    parity = epoch_enter(stripe);
+    s = atomic_load(&rc->snap);
+    for (size_t i = 0; s != NULL && i < s->n; i++) {
+        if (atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD)
+            continue;
+        st->entries++;
+        st->bytes += s->e[i]->end - s->e[i]->start;
+    }
+    epoch_leave(stripe, parity);
+}

@@ -1,0 +1,91 @@
+/*
+ * The registration cache (rcache.c) and its invalidation sources
+ * (monitor.c).  Private to libferry.
+ *
+ * Contract (DESIGN.md, invariants I1-I3):
+ *   I1 ferry_mem_invalidate() takes no lock, allocates nothing, touches no
+ *      thread-local storage, logs nothing, calls neither libfabric nor
+ *      CUDA, and preserves errno: it may run inside a malloc or madvise
+ *      hook or a signal handler.
+ *   I2 No thread waits on something an invalidation source may be waiting
+ *      for: lookups never wait; the writer lock is never taken by an
+ *      invalidation source; the monitor thread waits only in poll().
+ *   I3 fi_mr_regattr, fi_close and CUDA calls run with no cache lock held.
+ */
+#ifndef FERRY_RCACHE_H
+#define FERRY_RCACHE_H
+
+#include "ferry-internal.h"
+
+/* A cached registration.  Immutable but for the atomics. */
+struct ferry__rc_entry {
+    struct ferry_mem *mem; /* owned; closed once retired and unused */
+    uintptr_t start, end;  /* registered range, page aligned */
+    _Atomic unsigned flags; /* FERRY__RC_DEAD | FERRY__RC_REFERENCED */
+    _Atomic unsigned refs;  /* transfers using it */
+    /* Reclamation, under the writer lock. */
+    struct ferry__rc_entry *retired_next;
+    uint64_t retired_epoch;
+};
+
+#define FERRY__RC_DEAD 1u        /* never returned by a lookup again */
+#define FERRY__RC_REFERENCED 2u  /* CLOCK bit, set by hits */
+
+struct ferry__rcache;
+
+/* Counters of one cache (ferry_context_stats reports them). */
+struct ferry__rc_stats {
+    uint64_t hits, misses, invalidations, evictions;
+    uint64_t entries, bytes;
+};
+
+/* NULL out when the cache is disabled by the config. */
+int ferry__rcache_create(struct ferry_context *ctx, size_t max_entries,
+                         size_t max_bytes, struct ferry__rcache **out);
+/* Closes every entry; the caller guarantees no transfer uses one. */
+void ferry__rcache_destroy(struct ferry__rcache *rc);
+
+/*
+ * A registration covering [addr, addr + len) for local use, from
+ * ctx->rcache (which may be NULL: then always a one-shot).  On a hit or
+ * a cached miss, *entry holds a reference (ferry__rcache_put it) and *mem
+ * belongs to the cache.  When the range cannot be cached (refused by the
+ * monitor, invalidated while being registered, cache full of busy
+ * entries, or the cache disabled in a forked child), *entry is NULL and
+ * *mem is a one-shot registration the caller closes.  Takes no lock on a
+ * hit; registers with no cache lock held.
+ */
+int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
+                      struct ferry_mem **mem, struct ferry__rc_entry **entry);
+/* Drops a reference taken by ferry__rcache_get.  Lock-free. */
+void ferry__rcache_put(struct ferry__rc_entry *entry);
+void ferry__rcache_stats(struct ferry__rcache *rc, struct ferry__rc_stats *s);
+
+/* ---- monitor.c ---------------------------------------------------------- */
+
+/*
+ * Starts the userfaultfd monitor once per process.  Returns true if it
+ * runs; if userfaultfd is unavailable it logs once why, and the caches
+ * rely on explicit ferry_mem_invalidate calls.
+ */
+bool ferry__monitor_start(void);
+/* Why the monitor does not run ("" when it does). */
+const char *ferry__monitor_status(void);
+/*
+ * Asks for unmap/remove/remap events of the page-aligned range.  False
+ * when userfaultfd refuses it (file-backed memory, another monitor): such
+ * ranges are not cached.
+ */
+bool ferry__monitor_watch(uintptr_t start, uintptr_t end);
+/*
+ * Odd while the monitor is handling events.  munmap() returns only after
+ * the monitor has read its event, and the monitor makes this odd before
+ * that read and even after marking the entries dead, so a lookup that
+ * sees the same even value before and after cannot return a registration
+ * of memory unmapped before it started.
+ */
+uint64_t ferry__monitor_seq(void);
+/* True in a child after fork(): caches stay off there. */
+bool ferry__in_forked_child(void);
+
+#endif /* FERRY_RCACHE_H */

@@ -1,0 +1,636 @@
+/*
+ * peer module: address blobs from real contexts and built by hand, every
+ * truncation and corruption refused (never a crash or an over-read),
+ * provider and address-family mismatches named on both sides, removal
+ * while remote regions are held, and peers closed with their context.
+ */
+#include "testutil.h"
+
+#include "ferry-internal.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TCP "tcp;ofi_rxm"
+
+#define expect_error(ret, code, phrase)                                       \
+    do {                                                                      \
+        int ret_ = (ret);                                                     \
+        ck_assert_msg(ret_ == (code), "got %d (%s), expected %s: %s", ret_,   \
+                      ferry_strerror(ret_), #code, ferry_last_error());       \
+        ck_assert_msg(strstr(ferry_last_error(), (phrase)) != NULL,           \
+                      "sentence \"%s\" lacks \"%s\"", ferry_last_error(),     \
+                      (phrase));                                              \
+    } while (0)
+
+/* A sentinel that a failed call must leave alone. */
+#define UNTOUCHED ((ferry_peer_t *)(uintptr_t)0x5a5a)
+
+static ferry_context_t *open_ctx(const char *prov)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+    int ret;
+
+    tu_config(&cfg, prov);
+    ret = ferry_context_create(&cfg, &ctx);
+    ck_assert_msg(ret == 0, "context on %s: %s", prov, ferry_last_error());
+    return ctx;
+}
+
+static size_t address_of(ferry_context_t *ctx, uint8_t *buf, size_t cap)
+{
+    size_t len = cap;
+    int ret = ferry_context_address(ctx, buf, &len);
+
+    ck_assert_msg(ret == 0, "address: %s", ferry_last_error());
+    return len;
+}
+
+/* Calls ferry_peer_add on an exact-size heap copy, so that any read past
+ * `len` is an out-of-bounds read AddressSanitizer reports. */
+static int add_copy(ferry_context_t *ctx, const uint8_t *blob, size_t len,
+                    ferry_peer_t **out)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    int ret;
+
+    ck_assert_ptr_nonnull(copy);
+    if (len)
+        memcpy(copy, blob, len);
+    ret = ferry_peer_add(ctx, copy, len, out);
+    free(copy);
+    return ret;
+}
+
+/* The rail's own endpoint name: a valid address of its format. */
+static size_t rail_name(ferry_context_t *ctx, unsigned rail, uint8_t *buf,
+                        size_t cap)
+{
+    size_t len = cap;
+
+    ck_assert_int_eq(fi_getname(&ctx->rails[rail].ep->fid, buf, &len), 0);
+    return len;
+}
+
+/*
+ * An address blob built by hand: provider, a rail count as written in the
+ * blob, then `nrails` entries of (fmt, addr[alen]), then `extra` bytes.
+ */
+static size_t build_addr(uint8_t *buf, size_t cap, const char *prov,
+                         unsigned claimed, unsigned nrails, uint32_t fmt,
+                         const void *addr, size_t alen, size_t extra)
+{
+    struct ferry__blob_writer w;
+    size_t len = 0;
+
+    ferry__blob_begin(&w, buf, cap, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, prov);
+    ferry__blob_put_u16(&w, (uint16_t)claimed);
+    for (unsigned i = 0; i < nrails; i++) {
+        ferry__blob_put_u32(&w, fmt);
+        ferry__blob_put_u16(&w, (uint16_t)alen);
+        ferry__blob_put_bytes(&w, addr, alen);
+    }
+    for (size_t i = 0; i < extra; i++)
+        ferry__blob_put_bytes(&w, "\x5a", 1);
+    ck_assert_int_eq(ferry__blob_end(&w, &len), 0);
+    return len;
+}
+
+static void peer_count_is(ferry_context_t *ctx, size_t want)
+{
+    size_t n = 0;
+
+    for (struct ferry_peer *p = ctx->peers; p != NULL; p = p->next)
+        n++;
+    ck_assert_uint_eq(n, want);
+}
+
+/* ---- add: arguments ---------------------------------------------------- */
+
+START_TEST(test_add_null_args)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t addr[512];
+    size_t len = address_of(ctx, addr, sizeof(addr));
+
+    expect_error(ferry_peer_add(NULL, addr, len, &peer), FERRY_EINVAL,
+                 "ferry_peer_add: context is NULL");
+    expect_error(ferry_peer_add(ctx, NULL, len, &peer), FERRY_EINVAL,
+                 "address blob is NULL");
+    expect_error(ferry_peer_add(ctx, addr, len, NULL), FERRY_EINVAL,
+                 "ferry_peer_add: out is NULL");
+    expect_error(ferry_peer_add(ctx, addr, 0, &peer), FERRY_EBLOB,
+                 "shorter than the 16-byte header");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    /* The same blob, whole, is fine. */
+    ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer), 0);
+    ck_assert_str_eq(ferry_last_error(), "");
+    ck_assert_ptr_ne(peer, UNTOUCHED);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_add_wrong_handle)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = NULL, *p2 = UNTOUCHED;
+    uint8_t addr[512];
+    size_t len = address_of(ctx, addr, sizeof(addr));
+
+    ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer), 0);
+    expect_error(ferry_peer_add((ferry_context_t *)peer, addr, len, &p2),
+                 FERRY_EHANDLE, "not a live ferry context");
+    expect_error(ferry_peer_remove((ferry_peer_t *)ctx), FERRY_EHANDLE,
+                 "ferry_peer_remove: not a live ferry peer");
+    ck_assert_ptr_eq(p2, UNTOUCHED);
+    peer_count_is(ctx, 1);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_add_fills_every_rail)
+{
+    const char *prov = tu_providers[_i];
+    ferry_context_t *a = open_ctx(prov), *b = open_ctx(prov);
+    ferry_peer_t *peer = NULL;
+    uint8_t addr[512];
+    size_t len = address_of(b, addr, sizeof(addr));
+
+    ck_assert_int_eq(ferry_peer_add(a, addr, len, &peer), 0);
+    ck_assert_uint_eq(peer->magic, FERRY__MAGIC_PEER);
+    ck_assert_ptr_eq(peer->ctx, a);
+    ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
+    for (unsigned i = 0; i < FERRY__MAX_RAILS; i++) {
+        if (i < a->nrails)
+            ck_assert(peer->fi_addr[i] != FI_ADDR_NOTAVAIL);
+        else
+            ck_assert(peer->fi_addr[i] == FI_ADDR_NOTAVAIL);
+    }
+    ck_assert_ptr_eq(a->peers, peer);
+    ck_assert_int_eq(ferry_peer_remove(peer), 0);
+    ck_assert_ptr_null(a->peers);
+    ferry_context_destroy(a);
+    ferry_context_destroy(b);
+}
+END_TEST
+
+/* ---- add: damaged blobs ------------------------------------------------ */
+
+START_TEST(test_add_every_truncation)
+{
+    const char *prov = tu_providers[_i];
+    ferry_context_t *ctx = open_ctx(prov);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t addr[512];
+    size_t len = address_of(ctx, addr, sizeof(addr));
+
+    for (size_t cut = 0; cut < len; cut++) {
+        int ret = add_copy(ctx, addr, cut, &peer);
+        ck_assert_msg(ret == FERRY_EBLOB,
+                      "%s: blob cut to %zu of %zu bytes gave %d: %s", prov,
+                      cut, len, ret, ferry_last_error());
+        ck_assert_msg(strstr(ferry_last_error(), "truncated") != NULL,
+                      "cut %zu: \"%s\" does not say truncated", cut,
+                      ferry_last_error());
+    }
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    ck_assert_int_eq(add_copy(ctx, addr, len, &peer), 0);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_add_every_corrupted_byte)
+{
+    static const uint8_t flips[] = {0x01, 0x10, 0x80, 0xff};
+    const char *prov = tu_providers[_i];
+    ferry_context_t *ctx = open_ctx(prov);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t addr[512];
+    size_t len = address_of(ctx, addr, sizeof(addr));
+
+    for (size_t i = 0; i < len; i++) {
+        for (size_t f = 0; f < sizeof(flips); f++) {
+            int ret;
+
+            addr[i] ^= flips[f];
+            ret = add_copy(ctx, addr, len, &peer);
+            addr[i] ^= flips[f];
+            ck_assert_msg(ret == FERRY_EBLOB || ret == FERRY_EINCOMPAT,
+                          "%s: byte %zu ^ 0x%02x accepted or misreported "
+                          "(%d): %s",
+                          prov, i, flips[f], ret, ferry_last_error());
+            ck_assert_str_ne(ferry_last_error(), "");
+        }
+    }
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    ck_assert_int_eq(add_copy(ctx, addr, len, &peer), 0);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_add_trailing_garbage)
+{
+    const char *prov = tu_providers[_i];
+    ferry_context_t *ctx = open_ctx(prov);
+    ferry_peer_t *peer = UNTOUCHED;
+    struct ferry__blob_writer w;
+    uint8_t addr[512], padded[600];
+    size_t len = address_of(ctx, addr, sizeof(addr)), plen = 0;
+
+    /* The real fields, then 5 bytes more; length and checksum sealed
+     * again, so only the field parser can notice. */
+    ferry__blob_begin(&w, padded, sizeof(padded), FERRY__BLOB_ADDR);
+    ferry__blob_put_bytes(&w, addr + FERRY__BLOB_HEADER_LEN,
+                          len - FERRY__BLOB_HEADER_LEN);
+    ferry__blob_put_bytes(&w, "junk!", 5);
+    ck_assert_int_eq(ferry__blob_end(&w, &plen), 0);
+    ck_assert_uint_eq(plen, len + 5);
+    expect_error(add_copy(ctx, padded, plen, &peer), FERRY_EBLOB,
+                 "has 5 bytes after its last field");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    /* Re-sealed without the padding, the same bytes are accepted: the
+     * writer reproduces the real blob exactly. */
+    ferry__blob_begin(&w, padded, sizeof(padded), FERRY__BLOB_ADDR);
+    ferry__blob_put_bytes(&w, addr + FERRY__BLOB_HEADER_LEN,
+                          len - FERRY__BLOB_HEADER_LEN);
+    ck_assert_int_eq(ferry__blob_end(&w, &plen), 0);
+    ck_assert_mem_eq(padded, addr, len);
+    ck_assert_int_eq(add_copy(ctx, padded, plen, &peer), 0);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_add_rkey_blob_as_address)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    ferry_mem_t *mem = NULL;
+    void *buf = tu_alloc_buf(4096);
+    uint8_t rkey[512];
+    size_t len = sizeof(rkey);
+
+    ck_assert_int_eq(ferry_mem_register(ctx, buf, 4096, FERRY_MEM_HOST, 0,
+                                        FERRY_ACCESS_REMOTE_READ, &mem),
+                     0);
+    ck_assert_int_eq(ferry_mem_export(mem, rkey, &len), 0);
+    expect_error(add_copy(ctx, rkey, len, &peer), FERRY_EBLOB,
+                 "address blob is a remote-key blob, expected an address "
+                 "blob");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    ferry_context_destroy(ctx);
+    tu_free_buf(buf, 4096);
+}
+END_TEST
+
+START_TEST(test_add_other_provider)
+{
+    /* _i: 0 = a shm blob into a tcp context, 1 = the other way round. */
+    const char *from = _i == 0 ? "shm" : TCP, *to = _i == 0 ? TCP : "shm";
+    ferry_context_t *src = open_ctx(from), *dst = open_ctx(to);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t addr[512];
+    size_t len = address_of(src, addr, sizeof(addr));
+    char phrase[128];
+
+    snprintf(phrase, sizeof(phrase),
+             "peer using provider '%s' but this context uses '%s'", from, to);
+    expect_error(add_copy(dst, addr, len, &peer), FERRY_EINCOMPAT, phrase);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "same provider"));
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(dst, 0);
+    ferry_context_destroy(src);
+    ferry_context_destroy(dst);
+}
+END_TEST
+
+/* ---- add: hand-built blobs --------------------------------------------- */
+
+START_TEST(test_built_blob_accepted)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = NULL;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024];
+    size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
+
+    /* The builder itself is right: a well-formed blob goes through, so
+     * each refusal below is due to the one field it changes. */
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    ck_assert_int_eq(add_copy(ctx, blob, len, &peer), 0);
+    ck_assert(peer->fi_addr[0] != FI_ADDR_NOTAVAIL);
+    /* A peer with more rails than we have: the common rail is used. */
+    len = build_addr(blob, sizeof(blob), TCP, 3, 3, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    peer_count_is(ctx, 2);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_built_blob_rail_counts)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t name[FERRY__ADDR_MAX], blob[4096];
+    size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
+
+    len = build_addr(blob, sizeof(blob), TCP, 0, 0, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    expect_error(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                 "lists 0 rails; a peer has 1 to 8");
+    /* 99 claimed and 99 present: still too many. */
+    len = build_addr(blob, sizeof(blob), TCP, 99, 99, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    expect_error(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                 "lists 99 rails; a peer has 1 to 8");
+    /* Two claimed, one present. */
+    len = build_addr(blob, sizeof(blob), TCP, 2, 1, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    expect_error(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                 "rail 1 address");
+    /* One claimed, two present. */
+    len = build_addr(blob, sizeof(blob), TCP, 1, 2, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    expect_error(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                 "after its last field");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_built_blob_address_lengths)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t big[FERRY__ADDR_MAX + 44], blob[1024];
+    size_t len;
+
+    memset(big, 0x11, sizeof(big));
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, big,
+                     sizeof(big), 0);
+    expect_error(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                 "rail 0 address of 300 bytes is empty, too long");
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, big, 0,
+                     0);
+    expect_error(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                 "rail 0 address of 0 bytes is empty");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_built_blob_long_provider_name)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024];
+    size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
+    char prov[FERRY__NAME_MAX + 10];
+
+    memset(prov, 'p', sizeof(prov) - 1);
+    prov[sizeof(prov) - 1] = '\0';
+    len = build_addr(blob, sizeof(blob), prov, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    ck_assert_int_eq(add_copy(ctx, blob, len, &peer), FERRY_EBLOB);
+    ck_assert_str_ne(ferry_last_error(), "");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_built_blob_address_family)
+{
+    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6,
+                                .sin6_port = htons(4242),
+                                .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    uint8_t blob[1024];
+    size_t len;
+
+    /* The lo domain chosen by tu_config speaks IPv4. */
+    ck_assert_uint_eq(ctx->rails[0].info->addr_format, FI_SOCKADDR_IN);
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN6, &sin6,
+                     sizeof(sin6), 0);
+    expect_error(add_copy(ctx, blob, len, &peer), FERRY_EINCOMPAT,
+                 "address of the IPv6 family but this context's domain lo "
+                 "uses the IPv4 family");
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "same family"));
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_multi_rail_peers)
+{
+    struct ferry_config cfg;
+    ferry_context_t *two_a = NULL, *two_b = NULL, *one = open_ctx(TCP);
+    ferry_peer_t *peer = NULL;
+    uint8_t addr[512];
+    size_t len;
+
+    tu_config(&cfg, TCP);
+    cfg.domain = NULL;
+    cfg.max_rails = 2;
+    ck_assert_int_eq(ferry_context_create(&cfg, &two_a), 0);
+    ck_assert_int_eq(ferry_context_create(&cfg, &two_b), 0);
+    if (two_a->nrails < 2) {
+        fprintf(stderr, "note: one tcp;ofi_rxm domain here, multi-rail "
+                        "peer test reduced to one rail\n");
+    }
+    /* Same rail set on both sides: every rail gets an address. */
+    len = address_of(two_b, addr, sizeof(addr));
+    ck_assert_msg(ferry_peer_add(two_a, addr, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    for (unsigned i = 0; i < two_a->nrails; i++)
+        ck_assert(peer->fi_addr[i] != FI_ADDR_NOTAVAIL);
+    /* A one-rail peer in a multi-rail context: the first rail only, if
+     * the families match; a lo (IPv4) peer for an eth0 context is still
+     * IPv4 on rail 0. */
+    len = address_of(one, addr, sizeof(addr));
+    if (one->rails[0].info->addr_format == two_a->rails[0].info->addr_format) {
+        ck_assert_msg(ferry_peer_add(two_a, addr, len, &peer) == 0, "%s",
+                      ferry_last_error());
+        ck_assert(peer->fi_addr[0] != FI_ADDR_NOTAVAIL);
+        for (unsigned i = 1; i < FERRY__MAX_RAILS; i++)
+            ck_assert(peer->fi_addr[i] == FI_ADDR_NOTAVAIL);
+    }
+    /* A multi-rail peer in a one-rail context: its first rail. */
+    len = address_of(two_b, addr, sizeof(addr));
+    ck_assert_msg(ferry_peer_add(one, addr, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    ck_assert(peer->fi_addr[0] != FI_ADDR_NOTAVAIL);
+    ferry_context_destroy(two_a);
+    ferry_context_destroy(two_b);
+    ferry_context_destroy(one);
+}
+END_TEST
+
+/* ---- remove and lifetime ----------------------------------------------- */
+
+START_TEST(test_remove_null)
+{
+    ck_assert_int_eq(ferry_peer_remove(NULL), 0);
+    ck_assert_str_eq(ferry_last_error(), "");
+}
+END_TEST
+
+START_TEST(test_remove_while_rmem_held)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_pair p;
+    ferry_mem_t *mem = NULL;
+    ferry_rmem_t *r1, *r2;
+    void *buf = tu_alloc_buf(8192);
+
+    tu_pair_open(&p, prov, NULL);
+    ck_assert_int_eq(ferry_mem_register(p.target, buf, 8192, FERRY_MEM_HOST,
+                                        0, FERRY_ACCESS_REMOTE_WRITE, &mem),
+                     0);
+    r1 = tu_share(mem, p.peer);
+    r2 = tu_share(mem, p.peer);
+    expect_error(ferry_peer_remove(p.peer), FERRY_EBUSY,
+                 "2 remote regions imported from this peer are still held; "
+                 "ferry_rmem_free them first");
+    ck_assert_uint_eq(p.peer->magic, FERRY__MAGIC_PEER);
+    ck_assert_int_eq(ferry_rmem_free(r1), 0);
+    expect_error(ferry_peer_remove(p.peer), FERRY_EBUSY,
+                 "1 remote region imported from this peer is still held; "
+                 "ferry_rmem_free them first");
+    ck_assert_int_eq(ferry_rmem_free(r2), 0);
+    ck_assert_int_eq(ferry_peer_remove(p.peer), 0);
+    ck_assert_str_eq(ferry_last_error(), "");
+    peer_count_is(p.init, 0);
+    ck_assert_int_eq(ferry_mem_deregister(mem), 0);
+    tu_pair_close(&p);
+    tu_free_buf(buf, 8192);
+}
+END_TEST
+
+START_TEST(test_remove_keeps_the_others)
+{
+    ferry_context_t *ctx = open_ctx(TCP), *other[3];
+    ferry_peer_t *peer[3];
+    uint8_t addr[512];
+
+    for (int i = 0; i < 3; i++) {
+        other[i] = open_ctx(TCP);
+        size_t len = address_of(other[i], addr, sizeof(addr));
+        ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer[i]), 0);
+    }
+    peer_count_is(ctx, 3);
+    /* Unlinking from the middle of the list. */
+    ck_assert_int_eq(ferry_peer_remove(peer[1]), 0);
+    peer_count_is(ctx, 2);
+    for (struct ferry_peer *p = ctx->peers; p != NULL; p = p->next)
+        ck_assert(p == peer[0] || p == peer[2]);
+    ck_assert_int_eq(ferry_peer_remove(peer[2]), 0);
+    ck_assert_int_eq(ferry_peer_remove(peer[0]), 0);
+    peer_count_is(ctx, 0);
+    for (int i = 0; i < 3; i++)
+        ferry_context_destroy(other[i]);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_peers_closed_with_context)
+{
+    const char *prov = tu_providers[_i];
+    ferry_context_t *ctx = open_ctx(prov), *other[4];
+    ferry_peer_t *peer = NULL;
+    uint8_t addr[512];
+
+    /* Several peers, never removed: context destruction frees them (a
+     * leak fails this test under AddressSanitizer). */
+    for (int i = 0; i < 4; i++) {
+        other[i] = open_ctx(prov);
+        size_t len = address_of(other[i], addr, sizeof(addr));
+        ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer), 0);
+    }
+    peer_count_is(ctx, 4);
+    ferry_context_destroy(ctx);
+    for (int i = 0; i < 4; i++)
+        ferry_context_destroy(other[i]);
+}
+END_TEST
+
+START_TEST(test_context_destroy_with_rmem_held)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_pair p;
+    ferry_mem_t *mem = NULL;
+    void *buf = tu_alloc_buf(4096);
+
+    /* Destroying the context closes its remote regions too, which point
+     * at their peers: peers must outlive them in the teardown (a use after
+     * free under AddressSanitizer otherwise). */
+    tu_pair_open(&p, prov, NULL);
+    ck_assert_int_eq(ferry_mem_register(p.target, buf, 4096, FERRY_MEM_HOST,
+                                        0, FERRY_ACCESS_REMOTE_READ, &mem),
+                     0);
+    (void)tu_share(mem, p.peer);
+    (void)tu_share(mem, p.peer);
+    ck_assert_uint_eq(atomic_load(&p.peer->rmem_count), 2);
+    tu_pair_close(&p);
+    tu_free_buf(buf, 4096);
+}
+END_TEST
+
+static Suite *peer_suite(void)
+{
+    Suite *s = suite_create("peer");
+    TCase *tc = tcase_create("add");
+
+    tcase_add_test(tc, test_add_null_args);
+    tcase_add_test(tc, test_add_wrong_handle);
+    tcase_add_loop_test(tc, test_add_fills_every_rail, 0, (int)tu_nproviders);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("damaged");
+    tcase_add_loop_test(tc, test_add_every_truncation, 0, (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_add_every_corrupted_byte, 0,
+                        (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_add_trailing_garbage, 0, (int)tu_nproviders);
+    tcase_add_test(tc, test_add_rkey_blob_as_address);
+    tcase_add_loop_test(tc, test_add_other_provider, 0, 2);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("built");
+    tcase_add_test(tc, test_built_blob_accepted);
+    tcase_add_test(tc, test_built_blob_rail_counts);
+    tcase_add_test(tc, test_built_blob_address_lengths);
+    tcase_add_test(tc, test_built_blob_long_provider_name);
+    tcase_add_test(tc, test_built_blob_address_family);
+    tcase_add_test(tc, test_multi_rail_peers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("lifetime");
+    tcase_add_test(tc, test_remove_null);
+    tcase_add_loop_test(tc, test_remove_while_rmem_held, 0,
+                        (int)tu_nproviders);
+    tcase_add_test(tc, test_remove_keeps_the_others);
+    tcase_add_loop_test(tc, test_peers_closed_with_context, 0,
+                        (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_context_destroy_with_rmem_held, 0,
+                        (int)tu_nproviders);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(peer_suite());
+}
