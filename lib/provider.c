@@ -260,7 +260,9 @@ static void explain_refusal(const struct ferry_config *cfg, const char *prov,
         snprintf(out, cap, "%s: no domain named '%s'", prov, cfg->domain);
     else
         snprintf(out, cap,
-                 "%s: needs an mr_mode or mode ferry was told not to offer",
+                 "%s: needs an mr_mode or mode ferry was told not to offer, "
+                 "or cannot complete writes on delivery "
+                 "(FI_DELIVERY_COMPLETE)",
                  prov);
     fi_freeinfo(all);
     fi_freeinfo(h);
