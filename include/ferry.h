@@ -154,12 +154,49 @@ struct ferry_context_info {
     int hmem;                 /* the domain registers device memory */
     unsigned fi_version;      /* libfabric at run time, FI_VERSION() form */
     const char *why;          /* one sentence: why this provider */
+    /* How cached registrations learn that memory went away, and whether
+     * the userfaultfd monitor runs (else only ferry_mem_invalidate calls). */
+    const char *rcache_monitor;
+    int rcache_monitor_running;
 };
 #define FERRY_CONTEXT_INFO_INIT {.size = sizeof(struct ferry_context_info)}
 
 /* Returns 0, or FERRY_EINVAL if ctx or info is NULL or info->size is 0. */
 FERRY_API int ferry_context_info(ferry_context_t *ctx,
                                  struct ferry_context_info *info);
+
+/*
+ * What ferry would choose from, without opening anything: every candidate
+ * provider/domain for cfg (NULL: defaults and the environment), best
+ * first, and why the others were refused.  tools/ferry_info prints it.
+ */
+typedef struct ferry_probe ferry_probe_t;
+
+struct ferry_provider_report {
+    size_t size; /* set by the caller: FERRY_PROVIDER_REPORT_INIT */
+    const char *provider;
+    const char *fabric;
+    const char *domain;
+    int chosen;          /* what ferry_context_create would pick */
+    const char *verdict; /* what it is, in a few words */
+    unsigned mr_mode;    /* FERRY_MR_* the provider asks for */
+    size_t mr_key_size;
+    size_t max_msg_size;
+    size_t tx_depth;
+};
+#define FERRY_PROVIDER_REPORT_INIT {.size = sizeof(struct ferry_provider_report)}
+
+/* Returns 0 even when nothing is usable (count 0; see refused), or
+ * FERRY_EINVAL / FERRY_ENOMEM / FERRY_EPROVIDER. */
+FERRY_API int ferry_probe_providers(const struct ferry_config *cfg,
+                                    ferry_probe_t **probe);
+FERRY_API size_t ferry_probe_count(const ferry_probe_t *probe);
+/* Strings stay valid while probe lives.  Returns 0 or FERRY_EINVAL. */
+FERRY_API int ferry_probe_entry(const ferry_probe_t *probe, size_t i,
+                                struct ferry_provider_report *report);
+/* "verbs: no device or interface available; ..." or "". */
+FERRY_API const char *ferry_probe_refused(const ferry_probe_t *probe);
+FERRY_API void ferry_probe_free(ferry_probe_t *probe);
 
 /*
  * Adds a peer from its address blob.  Returns 0, FERRY_EBLOB (malformed),

@@ -442,6 +442,13 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
     out.hmem = (fi->caps & FI_HMEM) != 0;
     out.fi_version = fi_version();
     out.why = ctx->why;
+    out.rcache_monitor = ctx->rcache == NULL
+                             ? "none: the registration cache is off"
+                         : ferry__monitor_start()
+                             ? "userfaultfd (unmap, remove and remap events) "
+                               "and ferry_mem_invalidate() calls"
+                             : ferry__monitor_status();
+    out.rcache_monitor_running = ctx->rcache != NULL && ferry__monitor_start();
     /* Only as much as the caller's struct holds. */
     memcpy(info, &out, out.size);
     return 0;

@@ -35,9 +35,14 @@ int ferry__error(int err, const char *fmt, ...)
 {
     va_list ap;
 
+    char sentence[sizeof(last_error)];
+
+    /* Through a local buffer: a caller may pass ferry_last_error() itself
+     * as an argument, to wrap an inner sentence in an outer one. */
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(sentence, sizeof(sentence), fmt, ap);
     va_end(ap);
+    memcpy(last_error, sentence, sizeof(last_error));
     FERRY_LOG_DEBUG("error %d (%s): %s", err, ferry_strerror(err), last_error);
     return err;
 }

@@ -279,6 +279,33 @@ static bool seen_provider(const struct ferry__selection *sel, const char *name)
     return false;
 }
 
+/*
+ * The RDMA providers people look for first, named when libfabric did not
+ * load them at all (it skips a provider whose device or library is
+ * missing), so "why not verbs?" has an answer.  Only a message: nothing
+ * is chosen by name.
+ */
+static void explain_unloaded(struct ferry__selection *sel,
+                             const struct fi_info *loaded)
+{
+    static const char *const wanted[] = {"verbs", "efa", "cxi", "psm3",
+                                         "opx"};
+
+    for (size_t i = 0; i < FERRY__ARRAY_LEN(wanted); i++) {
+        bool found = false;
+
+        for (const struct fi_info *p = loaded; p != NULL && !found;
+             p = p->next)
+            found = p->fabric_attr->prov_name != NULL &&
+                    strcmp(p->fabric_attr->prov_name, wanted[i]) == 0;
+        if (!found && !seen_provider(sel, wanted[i]))
+            append(sel->refused, sizeof(sel->refused),
+                   "%s%s: not loaded by libfabric (no device or driver, or "
+                   "not built in)",
+                   sel->refused[0] ? "; " : "", wanted[i]);
+    }
+}
+
 /* Lists providers libfabric loaded that gave nothing usable, with why. */
 static void explain_missing(const struct ferry_config *cfg,
                             struct ferry__selection *sel, bool shm_refused)
@@ -313,6 +340,7 @@ static void explain_missing(const struct ferry_config *cfg,
             append(sel->refused, sizeof(sel->refused), "%s%s",
                    sel->refused[0] ? "; " : "", why);
         }
+        explain_unloaded(sel, provs);
         fi_freeinfo(provs);
     }
     fi_freeinfo(h);

@@ -17,7 +17,7 @@
 /* A GPU or a NIC: the PCI address it was named by, and where hwloc has it. */
 struct ferry__topo_dev {
     char pci[FERRY_TOPO_PCI_LEN]; /* canonical "dddd:bb:dd.f" */
-    hwloc_obj_t obj;              /* its PCI function; NULL: not in the topology */
+    hwloc_obj_t obj; /* its PCI function; NULL: not in the topology */
     char *names;  /* its OS devices ("ib0, mlx5_0"); NULL: none; owned */
     char *cpuset; /* CPUs near it, hwloc bitmap string; NULL: unknown; owned */
     char *cpus;   /* the same as a list ("0-7,16-23"); NULL: unknown; owned */

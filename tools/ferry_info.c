@@ -1,0 +1,343 @@
+/*
+ * ferry_info: the preflight.  What ferry sees on this machine and what it
+ * would do with it: libfabric and its providers (which ferry would use and
+ * why, which it refuses and why), the context it would open, how cached
+ * registrations are invalidated, NICs, GPUs and their mapping, and
+ * warnings a person can act on.
+ *
+ *   ferry_info [--json] [--provider P] [--domain D] [--local]
+ *
+ * Exits 0 when a usable provider exists, 1 when none does, 2 on bad usage.
+ */
+#include <ferry.h>
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WARNINGS 16
+
+struct report {
+    bool json;
+    const char *warnings[MAX_WARNINGS];
+    char warning_text[MAX_WARNINGS][256];
+    size_t nwarnings;
+};
+
+static void warn(struct report *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void warn(struct report *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->nwarnings == MAX_WARNINGS)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(r->warning_text[r->nwarnings], sizeof(r->warning_text[0]), fmt,
+              ap);
+    va_end(ap);
+    r->warnings[r->nwarnings] = r->warning_text[r->nwarnings];
+    r->nwarnings++;
+}
+
+/* A JSON string literal of s on stdout. */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s != NULL && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static const char *mr_mode_words(unsigned m, char *buf, size_t len)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } bits[] = {
+        {FERRY_MR_LOCAL, "LOCAL"},       {FERRY_MR_VIRT_ADDR, "VIRT_ADDR"},
+        {FERRY_MR_ALLOCATED, "ALLOCATED"}, {FERRY_MR_PROV_KEY, "PROV_KEY"},
+        {FERRY_MR_ENDPOINT, "ENDPOINT"}, {FERRY_MR_RAW, "RAW"},
+        {FERRY_MR_HMEM, "HMEM"},
+    };
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+        if (m & bits[i].bit)
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s",
+                     buf[0] ? "|" : "", bits[i].name);
+    if (buf[0] == '\0')
+        snprintf(buf, len, "none");
+    return buf;
+}
+
+static void size_words(size_t v, char *buf, size_t len)
+{
+    if (v == SIZE_MAX)
+        snprintf(buf, len, "unlimited");
+    else if (v >= (1ull << 30))
+        snprintf(buf, len, "%zu GiB", v >> 30);
+    else if (v >= (1u << 20))
+        snprintf(buf, len, "%zu MiB", v >> 20);
+    else
+        snprintf(buf, len, "%zu B", v);
+}
+
+static void print_providers(struct report *r, const ferry_probe_t *probe)
+{
+    size_t n = ferry_probe_count(probe);
+
+    if (r->json)
+        printf("  \"providers\": [");
+    else
+        printf("providers ferry would consider, best first:\n");
+    for (size_t i = 0; i < n; i++) {
+        struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
+        char mode[64], msg[32];
+
+        ferry_probe_entry(probe, i, &p);
+        mr_mode_words(p.mr_mode, mode, sizeof(mode));
+        size_words(p.max_msg_size, msg, sizeof(msg));
+        if (r->json) {
+            printf("%s\n    {\"provider\": ", i ? "," : "");
+            json_str(p.provider);
+            printf(", \"domain\": ");
+            json_str(p.domain);
+            printf(", \"fabric\": ");
+            json_str(p.fabric);
+            printf(", \"chosen\": %s, \"verdict\": ", p.chosen ? "true" : "false");
+            json_str(p.verdict);
+            printf(", \"mr_mode\": ");
+            json_str(mode);
+            printf(", \"mr_key_size\": %zu, \"max_msg_size\": %zu, "
+                   "\"tx_depth\": %zu}",
+                   p.mr_key_size, p.max_msg_size, p.tx_depth);
+            continue;
+        }
+        printf("  %s %-14s domain %-8s fabric %-16s mr_mode %s, %zu-byte "
+               "keys, messages up to %s, %zu in flight\n"
+               "      %s%s\n",
+               p.chosen ? "*" : " ", p.provider, p.domain, p.fabric, mode,
+               p.mr_key_size, msg, p.tx_depth, p.verdict,
+               p.chosen ? ": ferry would use this one" : "");
+    }
+    if (r->json) {
+        printf("%s],\n  \"refused\": ", n ? "\n  " : "");
+        json_str(ferry_probe_refused(probe));
+        printf(",\n");
+    } else {
+        if (n == 0)
+            printf("  none\n");
+        printf("refused: %s\n", ferry_probe_refused(probe)[0]
+                                    ? ferry_probe_refused(probe)
+                                    : "none");
+    }
+}
+
+static void print_context(struct report *r, const struct ferry_config *cfg)
+{
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx;
+    char mode[64], msg[32];
+    int ret = ferry_context_create(cfg, &ctx);
+
+    if (ret != 0) {
+        if (r->json) {
+            printf("  \"context\": {\"error\": ");
+            json_str(ferry_last_error());
+            printf("},\n");
+        } else {
+            printf("context: cannot open one: %s\n", ferry_last_error());
+        }
+        return;
+    }
+    ferry_context_info(ctx, &info);
+    mr_mode_words(info.mr_mode, mode, sizeof(mode));
+    size_words(info.max_msg_size, msg, sizeof(msg));
+    if (r->json) {
+        printf("  \"context\": {\"why\": ");
+        json_str(info.why);
+        printf(", \"mr_mode\": ");
+        json_str(mode);
+        printf(", \"rails\": %u, \"max_msg_size\": %zu, \"tx_depth\": %zu, "
+               "\"rcache_monitor\": ",
+               info.nrails, info.max_msg_size, info.tx_depth);
+        json_str(info.rcache_monitor);
+        printf("},\n");
+    } else {
+        printf("context with this configuration:\n  %s\n"
+               "  mr_mode in effect %s; %u rail%s; operations up to %s, %zu "
+               "in flight per rail\n"
+               "  registration cache invalidated by: %s\n",
+               info.why, mode, info.nrails, info.nrails == 1 ? "" : "s", msg,
+               info.tx_depth, info.rcache_monitor);
+    }
+    if (!info.rcache_monitor_running)
+        warn(r,
+             "cached registrations are invalidated only when the program "
+             "calls ferry_mem_invalidate() (%s): hook your allocator, or pass "
+             "registered buffers (lmem) to every transfer",
+             info.rcache_monitor);
+    if (strcmp(info.domain, "lo") == 0)
+        warn(r,
+             "the chosen domain is the loopback interface: only processes on "
+             "this host are reachable");
+    ferry_context_destroy(ctx);
+}
+
+static void print_topology(struct report *r)
+{
+    struct ferry_topo_info info = FERRY_TOPO_INFO_INIT;
+    ferry_topo_t *topo;
+
+    if (ferry_topo_load(NULL, &topo) != 0) {
+        if (r->json) {
+            printf("  \"topology\": {\"error\": ");
+            json_str(ferry_last_error());
+            printf("},\n");
+        } else {
+            printf("topology: %s\n", ferry_last_error());
+        }
+        return;
+    }
+    ferry_topo_info(topo, &info);
+    if (r->json) {
+        printf("  \"topology\": {\"summary\": ");
+        json_str(info.summary);
+        printf(", \"gpus\": %zu, \"nics\": [", info.ngpus);
+    } else {
+        printf("topology: %s\n", info.summary);
+    }
+    for (size_t i = 0; i < info.nnics; i++) {
+        struct ferry_topo_device d = FERRY_TOPO_DEVICE_INIT;
+
+        ferry_topo_nic(topo, i, &d);
+        if (r->json) {
+            printf("%s{\"pci\": ", i ? ", " : "");
+            json_str(d.pci);
+            printf(", \"names\": ");
+            json_str(d.names);
+            printf(", \"numa_node\": %d, \"cpus\": ", d.numa_node);
+            json_str(d.cpus);
+            printf("}");
+        } else {
+            printf("  NIC %s (%s): NUMA node %d, CPUs %s\n", d.pci,
+                   d.names[0] ? d.names : "no device name", d.numa_node,
+                   d.cpus[0] ? d.cpus : "unknown");
+        }
+    }
+    if (r->json)
+        printf("], \"gpu_nics\": [");
+    for (size_t g = 0; g < info.ngpus; g++) {
+        struct ferry_topo_choice c = FERRY_TOPO_CHOICE_INIT;
+
+        ferry_topo_gpu_nics(topo, g, &c);
+        if (r->json) {
+            printf("%s", g ? ", " : "");
+            json_str(c.reason);
+        } else {
+            printf("  GPU %zu: %s\n", g, c.reason);
+        }
+    }
+    if (r->json)
+        printf("]},\n");
+    if (info.ngpus == 0)
+        warn(r,
+             "no GPU found: device memory cannot be used on this machine");
+    ferry_topo_destroy(topo);
+}
+
+static void print_environment(struct report *r)
+{
+    static const char *const cache_vars[] = {"FI_MR_CACHE_MAX_COUNT",
+                                             "FI_EFA_MR_CACHE_ENABLE"};
+
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = getenv(cache_vars[i]);
+        if (v != NULL && strcmp(v, "0") != 0)
+            warn(r,
+                 "libfabric's own MR cache is enabled by the environment "
+                 "(%s): risk of deadlock with malloc hooks (libfabric #10879); "
+                 "unset it and let ferry cache registrations",
+                 cache_vars[i]);
+    }
+    /* This release registers host memory only. */
+    warn(r,
+         "device (CUDA) memory is not supported by this ferry release: "
+         "transfers use host memory");
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: ferry_info [--json] [--provider P] [--domain D] "
+                    "[--local]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    struct report r = {0};
+    struct ferry_config cfg;
+    ferry_probe_t *probe;
+    size_t usable;
+
+    if (ferry_config_init(&cfg) != 0) {
+        fprintf(stderr, "ferry_info: %s\n", ferry_last_error());
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            r.json = true;
+        else if (strcmp(argv[i], "--local") == 0)
+            cfg.local_only = 1;
+        else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
+            cfg.provider = argv[++i];
+        else if (strcmp(argv[i], "--domain") == 0 && i + 1 < argc)
+            cfg.domain = argv[++i];
+        else
+            return usage();
+    }
+    if (ferry_probe_providers(&cfg, &probe) != 0) {
+        fprintf(stderr, "ferry_info: %s\n", ferry_last_error());
+        return 1;
+    }
+    usable = ferry_probe_count(probe);
+    if (r.json) {
+        printf("{\n  \"version\": ");
+        json_str(ferry_version_string());
+        printf(",\n");
+    } else {
+        printf("%s\n", ferry_version_string());
+    }
+    print_providers(&r, probe);
+    if (usable > 0)
+        print_context(&r, &cfg);
+    print_topology(&r);
+    print_environment(&r);
+    if (usable == 0)
+        warn(&r, "no usable provider: ferry cannot move data here (%s)",
+             ferry_probe_refused(probe));
+    if (r.json) {
+        printf("  \"usable\": %s,\n  \"warnings\": [", usable ? "true" : "false");
+        for (size_t i = 0; i < r.nwarnings; i++) {
+            printf("%s\n    ", i ? "," : "");
+            json_str(r.warnings[i]);
+        }
+        printf("%s]\n}\n", r.nwarnings ? "\n  " : "");
+    } else {
+        printf("warnings:%s\n", r.nwarnings ? "" : " none");
+        for (size_t i = 0; i < r.nwarnings; i++)
+            printf("  - %s\n", r.warnings[i]);
+    }
+    ferry_probe_free(probe);
+    return usable > 0 ? 0 : 1;
+}
