@@ -106,6 +106,19 @@ struct ferry_config {
     int registration_cache;
     size_t rcache_max_entries;
     size_t rcache_max_bytes;
+    /*
+     * The CUDA device whose memory the context mostly moves: its nearest
+     * NICs become the first rails.  -1 (default): host memory, whose
+     * nearest NICs are those of the calling thread's NUMA node.
+     */
+    int cuda_device;
+    /* hwloc XML topology to use instead of the live one; NULL: the file
+     * FERRY_TOPOLOGY_XML names, or the live machine. */
+    const char *topology_xml;
+    /* Requests of at least this many bytes are striped over the rails in
+     * proportion to their speed; smaller ones take rails in turn
+     * (default 128 KiB). */
+    size_t stripe_threshold;
 };
 
 /*

@@ -14,6 +14,9 @@
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_RCACHE_ENTRIES 16384
 #define DEFAULT_RCACHE_BYTES (64ull << 30)
+#define DEFAULT_STRIPE_THRESHOLD (128u << 10)
+/* Smallest chunk of a striped request: below it per-operation costs win. */
+#define MIN_STRIPE_UNIT (64u << 10)
 
 /*
  * Reads a whole number in [min, max] from the environment: 1 when set, 0
@@ -50,6 +53,8 @@ static void config_defaults(struct ferry_config *cfg)
     cfg->registration_cache = 1;
     cfg->rcache_max_entries = DEFAULT_RCACHE_ENTRIES;
     cfg->rcache_max_bytes = DEFAULT_RCACHE_BYTES;
+    cfg->cuda_device = -1;
+    cfg->stripe_threshold = DEFAULT_STRIPE_THRESHOLD;
 }
 
 int ferry_config_init(struct ferry_config *cfg)
@@ -235,6 +240,21 @@ static void rail_close(struct ferry__rail *rail)
     memset(rail, 0, sizeof(*rail));
 }
 
+/*
+ * A rail's share of striped bytes: its link speed in Mbit/s when every
+ * rail reports one (fi_info->nic->link_attr), else an equal share.
+ */
+static int64_t rail_weight(const struct ferry_context *ctx, unsigned r)
+{
+    for (unsigned i = 0; i < ctx->nrails; i++) {
+        const struct fid_nic *nic = ctx->rails[i].info->nic;
+        if (nic == NULL || nic->link_attr == NULL ||
+            nic->link_attr->speed < 1000000)
+            return 1;
+    }
+    return (int64_t)(ctx->rails[r].info->nic->link_attr->speed / 1000000);
+}
+
 /* The limits every rail shares: the most restrictive of them all. */
 static void derive_limits(struct ferry_context *ctx)
 {
@@ -265,10 +285,20 @@ static void derive_limits(struct ferry_context *ctx)
     ctx->max_msg = max_msg ? max_msg : 1;
     ctx->tx_depth = tx ? tx : 1;
     ctx->key_size = key ? key : 1;
+    /* Striped chunks: a share of a threshold-sized request per rail, at
+     * least MIN_STRIPE_UNIT, at most one operation. */
+    ctx->stripe_unit = cfg->stripe_threshold / ctx->nrails;
+    if (ctx->stripe_unit < MIN_STRIPE_UNIT)
+        ctx->stripe_unit = MIN_STRIPE_UNIT;
+    if (ctx->stripe_unit > ctx->max_msg)
+        ctx->stripe_unit = ctx->max_msg;
+    for (unsigned i = 0; i < ctx->nrails; i++)
+        ctx->rails[i].weight = rail_weight(ctx, i);
 }
 
 static void explain_choice(struct ferry_context *ctx,
-                           const struct ferry__selection *sel)
+                           const struct ferry__selection *sel,
+                           const char *rails_why)
 {
     const struct fi_info *info = ctx->rails[0].info;
     const char *fp = getenv("FI_PROVIDER");
@@ -281,21 +311,43 @@ static void explain_choice(struct ferry_context *ctx,
                  "search", fp);
     snprintf(ctx->why, sizeof(ctx->why),
              "chose %s on domain %s (fabric %s): %s, best of %zu "
-             "candidate%s%s",
+             "candidate%s%s%s",
              info->fabric_attr->prov_name, info->domain_attr->name,
              info->fabric_attr->name, sel->cand[0].verdict, sel->ncand,
-             sel->ncand == 1 ? "" : "s", source);
+             sel->ncand == 1 ? "" : "s", source, rails_why);
+    for (unsigned r = 1; r < ctx->nrails; r++)
+        snprintf(ctx->why + strlen(ctx->why), sizeof(ctx->why) -
+                 strlen(ctx->why), "%s%s", r == 1 ? "; further rails: " : ", ",
+                 ctx->rails[r].info->domain_attr->name);
 }
 
-/* Rails: the best candidate, then other domains of the same provider. */
+/* A rail on this domain already? */
+static bool domain_taken(const struct ferry_context *ctx, const char *domain)
+{
+    for (unsigned r = 0; r < ctx->nrails; r++)
+        if (strcmp(ctx->rails[r].info->domain_attr->name, domain) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Rails: the best candidate, then the next best other domains of the same
+ * provider and address family (one rail per NIC: libfabric lists a domain
+ * once per address family, and two rails on one NIC only share it).
+ */
 static void pick_rails(struct ferry_context *ctx,
                        struct ferry__selection *sel)
 {
-    const char *prov = sel->cand[0].info->fabric_attr->prov_name;
+    const struct fi_info *first = sel->cand[0].info;
 
     for (size_t i = 0; i < sel->ncand && ctx->nrails < ctx->cfg.max_rails;
          i++) {
-        if (strcmp(sel->cand[i].info->fabric_attr->prov_name, prov) != 0)
+        const struct fi_info *c = sel->cand[i].info;
+
+        if (strcmp(c->fabric_attr->prov_name,
+                   first->fabric_attr->prov_name) != 0 ||
+            c->addr_format != first->addr_format ||
+            domain_taken(ctx, c->domain_attr->name))
             continue;
         /* Ownership of the fi_info moves to the rail. */
         ctx->rails[ctx->nrails].index = ctx->nrails;
@@ -309,6 +361,7 @@ int ferry_context_create(const struct ferry_config *cfg,
 {
     struct ferry__selection sel;
     struct ferry_context *ctx;
+    char rails_why[384];
     int ret;
 
     ferry__error_clear();
@@ -328,9 +381,10 @@ int ferry_context_create(const struct ferry_config *cfg,
         free(ctx);
         return ret;
     }
+    ferry__rails_order(&ctx->cfg, &sel, rails_why, sizeof(rails_why));
     ctx->register_local = sel.cand[0].nic;
     pick_rails(ctx, &sel);
-    explain_choice(ctx, &sel);
+    explain_choice(ctx, &sel, rails_why);
     ferry__selection_free(&sel);
     derive_limits(ctx);
     ctx->register_local |= (ctx->mr_mode & FERRY_MR_LOCAL) != 0;

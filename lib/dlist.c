@@ -133,18 +133,14 @@ static int check_bounds(const struct ferry_dlist *dl,
     return 0;
 }
 
-int ferry_dlist_add(ferry_dlist_t *dl, const struct ferry_dlist_segment *seg,
-                    size_t *first_index)
+/* ferry_dlist_add's work; caller holds dl->ctx->lock. */
+static int append_locked(ferry_dlist_t *dl,
+                         const struct ferry_dlist_segment *seg,
+                         uint64_t region_len, size_t *first_index)
 {
     struct ferry__dseg s = {0};
-    uint64_t region_len = 0;
     int ret;
 
-    ferry__error_clear();
-    if ((ret = ferry__check_dlist(dl, "ferry_dlist_add")))
-        return ret;
-    if ((ret = check_segment(dl, seg, &region_len)))
-        return ret;
     if (atomic_load(&dl->frozen))
         return ferry__error(FERRY_EBUSY,
                             "list '%s' is used by a prepared transfer and "
@@ -187,6 +183,31 @@ int ferry_dlist_add(ferry_dlist_t *dl, const struct ferry_dlist_segment *seg,
         *first_index = dl->count;
     dl->count += s.count;
     return 0;
+}
+
+int ferry_dlist_add(ferry_dlist_t *dl, const struct ferry_dlist_segment *seg,
+                    size_t *first_index)
+{
+    uint64_t region_len = 0;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_dlist(dl, "ferry_dlist_add")))
+        return ret;
+    if ((ret = check_segment(dl, seg, &region_len)))
+        return ret;
+    /*
+     * Appending is serialised with other appends and with
+     * ferry_xfer_prepare() by the context lock.  Unlocked, two threads
+     * adding to one list raced on count/nseg and on the realloc of segs
+     * (lost blocks, duplicate indices, heap corruption), and an append
+     * that had passed the frozen check could realloc segs under a
+     * prepared transfer that was already posting from them.
+     */
+    pthread_mutex_lock(&dl->ctx->lock);
+    ret = append_locked(dl, seg, region_len, first_index);
+    pthread_mutex_unlock(&dl->ctx->lock);
+    return ret;
 }
 
 size_t ferry_dlist_count(const ferry_dlist_t *dl)
@@ -287,12 +308,42 @@ static int check_remote_list(const struct ferry_peer *peer,
     return 0;
 }
 
+/* ferry_xfer_prepare's checks and freezing; caller holds the ctx lock. */
+static int prepare_locked(ferry_peer_t *peer, enum ferry_op op,
+                          ferry_dlist_t *local, ferry_dlist_t *remote,
+                          struct ferry_prep *prep)
+{
+    unsigned need;
+    int ret;
+
+    if (local->count == 0 || remote->count == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_xfer_prepare: list '%s' is empty",
+                            local->count == 0 ? local->name : remote->name);
+    need = op == FERRY_OP_WRITE ? FERRY_ACCESS_REMOTE_WRITE
+                                : FERRY_ACCESS_REMOTE_READ;
+    if ((ret = check_remote_list(peer, remote, need)))
+        return ret;
+    prep->magic = FERRY__MAGIC_PREP;
+    prep->peer = peer;
+    prep->kind = op == FERRY_OP_WRITE ? FERRY__OP_WRITE : FERRY__OP_READ;
+    prep->local = local;
+    prep->remote = remote;
+    /* Equal uniform block sizes: no length check per posted block. */
+    prep->same_blocks = local->uniform_block != 0 &&
+                        local->uniform_block == remote->uniform_block;
+    atomic_store(&local->frozen, true);
+    atomic_store(&remote->frozen, true);
+    atomic_fetch_add(&local->prepared, 1);
+    atomic_fetch_add(&remote->prepared, 1);
+    return 0;
+}
+
 int ferry_xfer_prepare(ferry_peer_t *peer, enum ferry_op op,
                        ferry_dlist_t *local, ferry_dlist_t *remote,
                        ferry_prep_t **out)
 {
     struct ferry_prep *prep;
-    unsigned need;
     int ret;
 
     ferry__error_clear();
@@ -312,35 +363,25 @@ int ferry_xfer_prepare(ferry_peer_t *peer, enum ferry_op op,
                             "ferry_xfer_prepare: list '%s' must be local and "
                             "list '%s' remote",
                             local->name, remote->name);
-    if (local->ctx != peer->ctx)
+    if (local->ctx != peer->ctx || remote->ctx != peer->ctx)
         return ferry__error(FERRY_EHANDLE,
                             "ferry_xfer_prepare: list '%s' belongs to another "
                             "context than the peer",
-                            local->name);
-    if (local->count == 0 || remote->count == 0)
-        return ferry__error(FERRY_EINVAL,
-                            "ferry_xfer_prepare: list '%s' is empty",
-                            local->count == 0 ? local->name : remote->name);
-    need = op == FERRY_OP_WRITE ? FERRY_ACCESS_REMOTE_WRITE
-                                : FERRY_ACCESS_REMOTE_READ;
-    if ((ret = check_remote_list(peer, remote, need)))
-        return ret;
+                            local->ctx != peer->ctx ? local->name
+                                                    : remote->name);
     prep = calloc(1, sizeof(*prep));
     if (prep == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a prepared "
                             "transfer");
-    prep->magic = FERRY__MAGIC_PREP;
-    prep->peer = peer;
-    prep->kind = op == FERRY_OP_WRITE ? FERRY__OP_WRITE : FERRY__OP_READ;
-    prep->local = local;
-    prep->remote = remote;
-    /* Equal uniform block sizes: no length check per posted block. */
-    prep->same_blocks = local->uniform_block != 0 &&
-                        local->uniform_block == remote->uniform_block;
-    atomic_store(&local->frozen, true);
-    atomic_store(&remote->frozen, true);
-    atomic_fetch_add(&local->prepared, 1);
-    atomic_fetch_add(&remote->prepared, 1);
+    /* Under the lock ferry_dlist_add appends with: the lists are checked
+     * and frozen as one step, so no segment slips in after the check. */
+    pthread_mutex_lock(&peer->ctx->lock);
+    ret = prepare_locked(peer, op, local, remote, prep);
+    pthread_mutex_unlock(&peer->ctx->lock);
+    if (ret != 0) {
+        free(prep);
+        return ret;
+    }
     *out = prep;
     return 0;
 }
@@ -399,4 +440,16 @@ int ferry__prep_check_indices(const struct ferry_prep *prep,
         }
     }
     return 0;
+}
+
+uint64_t ferry__prep_bytes(const struct ferry_prep *prep, const uint32_t *lidx,
+                           size_t n)
+{
+    uint64_t bytes = 0;
+
+    if (prep->local->uniform_block != 0)
+        return (uint64_t)n * prep->local->uniform_block;
+    for (size_t i = 0; i < n; i++)
+        bytes += ferry__dlist_find(prep->local, lidx[i])->block_size;
+    return bytes;
 }

@@ -98,6 +98,18 @@ struct ferry__selection {
 int ferry__provider_select(const struct ferry_config *cfg,
                            struct ferry__selection *sel);
 void ferry__selection_free(struct ferry__selection *sel);
+
+/* ---- rails (rails.c) ----------------------------------------------------- */
+
+/* Domains of one provider considered as rails (more are never used). */
+#define FERRY__RAIL_CANDIDATES 32
+/*
+ * Moves the chosen provider's domains nearest the context's memory (a GPU,
+ * or the calling thread's NUMA node) to the front of sel; writes a clause
+ * saying what it did ("; rails nearest ...") or "" into why.
+ */
+void ferry__rails_order(const struct ferry_config *cfg,
+                        struct ferry__selection *sel, char *why, size_t len);
 /* libfabric mr_mode bits <-> FERRY_MR_* bits. */
 unsigned ferry__mr_mode_from_fi(uint64_t fi_mr_mode);
 uint64_t ferry__mr_mode_to_fi(unsigned ferry_mr_mode);
@@ -175,6 +187,7 @@ struct ferry__rail {
     bool has_wait_fd;
     struct fid_ep *ep;
     struct ferry__keyalloc keys;
+    int64_t weight; /* share of striped bytes: link speed in Mbit/s, or 1 */
     /* Operation slots: at most tx_depth operations are ever in flight. */
     struct ferry__op *ops;
     struct ferry__op *free_ops;
@@ -201,8 +214,10 @@ struct ferry_context {
     size_t key_size;    /* bytes of key ferry uses */
     size_t max_msg;     /* largest single operation */
     size_t tx_depth;
+    size_t stripe_unit;    /* chunk of a striped request */
+    unsigned next_rail;    /* rail of the next unstriped request; lock */
     bool register_local; /* message buffers need registering (LOCAL, NIC) */
-    char why[384];
+    char why[768];
     unsigned nrails;
     struct ferry__rail rails[FERRY__MAX_RAILS];
 
@@ -422,6 +437,9 @@ const struct ferry__dseg *ferry__dlist_find(const struct ferry_dlist *dl,
                                             size_t idx);
 void ferry__dlist_block(const struct ferry_dlist *dl, size_t idx,
                         struct ferry__block *b);
+/* Bytes moved by posting these n local blocks. */
+uint64_t ferry__prep_bytes(const struct ferry_prep *prep, const uint32_t *lidx,
+                           size_t n);
 int ferry__prep_check_indices(const struct ferry_prep *prep,
                               const uint32_t *lidx, const uint32_t *ridx,
                               size_t n);
@@ -472,7 +490,11 @@ struct ferry_req {
     /* Next byte to post: iov index and offset within it. */
     size_t cur_iov;
     size_t cur_off;
-    unsigned next_rail;
+    uint64_t bytes;  /* in all */
+    bool striped;    /* chunks spread over the rails (rails.c, xfer.c) */
+    unsigned rail;   /* the rail of an unstriped request */
+    int rail_pending; /* rail chosen for the next chunk, or -1 */
+    int64_t credit[FERRY__MAX_RAILS]; /* weighted round robin of chunks */
     size_t ops_in_flight;
     uint64_t bytes_done;
     uint64_t deadline_ns; /* 0: none */

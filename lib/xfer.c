@@ -294,6 +294,7 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     req->peer = peer;
     req->kind = kind;
     req->status = FERRY_EINPROGRESS;
+    req->rail_pending = -1;
     req->deadline_ns = deadline_of(peer->ctx, opts);
     if (opts != NULL && (opts->flags & FERRY_XFER_NOTIFY)) {
         req->notify = FERRY__NOTIFY_PENDING;
@@ -310,6 +311,10 @@ static int req_start(struct ferry_req *req, ferry_req_t **out)
 
     req->magic = FERRY__MAGIC_REQ;
     pthread_mutex_lock(&ctx->lock);
+    /* Large requests are striped over the rails; smaller ones take the
+     * rails in turn, one rail each. */
+    req->striped = ctx->nrails > 1 && req->bytes >= ctx->cfg.stripe_threshold;
+    req->rail = ctx->next_rail++;
     hold_regions(req, 1);
     list_append(&ctx->active, req);
     ferry__req_post_pending(req);
@@ -336,6 +341,8 @@ static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
     }
     memcpy(req->iov, iov, n * sizeof(*iov));
     req->niov = n;
+    for (size_t i = 0; i < n; i++)
+        req->bytes += iov[i].len; /* bounded: each iov lies in a region */
     if ((ret = find_registrations(peer->ctx, req)) != 0) {
         pthread_mutex_lock(&peer->ctx->lock);
         release_found(req);
@@ -378,6 +385,7 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
     memcpy(req->ridx, remote_idx, n * sizeof(uint32_t));
     req->prep = prep;
     req->niov = n;
+    req->bytes = ferry__prep_bytes(prep, local_idx, n);
     return req_start(req, out);
 }
 
@@ -472,6 +480,30 @@ static void take_op(struct ferry__rail *rail, struct ferry__op *op,
     req->ops_in_flight++;
 }
 
+/*
+ * The rail of the request's next chunk.  A request below the striping
+ * threshold keeps the rail it was given (requests take turns); a striped
+ * one spreads its chunks by smooth weighted round robin, so each rail
+ * carries a share in proportion to its speed.
+ */
+static unsigned next_rail(struct ferry_req *req, unsigned nrails)
+{
+    const struct ferry_context *ctx = req->ctx;
+    int64_t total = 0;
+    unsigned best = 0;
+
+    if (!req->striped || nrails < 2)
+        return req->rail % nrails;
+    for (unsigned r = 0; r < nrails; r++) {
+        req->credit[r] += ctx->rails[r].weight;
+        total += ctx->rails[r].weight;
+        if (req->credit[r] > req->credit[best])
+            best = r;
+    }
+    req->credit[best] -= total;
+    return best;
+}
+
 void ferry__req_post_pending(struct ferry_req *req)
 {
     struct ferry_context *ctx = req->ctx;
@@ -485,31 +517,34 @@ void ferry__req_post_pending(struct ferry_req *req)
         ssize_t ret;
 
         req_item(req, req->cur_iov, &item, &desc, 0);
-        rail = &ctx->rails[req->next_rail % item.rmem->nrails];
+        if (req->rail_pending < 0)
+            req->rail_pending = (int)next_rail(req, item.rmem->nrails);
+        rail = &ctx->rails[req->rail_pending];
         op = rail->free_ops;
         if (op == NULL)
             break; /* every slot in flight: progress will post the rest */
         if (rail->index != 0)
             req_item(req, req->cur_iov, &item, &desc, rail->index);
         len = item.len - req->cur_off;
-        if (len > ctx->max_msg)
-            len = ctx->max_msg;
+        if (len > (req->striped ? ctx->stripe_unit : ctx->max_msg))
+            len = req->striped ? ctx->stripe_unit : ctx->max_msg;
         ret = post_one(req, rail, op, &item, desc, len);
         /* A full provider queue: the next progress call polls the CQ,
-         * which makes room, and posts the rest. */
+         * which makes room, and posts the rest (on the same rail). */
         if (ret == -FI_EAGAIN)
             break;
         if (ret != 0) {
             ferry__req_end(req, ferry__error_from_fi((int)ret),
-                           "posting %s of %zu bytes on domain %s failed: %s",
+                           "posting %s of %zu bytes on rail %u (domain %s) "
+                           "failed: %s",
                            req->kind == FERRY__OP_WRITE ? "a write" : "a read",
-                           len, rail->info->domain_attr->name,
+                           len, rail->index, rail->info->domain_attr->name,
                            fi_strerror((int)-ret));
             break;
         }
         take_op(rail, op, req, req->kind, len);
         rail->bytes_posted += len;
-        req->next_rail++;
+        req->rail_pending = -1;
         req->cur_off += len;
         if (req->cur_off == item.len) {
             req->cur_iov++;
