@@ -115,6 +115,9 @@ struct ferry_config {
     /* hwloc XML topology to use instead of the live one; NULL: the file
      * FERRY_TOPOLOGY_XML names, or the live machine. */
     const char *topology_xml;
+    /* Notifications kept for ferry_notify_poll (default 1M); past it they
+     * are only counted (ferry_counter_*), and a warning says so once. */
+    size_t notify_queue_max;
     /* Requests of at least this many bytes are striped over the rails in
      * proportion to their speed; smaller ones take rails in turn
      * (default 128 KiB). */
@@ -258,6 +261,7 @@ struct ferry_stats {
     uint64_t rcache_bytes;         /* registered by the cache now */
     uint64_t oneshot_registrations; /* made for one request, not cached */
     uint64_t notifications_received;
+    uint64_t notifications_unqueued; /* counted only: the queue was full */
     uint64_t bytes_posted[8];      /* per rail */
 };
 #define FERRY_STATS_INIT {.size = sizeof(struct ferry_stats)}

@@ -15,6 +15,7 @@
 #define DEFAULT_RCACHE_ENTRIES 16384
 #define DEFAULT_RCACHE_BYTES (64ull << 30)
 #define DEFAULT_STRIPE_THRESHOLD (128u << 10)
+#define DEFAULT_NOTIFY_QUEUE (1u << 20)
 /* Smallest chunk of a striped request: below it per-operation costs win. */
 #define MIN_STRIPE_UNIT (64u << 10)
 
@@ -55,6 +56,7 @@ static void config_defaults(struct ferry_config *cfg)
     cfg->rcache_max_bytes = DEFAULT_RCACHE_BYTES;
     cfg->cuda_device = -1;
     cfg->stripe_threshold = DEFAULT_STRIPE_THRESHOLD;
+    cfg->notify_queue_max = DEFAULT_NOTIFY_QUEUE;
 }
 
 int ferry_config_init(struct ferry_config *cfg)
@@ -533,6 +535,7 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     pthread_mutex_lock(&ctx->lock);
     out.oneshot_registrations = ctx->oneshot_registrations;
     out.notifications_received = ctx->notifications_received;
+    out.notifications_unqueued = ctx->notifications_unqueued;
     for (unsigned i = 0; i < ctx->nrails && i < FERRY__ARRAY_LEN(out.bytes_posted);
          i++)
         out.bytes_posted[i] = ctx->rails[i].bytes_posted;

@@ -251,6 +251,7 @@ struct ferry_context {
     /* statistics, under lock */
     uint64_t oneshot_registrations;
     uint64_t notifications_received;
+    uint64_t notifications_unqueued; /* counted, not queued: queue full */
 };
 
 /* Checks a public handle; on failure records a sentence naming `what`. */

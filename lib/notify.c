@@ -198,6 +198,27 @@ static struct ferry__counter *counter_find(struct ferry__counters *c,
     }
 }
 
+/*
+ * Keeps n for ferry_notify_poll, up to config.notify_queue_max: a program
+ * that only reads counters never polls, and its queue must not grow
+ * forever.  Past the bound notifications are counted, not queued.
+ */
+static void queue(struct ferry_context *ctx, const struct ferry_notification *n)
+{
+    if (ctx->notifications.count >= ctx->cfg.notify_queue_max) {
+        if (ctx->notifications_unqueued++ == 0)
+            FERRY_LOG_WARN("the notification queue holds %zu entries nobody "
+                           "polled: further notifications are only counted "
+                           "(poll with ferry_notify_poll, or raise "
+                           "config.notify_queue_max)",
+                           ctx->notifications.count);
+        return;
+    }
+    if (queue_push(&ctx->notifications, n) != 0)
+        FERRY_LOG_WARN("out of memory: notification %llu not queued",
+                       (unsigned long long)n->id);
+}
+
 void ferry__notify_received(struct ferry_context *ctx,
                             struct ferry__rail *rail, struct ferry__recv *rv,
                             size_t len)
@@ -218,11 +239,12 @@ void ferry__notify_received(struct ferry_context *ctx,
         n.id = get64(rv->buf + 8);
         n.value = get64(rv->buf + 16);
         counter = counter_find(&ctx->counters, n.id, true);
-        if (counter == NULL || queue_push(&ctx->notifications, &n) != 0)
+        if (counter == NULL)
             FERRY_LOG_WARN("out of memory: notification %llu lost",
-                       (unsigned long long)n.id);
+                           (unsigned long long)n.id);
         else
             counter->sum += n.value;
+        queue(ctx, &n);
         ctx->notifications_received++;
     }
     ret = post_recv(rail, rv);
@@ -253,6 +275,11 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
         return ret;
     if (out == NULL && max > 0)
         return ferry__error(FERRY_EINVAL, "ferry_notify_poll: out is NULL");
+    /* The count comes back as an int: never take more than it can say.
+     * (It used to move up to max and return INT32_MAX, so a caller with
+     * max > INT32_MAX lost every notification past the count.) */
+    if (max > INT32_MAX)
+        max = INT32_MAX;
     q = &ctx->notifications;
     pthread_mutex_lock(&ctx->lock);
     ret = ferry__progress_poll(ctx);
@@ -264,7 +291,7 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
     pthread_mutex_unlock(&ctx->lock);
     if (ret < 0 && n == 0)
         return ret;
-    return (int)(n > INT32_MAX ? INT32_MAX : n);
+    return (int)n;
 }
 
 int ferry_counter_get(ferry_context_t *ctx, uint64_t id, uint64_t *value)

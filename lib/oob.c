@@ -868,10 +868,17 @@ static int exchange(struct ferry_oob_conn *c, const uint8_t *req, size_t len,
 
     if (c->fd < 0)
         return ferry__error(FERRY_ECONNRESET, "bootstrap: the connection to "
-                            "%s is closed", c->where);
+                            "%s was closed after an earlier failure; connect "
+                            "again", c->where);
     if ((ret = send_all(c->fd, req, len, deadline, c->where)) ||
-        (ret = recv_frame(c->fd, buf, deadline, c->where, r, kind)))
+        (ret = recv_frame(c->fd, buf, deadline, c->where, r, kind))) {
+        /* A request half sent or an answer not (fully) read would pair the
+         * next request with this one's late answer: the connection is
+         * unusable now, so close it and let the next call say so. */
+        close(c->fd);
+        c->fd = -1;
         return ret;
+    }
     if (*kind == FRAME_ERROR) {
         char why[256];
         ferry__blob_get_str(r, why, sizeof(why));
