@@ -166,6 +166,34 @@ static int fi_fail(int ret, const struct ferry__rail *rail, const char *call)
                         rail->info->domain_attr->name, fi_strerror(-ret));
 }
 
+/*
+ * The rail's endpoint, bound and enabled.  shm names its endpoint after
+ * the process id, and a file left in /dev/shm by a dead process whose id
+ * this one reuses makes fi_enable fail with -FI_EBUSY; libfabric removes
+ * the stale file in that failed attempt, so a second one succeeds.
+ */
+static int endpoint_open(struct ferry__rail *rail)
+{
+    int ret = 0;
+
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
+            return fi_fail(ret, rail, "fi_endpoint");
+        if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
+            return fi_fail(ret, rail, "fi_ep_bind(av)");
+        if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid,
+                              FI_TRANSMIT | FI_RECV)))
+            return fi_fail(ret, rail, "fi_ep_bind(cq)");
+        if ((ret = fi_enable(rail->ep)) != -FI_EBUSY)
+            break;
+        fi_close(&rail->ep->fid);
+        rail->ep = NULL;
+    }
+    if (ret != 0)
+        return fi_fail(ret, rail, "fi_enable");
+    return 0;
+}
+
 static int rail_open(struct ferry_context *ctx, struct ferry__rail *rail)
 {
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
@@ -199,14 +227,8 @@ static int rail_open(struct ferry_context *ctx, struct ferry__rail *rail)
     if (rail->cq == NULL &&
         (ret = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL)))
         return fi_fail(ret, rail, "fi_cq_open");
-    if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
-        return fi_fail(ret, rail, "fi_endpoint");
-    if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
-        return fi_fail(ret, rail, "fi_ep_bind(av)");
-    if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV)))
-        return fi_fail(ret, rail, "fi_ep_bind(cq)");
-    if ((ret = fi_enable(rail->ep)))
-        return fi_fail(ret, rail, "fi_enable");
+    if ((ret = endpoint_open(rail)))
+        return ret;
 
     rail->ops = calloc(ctx->tx_depth, sizeof(*rail->ops));
     if (rail->ops == NULL)

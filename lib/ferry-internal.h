@@ -229,6 +229,7 @@ struct ferry_context {
     pthread_mutex_t lock;
     struct ferry__req_list active; /* requests with work left or ops out */
     struct ferry__req_list done;   /* retired, waiting for ferry_req_free */
+    unsigned running;              /* active requests still in progress */
     struct ferry_peer *peers;      /* singly linked, under lock */
     struct ferry_mem *mems;        /* doubly linked, under lock */
     struct ferry_rmem *rmems;      /* doubly linked, under lock */

@@ -96,14 +96,17 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
 }
 
 /* Ends requests past their deadline and posts what the others still hold. */
-static void visit_active(struct ferry_context *ctx)
+/* Returns how many requests are still in progress after the visit. */
+static unsigned visit_active(struct ferry_context *ctx)
 {
     uint64_t now = 0;
     struct ferry_req *req = ctx->active.head;
+    unsigned running = 0;
 
     while (req != NULL) {
         /* settle() may move req off the list: remember its successor. */
         struct ferry_req *next = req->next;
+        bool freed;
 
         /* The clock is read once per call, and only if a deadline needs it. */
         if (req->deadline_ns != 0 && now == 0)
@@ -119,9 +122,15 @@ static void visit_active(struct ferry_context *ctx)
                            req->ops_in_flight == 1 ? "" : "s");
         else
             ferry__req_post_pending(req);
+        /* settle() may free a request the user freed (it has ended, so
+         * it is not running): read the flag first. */
+        freed = req->user_freed;
         ferry__req_settle(req);
+        if (!freed && req->status == FERRY_EINPROGRESS)
+            running++;
         req = next;
     }
+    return running;
 }
 
 int ferry__progress_poll(struct ferry_context *ctx)
@@ -161,16 +170,18 @@ void ferry__progress_pause(struct ferry_context *ctx, unsigned spins)
 
 int ferry__progress_locked(struct ferry_context *ctx)
 {
-    int total = 0;
+    int total = 0, err = 0;
 
     for (unsigned i = 0; i < ctx->nrails; i++) {
         int n = poll_rail(ctx, &ctx->rails[i]);
         if (n < 0)
-            return n;
-        total += n;
+            err = n;
+        else
+            total += n;
     }
-    visit_active(ctx);
-    return total;
+    /* Deadlines are enforced even when a CQ keeps failing. */
+    ctx->running = visit_active(ctx);
+    return err != 0 ? err : total;
 }
 
 int ferry_progress(ferry_context_t *ctx)
@@ -276,7 +287,9 @@ static void *progress_main(void *arg)
 
         pthread_mutex_lock(&ctx->lock);
         n = ferry__progress_locked(ctx);
-        busy = ctx->active.head != NULL;
+        /* Requests that ended but wait for operations a dead peer will
+         * never complete are no reason to spin. */
+        busy = ctx->running != 0;
         if (n > 0 && ctx->waiters > 0)
             pthread_cond_broadcast(&ctx->progressed);
         pthread_mutex_unlock(&ctx->lock);
