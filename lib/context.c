@@ -345,6 +345,32 @@ static void explain_choice(struct ferry_context *ctx,
                  ctx->rails[r].info->domain_attr->name);
 }
 
+/*
+ * Forced bits that change what goes on the wire must be the provider's
+ * own: forcing FI_MR_VIRT_ADDR on a provider that addresses by offset (or
+ * raw keys on one with 64-bit keys) would make every operation miss.
+ */
+static int check_forced_modes(const struct ferry_context *ctx)
+{
+    const struct fi_info *info = ctx->rails[0].info;
+    unsigned own = ferry__mr_mode_from_fi((uint64_t)info->domain_attr->mr_mode);
+    unsigned bad = ctx->cfg.mr_mode_force & (FERRY_MR_VIRT_ADDR | FERRY_MR_RAW) &
+                   ~own;
+
+    if (bad == 0)
+        return 0;
+    return ferry__error(FERRY_EINVAL,
+                        "config.mr_mode_force has %s, which provider %s does "
+                        "not use (it %s): offer the bit with mr_mode_offer "
+                        "and let the provider choose",
+                        (bad & FERRY_MR_VIRT_ADDR) ? "FERRY_MR_VIRT_ADDR"
+                                                   : "FERRY_MR_RAW",
+                        info->fabric_attr->prov_name,
+                        (bad & FERRY_MR_VIRT_ADDR)
+                            ? "addresses remote memory by offset"
+                            : "uses 64-bit keys");
+}
+
 /* A rail on this domain already? */
 static bool domain_taken(const struct ferry_context *ctx, const char *domain)
 {
@@ -413,6 +439,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     derive_limits(ctx);
     ctx->register_local |= (ctx->mr_mode & FERRY_MR_LOCAL) != 0;
     ctx->magic = FERRY__MAGIC_CTX;
+    ret = check_forced_modes(ctx);
     for (unsigned i = 0; i < ctx->nrails && ret == 0; i++)
         ret = rail_open(ctx, &ctx->rails[i]);
     if (ret == 0 && ctx->cfg.registration_cache)

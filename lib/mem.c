@@ -357,12 +357,12 @@ int ferry_mem_deregister(ferry_mem_t *mem)
     pthread_mutex_unlock(&ctx->lock);
     if (users != 0)
         return ferry__error(FERRY_EBUSY,
-                            "ferry_mem_deregister: [%p, +%zu) is used by %u "
-                            "request%s with operations in flight; wait for "
-                            "%s or free %s first",
+                            "ferry_mem_deregister: [%p, +%zu) has %u "
+                            "user%s: requests with operations in flight or "
+                            "descriptor lists; wait for or free the "
+                            "requests, destroy the lists first",
                             (void *)mem->addr, mem->len, users,
-                            users == 1 ? "" : "s", users == 1 ? "it" : "them",
-                            users == 1 ? "it" : "them");
+                            users == 1 ? "" : "s");
     ferry__mem_close(mem);
     return 0;
 }
@@ -585,9 +585,10 @@ int ferry_rmem_free(ferry_rmem_t *rmem)
     pthread_mutex_unlock(&ctx->lock);
     if (users != 0)
         return ferry__error(FERRY_EBUSY,
-                            "ferry_rmem_free: the remote region is used by %u "
-                            "request%s with operations in flight; wait for or "
-                            "free them first",
+                            "ferry_rmem_free: the remote region has %u "
+                            "user%s: requests with operations in flight or "
+                            "descriptor lists; wait for or free the "
+                            "requests, destroy the lists first",
                             users, users == 1 ? "" : "s");
     return 0;
 }

@@ -100,9 +100,9 @@ static const char *token_of(const struct ferry_context *ctx)
 }
 
 /*
- * Fix: a token of TOKEN_MAX characters or more used to be cut short by
- * the listener and refused as a "malformed hello" from a client with the
- * very same token, so the two sides never met.  Refuse it up front.
+ * A token of TOKEN_MAX characters or more would be cut short by the
+ * listener and then mismatch a client's identical token: refuse it up
+ * front, on both sides.
  */
 static int check_token(const struct ferry_context *ctx, const char *call)
 {
@@ -153,7 +153,7 @@ static int resolve(const char *hostport, bool passive, struct addrinfo **out)
         if (*p < '0' || *p > '9')
             return ferry__error(FERRY_EINVAL,
                                 "bootstrap port \"%s\" is not a number", port);
-    /* Fix: getaddrinfo takes "70000" and wraps it to port 4464. */
+    /* getaddrinfo would take "70000" and wrap it to port 4464. */
     if (strtoul(port, NULL, 10) > 65535)
         return ferry__error(FERRY_EINVAL,
                             "bootstrap port %s is out of range; ports are 0 "
@@ -389,8 +389,8 @@ static void serve_frame(struct ferry_oob *lis, struct ferry_oob_conn *c,
         char token[sizeof(lis->token)];
         struct ferry__blob_reader ar;
 
-        /* Fix: one hello per client.  A second one rewrote c->peer_addr,
-         * which ferry_oob_accept reads without the lock once greeted. */
+        /* One hello per client: ferry_oob_accept reads c->peer_addr
+         * without the lock once the client is greeted. */
         if (c->greeted) {
             refuse(c, "a client says hello only once");
             return;
@@ -406,11 +406,10 @@ static void serve_frame(struct ferry_oob *lis, struct ferry_oob_conn *c,
                       "server's (set the same FERRY_OOB_TOKEN on both sides)");
             return;
         }
-        /* Fix: the address was greeted unchecked, so a client with a
-         * malformed one got HELLO_OK, stayed connected and surfaced only
-         * as an error of the application's ferry_oob_accept.  Its header
-         * (magic, version, kind, length, checksum) is checked here; the
-         * fields are checked by ferry_peer_add at accept. */
+        /* A malformed address is refused now, not later as an error of
+         * the application's ferry_oob_accept: its header (magic, version,
+         * kind, length, checksum) is checked here, its fields by
+         * ferry_peer_add at accept. */
         if (ferry__blob_open(&ar, c->peer_addr, c->peer_addr_len,
                              FERRY__BLOB_ADDR, "the hello's address blob")) {
             refuse(c, ferry_last_error());
@@ -512,9 +511,9 @@ static void accept_client(struct ferry_oob *lis)
     struct ferry_oob_conn *c;
     char host[64] = "?", port[16] = "?";
     unsigned count = 0;
-    /* Fix: non-blocking.  send_reply's one-second bound relies on
-     * EAGAIN; on a blocking socket a client that sent requests and never
-     * read the answers froze the service thread in send() for good. */
+    /* Non-blocking: send_reply's one-second bound relies on EAGAIN, or a
+     * client that sends requests and never reads the answers would
+     * freeze the service thread in send(). */
     int fd = accept4(lis->fd, (struct sockaddr *)&ss, &sl,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
 
@@ -929,7 +928,6 @@ int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
         return ret;
     if (out == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_oob_connect: out is NULL");
-    /* Fix: checked here; it was printed with %s into c->where. */
     if (hostport == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_oob_connect: hostport is "
                             "NULL; use \"host:port\"");
@@ -1035,8 +1033,7 @@ int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name, int timeout_ms,
 {
     uint8_t blob[FERRY__ADDR_MAX * 2];
     size_t len = sizeof(blob);
-    /* Fix: < 0 is "no deadline", as for ferry_oob_accept; it was turned
-     * into a deadline of now, so every such lookup timed out at once. */
+    /* < 0 is "no deadline", as for ferry_oob_accept. */
     uint64_t deadline = deadline_after(timeout_ms);
     int ret;
 

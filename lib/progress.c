@@ -24,8 +24,7 @@
  * itself, typically because the connection under it went away: rxm
  * flushes its queues with FI_ECANCELED and prov_errno ENOTCONN when the
  * peer's socket closes.  Reporting that as FERRY_ECANCELED would tell the
- * caller that they cancelled the request.  (Fix: a killed peer made
- * requests end with "request cancelled".)
+ * caller that they cancelled the request.
  */
 static int op_error(const struct fi_cq_err_entry *err)
 {

@@ -1464,6 +1464,34 @@ static void fake_case(enum fake_mode mode, int timeout_ms, int want_ret,
     ferry_context_destroy(ctx);
 }
 
+START_TEST(test_failed_exchange_closes_connection)
+{
+    struct srv s;
+    ferry_context_t *ctx;
+    ferry_oob_conn_t *conn = NULL;
+    ferry_rmem_t *rmem = NULL;
+    int ret;
+
+    srv_open(&s, NULL);
+    ctx = ctx_open(PROV, 0, NULL);
+    ret = ferry_oob_connect(ctx, s.hostport, 5000, &conn);
+    ck_assert_msg(ret == 0, "connect: %s", ferry_last_error());
+    /* A deadline of now: the answer comes later, if at all. */
+    ret = ferry_oob_lookup(conn, "reg", 0, &rmem);
+    ck_assert_int_eq(ret, FERRY_ETIMEDOUT);
+    /* The late answer must not be taken for the next lookup's: the
+     * connection is closed, and the next call says so. */
+    ret = ferry_oob_lookup(conn, "nosuch", 5000, &rmem);
+    ck_assert_int_eq(ret, FERRY_ECONNRESET);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(),
+                                 "closed after an earlier failure"));
+    ferry_oob_disconnect(conn);
+    ferry_context_destroy(ctx);
+    client_ok(&s, NULL);
+    srv_close(&s);
+}
+END_TEST
+
 START_TEST(test_fake_server_silent)
 {
     /* The deadline holds: 300 ms, not the 2 s allowed here. */
@@ -1722,6 +1750,7 @@ static Suite *oob_suite(void)
 
     tc = tcase(s, "exchange", 60);
     tcase_add_test(tc, test_publish_lookup_offer_one_process);
+    tcase_add_test(tc, test_failed_exchange_closes_connection);
     tcase_add_test(tc, test_close_keeps_accepted_conn);
     tcase_add_test(tc, test_accepted_lookup_sees_disconnect);
     tcase_add_test(tc, test_two_processes);

@@ -211,6 +211,30 @@ START_TEST(test_offered_mr_mode_adapts)
 }
 END_TEST
 
+START_TEST(test_forced_wire_modes_must_be_the_providers)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+
+    /* tcp addresses remote memory by offset: forcing virtual addresses
+     * would make every operation miss, so it is refused up front. */
+    tu_config(&cfg, "tcp;ofi_rxm");
+    cfg.mr_mode_force = FERRY_MR_VIRT_ADDR;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), FERRY_EINVAL);
+    ck_assert_ptr_null(ctx);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(),
+                                 "addresses remote memory by offset"));
+    cfg.mr_mode_force = FERRY_MR_RAW;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "64-bit keys"));
+    /* shm takes virtual addresses when offered: forcing them is fine. */
+    tu_config(&cfg, "shm");
+    cfg.mr_mode_force = FERRY_MR_VIRT_ADDR;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *provider_suite(void)
 {
     Suite *s = suite_create("provider");
@@ -228,6 +252,7 @@ static Suite *provider_suite(void)
     tcase_add_test(tc, test_unknown_domain_named);
     tcase_add_test(tc, test_why_is_one_sentence);
     tcase_add_test(tc, test_offered_mr_mode_adapts);
+    tcase_add_test(tc, test_forced_wire_modes_must_be_the_providers);
     suite_add_tcase(s, tc);
     tc = tcase_create("env");
     tcase_add_test(tc, test_env_turns_mr_cache_off);
