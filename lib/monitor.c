@@ -2,13 +2,21 @@
  * Invalidation sources: the userfaultfd monitor thread, and fork.
  *
  * The monitor registers each cached range with one process-wide
- * userfaultfd (missing-page mode, with unmap, remove and remap events).
- * The kernel holds a thread in munmap(), madvise(MADV_DONTNEED),
- * mremap() or a shrinking brk() until the monitor has read its event;
- * the monitor then calls ferry_mem_invalidate(), which is lock-free, so
- * nothing the unmapping thread holds can stall it (I2).  Missing-page
- * faults in watched ranges (after MADV_DONTNEED, say) are answered with
- * the zero page, which is what the kernel would have mapped.
+ * userfaultfd (with unmap, remove and remap events).  The kernel holds a
+ * thread in munmap(), madvise(MADV_DONTNEED), mremap() or a shrinking
+ * brk() until the monitor has read its event; the monitor then calls
+ * ferry_mem_invalidate(), which is lock-free, so nothing the unmapping
+ * thread holds can stall it (I2).
+ *
+ * Ranges are registered in write-protect mode where the kernel has it
+ * (Linux 5.7 on for private memory): nothing is ever write-protected, so
+ * no page fault ever waits for the monitor, and the events come all the
+ * same.  Otherwise (older kernels; shared memory before 6.1) they are
+ * registered in missing-page mode, and missing-page faults in watched
+ * ranges (after MADV_DONTNEED, say) are answered with the zero page,
+ * which is what the kernel would have mapped: then a thread that touches
+ * such a page waits for the monitor, and hangs if the monitor cannot run
+ * (stopped by LeakSanitizer at exit, or by a debugger).
  *
  * The monitor never allocates, never takes a lock, and never touches
  * memory a watched range could cover: it waits only in poll().
@@ -28,6 +36,9 @@
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static int uffd = -1;
+/* Fix: was always UFFDIO_REGISTER_MODE_MISSING, which put the monitor in
+ * the page-fault path of every watched page (see above); set in start(). */
+static uint64_t watch_mode = UFFDIO_REGISTER_MODE_MISSING;
 static bool running;
 static char status[160] = "not started";
 static _Atomic uint64_t seq;      /* odd while events are being handled */
@@ -65,11 +76,27 @@ static void zero_page(uintptr_t addr)
     }
 }
 
+/* Write-protect mode protects nothing, but should a fault come, it goes. */
+static void unprotect(uintptr_t addr)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    struct uffdio_writeprotect wp = {
+        .range = {.start = addr & ~((uintptr_t)page - 1),
+                  .len = (uintptr_t)page},
+        .mode = 0,
+    };
+
+    ioctl(uffd, UFFDIO_WRITEPROTECT, &wp);
+}
+
 static void handle(const struct uffd_msg *m)
 {
     switch (m->event) {
     case UFFD_EVENT_PAGEFAULT:
-        zero_page((uintptr_t)m->arg.pagefault.address);
+        if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
+            unprotect((uintptr_t)m->arg.pagefault.address);
+        else
+            zero_page((uintptr_t)m->arg.pagefault.address);
         break;
     case UFFD_EVENT_UNMAP:
         ferry_mem_invalidate((const void *)(uintptr_t)m->arg.remove.start,
@@ -153,6 +180,9 @@ static void start(void)
                  "userfaultfd lacks unmap/remove/remap events (%s)",
                  strerror(errno));
     } else {
+        /* UFFDIO_API reports every feature the kernel has. */
+        if (api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP)
+            watch_mode = UFFDIO_REGISTER_MODE_WP;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         running = pthread_create(&thread, &attr, monitor_main, NULL) == 0;
@@ -180,12 +210,21 @@ bool ferry__monitor_watch(uintptr_t begin, uintptr_t end)
 {
     struct uffdio_register reg = {
         .range = {.start = begin, .len = end - begin},
-        .mode = UFFDIO_REGISTER_MODE_MISSING,
+        .mode = watch_mode,
     };
 
     if (!ferry__monitor_start())
         return true; /* explicit invalidation only, as logged once */
     /* EBUSY: another userfaultfd watches it; EINVAL: not anonymous or
      * shared memory.  Either way no events would come: do not cache. */
+    if (ioctl(uffd, UFFDIO_REGISTER, &reg) == 0)
+        return true;
+    if (watch_mode != UFFDIO_REGISTER_MODE_WP || errno != EINVAL)
+        return false;
+    /* Shared memory on kernels without write-protect for it. */
+    reg = (struct uffdio_register){
+        .range = {.start = begin, .len = end - begin},
+        .mode = UFFDIO_REGISTER_MODE_MISSING,
+    };
     return ioctl(uffd, UFFDIO_REGISTER, &reg) == 0;
 }

@@ -51,17 +51,19 @@ struct stripe {
 
 static struct stripe stripes[STRIPES];
 static _Atomic uint64_t epoch;
-/* Lookups spread over the stripes; invalidations (which may not touch
- * thread-local storage) always use stripe 0. */
+/* Lookups spread over stripes 1 to STRIPES - 1; invalidations (which may
+ * not touch thread-local storage) always use stripe 0, which lookups
+ * leave to them (perf: a lookup thread on stripe 0 shared its counter's
+ * cache line with every invalidation). */
 static _Thread_local unsigned my_stripe;
 static _Atomic unsigned next_stripe;
 
 static unsigned lookup_stripe(void)
 {
     if (my_stripe == 0)
-        my_stripe = 1 + atomic_fetch_add_explicit(&next_stripe, 1,
+        my_stripe = 2 + atomic_fetch_add_explicit(&next_stripe, 1,
                                                   memory_order_relaxed) %
-                            STRIPES;
+                            (STRIPES - 1);
     return my_stripe - 1;
 }
 
@@ -118,6 +120,10 @@ struct snapshot {
     size_t max_len;             /* longest entry: bounds overlap searches */
     struct snapshot *retired_next;
     uint64_t retired_epoch;
+    /* start[i] == e[i]->start, in the same allocation after e[] (perf:
+     * the binary search reads one small array instead of chasing a
+     * pointer per step). */
+    uintptr_t *start;
     struct ferry__rc_entry *e[]; /* sorted by start */
 };
 
@@ -135,12 +141,17 @@ struct ferry__rcache {
     size_t max_entries, max_bytes;
     pthread_mutex_t writer; /* never taken by an invalidation source */
     /* Under the writer lock: */
-    size_t bytes;
     size_t clock_hand;
     struct snapshot *retired_snaps;
     struct ferry__rc_entry *retired_entries;
     /* Statistics, relaxed. */
-    _Atomic uint64_t hits, misses, invalidations, evictions;
+    _Atomic uint64_t misses, invalidations, evictions;
+    /* Hits per lookup stripe, a cache line apart (perf: one counter for
+     * all threads bounced between their cores on every hit). */
+    struct {
+        _Atomic uint64_t n;
+        char pad[64 - sizeof(uint64_t)];
+    } hits[STRIPES];
 };
 
 /* Every live cache, for ferry_mem_invalidate, which has no context. */
@@ -149,16 +160,19 @@ static _Atomic(struct ferry__rcache *) caches[MAX_CACHES];
 /* Index of the first entry whose start is >= key. */
 static size_t lower_bound(const struct snapshot *s, uintptr_t key)
 {
-    size_t lo = 0, hi = s->n;
+    const uintptr_t *a = s->start;
+    size_t base = 0, len = s->n;
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->e[mid]->start < key)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (len == 0)
+        return 0;
+    /* Without branches on the data (perf: random lookups mispredicted
+     * about every other step of the usual loop). */
+    while (len > 1) {
+        size_t half = len / 2;
+        base = a[base + half] < key ? base + half : base;
+        len -= half;
     }
-    return lo;
+    return base + (a[base] < key);
 }
 
 /* Marks every entry of s overlapping [start, end) dead; counts them. */
@@ -245,11 +259,11 @@ static bool invalidated_since(uint64_t since, uintptr_t start, uintptr_t end)
 /* ---- lookups ----------------------------------------------------------- */
 
 /* A live entry covering [start, end) with a reference taken, or NULL. */
-static struct ferry__rc_entry *lookup(struct ferry__rcache *rc,
+static struct ferry__rc_entry *lookup(struct ferry__rcache *rc, unsigned st,
                                       uintptr_t start, uintptr_t end)
 {
     struct ferry__rc_entry *found = NULL;
-    unsigned st = lookup_stripe(), parity;
+    unsigned parity;
     uint64_t seq = ferry__monitor_seq();
     struct snapshot *s;
 
@@ -304,7 +318,6 @@ static void retire_entry(struct ferry__rcache *rc, struct ferry__rc_entry *e)
     e->retired_epoch = atomic_load(&epoch);
     e->retired_next = rc->retired_entries;
     rc->retired_entries = e;
-    rc->bytes -= e->end - e->start;
 }
 
 /*
@@ -355,16 +368,26 @@ static void close_entries(struct ferry__rc_entry *list)
 static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
                   size_t need_bytes)
 {
-    size_t live = 0, bytes = rc->bytes;
+    size_t live = 0, bytes = 0, n = s != NULL ? s->n : 0;
 
-    for (size_t i = 0; i < s->n; i++)
-        if (!(atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD))
+    /* Fix: s is NULL before the first insertion, which must respect the
+     * caps too (insert() used to skip evict() then, so a first range
+     * larger than rcache_max_bytes was cached).  And only live entries
+     * count: the running total this used (rc->bytes, now gone) still
+     * included entries invalidated but not yet
+     * dropped by publish(), so after invalidations the cache evicted
+     * live entries, or refused to cache at all, to make room that was
+     * already free. */
+    for (size_t i = 0; i < n; i++)
+        if (!(atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD)) {
             live++;
-    for (size_t turn = 0; turn < 2 * s->n &&
+            bytes += s->e[i]->end - s->e[i]->start;
+        }
+    for (size_t turn = 0; turn < 2 * n &&
                           (live + 1 > rc->max_entries ||
                            bytes + need_bytes > rc->max_bytes);
          turn++) {
-        struct ferry__rc_entry *e = s->e[rc->clock_hand++ % s->n];
+        struct ferry__rc_entry *e = s->e[rc->clock_hand++ % n];
         unsigned f = atomic_load(&e->flags);
 
         if ((f & FERRY__RC_DEAD) || atomic_load(&e->refs) != 0)
@@ -391,9 +414,10 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
     size_t n = old ? old->n : 0, k = 0;
     bool placed = add == NULL;
 
-    s = malloc(sizeof(*s) + (n + 1) * sizeof(s->e[0]));
+    s = malloc(sizeof(*s) + (n + 1) * (sizeof(s->e[0]) + sizeof(uintptr_t)));
     if (s == NULL)
         return FERRY_ENOMEM;
+    s->start = (uintptr_t *)&s->e[n + 1];
     s->max_len = 0;
     for (size_t i = 0; i < n; i++) {
         struct ferry__rc_entry *e = old->e[i];
@@ -411,11 +435,11 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
     if (!placed)
         s->e[k++] = add;
     s->n = k;
-    for (size_t i = 0; i < k; i++)
+    for (size_t i = 0; i < k; i++) {
+        s->start[i] = s->e[i]->start;
         if (s->e[i]->end - s->e[i]->start > s->max_len)
             s->max_len = s->e[i]->end - s->e[i]->start;
-    if (add != NULL)
-        rc->bytes += add->end - add->start;
+    }
     /* seq_cst: ordered before the ring re-check that follows. */
     atomic_store(&rc->snap, s);
     if (old != NULL) {
@@ -449,7 +473,7 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);
     if (!invalidated_since(since, start, end) &&
-        (cur == NULL || evict(rc, cur, end - start)) &&
+        evict(rc, cur, end - start) &&
         publish(rc, e) == 0) {
         cached = true;
         /* An invalidation that read the previous snapshot missed e, but
@@ -467,23 +491,39 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
     return e;
 }
 
+/* The page size, read once (perf: sysconf() on every lookup cost about as
+ * much as the rest of a hit). */
+static uintptr_t page_size(void)
+{
+    static _Atomic uintptr_t page;
+    uintptr_t p = atomic_load_explicit(&page, memory_order_relaxed);
+
+    if (p == 0) {
+        p = (uintptr_t)sysconf(_SC_PAGESIZE);
+        atomic_store_explicit(&page, p, memory_order_relaxed);
+    }
+    return p;
+}
+
 int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
                       struct ferry_mem **mem, struct ferry__rc_entry **entry)
 {
     struct ferry__rcache *rc = ctx->rcache;
-    long page = sysconf(_SC_PAGESIZE);
-    uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page - 1);
-    uintptr_t end = ((uintptr_t)addr + len + (uintptr_t)page - 1) &
-                    ~((uintptr_t)page - 1);
+    uintptr_t page = page_size();
+    uintptr_t start = (uintptr_t)addr & ~(page - 1);
+    uintptr_t end = ((uintptr_t)addr + len + page - 1) & ~(page - 1);
     struct ferry__rc_entry *e;
     uint64_t since;
     int ret;
 
     *entry = NULL;
     if (rc != NULL && !ferry__in_forked_child()) {
-        e = lookup(rc, start, end);
+        unsigned st = lookup_stripe();
+
+        e = lookup(rc, st, start, end);
         if (e != NULL) {
-            atomic_fetch_add_explicit(&rc->hits, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&rc->hits[st].n, 1,
+                                      memory_order_relaxed);
             *mem = e->mem;
             *entry = e;
             return 0;
@@ -599,7 +639,8 @@ void ferry__rcache_stats(struct ferry__rcache *rc, struct ferry__rc_stats *st)
     memset(st, 0, sizeof(*st));
     if (rc == NULL)
         return;
-    st->hits = atomic_load(&rc->hits);
+    for (unsigned i = 0; i < STRIPES; i++)
+        st->hits += atomic_load_explicit(&rc->hits[i].n, memory_order_relaxed);
     st->misses = atomic_load(&rc->misses);
     st->invalidations = atomic_load(&rc->invalidations);
     st->evictions = atomic_load(&rc->evictions);
