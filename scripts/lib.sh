@@ -7,7 +7,8 @@ JOBS=${JOBS:-2}
 packages=(
 	build-essential pkg-config autoconf automake libtool
 	libfabric-dev libfabric-bin libhwloc-dev hwloc
-	check libsubunit-dev iproute2 libmimalloc-dev
+	check libsubunit-dev iproute2 libmimalloc-dev libmimalloc2.0
+	openmpi-bin libopenmpi-dev
 )
 
 log() { printf '\n=== %s\n' "$*"; }
