@@ -431,7 +431,8 @@ int ferry_context_create(const struct ferry_config *cfg,
         free(ctx);
         return ret;
     }
-    ferry__rails_order(&ctx->cfg, &sel, rails_why, sizeof(rails_why));
+    ferry__rails_order(&ctx->cfg, &sel, rails_why, sizeof(rails_why),
+                       ctx->progress_cpus, sizeof(ctx->progress_cpus));
     ctx->register_local = sel.cand[0].nic;
     pick_rails(ctx, &sel);
     explain_choice(ctx, &sel, rails_why);

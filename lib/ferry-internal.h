@@ -106,10 +106,15 @@ void ferry__selection_free(struct ferry__selection *sel);
 /*
  * Moves the chosen provider's domains nearest the context's memory (a GPU,
  * or the calling thread's NUMA node) to the front of sel; writes a clause
- * saying what it did ("; rails nearest ...") or "" into why.
+ * saying what it did ("; rails nearest ...") or "" into why, and the CPUs
+ * near the first rail's NIC ("0-7,16-23") or "" into cpus.
  */
 void ferry__rails_order(const struct ferry_config *cfg,
-                        struct ferry__selection *sel, char *why, size_t len);
+                        struct ferry__selection *sel, char *why, size_t len,
+                        char *cpus, size_t cpus_len);
+/* Binds the calling thread to a CPU list ("0-7,16-23"); false if it
+ * cannot (malformed, or CPUs this process may not use). */
+bool ferry__bind_to_cpus(const char *cpus);
 /* libfabric mr_mode bits <-> FERRY_MR_* bits. */
 unsigned ferry__mr_mode_from_fi(uint64_t fi_mr_mode);
 uint64_t ferry__mr_mode_to_fi(unsigned ferry_mr_mode);
@@ -236,6 +241,7 @@ struct ferry_context {
 
     pthread_t progress_thread;
     bool progress_thread_started;
+    char progress_cpus[256]; /* near the first rail's NIC, or "" */
     pthread_cond_t progressed; /* the thread handled events; under lock */
     unsigned waiters;          /* threads waiting on it; under lock */
     /* Registrations peers may write or read: while there are any, data

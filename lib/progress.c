@@ -280,6 +280,13 @@ static void *progress_main(void *arg)
     uint64_t last_work = ferry__now_ns();
     const struct timespec nap = {0, IDLE_NAP_NS};
 
+    /* Near the NIC it drives, when the topology said which CPUs those are. */
+    if (ctx->progress_cpus[0] != '\0' &&
+        !ferry__bind_to_cpus(ctx->progress_cpus))
+        FERRY_LOG_INFO("progress thread left unbound: cannot bind it to "
+                       "CPUs %s",
+                       ctx->progress_cpus);
+
     while (!atomic_load_explicit(&ctx->stopping, memory_order_acquire)) {
         int n;
         bool busy;

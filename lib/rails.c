@@ -9,12 +9,14 @@
  * points that lookup at another tree (tests, offline study).  Domains with
  * no PCI device (lo) keep their place after the NICs.  When the topology
  * cannot say (no NIC, an unbound thread), the ranking stays as it was and
- * the reason says why.
+ * the reason says why.  The CPUs near the first rail's NIC are where the
+ * progress thread runs.
  */
 #include "ferry-internal.h"
 
 #include "topo.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +86,8 @@ static void move_to_front(struct ferry__selection *sel, const size_t *idx,
 }
 
 void ferry__rails_order(const struct ferry_config *cfg,
-                        struct ferry__selection *sel, char *why, size_t len)
+                        struct ferry__selection *sel, char *why, size_t len,
+                        char *cpus, size_t cpus_len)
 {
     struct ferry_topo_config tc = FERRY_TOPO_CONFIG_INIT;
     struct ferry_topo_choice choice = FERRY_TOPO_CHOICE_INIT;
@@ -97,6 +100,7 @@ void ferry__rails_order(const struct ferry_config *cfg,
     int ret;
 
     why[0] = '\0';
+    cpus[0] = '\0';
     if (n < 2 && cfg->cuda_device < 0)
         return; /* one domain: nothing to order */
     for (size_t i = 0; i < n; i++)
@@ -130,6 +134,42 @@ void ferry__rails_order(const struct ferry_config *cfg,
         snprintf(why, len, "; rails nearest %s: %s",
                  cfg->cuda_device >= 0 ? "the GPU" : "this thread's memory",
                  choice.reason);
+        if (choice.nnics > 0) {
+            struct ferry_topo_device nic = FERRY_TOPO_DEVICE_INIT;
+
+            if (ferry_topo_nic(topo, choice.nics[0], &nic) == 0)
+                snprintf(cpus, cpus_len, "%s", nic.cpus);
+        }
     }
     ferry_topo_destroy(topo);
+}
+
+bool ferry__bind_to_cpus(const char *cpus)
+{
+    cpu_set_t set;
+    const char *p = cpus;
+
+    CPU_ZERO(&set);
+    for (;;) {
+        char *end;
+        unsigned long lo = strtoul(p, &end, 10), hi = lo;
+
+        if (end == p)
+            return false; /* a number must start each item */
+        if (*end == '-') {
+            p = end + 1;
+            hi = strtoul(p, &end, 10);
+            if (end == p || hi < lo)
+                return false;
+        }
+        for (unsigned long c = lo; c <= hi && c < CPU_SETSIZE; c++)
+            CPU_SET(c, &set);
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            return false;
+        p = end + 1;
+    }
+    return CPU_COUNT(&set) > 0 &&
+           pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
 }

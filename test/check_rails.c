@@ -8,6 +8,8 @@
 #include "ferry-internal.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,6 +266,48 @@ START_TEST(test_no_topology_answer_keeps_rank)
 }
 END_TEST
 
+START_TEST(test_progress_thread_near_first_rail)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    cpu_set_t set;
+
+    two_rail_config(&cfg);
+    fake_machine(&cfg);
+    cfg.cuda_device = 0;
+    cfg.progress_thread = 1;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    /* 24em64t's NICs sit on socket 0: CPUs 0,2,4,...,22; of this
+     * machine's CPUs only 0 is among them. */
+    ck_assert_str_eq(ctx->progress_cpus, "0,2,4,6,8,10,12,14,16,18,20,22");
+    /* The thread binds itself as it starts: wait until it has run. */
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_int_eq(pthread_getaffinity_np(ctx->progress_thread,
+                                                sizeof(set), &set),
+                         0);
+        if (!CPU_ISSET(1, &set))
+            break;
+        usleep(1000);
+    }
+    ck_assert(CPU_ISSET(0, &set));
+    ck_assert_msg(!CPU_ISSET(1, &set), "the progress thread may still run "
+                  "on CPU 1, which is not near its NIC");
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_cpu_lists)
+{
+    ck_assert(ferry__bind_to_cpus("0"));
+    ck_assert(ferry__bind_to_cpus("0-0,0"));
+    ck_assert(!ferry__bind_to_cpus(""));
+    ck_assert(!ferry__bind_to_cpus("x"));
+    ck_assert(!ferry__bind_to_cpus("3-1"));
+    ck_assert(!ferry__bind_to_cpus("0;1"));
+    ck_assert(!ferry__bind_to_cpus("0,"));
+}
+END_TEST
+
 START_TEST(test_one_domain_is_left_alone)
 {
     struct ferry_config cfg;
@@ -292,6 +336,8 @@ static Suite *rails_suite(void)
     tcase_add_test(tc, test_gpu_nics_become_first_rails);
     tcase_add_test(tc, test_no_topology_answer_keeps_rank);
     tcase_add_test(tc, test_one_domain_is_left_alone);
+    tcase_add_test(tc, test_progress_thread_near_first_rail);
+    tcase_add_test(tc, test_cpu_lists);
     suite_add_tcase(s, tc);
     return s;
 }

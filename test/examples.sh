@@ -1,0 +1,33 @@
+#!/bin/sh
+# The example programs, run as a person would: each starts its two
+# processes on this host, moves data through the bootstrap, verifies every
+# byte and says OK.  Run by `make check`.
+set -eu
+
+: "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
+
+ex=$abs_top_builddir/examples
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-examples.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+status=0
+
+# runs WORDS CMD...: CMD exits 0 within 120 s and prints WORDS.
+runs() {
+	words=$1
+	shift
+	if timeout 120 "$@" >"$tmp/out" 2>&1 && grep -F -- "$words" "$tmp/out" >/dev/null; then
+		echo "PASS: $* says \"$words\""
+	else
+		cat "$tmp/out"
+		echo "FAIL: $* (expected \"$words\" and exit 0)"
+		status=1
+	fi
+}
+
+runs "demo: OK" "$ex/hello_write" demo --size 8M --iterations 3
+runs "bytes verified: OK" "$ex/hello_write" demo --size 1M --iterations 2
+runs "kv_transfer (pull): OK" "$ex/kv_transfer" demo --mode pull
+runs "kv_transfer (push): OK" "$ex/kv_transfer" demo --mode push
+runs "sequence 3 complete" "$ex/kv_transfer" demo --mode push
+FERRY_PROVIDER=shm runs "demo: OK" "$ex/hello_write" demo --size 4M --iterations 2
+exit $status
