@@ -346,29 +346,24 @@ static void explain_choice(struct ferry_context *ctx,
 }
 
 /*
- * Forced bits that change what goes on the wire must be the provider's
- * own: forcing FI_MR_VIRT_ADDR on a provider that addresses by offset (or
- * raw keys on one with 64-bit keys) would make every operation miss.
+ * A forced FERRY_MR_VIRT_ADDR must be the provider's own: on a provider
+ * that addresses remote memory by offset, every operation would miss
+ * (other forced bits fail loudly where they are used, or only add work).
  */
 static int check_forced_modes(const struct ferry_context *ctx)
 {
     const struct fi_info *info = ctx->rails[0].info;
     unsigned own = ferry__mr_mode_from_fi((uint64_t)info->domain_attr->mr_mode);
-    unsigned bad = ctx->cfg.mr_mode_force & (FERRY_MR_VIRT_ADDR | FERRY_MR_RAW) &
-                   ~own;
 
-    if (bad == 0)
+    if (!(ctx->cfg.mr_mode_force & FERRY_MR_VIRT_ADDR) ||
+        (own & FERRY_MR_VIRT_ADDR))
         return 0;
     return ferry__error(FERRY_EINVAL,
-                        "config.mr_mode_force has %s, which provider %s does "
-                        "not use (it %s): offer the bit with mr_mode_offer "
-                        "and let the provider choose",
-                        (bad & FERRY_MR_VIRT_ADDR) ? "FERRY_MR_VIRT_ADDR"
-                                                   : "FERRY_MR_RAW",
-                        info->fabric_attr->prov_name,
-                        (bad & FERRY_MR_VIRT_ADDR)
-                            ? "addresses remote memory by offset"
-                            : "uses 64-bit keys");
+                        "config.mr_mode_force has FERRY_MR_VIRT_ADDR, which "
+                        "provider %s does not use (it addresses remote "
+                        "memory by offset): offer the bit with "
+                        "mr_mode_offer and let the provider choose",
+                        info->fabric_attr->prov_name);
 }
 
 /* A rail on this domain already? */
