@@ -16,8 +16,7 @@
 #define DEFAULT_RCACHE_BYTES (64ull << 30)
 #define DEFAULT_STRIPE_THRESHOLD (128u << 10)
 #define DEFAULT_NOTIFY_QUEUE (1u << 20)
-/* Smallest chunk of a striped request: below it per-operation costs win. */
-#define MIN_STRIPE_UNIT (64u << 10)
+
 
 /*
  * Reads a whole number in [min, max] from the environment: 1 when set, 0
@@ -309,13 +308,6 @@ static void derive_limits(struct ferry_context *ctx)
     ctx->max_msg = max_msg ? max_msg : 1;
     ctx->tx_depth = tx ? tx : 1;
     ctx->key_size = key ? key : 1;
-    /* Striped chunks: a share of a threshold-sized request per rail, at
-     * least MIN_STRIPE_UNIT, at most one operation. */
-    ctx->stripe_unit = cfg->stripe_threshold / ctx->nrails;
-    if (ctx->stripe_unit < MIN_STRIPE_UNIT)
-        ctx->stripe_unit = MIN_STRIPE_UNIT;
-    if (ctx->stripe_unit > ctx->max_msg)
-        ctx->stripe_unit = ctx->max_msg;
     for (unsigned i = 0; i < ctx->nrails; i++)
         ctx->rails[i].weight = rail_weight(ctx, i);
 }

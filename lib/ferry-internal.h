@@ -219,7 +219,6 @@ struct ferry_context {
     size_t key_size;    /* bytes of key ferry uses */
     size_t max_msg;     /* largest single operation */
     size_t tx_depth;
-    size_t stripe_unit;    /* chunk of a striped request */
     unsigned next_rail;    /* rail of the next unstriped request; lock */
     bool register_local; /* message buffers need registering (LOCAL, NIC) */
     char why[768];
@@ -500,6 +499,7 @@ struct ferry_req {
     size_t cur_off;
     uint64_t bytes;  /* in all */
     bool striped;    /* chunks spread over the rails (rails.c, xfer.c) */
+    size_t chunk;    /* largest operation it posts */
     unsigned rail;   /* the rail of an unstriped request */
     int rail_pending; /* rail chosen for the next chunk, or -1 */
     int64_t credit[FERRY__MAX_RAILS]; /* weighted round robin of chunks */

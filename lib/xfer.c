@@ -6,6 +6,8 @@
 #include "ferry-internal.h"
 #include "rcache.h"
 
+#define MIN_STRIPE_CHUNK (1u << 20)
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +306,23 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     return req;
 }
 
+/*
+ * The chunk of a striped request: about a quarter of each rail's share,
+ * so that weights can shape the split, and never below MIN_STRIPE_CHUNK,
+ * under which per-operation costs eat what a second rail brings (on tcp
+ * here, 512 KiB operations move a quarter of what 4 MiB ones do:
+ * docs/performance.md).
+ */
+static size_t stripe_chunk(const struct ferry_context *ctx, uint64_t bytes)
+{
+    uint64_t chunk = bytes / (4u * ctx->nrails);
+
+    chunk = (chunk + 4095) & ~(uint64_t)4095;
+    if (chunk < MIN_STRIPE_CHUNK)
+        chunk = MIN_STRIPE_CHUNK;
+    return chunk < ctx->max_msg ? (size_t)chunk : ctx->max_msg;
+}
+
 /* Publishes the request and posts what the provider takes now. */
 static int req_start(struct ferry_req *req, ferry_req_t **out)
 {
@@ -315,6 +334,7 @@ static int req_start(struct ferry_req *req, ferry_req_t **out)
      * rails in turn, one rail each. */
     req->striped = ctx->nrails > 1 && req->bytes >= ctx->cfg.stripe_threshold;
     req->rail = ctx->next_rail++;
+    req->chunk = req->striped ? stripe_chunk(ctx, req->bytes) : ctx->max_msg;
     hold_regions(req, 1);
     list_append(&ctx->active, req);
     ferry__req_post_pending(req);
@@ -526,8 +546,8 @@ void ferry__req_post_pending(struct ferry_req *req)
         if (rail->index != 0)
             req_item(req, req->cur_iov, &item, &desc, rail->index);
         len = item.len - req->cur_off;
-        if (len > (req->striped ? ctx->stripe_unit : ctx->max_msg))
-            len = req->striped ? ctx->stripe_unit : ctx->max_msg;
+        if (len > req->chunk)
+            len = req->chunk;
         ret = post_one(req, rail, op, &item, desc, len);
         /* A full provider queue: the next progress call polls the CQ,
          * which makes room, and posts the rest (on the same rail). */
