@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_RCACHE_ENTRIES 16384
@@ -166,29 +167,43 @@ static int fi_fail(int ret, const struct ferry__rail *rail, const char *call)
 }
 
 /*
- * The rail's endpoint, bound and enabled.  shm names its endpoint after
- * the process id, and a file left in /dev/shm by a dead process whose id
- * this one reuses makes fi_enable fail with -FI_EBUSY; libfabric removes
- * the stale file in that failed attempt, so a second one succeeds.
+ * shm names its endpoint after the process id unless given a name, and a
+ * file a dead process left in /dev/shm under a reused id makes
+ * fi_enable fail (EBUSY): give it a name no other process has had.
  */
+static int name_shm_endpoint(struct ferry__rail *rail)
+{
+    static _Atomic unsigned counter;
+    char name[64];
+
+    if (rail->info->ep_attr->protocol != FI_PROTO_SHM ||
+        rail->info->addr_format != FI_ADDR_STR)
+        return 0;
+    snprintf(name, sizeof(name), "ferry_%d_%llx_%u", (int)getpid(),
+             (unsigned long long)ferry__now_ns(),
+             atomic_fetch_add(&counter, 1));
+    free(rail->info->src_addr);
+    rail->info->src_addr = strdup(name);
+    if (rail->info->src_addr == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory naming an endpoint");
+    rail->info->src_addrlen = strlen(name) + 1;
+    return 0;
+}
+
+/* The rail's endpoint, bound to its address vector and CQ, enabled. */
 static int endpoint_open(struct ferry__rail *rail)
 {
-    int ret = 0;
+    int ret;
 
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
-            return fi_fail(ret, rail, "fi_endpoint");
-        if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
-            return fi_fail(ret, rail, "fi_ep_bind(av)");
-        if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid,
-                              FI_TRANSMIT | FI_RECV)))
-            return fi_fail(ret, rail, "fi_ep_bind(cq)");
-        if ((ret = fi_enable(rail->ep)) != -FI_EBUSY)
-            break;
-        fi_close(&rail->ep->fid);
-        rail->ep = NULL;
-    }
-    if (ret != 0)
+    if ((ret = name_shm_endpoint(rail)))
+        return ret;
+    if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
+        return fi_fail(ret, rail, "fi_endpoint");
+    if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
+        return fi_fail(ret, rail, "fi_ep_bind(av)");
+    if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV)))
+        return fi_fail(ret, rail, "fi_ep_bind(cq)");
+    if ((ret = fi_enable(rail->ep)))
         return fi_fail(ret, rail, "fi_enable");
     return 0;
 }
