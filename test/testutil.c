@@ -3,7 +3,10 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -238,12 +241,38 @@ void tu_child_stop(struct tu_child *c)
                   "target child ended with status 0x%x", status);
 }
 
+/*
+ * shm keeps each endpoint in a /dev/shm file that a killed process never
+ * removes; tests kill peers on purpose, so sweep the files of ferry
+ * endpoints (named ferry_<pid>_...) whose process is gone.
+ */
+static void sweep_dead_shm_files(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char path[300];
+        int pid;
+
+        if (sscanf(e->d_name, "ferry_%d_", &pid) != 1 || pid <= 0 ||
+            kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+}
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
     int failed;
 
     srunner_run_all(sr, CK_NORMAL);
+    sweep_dead_shm_files();
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? 0 : 1;
