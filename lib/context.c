@@ -83,18 +83,6 @@ int ferry_config_init(struct ferry_config *cfg)
     return 0;
 }
 
-int ferry__check_ctx(const ferry_context_t *ctx, const char *what)
-{
-    if (ctx == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: context is NULL", what);
-    if (ctx->magic != FERRY__MAGIC_CTX)
-        return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live ferry context (destroyed, or "
-                            "another kind of handle)",
-                            what);
-    return 0;
-}
-
 static int copy_name(char *dst, const char *src, const char *field)
 {
     if (src == NULL)

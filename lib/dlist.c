@@ -21,19 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ferry__check_dlist(const ferry_dlist_t *dl, const char *what)
-{
-    if (dl == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: descriptor list is NULL",
-                            what);
-    if (dl->magic != FERRY__MAGIC_DLIST)
-        return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live descriptor list (destroyed, or "
-                            "another kind of handle)",
-                            what);
-    return 0;
-}
-
 int ferry_dlist_create(ferry_context_t *ctx, enum ferry_dlist_kind kind,
                        const char *name, ferry_dlist_t **out)
 {
@@ -272,19 +259,6 @@ void ferry__dlist_block(const struct ferry_dlist *dl, size_t idx,
 }
 
 /* ---- prepared transfers ---------------------------------------------------- */
-
-int ferry__check_prep(const ferry_prep_t *prep, const char *what)
-{
-    if (prep == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: prepared transfer is NULL",
-                            what);
-    if (prep->magic != FERRY__MAGIC_PREP)
-        return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live prepared transfer (released, or "
-                            "another kind of handle)",
-                            what);
-    return 0;
-}
 
 static int check_remote_list(const struct ferry_peer *peer,
                              const struct ferry_dlist *dl, unsigned need)

@@ -88,3 +88,38 @@ int ferry__error_from_fi(int fi_err)
         return FERRY_EPROVIDER;
     }
 }
+
+/* What the sentences call each kind of handle, by its magic number. */
+static const struct {
+    uint32_t magic;
+    const char *name;  /* "<name> is NULL" */
+    const char *live;  /* "not a live <live> (<ended>, or ...)" */
+    const char *ended;
+} handle_kinds[] = {
+    {FERRY__MAGIC_CTX, "context", "ferry context", "destroyed"},
+    {FERRY__MAGIC_PEER, "peer", "ferry peer", "removed"},
+    {FERRY__MAGIC_MEM, "registration", "ferry registration", "deregistered"},
+    {FERRY__MAGIC_RMEM, "remote region", "remote region", "freed"},
+    {FERRY__MAGIC_REQ, "request", "ferry request", "freed"},
+    {FERRY__MAGIC_DLIST, "descriptor list", "descriptor list", "destroyed"},
+    {FERRY__MAGIC_PREP, "prepared transfer", "prepared transfer", "released"},
+};
+
+int ferry__check_handle(const void *handle, uint32_t magic, const char *what)
+{
+    size_t k = 0;
+
+    while (k + 1 < FERRY__ARRAY_LEN(handle_kinds) &&
+           handle_kinds[k].magic != magic)
+        k++;
+    if (handle == NULL)
+        return ferry__error(FERRY_EINVAL, "%s: %s is NULL", what,
+                            handle_kinds[k].name);
+    /* Every handle struct starts with its magic number. */
+    if (*(const uint32_t *)handle != magic)
+        return ferry__error(FERRY_EHANDLE,
+                            "%s: not a live %s (%s, or another kind of "
+                            "handle)",
+                            what, handle_kinds[k].live, handle_kinds[k].ended);
+    return 0;
+}

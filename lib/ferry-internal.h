@@ -44,6 +44,19 @@ int ferry__error(int err, const char *fmt, ...)
 void ferry__error_clear(void);
 /* Maps a negative libfabric error (-FI_E*) to a ferry code. */
 int ferry__error_from_fi(int fi_err);
+/*
+ * Checks a public handle: FERRY_EINVAL for NULL, FERRY_EHANDLE when it is
+ * dead or of another kind (every handle struct starts with its magic),
+ * each with a sentence starting with `what`.
+ */
+int ferry__check_handle(const void *handle, uint32_t magic, const char *what);
+#define ferry__check_ctx(h, what) ferry__check_handle((h), FERRY__MAGIC_CTX, (what))
+#define ferry__check_peer(h, what) ferry__check_handle((h), FERRY__MAGIC_PEER, (what))
+#define ferry__check_mem(h, what) ferry__check_handle((h), FERRY__MAGIC_MEM, (what))
+#define ferry__check_rmem(h, what) ferry__check_handle((h), FERRY__MAGIC_RMEM, (what))
+#define ferry__check_req(h, what) ferry__check_handle((h), FERRY__MAGIC_REQ, (what))
+#define ferry__check_dlist(h, what) ferry__check_handle((h), FERRY__MAGIC_DLIST, (what))
+#define ferry__check_prep(h, what) ferry__check_handle((h), FERRY__MAGIC_PREP, (what))
 
 /* ---- log (log.c) ------------------------------------------------------- */
 
@@ -260,8 +273,6 @@ struct ferry_context {
     uint64_t notifications_unqueued; /* counted, not queued: queue full */
 };
 
-/* Checks a public handle; on failure records a sentence naming `what`. */
-int ferry__check_ctx(const ferry_context_t *ctx, const char *what);
 
 /* ---- peer (peer.c) ----------------------------------------------------- */
 
@@ -273,7 +284,6 @@ struct ferry_peer {
     _Atomic unsigned rmem_count; /* imported regions still held */
 };
 
-int ferry__check_peer(const ferry_peer_t *peer, const char *what);
 /* Removes every peer (context destruction). */
 void ferry__peers_destroy(struct ferry_context *ctx);
 
@@ -365,8 +375,6 @@ struct ferry_rmem {
     char provider[FERRY__NAME_MAX];    /* exporter's, for error sentences */
 };
 
-int ferry__check_mem(const ferry_mem_t *mem, const char *what);
-int ferry__check_rmem(const ferry_rmem_t *rmem, const char *what);
 /*
  * Registers without the public checks; used for one-shot registrations of
  * iovs that came without lmem.  Caller holds no lock.
@@ -438,8 +446,6 @@ struct ferry__block {
     size_t len;
 };
 
-int ferry__check_dlist(const ferry_dlist_t *dl, const char *what);
-int ferry__check_prep(const ferry_prep_t *prep, const char *what);
 const struct ferry__dseg *ferry__dlist_find(const struct ferry_dlist *dl,
                                             size_t idx);
 void ferry__dlist_block(const struct ferry_dlist *dl, size_t idx,
@@ -514,7 +520,6 @@ struct ferry_req {
     char errmsg[256];
 };
 
-int ferry__check_req(const ferry_req_t *req, const char *what);
 /*
  * All of these run with ctx->lock held.
  *

@@ -35,30 +35,6 @@
  */
 #define KEY_RETRIES 65536u
 
-int ferry__check_mem(const ferry_mem_t *mem, const char *what)
-{
-    if (mem == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: registration is NULL", what);
-    if (mem->magic != FERRY__MAGIC_MEM)
-        return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live ferry registration "
-                            "(deregistered, or another kind of handle)",
-                            what);
-    return 0;
-}
-
-int ferry__check_rmem(const ferry_rmem_t *rmem, const char *what)
-{
-    if (rmem == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: remote region is NULL", what);
-    if (rmem->magic != FERRY__MAGIC_RMEM)
-        return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live remote region (freed, or another "
-                            "kind of handle)",
-                            what);
-    return 0;
-}
-
 uint64_t ferry__key_to_u64(const uint8_t *key, size_t len)
 {
     uint64_t v = 0;

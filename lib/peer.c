@@ -9,18 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ferry__check_peer(const ferry_peer_t *peer, const char *what)
-{
-    if (peer == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: peer is NULL", what);
-    if (peer->magic != FERRY__MAGIC_PEER)
-        return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live ferry peer (removed, or another "
-                            "kind of handle)",
-                            what);
-    return 0;
-}
-
 static const char *format_name(uint32_t fmt)
 {
     switch (fmt) {

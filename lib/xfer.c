@@ -13,18 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ferry__check_req(const ferry_req_t *req, const char *what)
-{
-    if (req == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: request is NULL", what);
-    if (req->magic != FERRY__MAGIC_REQ)
-        return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live ferry request (freed, or another "
-                            "kind of handle)",
-                            what);
-    return 0;
-}
-
 static int check_local(const struct ferry_peer *peer,
                        const struct ferry_iov *iov, size_t i)
 {
