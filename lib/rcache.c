@@ -147,7 +147,10 @@ struct ferry__rcache {
     /* Statistics, relaxed. */
     _Atomic uint64_t misses, invalidations, evictions;
     /* Hits per lookup stripe, a cache line apart (perf: one counter for
-     * all threads bounced between their cores on every hit). */
+     * all threads bounced between their cores on every hit).  Counted
+     * with a load and a store, not a locked add: exact while no two
+     * threads share a stripe (up to STRIPES - 1 threads), approximate
+     * beyond; only statistics read them. */
     struct {
         _Atomic uint64_t n;
         char pad[64 - sizeof(uint64_t)];
@@ -258,12 +261,27 @@ static bool invalidated_since(uint64_t since, uintptr_t start, uintptr_t end)
 
 /* ---- lookups ----------------------------------------------------------- */
 
+unsigned ferry__rc_refs(struct ferry__rc_entry *e)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
+        n += atomic_load(&e->refs[i].n);
+    return n;
+}
+
+/* The shard of e->refs this thread counts in. */
+static unsigned ref_shard(unsigned stripe)
+{
+    return stripe % FERRY__RC_REF_SHARDS;
+}
+
 /* A live entry covering [start, end) with a reference taken, or NULL. */
 static struct ferry__rc_entry *lookup(struct ferry__rcache *rc, unsigned st,
                                       uintptr_t start, uintptr_t end)
 {
     struct ferry__rc_entry *found = NULL;
-    unsigned parity;
+    unsigned parity, sh = ref_shard(st);
     uint64_t seq = ferry__monitor_seq();
     struct snapshot *s;
 
@@ -282,9 +300,9 @@ static struct ferry__rc_entry *lookup(struct ferry__rcache *rc, unsigned st,
         /* seq_cst increment then flag load: an evictor that marks the
          * entry dead and later reads refs sees this reference, or this
          * lookup sees the mark and backs off. */
-        atomic_fetch_add(&e->refs, 1);
+        atomic_fetch_add(&e->refs[sh].n, 1);
         if (atomic_load(&e->flags) & FERRY__RC_DEAD) {
-            atomic_fetch_sub(&e->refs, 1);
+            atomic_fetch_sub(&e->refs[sh].n, 1);
             continue;
         }
         found = e;
@@ -293,7 +311,7 @@ static struct ferry__rc_entry *lookup(struct ferry__rcache *rc, unsigned st,
     epoch_leave(st, parity);
     if (found != NULL && ferry__monitor_seq() != seq) {
         /* Events were handled meanwhile: the entry may be stale. */
-        atomic_fetch_sub(&found->refs, 1);
+        atomic_fetch_sub(&found->refs[sh].n, 1);
         return NULL;
     }
     if (found != NULL &&
@@ -307,8 +325,10 @@ static struct ferry__rc_entry *lookup(struct ferry__rcache *rc, unsigned st,
 void ferry__rcache_put(struct ferry__rc_entry *entry)
 {
     /* Release: the transfer's use of the registration happens before a
-     * reclaimer sees the count reach zero. */
-    atomic_fetch_sub_explicit(&entry->refs, 1, memory_order_release);
+     * reclaimer sees the count reach zero.  Any thread may drop it, in its
+     * own shard. */
+    atomic_fetch_sub_explicit(&entry->refs[ref_shard(lookup_stripe())].n, 1,
+                              memory_order_release);
 }
 
 /* ---- the writer side (under rc->writer) ------------------------------- */
@@ -340,8 +360,7 @@ static void reclaim(struct ferry__rcache *rc,
     }
     for (struct ferry__rc_entry **p = &rc->retired_entries; *p != NULL;) {
         struct ferry__rc_entry *e = *p;
-        if (!epoch_passed(e->retired_epoch) ||
-            atomic_load_explicit(&e->refs, memory_order_acquire) != 0) {
+        if (!epoch_passed(e->retired_epoch) || ferry__rc_refs(e) != 0) {
             p = &e->retired_next;
             continue;
         }
@@ -374,10 +393,9 @@ static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
      * caps too (insert() used to skip evict() then, so a first range
      * larger than rcache_max_bytes was cached).  And only live entries
      * count: the running total this used (rc->bytes, now gone) still
-     * included entries invalidated but not yet
-     * dropped by publish(), so after invalidations the cache evicted
-     * live entries, or refused to cache at all, to make room that was
-     * already free. */
+     * included entries invalidated but not yet dropped by publish(), so
+     * after invalidations the cache evicted live entries, or refused to
+     * cache at all, to make room that was already free. */
     for (size_t i = 0; i < n; i++)
         if (!(atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD)) {
             live++;
@@ -390,7 +408,7 @@ static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
         struct ferry__rc_entry *e = s->e[rc->clock_hand++ % n];
         unsigned f = atomic_load(&e->flags);
 
-        if ((f & FERRY__RC_DEAD) || atomic_load(&e->refs) != 0)
+        if ((f & FERRY__RC_DEAD) || ferry__rc_refs(e) != 0)
             continue;
         if (f & FERRY__RC_REFERENCED) {
             atomic_fetch_and(&e->flags, ~FERRY__RC_REFERENCED);
@@ -468,7 +486,9 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
     e->mem = mem;
     e->start = start;
     e->end = end;
-    atomic_init(&e->refs, 1);
+    for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
+        atomic_init(&e->refs[i].n, 0);
+    atomic_init(&e->refs[ref_shard(lookup_stripe())].n, 1);
     atomic_init(&e->flags, FERRY__RC_REFERENCED);
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);
@@ -522,8 +542,11 @@ int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
 
         e = lookup(rc, st, start, end);
         if (e != NULL) {
-            atomic_fetch_add_explicit(&rc->hits[st].n, 1,
-                                      memory_order_relaxed);
+            atomic_store_explicit(
+                &rc->hits[st].n,
+                atomic_load_explicit(&rc->hits[st].n, memory_order_relaxed) +
+                    1,
+                memory_order_relaxed);
             *mem = e->mem;
             *entry = e;
             return 0;

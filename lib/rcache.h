@@ -17,16 +17,35 @@
 
 #include "ferry-internal.h"
 
+/* Shards of an entry's reference count (see refs below). */
+#define FERRY__RC_REF_SHARDS 4
+
 /* A cached registration.  Immutable but for the atomics. */
 struct ferry__rc_entry {
     struct ferry_mem *mem; /* owned; closed once retired and unused */
     uintptr_t start, end;  /* registered range, page aligned */
     _Atomic unsigned flags; /* FERRY__RC_DEAD | FERRY__RC_REFERENCED */
-    _Atomic unsigned refs;  /* transfers using it */
+    char sep[60]; /* refs on other cache lines than what lookups read */
+    /*
+     * Transfers using it.  A thread counts in the shard of its lookup
+     * stripe, each shard 64 bytes from the next, so that threads hitting
+     * the same entry do not pass one cache line between their cores
+     * (perf: with one counter, two threads hitting the same entries ran no
+     * faster than one).  A reference may be dropped by another thread than
+     * the one that took it, in another shard, which may then wrap below
+     * zero: only the sum modulo 2^32 counts, ferry__rc_refs().
+     */
+    struct {
+        _Atomic unsigned n;
+        char pad[64 - sizeof(unsigned)];
+    } refs[FERRY__RC_REF_SHARDS];
     /* Reclamation, under the writer lock. */
     struct ferry__rc_entry *retired_next;
     uint64_t retired_epoch;
 };
+
+/* References held on e (seq_cst loads of each shard, summed). */
+unsigned ferry__rc_refs(struct ferry__rc_entry *e);
 
 #define FERRY__RC_DEAD 1u        /* never returned by a lookup again */
 #define FERRY__RC_REFERENCED 2u  /* CLOCK bit, set by hits */

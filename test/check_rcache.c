@@ -1018,7 +1018,7 @@ static void in_flight(const char *prov, bool evict)
     m = req->found[0].mem;
     ck_assert_msg(e != NULL, "the transfer's registration was not cached");
     ck_assert_ptr_eq(e->mem, m);
-    ck_assert_uint_eq(atomic_load(&e->refs), 1);
+    ck_assert_uint_eq(ferry__rc_refs(e), 1);
     rh_watch_free(e);
     rh_watch_free(m);
 
@@ -1044,7 +1044,7 @@ static void in_flight(const char *prov, bool evict)
                   "the registration of a request in flight was closed");
     ck_assert_uint_eq(m->magic, FERRY__MAGIC_MEM);
     ck_assert_ptr_nonnull(m->mr[0]);
-    ck_assert_uint_eq(atomic_load(&e->refs), 1);
+    ck_assert_uint_eq(ferry__rc_refs(e), 1);
 
     /* Freeing the request keeps it too: the operation is still out. */
     ferry_req_free(req);
@@ -1052,13 +1052,13 @@ static void in_flight(const char *prov, bool evict)
     if (!evict)
         writer_turn(r.p.init, true);
     ck_assert(!rh_was_freed(e) && !rh_was_freed(m));
-    ck_assert_uint_eq(atomic_load(&e->refs), 1);
+    ck_assert_uint_eq(ferry__rc_refs(e), 1);
     ck_assert_uint_eq(m->magic, FERRY__MAGIC_MEM);
 
     /* Let the target progress: the operation comes back, the request goes
      * and drops its reference. */
-    until = now_s() + 60;
-    while (atomic_load(&e->refs) != 0) {
+    until = now_s() + 30;
+    while (ferry__rc_refs(e) != 0) {
         ck_assert_int_ge(ferry_progress(r.p.target), 0);
         ck_assert_int_ge(ferry_progress(r.p.init), 0);
         ck_assert_msg(now_s() < until, "the write never came back");
@@ -1077,6 +1077,55 @@ static void in_flight(const char *prov, bool evict)
     tu_free_buf(buf, len);
     rig_close(&r);
 }
+
+static void *put_main(void *arg)
+{
+    ferry__rcache_put(arg);
+    return NULL;
+}
+
+/*
+ * A reference taken in one thread and dropped in another (a request
+ * completed by whichever thread progresses) counts in two shards; their
+ * sum is what makes the entry busy or free.
+ */
+START_TEST(test_reference_dropped_by_another_thread)
+{
+    struct ferry_config cfg;
+    struct rig r;
+    uint8_t *buf = tu_alloc_buf(4 * PG);
+    struct ferry_mem *mem;
+    struct ferry__rc_entry *e;
+    pthread_t th;
+    uint64_t ev;
+
+    tu_config(&cfg, tu_providers[_i]);
+    cfg.rcache_max_entries = 1;
+    rig_open(&r, tu_providers[_i], &cfg, false, MiB);
+    ck_assert_int_eq(ferry__rcache_get(r.p.init, buf, 4 * PG, &mem, &e), 0);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(ferry__rcache_get(r.p.init, buf, PG, &mem, &e), 0);
+    ck_assert_uint_eq(ferry__rc_refs(e), 2);
+    /* Busy: the next miss cannot evict it. */
+    ev = stats(r.p.init).rcache_evictions;
+    writer_turn(r.p.init, false);
+    ck_assert_uint_eq(stats(r.p.init).rcache_evictions, ev);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pthread_create(&th, NULL, put_main, e), 0);
+        pthread_join(th, NULL);
+    }
+    ck_assert_uint_eq(ferry__rc_refs(e), 0);
+    rh_watch_free(e);
+    /* Free now: evicted by the next miss, then reclaimed. */
+    writer_turn(r.p.init, true);
+    ck_assert_uint_eq(stats(r.p.init).rcache_evictions, ev + 1);
+    for (int i = 0; i < 10 && !rh_was_freed(e); i++)
+        writer_turn(r.p.init, true);
+    ck_assert_msg(rh_was_freed(e), "the entry was never reclaimed");
+    tu_free_buf(buf, 4 * PG);
+    rig_close(&r);
+}
+END_TEST
 
 START_TEST(test_in_flight_invalidated)
 {
@@ -1851,6 +1900,7 @@ START_TEST(test_invalidation_while_publishing)
     struct rig r;
     struct publish_race pr = {.len = 4 * PG};
     struct ferry_stats s;
+    struct watchdog wd;
 
     tu_config(&cfg, "tcp;ofi_rxm");
     rig_open(&r, "tcp;ofi_rxm", &cfg, false, MiB);
@@ -1858,6 +1908,9 @@ START_TEST(test_invalidation_while_publishing)
                             cfg.rcache_max_bytes);
     pr.tid = (pid_t)syscall(SYS_gettid);
     pr.buf = tu_alloc_buf(pr.len);
+    watchdog_start(&wd, "invalidating from an allocation under the writer "
+                   "lock", 1, 30);
+    atomic_store(&wd.stage[0], "inserting");
     for (int round = 0; round < 2; round++) {
         /* Round 0 inserts into an empty cache, round 1 next to an entry. */
         uint8_t *other = tu_alloc_buf(PG);
@@ -1882,7 +1935,9 @@ START_TEST(test_invalidation_while_publishing)
         ferry_mem_invalidate(pr.buf, pr.len);
         ferry_mem_invalidate(other, PG);
         tu_free_buf(other, PG);
+        atomic_fetch_add(&wd.progress[0], 1);
     }
+    watchdog_stop(&wd);
     tu_free_buf(pr.buf, pr.len);
     rig_close(&r);
 }
@@ -2423,6 +2478,8 @@ static Suite *rcache_suite(void)
     tcase_add_loop_test(tc, test_sbrk_shrink, 0, 1);
     tcase_add_loop_test(tc, test_cap_entries, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_cap_bytes, SEMANTICS_FIRST, np);
+    tcase_add_loop_test(tc, test_reference_dropped_by_another_thread,
+                        SEMANTICS_FIRST, SEMANTICS_FIRST + 1);
     tcase_add_loop_test(tc, test_in_flight_invalidated, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_in_flight_not_evicted, SEMANTICS_FIRST, np);
     tcase_add_test(tc, test_no_userfaultfd);

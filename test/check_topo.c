@@ -1235,26 +1235,6 @@ static Suite *topo_suite(void)
     return s;
 }
 
-/*
- * hwloc 2.9's pci component (libpciaccess 0.17) leaks about 1 KiB per load
- * of the live topology, in any program (an hwloc-only one shows it too).
- * A sanitized build asks these two functions for its defaults: what hwloc
- * allocates inside its own load is not ferry's leak.  libpciaccess has no
- * frame pointers, so only the slow unwinder sees hwloc_topology_load on
- * the stack of those allocations.
- */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-    return "leak:hwloc_topology_load\n";
-}
-
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "fast_unwind_on_malloc=0";
-}
-
 int main(void)
 {
     /* The tests set these where they need them (and unset them after, for
