@@ -1622,43 +1622,34 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------------ */
 
-static TCase *tcase(Suite *s, const char *name, int timeout)
-{
-    TCase *tc = tcase_create(name);
-
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
 static Suite *dlist_suite(void)
 {
     Suite *s = suite_create("dlist");
     int np = (int)tu_nproviders;
     TCase *tc;
 
-    tc = tcase(s, "paged", 60);
+    tc = tu_tcase(s, "paged", 60);
     tcase_add_loop_test(tc, test_paged_write, 0, np);
     tcase_add_loop_test(tc, test_paged_read, 0, np);
     tcase_add_loop_test(tc, test_mixed_entries, 0, np);
 
-    tc = tcase(s, "two_caches", 60);
+    tc = tu_tcase(s, "two_caches", 60);
     tcase_add_loop_test(tc, test_two_caches_interleaved, 0, np);
     tcase_add_loop_test(tc, test_two_caches_threads, 0, np);
 
-    tc = tcase(s, "invalid", 60);
+    tc = tu_tcase(s, "invalid", 60);
     tcase_add_loop_test(tc, test_invalid_index, 0, np);
     tcase_add_test(tc, test_add_validation);
     tcase_add_test(tc, test_concurrent_adds);
     tcase_add_test(tc, test_prepare_validation);
 
-    tc = tcase(s, "busy", 60);
+    tc = tu_tcase(s, "busy", 60);
     tcase_add_loop_test(tc, test_release_while_in_flight, 0, np);
 
-    tc = tcase(s, "many", 90);
+    tc = tu_tcase(s, "many", 90);
     tcase_add_loop_test(tc, test_100k_pairs, 0, np);
 
-    tc = tcase(s, "notify", 60);
+    tc = tu_tcase(s, "notify", 60);
     tcase_add_loop_test(tc, test_post_with_notification, 0, np);
     return s;
 }

@@ -90,13 +90,9 @@ static size_t export(ferry_mem_t *mem, uint8_t *blob, size_t cap)
 static int import_copy(ferry_peer_t *peer, const uint8_t *blob, size_t len,
                        ferry_rmem_t **out)
 {
-    uint8_t *copy = malloc(len ? len : 1);
-    int ret;
+    void *copy = tu_heap_copy(blob, len);
+    int ret = ferry_rmem_import(peer, copy, len, out);
 
-    ck_assert_ptr_nonnull(copy);
-    if (len)
-        memcpy(copy, blob, len);
-    ret = ferry_rmem_import(peer, copy, len, out);
     free(copy);
     return ret;
 }

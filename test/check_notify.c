@@ -1317,42 +1317,33 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------------ */
 
-static TCase *tcase(Suite *s, const char *name, int timeout)
-{
-    TCase *tc = tcase_create(name);
-
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
 static Suite *notify_suite(void)
 {
     Suite *s = suite_create("notify");
     int np = (int)tu_nproviders;
     TCase *tc;
 
-    tc = tcase(s, "after_data", 60);
+    tc = tu_tcase(s, "after_data", 60);
     tcase_add_loop_test(tc, test_notification_after_data, 0, 2 * np);
     tcase_add_loop_test(tc, test_request_waits_for_notification, 0, np);
     tcase_add_loop_test(tc, test_forced_mr_modes, 0,
                         (int)FERRY__ARRAY_LEN(forced_modes));
 
-    tc = tcase(s, "order", 60);
+    tc = tu_tcase(s, "order", 60);
     tcase_add_loop_test(tc, test_arrival_order, 0, np);
     tcase_add_loop_test(tc, test_queue_bound, 0, np);
 
-    tc = tcase(s, "counters", 60);
+    tc = tu_tcase(s, "counters", 60);
     tcase_add_loop_test(tc, test_counters, 0, np);
 
-    tc = tcase(s, "thousands", 90);
+    tc = tu_tcase(s, "thousands", 90);
     tcase_add_loop_test(tc, test_thousands_threads, 0, np);
     tcase_add_loop_test(tc, test_thousands_two_processes, 0, np);
 
-    tc = tcase(s, "invalid", 30);
+    tc = tu_tcase(s, "invalid", 30);
     tcase_add_test(tc, test_bad_input);
 
-    tc = tcase(s, "dead_peer", 60);
+    tc = tu_tcase(s, "dead_peer", 60);
     tcase_add_loop_test(tc, test_dead_peer, 0, np);
     return s;
 }

@@ -1734,32 +1734,23 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------------------------ */
 
-static TCase *tcase(Suite *s, const char *name, int timeout)
-{
-    TCase *tc = tcase_create(name);
-
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
 static Suite *oob_suite(void)
 {
     Suite *s = suite_create("oob");
     TCase *tc;
 
-    tc = tcase(s, "exchange", 60);
+    tc = tu_tcase(s, "exchange", 60);
     tcase_add_test(tc, test_publish_lookup_offer_one_process);
     tcase_add_test(tc, test_failed_exchange_closes_connection);
     tcase_add_test(tc, test_close_keeps_accepted_conn);
     tcase_add_test(tc, test_accepted_lookup_sees_disconnect);
     tcase_add_test(tc, test_two_processes);
     tcase_add_test(tc, test_concurrent_clients);
-    tc = tcase(s, "token", 60);
+    tc = tu_tcase(s, "token", 60);
     tcase_add_test(tc, test_token_must_match);
     tcase_add_test(tc, test_token_from_env);
     tcase_add_test(tc, test_token_too_long);
-    tc = tcase(s, "raw", 60);
+    tc = tu_tcase(s, "raw", 60);
     tcase_add_test(tc, test_raw_garbage);
     tcase_add_test(tc, test_raw_wrong_version);
     tcase_add_test(tc, test_raw_oversized);
@@ -1777,7 +1768,7 @@ static Suite *oob_suite(void)
     tcase_add_test(tc, test_accept_reports_incompatible_client);
     tcase_add_test(tc, test_raw_stalled_frame);
     tcase_add_test(tc, test_raw_flood_without_reading);
-    tc = tcase(s, "fake-server", 60);
+    tc = tu_tcase(s, "fake-server", 60);
     tcase_add_test(tc, test_fake_server_silent);
     tcase_add_test(tc, test_fake_server_garbage);
     tcase_add_test(tc, test_fake_server_wrong_version);
@@ -1786,7 +1777,7 @@ static Suite *oob_suite(void)
     tcase_add_test(tc, test_fake_server_error_frame);
     tcase_add_test(tc, test_fake_server_wrong_kind);
     tcase_add_test(tc, test_nobody_listening);
-    tc = tcase(s, "args", 60);
+    tc = tu_tcase(s, "args", 60);
     tcase_add_test(tc, test_bad_args_listen);
     tcase_add_test(tc, test_bad_args_connect);
     tcase_add_test(tc, test_bad_args_names);

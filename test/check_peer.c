@@ -54,13 +54,9 @@ static size_t address_of(ferry_context_t *ctx, uint8_t *buf, size_t cap)
 static int add_copy(ferry_context_t *ctx, const uint8_t *blob, size_t len,
                     ferry_peer_t **out)
 {
-    uint8_t *copy = malloc(len ? len : 1);
-    int ret;
+    void *copy = tu_heap_copy(blob, len);
+    int ret = ferry_peer_add(ctx, copy, len, out);
 
-    ck_assert_ptr_nonnull(copy);
-    if (len)
-        memcpy(copy, blob, len);
-    ret = ferry_peer_add(ctx, copy, len, out);
     free(copy);
     return ret;
 }

@@ -854,41 +854,32 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------------ */
 
-static TCase *tcase(Suite *s, const char *name, int timeout)
-{
-    TCase *tc = tcase_create(name);
-
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
 static Suite *progress_suite(void)
 {
     Suite *s = suite_create("progress");
     int np = (int)tu_nproviders;
     TCase *tc;
 
-    tc = tcase(s, "req", 60);
+    tc = tu_tcase(s, "req", 60);
     tcase_add_loop_test(tc, test_done_request_answers_zero, 0, np);
     tcase_add_test(tc, test_bad_handles);
     tcase_add_loop_test(tc, test_wait_timeout_is_not_the_request, 0, np);
 
-    tc = tcase(s, "deadline", 60);
+    tc = tu_tcase(s, "deadline", 60);
     tcase_add_loop_test(tc, test_deadline_stalled_target, 0, np);
     tcase_add_loop_test(tc, test_deadline_then_destroy, 0, np);
     tcase_add_loop_test(tc, test_deadline_from_context, 0, np);
     tcase_add_loop_test(tc, test_deadline_stopped_child, 0, np);
 
-    tc = tcase(s, "cancel", 60);
+    tc = tu_tcase(s, "cancel", 60);
     tcase_add_loop_test(tc, test_cancel_in_flight, 0, np);
     tcase_add_loop_test(tc, test_cancel_queued, 0, np);
 
-    tc = tcase(s, "killed", 60);
+    tc = tu_tcase(s, "killed", 60);
     tcase_add_loop_test(tc, test_peer_killed_after_post, 0, np);
     tcase_add_loop_test(tc, test_peer_killed_mid_transfer, 0, np);
 
-    tc = tcase(s, "threads", 60);
+    tc = tu_tcase(s, "threads", 60);
     tcase_add_loop_test(tc, test_threads_post_while_one_progresses, 0, np);
     tcase_add_loop_test(tc, test_initiator_progress_thread, 0, np);
     return s;

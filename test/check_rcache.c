@@ -2437,15 +2437,6 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------------ */
 
-static TCase *tcase(Suite *s, const char *name, int timeout)
-{
-    TCase *tc = tcase_create(name);
-
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
 /*
  * Under ThreadSanitizer, ten times slower (opening a tcp pair alone takes
  * 2 s), the single-threaded semantics run on shm only; the concurrent
@@ -2463,7 +2454,7 @@ static Suite *rcache_suite(void)
     int np = (int)tu_nproviders;
     TCase *tc;
 
-    tc = tcase(s, "semantics", 60);
+    tc = tu_tcase(s, "semantics", 60);
     tcase_add_loop_test(tc, test_hit_miss_subrange, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_overlapping_ranges, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_partial_munmap, SEMANTICS_FIRST, np);
@@ -2486,21 +2477,21 @@ static Suite *rcache_suite(void)
     tcase_add_loop_test(tc, test_file_backed, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_cache_disabled, SEMANTICS_FIRST, np);
 
-    tc = tcase(s, "i1", 60);
+    tc = tu_tcase(s, "i1", 60);
     tcase_add_test(tc, test_invalidate_preserves_errno);
     tcase_add_loop_test(tc, test_invalidate_allocates_locks_logs_nothing, 0,
                         1);
     tcase_add_loop_test(tc, test_invalidate_empty_and_wrapping, 0, 1);
     tcase_add_loop_test(tc, test_invalidate_in_signal_handlers, 0, np);
 
-    tc = tcase(s, "allocator", 120);
+    tc = tu_tcase(s, "allocator", 120);
     tcase_add_loop_test(tc, test_purging_allocator, 0, np);
     tcase_add_test(tc, test_unmap_under_writer_lock);
     tcase_add_test(tc, test_ring_wraps_during_registration);
     tcase_add_test(tc, test_invalidation_while_publishing);
     tcase_add_test(tc, test_ring_wraps_under_stress);
 
-    tc = tcase(s, "model", 120);
+    tc = tu_tcase(s, "model", 120);
     tcase_add_loop_test(tc, test_model_random_walk, 0, 1);
     return s;
 }

@@ -1422,22 +1422,13 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------------ */
 
-static TCase *tcase(Suite *s, const char *name, int timeout)
-{
-    TCase *tc = tcase_create(name);
-
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
 static Suite *xfer_suite(void)
 {
     Suite *s = suite_create("xfer");
     int np = (int)tu_nproviders;
     TCase *tc;
 
-    tc = tcase(s, "pair", 60);
+    tc = tu_tcase(s, "pair", 60);
     tcase_add_loop_test(tc, test_pair_write_sizes, 0, np);
     tcase_add_loop_test(tc, test_pair_read_sizes, 0, np);
     tcase_add_loop_test(tc, test_pair_write_64mib, 0, np);
@@ -1445,36 +1436,36 @@ static Suite *xfer_suite(void)
     tcase_add_loop_test(tc, test_pair_write_scattered, 0, np);
     tcase_add_loop_test(tc, test_pair_read_scattered, 0, np);
 
-    tc = tcase(s, "child", 60);
+    tc = tu_tcase(s, "child", 60);
     tcase_add_loop_test(tc, test_child_write_64mib, 0, np);
     tcase_add_loop_test(tc, test_child_read_64mib, 0, np);
     tcase_add_loop_test(tc, test_child_pieces, 0, np);
 
-    tc = tcase(s, "chunking", 60);
+    tc = tu_tcase(s, "chunking", 60);
     tcase_add_loop_test(tc, test_small_max_msg_write, 0, np);
     tcase_add_loop_test(tc, test_small_max_msg_read, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_write, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_read, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_many_requests, 0, np);
 
-    tc = tcase(s, "lmem", 60);
+    tc = tu_tcase(s, "lmem", 60);
     tcase_add_loop_test(tc, test_no_lmem_default, 0, np);
     tcase_add_loop_test(tc, test_no_lmem_mr_local, 0, np);
     tcase_add_loop_test(tc, test_no_lmem_mr_local_no_cache, 0, np);
     tcase_add_loop_test(tc, test_no_lmem_unregistrable, 0, np);
 
-    tc = tcase(s, "addressing", 60);
+    tc = tu_tcase(s, "addressing", 60);
     tcase_add_loop_test(tc, test_remote_addressing, 0,
                         (int)FERRY__ARRAY_LEN(addr_modes));
 
-    tc = tcase(s, "invalid", 60);
+    tc = tu_tcase(s, "invalid", 60);
     tcase_add_loop_test(tc, test_bad_arguments, 0, np);
     tcase_add_loop_test(tc, test_bad_iovs, 0, np);
     tcase_add_loop_test(tc, test_foreign_handles, 0, np);
     tcase_add_loop_test(tc, test_access_refused, 0, np);
     tcase_add_loop_test(tc, test_bad_iov_in_middle_posts_nothing, 0, np);
 
-    tc = tcase(s, "busy", 60);
+    tc = tu_tcase(s, "busy", 60);
     tcase_add_loop_test(tc, test_busy_while_write_in_flight, 0, np);
     tcase_add_loop_test(tc, test_busy_while_read_in_flight, 0, np);
     tcase_add_loop_test(tc, test_destroy_with_request_in_flight, 0, np);

@@ -288,6 +288,25 @@ static void sweep_dead_shm_files(void)
     closedir(d);
 }
 
+TCase *tu_tcase(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+
+    tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+void *tu_heap_copy(const void *buf, size_t len)
+{
+    void *copy = malloc(len ? len : 1);
+
+    ck_assert_ptr_nonnull(copy);
+    if (len)
+        memcpy(copy, buf, len);
+    return copy;
+}
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);

@@ -72,6 +72,15 @@ int tu_child_verify(struct tu_child *c, uint64_t seed);
 /* Tells the child to exit and reaps it; asserts a clean exit. */
 void tu_child_stop(struct tu_child *c);
 
+/* A test case added to s, with its own timeout in seconds. */
+TCase *tu_tcase(Suite *s, const char *name, int timeout);
+
+/*
+ * An exact-size heap copy of buf (free it): a blob passed this way makes
+ * any read past len an out-of-bounds read that AddressSanitizer reports.
+ */
+void *tu_heap_copy(const void *buf, size_t len);
+
 /* Runs a suite and returns the exit code (0 pass, 1 fail). */
 int tu_run(Suite *s);
 
