@@ -433,17 +433,18 @@ int ferry_read(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
     return submit(peer, iov, n, opts, req, FERRY__OP_READ);
 }
 
-/* The i-th piece of a request: its iov, or its pair of prepared blocks. */
+/*
+ * The i-th piece of a request: its iov, or its pair of prepared blocks,
+ * with lmem set to the registration it uses (found in the cache or made
+ * for the request when the caller gave none).
+ */
 static void req_item(const struct ferry_req *req, size_t i,
-                     struct ferry_iov *out, void **desc, unsigned rail)
+                     struct ferry_iov *out)
 {
-    const struct ferry_mem *lmem;
-
     if (req->prep == NULL) {
         *out = req->iov[i];
-        lmem = out->lmem;
-        if (lmem == NULL && req->found != NULL)
-            lmem = req->found[i].mem;
+        if (out->lmem == NULL && req->found != NULL)
+            out->lmem = req->found[i].mem;
     } else {
         struct ferry__block lb, rb;
 
@@ -454,9 +455,7 @@ static void req_item(const struct ferry_req *req, size_t i,
         out->rmem = rb.rmem;
         out->roffset = rb.offset;
         out->len = lb.len;
-        lmem = lb.mem;
     }
-    *desc = lmem != NULL ? lmem->desc[rail] : NULL;
 }
 
 static ssize_t post_one(struct ferry_req *req, struct ferry__rail *rail,
@@ -524,15 +523,14 @@ void ferry__req_post_pending(struct ferry_req *req)
         size_t len;
         ssize_t ret;
 
-        req_item(req, req->cur_iov, &item, &desc, 0);
+        req_item(req, req->cur_iov, &item);
         if (req->rail_pending < 0)
             req->rail_pending = (int)next_rail(req, item.rmem->nrails);
         rail = &ctx->rails[req->rail_pending];
         op = rail->free_ops;
         if (op == NULL)
             break; /* every slot in flight: progress will post the rest */
-        if (rail->index != 0)
-            req_item(req, req->cur_iov, &item, &desc, rail->index);
+        desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
         len = item.len - req->cur_off;
         if (len > req->chunk)
             len = req->chunk;

@@ -34,19 +34,6 @@ static void clear_ferry_env(void)
         unsetenv(ferry_env_vars[i]);
 }
 
-static ferry_context_t *open_ctx(const char *prov)
-{
-    struct ferry_config cfg;
-    ferry_context_t *ctx = NULL;
-    int ret;
-
-    tu_config(&cfg, prov);
-    ret = ferry_context_create(&cfg, &ctx);
-    ck_assert_msg(ret == 0, "context on %s: %s", prov, ferry_last_error());
-    ck_assert_ptr_nonnull(ctx);
-    return ctx;
-}
-
 /* ---- config ------------------------------------------------------------ */
 
 START_TEST(test_config_defaults)
@@ -344,7 +331,7 @@ END_TEST
 
 START_TEST(test_destroy_null_and_foreign)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_mem_t *mem = NULL;
     void *buf = tu_alloc_buf(4096);
 
@@ -366,7 +353,7 @@ END_TEST
 
 START_TEST(test_info_bad_args)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     struct ferry_context_info info;
 
     expect_error(ferry_context_info(ctx, NULL), FERRY_EINVAL,
@@ -386,7 +373,7 @@ END_TEST
 
 START_TEST(test_info_truncated_struct)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     const size_t cut = offsetof(struct ferry_context_info, domain);
     unsigned char buf[sizeof(struct ferry_context_info) + 64];
     struct ferry_context_info *info = (struct ferry_context_info *)buf;
@@ -417,7 +404,7 @@ END_TEST
 
 START_TEST(test_info_tcp_values)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     struct ferry_context_info info;
 
     memset(&info, 0xa5, sizeof(info));
@@ -446,7 +433,7 @@ END_TEST
 START_TEST(test_info_every_provider)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
 
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
@@ -498,7 +485,7 @@ START_TEST(test_info_limits_above_provider_ignored)
     struct ferry_config cfg;
     struct ferry_context_info base = FERRY_CONTEXT_INFO_INIT;
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
 
     ck_assert_int_eq(ferry_context_info(ctx, &base), 0);
     ferry_context_destroy(ctx);
@@ -518,7 +505,7 @@ END_TEST
 
 START_TEST(test_address_null_args)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     uint8_t buf[512];
     size_t len = sizeof(buf);
 
@@ -534,7 +521,7 @@ END_TEST
 START_TEST(test_address_size_protocol)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     struct ferry__blob_reader r;
     uint8_t buf[1024], again[1024];
     size_t need = 12345, len;
@@ -581,7 +568,7 @@ END_TEST
 START_TEST(test_address_names_provider)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     struct ferry__blob_reader r;
     uint8_t buf[512];
     size_t len = sizeof(buf);
@@ -601,7 +588,7 @@ END_TEST
 
 START_TEST(test_wrong_handle_type)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     ferry_mem_t *mem = NULL;
     void *buf = tu_alloc_buf(4096);

@@ -45,14 +45,6 @@ static ferry_context_t *open_cfg(struct ferry_config *cfg)
     return ctx;
 }
 
-static ferry_context_t *open_ctx(const char *prov)
-{
-    struct ferry_config cfg;
-
-    tu_config(&cfg, prov);
-    return open_cfg(&cfg);
-}
-
 /* The context as its own peer: enough to import what it exports. */
 static ferry_peer_t *self_peer(ferry_context_t *ctx)
 {
@@ -191,7 +183,7 @@ static void check_written(const uint8_t *remote, size_t len, size_t off)
 
 START_TEST(test_register_null_args)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_mem_t *mem = MEM_UNTOUCHED;
     void *buf = tu_alloc_buf(4096);
 
@@ -215,7 +207,7 @@ END_TEST
 
 START_TEST(test_register_wrapping_range)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_mem_t *mem = MEM_UNTOUCHED;
 
     expect_error(ferry_mem_register(ctx, (void *)(UINTPTR_MAX - 100), 4096,
@@ -231,7 +223,7 @@ END_TEST
 
 START_TEST(test_register_unknown_access)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_mem_t *mem = MEM_UNTOUCHED;
     void *buf = tu_alloc_buf(4096);
 
@@ -248,7 +240,7 @@ END_TEST
 
 START_TEST(test_register_unknown_kind)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_mem_t *mem = MEM_UNTOUCHED;
     void *buf = tu_alloc_buf(4096);
 
@@ -268,7 +260,7 @@ END_TEST
 
 START_TEST(test_register_cuda_not_supported)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_mem_t *mem = MEM_UNTOUCHED;
     void *buf = tu_alloc_buf(4096);
 
@@ -290,7 +282,7 @@ END_TEST
 
 START_TEST(test_register_wrong_handle)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = self_peer(ctx);
     ferry_mem_t *mem = MEM_UNTOUCHED;
     void *buf = tu_alloc_buf(4096);
@@ -309,7 +301,7 @@ END_TEST
 START_TEST(test_register_fields)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     uint8_t *buf = tu_alloc_buf(8192);
     ferry_mem_t *a = NULL, *b = NULL;
 
@@ -354,7 +346,7 @@ END_TEST
 START_TEST(test_mems_closed_with_context)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = self_peer(ctx);
     uint8_t *buf = tu_alloc_buf(16 * 4096);
     uint8_t blob[512];
@@ -376,7 +368,7 @@ END_TEST
 
 START_TEST(test_export_needs_remote_access)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     void *buf = tu_alloc_buf(4096);
     ferry_mem_t *mem = reg(ctx, buf, 4096, 0);
     uint8_t blob[512];
@@ -400,7 +392,7 @@ END_TEST
 START_TEST(test_export_size_protocol)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     void *buf = tu_alloc_buf(4096);
     ferry_mem_t *mem = reg(ctx, buf, 4096, FERRY_ACCESS_REMOTE_WRITE);
     struct ferry__blob_reader r;
@@ -445,7 +437,7 @@ END_TEST
 START_TEST(test_import_round_trip)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = self_peer(ctx);
     uint8_t *buf = tu_alloc_buf(3 * 4096);
     ferry_mem_t *mem = reg(ctx, buf + 100, 9000, FERRY_ACCESS_REMOTE_READ);
@@ -475,7 +467,7 @@ END_TEST
 
 START_TEST(test_import_null_args)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = self_peer(ctx);
     void *buf = tu_alloc_buf(4096);
     ferry_mem_t *mem = reg(ctx, buf, 4096, RW);
@@ -503,7 +495,7 @@ END_TEST
 START_TEST(test_import_every_truncation)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = self_peer(ctx);
     void *buf = tu_alloc_buf(4096);
     ferry_mem_t *mem = reg(ctx, buf, 4096, RW);
@@ -532,7 +524,7 @@ START_TEST(test_import_every_corrupted_byte)
 {
     static const uint8_t flips[] = {0x01, 0x10, 0x80, 0xff};
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = self_peer(ctx);
     void *buf = tu_alloc_buf(4096);
     ferry_mem_t *mem = reg(ctx, buf, 4096, RW);
@@ -564,7 +556,7 @@ END_TEST
 
 START_TEST(test_import_address_blob)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = self_peer(ctx);
     ferry_rmem_t *rmem = RMEM_UNTOUCHED;
     uint8_t addr[512];
@@ -583,7 +575,7 @@ START_TEST(test_import_other_provider)
 {
     /* _i: 0 = a shm region into a tcp context, 1 = the other way round. */
     const char *from = _i == 0 ? "shm" : TCP, *to = _i == 0 ? TCP : "shm";
-    ferry_context_t *src = open_ctx(from), *dst = open_ctx(to);
+    ferry_context_t *src = tu_context(from), *dst = tu_context(to);
     ferry_peer_t *peer = self_peer(dst);
     void *buf = tu_alloc_buf(4096);
     ferry_mem_t *mem = reg(src, buf, 4096, RW);
@@ -607,7 +599,7 @@ END_TEST
 
 START_TEST(test_import_built_blobs)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = self_peer(ctx);
     ferry_rmem_t *rmem = RMEM_UNTOUCHED, *ok = NULL;
     uint8_t blob[2048];
@@ -701,7 +693,7 @@ END_TEST
 
 START_TEST(test_import_more_rails_than_ours)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = self_peer(ctx);
     ferry_rmem_t *rmem = NULL;
     uint8_t blob[2048];
@@ -721,7 +713,7 @@ END_TEST
 
 START_TEST(test_rmem_length_and_free)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = self_peer(ctx);
     void *buf = tu_alloc_buf(8192);
     ferry_mem_t *mem = reg(ctx, buf, 6000, RW);
@@ -787,7 +779,7 @@ END_TEST
 START_TEST(test_requested_keys)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     uint8_t *buf = tu_alloc_buf(8192);
     ferry_mem_t *a, *b;
 
@@ -809,7 +801,7 @@ END_TEST
 START_TEST(test_provider_refuses_duplicate_key)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     uint8_t *buf = tu_alloc_buf(8192);
     ferry_mem_t *a = reg(ctx, buf, 4096, RW);
     struct iovec iov = {.iov_base = buf + 4096, .iov_len = 4096};
@@ -989,7 +981,7 @@ END_TEST
 START_TEST(test_raw_key_blob_refused)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = self_peer(ctx);
     ferry_rmem_t *rmem = RMEM_UNTOUCHED;
     uint8_t blob[2048];

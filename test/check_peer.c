@@ -28,18 +28,6 @@
 /* A sentinel that a failed call must leave alone. */
 #define UNTOUCHED ((ferry_peer_t *)(uintptr_t)0x5a5a)
 
-static ferry_context_t *open_ctx(const char *prov)
-{
-    struct ferry_config cfg;
-    ferry_context_t *ctx = NULL;
-    int ret;
-
-    tu_config(&cfg, prov);
-    ret = ferry_context_create(&cfg, &ctx);
-    ck_assert_msg(ret == 0, "context on %s: %s", prov, ferry_last_error());
-    return ctx;
-}
-
 static size_t address_of(ferry_context_t *ctx, uint8_t *buf, size_t cap)
 {
     size_t len = cap;
@@ -109,7 +97,7 @@ static void peer_count_is(ferry_context_t *ctx, size_t want)
 
 START_TEST(test_add_null_args)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = UNTOUCHED;
     uint8_t addr[512];
     size_t len = address_of(ctx, addr, sizeof(addr));
@@ -134,7 +122,7 @@ END_TEST
 
 START_TEST(test_add_wrong_handle)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = NULL, *p2 = UNTOUCHED;
     uint8_t addr[512];
     size_t len = address_of(ctx, addr, sizeof(addr));
@@ -153,7 +141,7 @@ END_TEST
 START_TEST(test_add_fills_every_rail)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *a = open_ctx(prov), *b = open_ctx(prov);
+    ferry_context_t *a = tu_context(prov), *b = tu_context(prov);
     ferry_peer_t *peer = NULL;
     uint8_t addr[512];
     size_t len = address_of(b, addr, sizeof(addr));
@@ -181,7 +169,7 @@ END_TEST
 START_TEST(test_add_every_truncation)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = UNTOUCHED;
     uint8_t addr[512];
     size_t len = address_of(ctx, addr, sizeof(addr));
@@ -206,7 +194,7 @@ START_TEST(test_add_every_corrupted_byte)
 {
     static const uint8_t flips[] = {0x01, 0x10, 0x80, 0xff};
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = UNTOUCHED;
     uint8_t addr[512];
     size_t len = address_of(ctx, addr, sizeof(addr));
@@ -235,7 +223,7 @@ END_TEST
 START_TEST(test_add_trailing_garbage)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov);
+    ferry_context_t *ctx = tu_context(prov);
     ferry_peer_t *peer = UNTOUCHED;
     struct ferry__blob_writer w;
     uint8_t addr[512], padded[600];
@@ -267,7 +255,7 @@ END_TEST
 
 START_TEST(test_add_rkey_blob_as_address)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = UNTOUCHED;
     ferry_mem_t *mem = NULL;
     void *buf = tu_alloc_buf(4096);
@@ -291,7 +279,7 @@ START_TEST(test_add_other_provider)
 {
     /* _i: 0 = a shm blob into a tcp context, 1 = the other way round. */
     const char *from = _i == 0 ? "shm" : TCP, *to = _i == 0 ? TCP : "shm";
-    ferry_context_t *src = open_ctx(from), *dst = open_ctx(to);
+    ferry_context_t *src = tu_context(from), *dst = tu_context(to);
     ferry_peer_t *peer = UNTOUCHED;
     uint8_t addr[512];
     size_t len = address_of(src, addr, sizeof(addr));
@@ -312,7 +300,7 @@ END_TEST
 
 START_TEST(test_built_blob_accepted)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = NULL;
     uint8_t name[FERRY__ADDR_MAX], blob[1024];
     size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
@@ -335,7 +323,7 @@ END_TEST
 
 START_TEST(test_built_blob_rail_counts)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = UNTOUCHED;
     uint8_t name[FERRY__ADDR_MAX], blob[4096];
     size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
@@ -367,7 +355,7 @@ END_TEST
 
 START_TEST(test_built_blob_address_lengths)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = UNTOUCHED;
     uint8_t big[FERRY__ADDR_MAX + 44], blob[1024];
     size_t len;
@@ -389,7 +377,7 @@ END_TEST
 
 START_TEST(test_built_blob_long_provider_name)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = UNTOUCHED;
     uint8_t name[FERRY__ADDR_MAX], blob[1024];
     size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
@@ -408,7 +396,7 @@ END_TEST
 
 START_TEST(test_built_blob_address_family)
 {
-    ferry_context_t *ctx = open_ctx(TCP);
+    ferry_context_t *ctx = tu_context(TCP);
     ferry_peer_t *peer = UNTOUCHED;
     struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6,
                                 .sin6_port = htons(4242),
@@ -433,7 +421,7 @@ END_TEST
 START_TEST(test_multi_rail_peers)
 {
     struct ferry_config cfg;
-    ferry_context_t *two_a = NULL, *two_b = NULL, *one = open_ctx(TCP);
+    ferry_context_t *two_a = NULL, *two_b = NULL, *one = tu_context(TCP);
     ferry_peer_t *peer = NULL;
     uint8_t addr[512];
     size_t len;
@@ -518,12 +506,12 @@ END_TEST
 
 START_TEST(test_remove_keeps_the_others)
 {
-    ferry_context_t *ctx = open_ctx(TCP), *other[3];
+    ferry_context_t *ctx = tu_context(TCP), *other[3];
     ferry_peer_t *peer[3];
     uint8_t addr[512];
 
     for (int i = 0; i < 3; i++) {
-        other[i] = open_ctx(TCP);
+        other[i] = tu_context(TCP);
         size_t len = address_of(other[i], addr, sizeof(addr));
         ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer[i]), 0);
     }
@@ -545,14 +533,14 @@ END_TEST
 START_TEST(test_peers_closed_with_context)
 {
     const char *prov = tu_providers[_i];
-    ferry_context_t *ctx = open_ctx(prov), *other[4];
+    ferry_context_t *ctx = tu_context(prov), *other[4];
     ferry_peer_t *peer = NULL;
     uint8_t addr[512];
 
     /* Several peers, never removed: context destruction frees them (a
      * leak fails this test under AddressSanitizer). */
     for (int i = 0; i < 4; i++) {
-        other[i] = open_ctx(prov);
+        other[i] = tu_context(prov);
         size_t len = address_of(other[i], addr, sizeof(addr));
         ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer), 0);
     }

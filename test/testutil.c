@@ -26,6 +26,19 @@ void tu_config(struct ferry_config *cfg, const char *prov)
     cfg->timeout_ms = 30000;
 }
 
+ferry_context_t *tu_context(const char *prov)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+    int ret;
+
+    tu_config(&cfg, prov);
+    ret = ferry_context_create(&cfg, &ctx);
+    ck_assert_msg(ret == 0, "context on %s: %s", prov, ferry_last_error());
+    ck_assert_ptr_nonnull(ctx);
+    return ctx;
+}
+
 void tu_pair_open(struct tu_pair *p, const char *prov,
                   const struct ferry_config *base)
 {

@@ -19,6 +19,9 @@ extern const size_t tu_nproviders;
 /* A config for provider prov over loopback, with a short deadline. */
 void tu_config(struct ferry_config *cfg, const char *prov);
 
+/* A context from tu_config(prov); asserts success. */
+ferry_context_t *tu_context(const char *prov);
+
 /*
  * Two contexts in this process: init (posts) and target (owns memory, runs
  * a progress thread), and init's peer handle for target.  base may be NULL;
