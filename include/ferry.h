@@ -122,6 +122,14 @@ struct ferry_config {
      * proportion to their speed; smaller ones take rails in turn
      * (default 128 KiB). */
     size_t stripe_threshold;
+    /*
+     * Device memory on a domain that cannot register it (no FI_HMEM, as
+     * with Debian's libfabric) moves through this many pinned host
+     * buffers of this size, copies and network transfers overlapping
+     * (defaults 8 and 2 MiB; FERRY_STAGING_BUFFERS, FERRY_STAGING_CHUNK).
+     */
+    size_t staging_buffers;
+    size_t staging_chunk;
 };
 
 /*
@@ -174,6 +182,10 @@ struct ferry_context_info {
      * the userfaultfd monitor runs (else only ferry_mem_invalidate calls). */
     const char *rcache_monitor;
     int rcache_monitor_running;
+    /* How device memory is registered on this context, and why: dmabuf,
+     * FI_HMEM by virtual address, staged through host buffers, or not at
+     * all (no device backend). */
+    const char *device_path;
 };
 #define FERRY_CONTEXT_INFO_INIT {.size = sizeof(struct ferry_context_info)}
 
@@ -250,6 +262,24 @@ enum ferry_access {
  */
 FERRY_API void ferry_mem_invalidate(const void *addr, size_t len);
 
+/*
+ * Device memory for programs without a CUDA runtime of their own
+ * (examples, benches, tests), through ferry's device backend: CUDA's
+ * driver API (libcuda.so.1, loaded at run time), or the simulated device
+ * when FERRY_SIM_DEVICES=N is set (N devices whose memory the CPU cannot
+ * touch: for tests only).  Each returns 0, FERRY_EINVAL, or FERRY_ENOTSUP
+ * when there is no backend (ferry_device_status() says why).
+ */
+/* "cuda", "simulated", or NULL when there is none. */
+FERRY_API const char *ferry_device_backend(void);
+/* One sentence: which backend runs and why, or why none does. */
+FERRY_API const char *ferry_device_status(void);
+FERRY_API int ferry_device_count(int *count);
+FERRY_API int ferry_device_alloc(int device, size_t len, void **ptr);
+FERRY_API int ferry_device_free(void *ptr);
+/* A blocking copy; either side may be host or device memory. */
+FERRY_API int ferry_device_copy(void *dst, const void *src, size_t len);
+
 /* Counters of a context (ferry_context_stats). */
 struct ferry_stats {
     size_t size; /* set by the caller: sizeof(struct ferry_stats) */
@@ -263,6 +293,11 @@ struct ferry_stats {
     uint64_t notifications_received;
     uint64_t notifications_unqueued; /* counted only: the queue was full */
     uint64_t bytes_posted[8];      /* per rail */
+    /* Device memory staged through host buffers (see staging_chunk). */
+    uint64_t staged_bytes;
+    uint64_t staged_chunks;
+    uint64_t staged_max_in_flight; /* most chunks ever in flight at once */
+    uint64_t mirror_syncs; /* host mirrors copied to the device (target) */
 };
 #define FERRY_STATS_INIT {.size = sizeof(struct ferry_stats)}
 
@@ -271,10 +306,22 @@ FERRY_API int ferry_context_stats(ferry_context_t *ctx,
                                   struct ferry_stats *stats);
 
 /*
- * Registers [addr, addr + len) with every rail of the context.  device is
- * the CUDA ordinal for FERRY_MEM_CUDA (ignored for host memory).
- * Returns 0, FERRY_EINVAL, FERRY_ENOTSUP (CUDA not available: the sentence
- * says why), FERRY_ENOSPC (key space of the provider exhausted),
+ * Registers [addr, addr + len) with every rail of the context.
+ *
+ * kind FERRY_MEM_CUDA: device memory of CUDA device `device` (-1: the
+ * device the pointer belongs to).  FERRY_MEM_AUTO asks the pointer.
+ * Device memory is registered with dmabuf where libfabric (>= 1.20), the
+ * provider and the driver allow it, else with FI_HMEM by virtual address;
+ * on a domain without FI_HMEM it is staged: transfers copy it through
+ * pinned host buffers, and a region exported for remote access is
+ * exported as a host mirror (see docs/semantics.md: a peer's write into
+ * it reaches the device before the write's notification is delivered).
+ * ferry_mem_path() says which.
+ *
+ * Returns 0, FERRY_EINVAL (a host pointer registered as CUDA memory, a
+ * device pointer as host memory, a device ordinal that is not the
+ * pointer's, a range past its allocation), FERRY_ENOTSUP (no CUDA: the
+ * sentence says why), FERRY_ENOSPC (key space of the provider exhausted),
  * FERRY_EPROVIDER or FERRY_ENOMEM.
  */
 FERRY_API int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
@@ -287,6 +334,21 @@ FERRY_API int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
  * is done with them).  NULL-safe (returns 0).
  */
 FERRY_API int ferry_mem_deregister(ferry_mem_t *mem);
+
+/*
+ * How the region is registered: "host", "cuda dmabuf", "cuda FI_HMEM"
+ * (by virtual address) or "cuda staged" (through host buffers); NULL for
+ * an invalid handle.
+ */
+FERRY_API const char *ferry_mem_path(const ferry_mem_t *mem);
+/*
+ * For a staged device region exported for remote reads: copies the
+ * device's current contents into the host mirror peers read (it is
+ * filled at registration; later device writes need this call).  Returns
+ * 0 (also for regions that are not staged, which need nothing) or an
+ * error.
+ */
+FERRY_API int ferry_mem_refresh(ferry_mem_t *mem);
 
 /*
  * Writes the remote-key blob a peer needs to reach this region with

@@ -17,6 +17,9 @@
 #define DEFAULT_RCACHE_BYTES (64ull << 30)
 #define DEFAULT_STRIPE_THRESHOLD (128u << 10)
 #define DEFAULT_NOTIFY_QUEUE (1u << 20)
+#define DEFAULT_STAGING_BUFFERS 8
+#define DEFAULT_STAGING_CHUNK (2u << 20)
+#define MAX_STAGING_BUFFERS 256
 
 
 /*
@@ -57,6 +60,8 @@ static void config_defaults(struct ferry_config *cfg)
     cfg->cuda_device = -1;
     cfg->stripe_threshold = DEFAULT_STRIPE_THRESHOLD;
     cfg->notify_queue_max = DEFAULT_NOTIFY_QUEUE;
+    cfg->staging_buffers = DEFAULT_STAGING_BUFFERS;
+    cfg->staging_chunk = DEFAULT_STAGING_CHUNK;
 }
 
 int ferry_config_init(struct ferry_config *cfg)
@@ -80,6 +85,16 @@ int ferry_config_init(struct ferry_config *cfg)
         return ret;
     if (ret > 0)
         cfg->timeout_ms = (int)n;
+    ret = env_uint("FERRY_STAGING_BUFFERS", 1, MAX_STAGING_BUFFERS, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->staging_buffers = (size_t)n;
+    ret = env_uint("FERRY_STAGING_CHUNK", 4096, 1l << 30, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->staging_chunk = (size_t)n;
     return 0;
 }
 
@@ -134,6 +149,14 @@ static int adopt_config(struct ferry_context *ctx,
                             "config.timeout_ms is %d; use 0 (no deadline) "
                             "or a positive number of milliseconds",
                             cfg->timeout_ms);
+    if (cfg->staging_buffers < 1 || cfg->staging_buffers > MAX_STAGING_BUFFERS ||
+        cfg->staging_chunk < 4096 || cfg->staging_chunk > (1u << 30))
+        return ferry__error(FERRY_EINVAL,
+                            "config.staging_buffers is %zu and "
+                            "config.staging_chunk %zu; use 1 to %d buffers "
+                            "of 4 KiB to 1 GiB",
+                            cfg->staging_buffers, cfg->staging_chunk,
+                            MAX_STAGING_BUFFERS);
     if (cfg->mr_key_size > FERRY__KEY_MAX)
         return ferry__error(FERRY_EINVAL,
                             "config.mr_key_size is %zu; at most %d bytes",
@@ -433,6 +456,8 @@ int ferry_context_create(const struct ferry_config *cfg,
     ret = check_forced_modes(ctx);
     for (unsigned i = 0; i < ctx->nrails && ret == 0; i++)
         ret = rail_open(ctx, &ctx->rails[i]);
+    if (ret == 0)
+        ferry__dev_path_init(ctx);
     if (ret == 0 && ctx->cfg.registration_cache)
         ret = ferry__rcache_create(ctx, ctx->cfg.rcache_max_entries,
                                    ctx->cfg.rcache_max_bytes, &ctx->rcache);
@@ -460,6 +485,7 @@ void ferry_context_destroy(ferry_context_t *ctx)
         ctx->rails[i].ep = NULL;
     }
     ferry__reqs_destroy(ctx);
+    ferry__stage_destroy(ctx);
     /* Registrations and remote regions before peers: a remote region
      * points at its peer (rmem_release reads rmem->peer->ctx and drops
      * peer->rmem_count), so freeing peers first was a use after free when
@@ -545,6 +571,7 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
                                "and ferry_mem_invalidate() calls"
                              : ferry__monitor_status();
     out.rcache_monitor_running = ctx->rcache != NULL && ferry__monitor_start();
+    out.device_path = ctx->dev_why;
     /* Only as much as the caller's struct holds. */
     memcpy(info, &out, out.size);
     return 0;
@@ -579,6 +606,10 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     for (unsigned i = 0; i < ctx->nrails && i < FERRY__ARRAY_LEN(out.bytes_posted);
          i++)
         out.bytes_posted[i] = ctx->rails[i].bytes_posted;
+    out.staged_bytes = ctx->staged_bytes;
+    out.staged_chunks = ctx->staged_chunks;
+    out.staged_max_in_flight = ctx->staged_max_in_flight;
+    out.mirror_syncs = ctx->mirror_syncs;
     pthread_mutex_unlock(&ctx->lock);
     /* Only as much as the caller's struct holds. */
     memcpy(stats, &out, out.size);

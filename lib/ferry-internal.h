@@ -31,6 +31,8 @@
 #define FERRY__KEY_MAX 64          /* longest raw key carried in a blob */
 #define FERRY__ADDR_MAX 256        /* longest endpoint name carried in a blob */
 #define FERRY__NAME_MAX 64         /* provider / fabric / domain names in blobs */
+/* The API version ferry asks for: the one of the headers it was built with. */
+#define FERRY__FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 
 /* ---- error (error.c) --------------------------------------------------- */
 
@@ -165,8 +167,23 @@ enum ferry__magic {
 
 struct ferry__op; /* one posted operation, see xfer.c */
 struct ferry__rcache;   /* rcache.h */
+struct ferry__stage;    /* stage.c */
+struct ferry__stage_slot;
 struct ferry__rc_entry; /* rcache.h */
-enum ferry__op_kind { FERRY__OP_WRITE, FERRY__OP_READ, FERRY__OP_SEND };
+enum ferry__op_kind {
+    FERRY__OP_WRITE,
+    FERRY__OP_READ,
+    FERRY__OP_SEND, /* a notification */
+    FERRY__OP_SYNC, /* a mirror sync message (stage.c) */
+};
+
+/* How a context registers device memory (ferry__dev_path_choose). */
+enum ferry__dev_path {
+    FERRY__DEV_NONE,   /* no device backend: device memory is refused */
+    FERRY__DEV_DMABUF, /* FI_HMEM with a dmabuf fd (libfabric >= 1.20) */
+    FERRY__DEV_VA,     /* FI_HMEM by virtual address (peer memory) */
+    FERRY__DEV_STAGED, /* no FI_HMEM: copied through pinned host buffers */
+};
 
 /* Notification messages (notify.c). */
 #define FERRY__MSG_SIZE 32
@@ -264,6 +281,15 @@ struct ferry_context {
     atomic_bool stopping;
 
     struct ferry__rcache *rcache; /* NULL when disabled */
+    /* How device memory is registered here (hmem.c), and why. */
+    enum ferry__dev_path dev_path;
+    char dev_why[320];
+    struct ferry__stage *stage; /* staging buffers, made on first need */
+    uint64_t next_mirror_id;    /* under lock */
+    unsigned mirror_rmems;      /* imported remote mirrors; under lock */
+    /* Devices whose memory peers may write through FI_HMEM: their GPUDirect
+     * writes are flushed before a notification is delivered. */
+    _Atomic unsigned hmem_exposed_devices;
     struct ferry__notify_queue notifications; /* under lock */
     struct ferry__counters counters;          /* under lock */
 
@@ -271,6 +297,8 @@ struct ferry_context {
     uint64_t oneshot_registrations;
     uint64_t notifications_received;
     uint64_t notifications_unqueued; /* counted, not queued: queue full */
+    uint64_t staged_bytes, staged_chunks, staged_max_in_flight;
+    uint64_t mirror_syncs;
 };
 
 
@@ -351,6 +379,17 @@ struct ferry_mem {
     int device;
     unsigned access;
     bool oneshot; /* made by a transfer for an iov without lmem */
+    /*
+     * Device memory the domain cannot register: transfers stage it
+     * through host buffers (stage.c), and with remote access the
+     * registrations below are of `mirror`, a pinned host copy peers
+     * reach instead, identified to them by mirror_id.
+     */
+    bool staged;
+    uint8_t *mirror;
+    uint64_t mirror_id;
+    uint64_t buffer_id; /* device allocation's id (cache validation) */
+    enum ferry__dev_path path; /* FERRY__DEV_NONE for host memory */
     /* Operations and requests that still use it; deregistration waits. */
     _Atomic unsigned users;
     struct fid_mr *mr[FERRY__MAX_RAILS];
@@ -369,6 +408,10 @@ struct ferry_rmem {
     uint64_t len;
     unsigned access; /* FERRY_ACCESS_* the exporter granted */
     bool virt_addr;  /* remote addresses are base + offset */
+    /* A host mirror of device memory (staged on the exporter's side):
+     * written data reaches the device when ferry says so (stage.c). */
+    bool mirror;
+    uint64_t mirror_id;
     _Atomic unsigned users;
     uint64_t key[FERRY__MAX_RAILS];
     bool key_mapped[FERRY__MAX_RAILS]; /* raw key mapped with fi_mr_map_raw */
@@ -382,12 +425,22 @@ struct ferry_rmem {
 int ferry__mem_register(struct ferry_context *ctx, void *addr, size_t len,
                         unsigned access, bool oneshot, struct ferry_mem **out);
 /*
+ * The same for memory of any kind: asks the device backend what addr is
+ * (device memory takes the context's device path, mem.c), unless kind is
+ * FERRY_MEM_HOST.  `call` names the caller in error sentences.
+ */
+int ferry__mem_register_any(struct ferry_context *ctx, void *addr, size_t len,
+                            enum ferry_mem_kind kind, int device,
+                            unsigned access, bool oneshot, const char *call,
+                            struct ferry_mem **out);
+/*
  * fi_mr_regattr on one rail with ferry's key policy (requested keys that
  * fit mr_key_size, retried while taken) and FI_MR_ENDPOINT binding.
  * Caller holds ctx->lock (the domain is FI_THREAD_DOMAIN).
  */
 int ferry__mr_open(struct ferry_context *ctx, struct ferry__rail *rail,
-                   struct fi_mr_attr *attr, struct fid_mr **mr);
+                   struct fi_mr_attr *attr, uint64_t flags,
+                   struct fid_mr **mr);
 /* Closes the registration; caller guarantees nobody uses it. */
 void ferry__mem_close(struct ferry_mem *mem);
 /* The same with ctx->lock already held by the caller. */
@@ -457,11 +510,53 @@ int ferry__prep_check_indices(const struct ferry_prep *prep,
                               const uint32_t *lidx, const uint32_t *ridx,
                               size_t n);
 
-/* ---- hmem (hmem.c) ----------------------------------------------------- */
+/* ---- device memory (hmem.c, stage.c) ----------------------------------- */
 
-/* Device memory registration; FERRY_ENOTSUP until CUDA support exists. */
-int ferry__hmem_register(struct ferry_context *ctx, void *addr, size_t len,
-                         int device);
+/*
+ * The device path of a context from facts alone, so every combination is
+ * testable without a GPU: whether a backend runs, the domain's caps, the
+ * libfabric versions at build time (FI_MR_DMABUF), at run time and
+ * requested.  Writes a sentence saying why into why.
+ */
+struct ferry__dev_facts {
+    const char *backend; /* NULL: none (backend_why says why) */
+    const char *backend_why;
+    const char *provider, *domain;
+    bool domain_hmem;       /* the domain was opened with FI_HMEM */
+    bool built_with_dmabuf; /* FI_MR_DMABUF in the headers ferry built with */
+    uint32_t fi_runtime;    /* fi_version() */
+    uint32_t fi_requested;  /* the API version ferry asked fi_getinfo for */
+};
+enum ferry__dev_path ferry__dev_path_choose(const struct ferry__dev_facts *f,
+                                            char *why, size_t len);
+const char *ferry__dev_path_name(enum ferry__dev_path path);
+/* Sets ctx->dev_path and ctx->dev_why (context creation). */
+void ferry__dev_path_init(struct ferry_context *ctx);
+/* Before a notification is delivered: makes peers' GPUDirect writes into
+ * this context's device memory visible to the devices. */
+void ferry__hmem_flush_rdma(struct ferry_context *ctx);
+
+/* Staging buffers and streams for device `ordinal` exist (no lock held). */
+int ferry__stage_ensure(struct ferry_context *ctx, int ordinal);
+/*
+ * Starts the next chunk of the request's current item (at req->cur_off),
+ * whose local memory is staged: returns the bytes started, 0 when no
+ * buffer or operation slot is free now (progress retries), or -1 when it
+ * failed and ended the request.  Caller holds ctx->lock.
+ */
+ssize_t ferry__stage_post(struct ferry_req *req,
+                          const struct ferry_iov *item);
+/* Moves staged chunks whose copies finished on (ctx->lock held). */
+void ferry__stage_progress(struct ferry_context *ctx);
+/* An RMA of a staged chunk came back (from ferry__op_complete). */
+void ferry__stage_rma_done(struct ferry__op *op, int err);
+void ferry__stage_destroy(struct ferry_context *ctx);
+/*
+ * Target side: a peer wrote [off, off + len) of the mirror of region
+ * mirror_id; copies it to the device.  Caller holds ctx->lock.
+ */
+void ferry__mirror_sync(struct ferry_context *ctx, uint64_t mirror_id,
+                        uint64_t off, uint64_t len);
 
 /* ---- xfer and progress (xfer.c, progress.c) ----------------------------- */
 
@@ -470,6 +565,7 @@ struct ferry__op {
     struct ferry_req *req;
     struct ferry__rail *rail;
     struct ferry__op *next_free;
+    struct ferry__stage_slot *slot; /* a staged chunk's RMA, else NULL */
     enum ferry__op_kind kind;
     size_t len;
     uint8_t msg[FERRY__MSG_SIZE]; /* a notification's wire bytes */
@@ -515,6 +611,11 @@ struct ferry_req {
     enum ferry__notify_state notify;
     uint64_t notify_id;
     uint64_t notify_value;
+    /* Writes into remote mirrors (rmem->mirror) are followed by one sync
+     * message per item, sync_next the next item to send one for; the
+     * notification, if any, goes once they are all delivered. */
+    bool sync_mirrors;
+    size_t sync_next;
     int status;           /* FERRY_EINPROGRESS, 0 or the error */
     bool user_freed;      /* free once the provider is done with it */
     char errmsg[256];
@@ -534,6 +635,15 @@ void ferry__req_post_pending(struct ferry_req *req);
 /* Ends the request with status unless it has ended already. */
 void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Takes op, the rail's first free slot, for req. */
+void ferry__op_take(struct ferry__rail *rail, struct ferry__op *op,
+                    struct ferry_req *req, enum ferry__op_kind kind,
+                    size_t len);
+/* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem. */
+ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
+                        struct ferry__op *op, void *local, void *desc,
+                        const struct ferry_rmem *rmem, uint64_t roff,
+                        size_t len);
 /* Marks it done if all is posted and back; retires it if ended and idle. */
 void ferry__req_settle(struct ferry_req *req);
 /* An operation came back, with err 0 or the error and its sentence. */
@@ -551,6 +661,10 @@ void ferry__notify_rail_close(struct ferry__rail *rail);
 /* Posts the request's notification on op; returns fi_send's result. */
 ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
                            struct ferry__op *op);
+/* Posts a mirror sync message (stage.c) on op. */
+ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
+                         struct ferry__op *op, uint64_t mirror_id,
+                         uint64_t off, uint64_t len);
 /* A receive completed with len bytes; queues, counts, re-posts. */
 void ferry__notify_received(struct ferry_context *ctx,
                             struct ferry__rail *rail, struct ferry__recv *rv,

@@ -14,8 +14,17 @@
  * (ferry_counter_get/wait), so "all 512 blocks of sequence 7 have landed"
  * is a counter reaching 512 whatever order they came in.
  *
+ * Writes into a peer's host mirror of device memory (a staged region,
+ * stage.c) are followed by one sync message per range written, sent
+ * after the range's writes completed and before the notification; the
+ * target copies the range to its device when the message arrives.  Both
+ * travel on rail 0 and the target reads its completion queue in order, so
+ * the copy is done before the notification is delivered.
+ *
  * Wire format, little-endian, FERRY__MSG_SIZE bytes at most:
- *   u32 magic "FRYN" | u32 kind (1 = notify) | u64 id | u64 value
+ *   u32 magic "FRYN" | u32 kind 1 (notify) | u64 id | u64 value
+ *   u32 magic "FRYN" | u32 kind 2 (mirror sync) | u64 mirror id |
+ *       u64 offset | u64 length
  */
 #include "ferry-internal.h"
 
@@ -26,6 +35,8 @@
 #define NOTIFY_MAGIC 0x4e595246u /* "FRYN" */
 #define NOTIFY_KIND 1u
 #define NOTIFY_WIRE_LEN 24u
+#define SYNC_KIND 2u
+#define SYNC_WIRE_LEN 32u
 
 static void put64(uint8_t *p, uint64_t v)
 {
@@ -54,7 +65,7 @@ static int register_area(struct ferry_context *ctx, struct ferry__rail *rail,
                               .access = access,
                               .iface = FI_HMEM_SYSTEM};
 
-    return ferry__mr_open(ctx, rail, &attr, mr);
+    return ferry__mr_open(ctx, rail, &attr, 0, mr);
 }
 
 static int post_recv(struct ferry__rail *rail, struct ferry__recv *rv)
@@ -118,16 +129,34 @@ void ferry__notify_rail_close(struct ferry__rail *rail)
 
 /* ---- sending -------------------------------------------------------------- */
 
-ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
-                           struct ferry__op *op)
+static ssize_t send_msg(struct ferry_req *req, struct ferry__rail *rail,
+                        struct ferry__op *op, uint32_t kind,
+                        const uint64_t *fields, size_t nfields)
 {
     void *desc = rail->send_mr ? fi_mr_desc(rail->send_mr) : NULL;
 
-    put64(op->msg, (uint64_t)NOTIFY_MAGIC | (uint64_t)NOTIFY_KIND << 32);
-    put64(op->msg + 8, req->notify_id);
-    put64(op->msg + 16, req->notify_value);
-    return fi_send(rail->ep, op->msg, NOTIFY_WIRE_LEN, desc,
+    put64(op->msg, (uint64_t)NOTIFY_MAGIC | (uint64_t)kind << 32);
+    for (size_t i = 0; i < nfields; i++)
+        put64(op->msg + 8 + 8 * i, fields[i]);
+    return fi_send(rail->ep, op->msg, 8 + 8 * nfields, desc,
                    req->peer->fi_addr[rail->index], &op->fi_ctx);
+}
+
+ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
+                           struct ferry__op *op)
+{
+    const uint64_t f[] = {req->notify_id, req->notify_value};
+
+    return send_msg(req, rail, op, NOTIFY_KIND, f, FERRY__ARRAY_LEN(f));
+}
+
+ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
+                         struct ferry__op *op, uint64_t mirror_id,
+                         uint64_t off, uint64_t len)
+{
+    const uint64_t f[] = {mirror_id, off, len};
+
+    return send_msg(req, rail, op, SYNC_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
 /* ---- receiving ------------------------------------------------------------ */
@@ -226,16 +255,22 @@ void ferry__notify_received(struct ferry_context *ctx,
     struct ferry_notification n;
     struct ferry__counter *counter;
     uint64_t head = get64(rv->buf);
+    uint32_t kind = (uint32_t)(head >> 32);
     int ret;
 
     if (len == 0) {
         /* a failed receive: nothing to deliver, only re-post */
+    } else if (len == SYNC_WIRE_LEN && (uint32_t)head == NOTIFY_MAGIC &&
+               kind == SYNC_KIND) {
+        ferry__mirror_sync(ctx, get64(rv->buf + 8), get64(rv->buf + 16),
+                           get64(rv->buf + 24));
     } else if (len != NOTIFY_WIRE_LEN || (uint32_t)head != NOTIFY_MAGIC ||
-               (uint32_t)(head >> 32) != NOTIFY_KIND) {
+               kind != NOTIFY_KIND) {
         FERRY_LOG_WARN("dropping a %zu-byte message on domain %s that is not a "
                    "ferry notification",
                    len, rail->info->domain_attr->name);
     } else {
+        ferry__hmem_flush_rdma(ctx);
         n.id = get64(rv->buf + 8);
         n.value = get64(rv->buf + 16);
         counter = counter_find(&ctx->counters, n.id, true);

@@ -178,6 +178,7 @@ int ferry__progress_locked(struct ferry_context *ctx)
         else
             total += n;
     }
+    ferry__stage_progress(ctx);
     /* Deadlines are enforced even when a CQ keeps failing. */
     ctx->running = visit_active(ctx);
     return err != 0 ? err : total;

@@ -11,6 +11,7 @@
  * and within a class a non-loopback domain and IPv4 before the others.
  */
 #include "ferry-internal.h"
+#include "hmem.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,8 +23,6 @@
 #define REQUIRED_CAPS                                                         \
     (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG)
 
-/* The API version ferry asks for: the one of the headers it was built with. */
-#define FERRY__FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 
 enum transport_class {
     CLASS_NIC = 0,
@@ -193,7 +192,7 @@ static struct fi_info *make_hints(const struct ferry_config *cfg,
         h->caps = REQUIRED_CAPS;
         /* Every operation ferry posts carries a fi_context2 it owns. */
         h->mode = FI_CONTEXT | FI_CONTEXT2;
-        /* Device memory registration (FERRY_MR_HMEM) comes with CUDA. */
+        /* FI_MR_HMEM only where FI_HMEM is asked for (select_hmem). */
         h->domain_attr->mr_mode = ferry__mr_mode_to_fi(
             (cfg->mr_mode_offer | cfg->mr_mode_force) & ~FERRY_MR_HMEM);
         h->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -399,6 +398,44 @@ static int add_candidate(struct ferry__selection *sel, const struct fi_info *p,
     return 0;
 }
 
+/*
+ * With a device backend, asks again for domains that register device
+ * memory (FI_HMEM; libfabric ignores a registration's iface otherwise)
+ * and takes their fi_info instead, so the rail opens with FI_HMEM.
+ * Without a backend nothing is asked: a host-only program never loads
+ * libcuda through libfabric's FI_HMEM support.
+ */
+static void select_hmem(const struct ferry_config *cfg,
+                        struct ferry__selection *sel)
+{
+    struct fi_info *hints, *infos = NULL;
+
+    if (ferry__hmem() == NULL ||
+        !((cfg->mr_mode_offer | cfg->mr_mode_force) & FERRY_MR_HMEM))
+        return;
+    hints = make_hints(cfg, cfg->provider, true);
+    if (hints == NULL)
+        return;
+    hints->caps |= FI_HMEM;
+    hints->domain_attr->mr_mode |= FI_MR_HMEM;
+    if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, 0, hints, &infos) != 0)
+        infos = NULL;
+    fi_freeinfo(hints);
+    for (struct fi_info *p = infos; p != NULL; p = p->next) {
+        for (size_t i = 0; i < sel->ncand; i++) {
+            struct ferry__candidate *c = &sel->cand[i];
+            struct fi_info *dup;
+
+            if ((c->info->caps & FI_HMEM) || !same_domain(c->info, p) ||
+                (dup = fi_dupinfo(p)) == NULL)
+                continue;
+            fi_freeinfo(c->info);
+            c->info = dup;
+        }
+    }
+    fi_freeinfo(infos);
+}
+
 int ferry__provider_select(const struct ferry_config *cfg,
                            struct ferry__selection *sel)
 {
@@ -442,6 +479,7 @@ int ferry__provider_select(const struct ferry_config *cfg,
             fp ? " (FI_PROVIDER narrows the search)" : "",
             sel->refused[0] ? sel->refused : "fi_getinfo returned nothing");
     }
+    select_hmem(cfg, sel);
     qsort(sel->cand, sel->ncand, sizeof(*sel->cand), by_rank);
     return 0;
 }

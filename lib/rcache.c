@@ -25,6 +25,7 @@
  * the rest for its next turn.
  */
 #include "rcache.h"
+#include "hmem.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -525,6 +526,52 @@ static uintptr_t page_size(void)
     return p;
 }
 
+/*
+ * Device memory is not mapped for the CPU, so no unmap event tells of its
+ * end: a cached device entry is checked on each hit against the buffer id
+ * of the allocation now at the address.  Memory freed and allocated again
+ * at the same address has a new id; its old entry dies here.
+ */
+static bool device_entry_current(struct ferry__rcache *rc,
+                                 struct ferry__rc_entry *e, const void *addr)
+{
+    struct ferry__hmem_ptr pi;
+
+    if (e->mem->kind != FERRY_MEM_CUDA)
+        return true;
+    if (ferry__hmem()->ptr_info(addr, &pi) == 0 && pi.device &&
+        pi.buffer_id == e->mem->buffer_id)
+        return true;
+    if (!(atomic_fetch_or(&e->flags, FERRY__RC_DEAD) & FERRY__RC_DEAD))
+        atomic_fetch_add_explicit(&rc->invalidations, 1,
+                                  memory_order_relaxed);
+    ferry__rcache_put(e);
+    return false;
+}
+
+/*
+ * The range a miss registers and caches: the pages around a host range,
+ * or the whole allocation of a device pointer (cached by buffer id, not
+ * watched; its entry spans whole pages so page-rounded lookups of its
+ * tail hit).  An error for a pointer the backend cannot describe.
+ */
+static int miss_range(void *addr, struct ferry__hmem_ptr *pi,
+                      uintptr_t *start, uintptr_t *end)
+{
+    const struct ferry__hmem_ops *ops = ferry__hmem();
+    uintptr_t page = page_size();
+    int ret;
+
+    memset(pi, 0, sizeof(*pi));
+    if (ops != NULL && (ret = ops->ptr_info(addr, pi)) != 0)
+        return ret;
+    if (pi->device) {
+        *start = pi->base;
+        *end = (pi->base + pi->size + page - 1) & ~(page - 1);
+    }
+    return 0;
+}
+
 int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
                       struct ferry_mem **mem, struct ferry__rc_entry **entry)
 {
@@ -532,6 +579,7 @@ int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
     uintptr_t page = page_size();
     uintptr_t start = (uintptr_t)addr & ~(page - 1);
     uintptr_t end = ((uintptr_t)addr + len + page - 1) & ~(page - 1);
+    struct ferry__hmem_ptr pi;
     struct ferry__rc_entry *e;
     uint64_t since;
     int ret;
@@ -541,6 +589,8 @@ int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
         unsigned st = lookup_stripe();
 
         e = lookup(rc, st, start, end);
+        if (e != NULL && !device_entry_current(rc, e, addr))
+            e = NULL;
         if (e != NULL) {
             atomic_store_explicit(
                 &rc->hits[st].n,
@@ -555,14 +605,21 @@ int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
     }
     /* A miss: note the ring first, watch and register with no lock. */
     since = atomic_load(&ring_head);
+    if ((ret = miss_range(addr, &pi, &start, &end)) != 0)
+        return ret;
     if (rc == NULL || ferry__in_forked_child() ||
-        !ferry__monitor_watch(start, end)) {
-        start = (uintptr_t)addr;
-        end = start + len;
+        (!pi.device && !ferry__monitor_watch(start, end))) {
+        start = pi.device ? pi.base : (uintptr_t)addr;
+        end = pi.device ? pi.base + pi.size : (uintptr_t)addr + len;
         rc = NULL; /* not cacheable: a one-shot of just the range */
     }
-    ret = ferry__mem_register(ctx, (void *)start, end - start, 0, rc == NULL,
-                              mem);
+    /* A device entry registers exactly its allocation; its cached range
+     * may extend to the page end (miss_range). */
+    ret = ferry__mem_register_any(
+        ctx, (void *)start,
+        pi.device ? pi.size - (start - pi.base) : end - start,
+        pi.device ? FERRY_MEM_CUDA : FERRY_MEM_HOST, -1, 0, rc == NULL,
+        "a transfer's local buffer", mem);
     if (ret != 0 || rc == NULL)
         return ret;
     e = insert(rc, *mem, start, end, since);

@@ -323,6 +323,9 @@ static int req_start(struct ferry_req *req, ferry_req_t **out)
     req->striped = ctx->nrails > 1 && req->bytes >= ctx->cfg.stripe_threshold;
     req->rail = ctx->next_rail++;
     req->chunk = req->striped ? stripe_chunk(ctx, req->bytes) : ctx->max_msg;
+    /* Writes into a peer's host mirror of device memory tell the peer
+     * what they wrote (post_syncs); only contexts that imported one look. */
+    req->sync_mirrors = req->kind == FERRY__OP_WRITE && ctx->mirror_rmems > 0;
     hold_regions(req, 1);
     list_append(&ctx->active, req);
     ferry__req_post_pending(req);
@@ -458,14 +461,13 @@ static void req_item(const struct ferry_req *req, size_t i,
     }
 }
 
-static ssize_t post_one(struct ferry_req *req, struct ferry__rail *rail,
-                        struct ferry__op *op, const struct ferry_iov *item,
-                        void *desc, size_t len)
+ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
+                        struct ferry__op *op, void *local, void *desc,
+                        const struct ferry_rmem *rmem, uint64_t roff,
+                        size_t len)
 {
-    uint8_t *local = (uint8_t *)item->local + req->cur_off;
-    uint64_t raddr = ferry__rma_addr(item->rmem,
-                                     item->roffset + req->cur_off);
-    uint64_t key = item->rmem->key[rail->index];
+    uint64_t raddr = ferry__rma_addr(rmem, roff);
+    uint64_t key = rmem->key[rail->index];
     fi_addr_t dest = req->peer->fi_addr[rail->index];
 
     if (req->kind == FERRY__OP_WRITE)
@@ -474,17 +476,29 @@ static ssize_t post_one(struct ferry_req *req, struct ferry__rail *rail,
     return fi_read(rail->ep, local, len, desc, dest, raddr, key, &op->fi_ctx);
 }
 
-/* Takes a free operation slot off the rail for req. */
-static void take_op(struct ferry__rail *rail, struct ferry__op *op,
+void ferry__op_take(struct ferry__rail *rail, struct ferry__op *op,
                     struct ferry_req *req, enum ferry__op_kind kind,
                     size_t len)
 {
     rail->free_ops = op->next_free;
     op->req = req;
+    op->slot = NULL;
     op->kind = kind;
     op->len = len;
     rail->ops_in_flight++;
     req->ops_in_flight++;
+}
+
+/* len more bytes of the current item are on their way. */
+static void advance(struct ferry_req *req, const struct ferry_iov *item,
+                    size_t len)
+{
+    req->rail_pending = -1;
+    req->cur_off += len;
+    if (req->cur_off == item->len) {
+        req->cur_iov++;
+        req->cur_off = 0;
+    }
 }
 
 /*
@@ -524,6 +538,14 @@ void ferry__req_post_pending(struct ferry_req *req)
         ssize_t ret;
 
         req_item(req, req->cur_iov, &item);
+        if (item.lmem != NULL && item.lmem->staged) {
+            ssize_t n = ferry__stage_post(req, &item);
+
+            if (n <= 0)
+                break; /* no room now, or the request ended */
+            advance(req, &item, (size_t)n);
+            continue;
+        }
         if (req->rail_pending < 0)
             req->rail_pending = (int)next_rail(req, item.rmem->nrails);
         rail = &ctx->rails[req->rail_pending];
@@ -534,7 +556,9 @@ void ferry__req_post_pending(struct ferry_req *req)
         len = item.len - req->cur_off;
         if (len > req->chunk)
             len = req->chunk;
-        ret = post_one(req, rail, op, &item, desc, len);
+        ret = ferry__rma_post(req, rail, op, (uint8_t *)item.local + req->cur_off,
+                              desc, item.rmem, item.roffset + req->cur_off,
+                              len);
         /* A full provider queue: the next progress call polls the CQ,
          * which makes room, and posts the rest (on the same rail). */
         if (ret == -FI_EAGAIN)
@@ -548,14 +572,56 @@ void ferry__req_post_pending(struct ferry_req *req)
                            fi_strerror((int)-ret));
             break;
         }
-        take_op(rail, op, req, req->kind, len);
+        ferry__op_take(rail, op, req, req->kind, len);
         rail->bytes_posted += len;
-        req->rail_pending = -1;
-        req->cur_off += len;
-        if (req->cur_off == item.len) {
-            req->cur_iov++;
-            req->cur_off = 0;
+        advance(req, &item, len);
+    }
+}
+
+/*
+ * After its writes completed, tells the peer which ranges of its host
+ * mirrors they filled (one message per run of contiguous items), so it
+ * copies them to its device before the notification that follows.
+ */
+static void post_syncs(struct ferry_req *req)
+{
+    struct ferry__rail *rail = &req->ctx->rails[0];
+
+    while (req->sync_next < req->niov) {
+        struct ferry_iov item, more;
+        size_t next = req->sync_next + 1;
+        uint64_t end;
+        struct ferry__op *op;
+        ssize_t ret;
+
+        req_item(req, req->sync_next, &item);
+        if (!item.rmem->mirror) {
+            req->sync_next = next;
+            continue;
         }
+        end = item.roffset + item.len;
+        for (; next < req->niov; next++) {
+            req_item(req, next, &more);
+            if (more.rmem != item.rmem || more.roffset != end)
+                break;
+            end += more.len;
+        }
+        if ((op = rail->free_ops) == NULL)
+            return; /* no slot now: the next progress call goes on */
+        ret = ferry__sync_send(req, rail, op, item.rmem->mirror_id,
+                               item.roffset, end - item.roffset);
+        if (ret == -FI_EAGAIN)
+            return;
+        if (ret != 0) {
+            ferry__req_end(req, ferry__error_from_fi((int)ret),
+                           "telling the peer about data written into its "
+                           "staged device memory failed on domain %s: %s",
+                           rail->info->domain_attr->name,
+                           fi_strerror((int)-ret));
+            return;
+        }
+        ferry__op_take(rail, op, req, FERRY__OP_SYNC, 0);
+        req->sync_next = next;
     }
 }
 
@@ -577,7 +643,7 @@ static void post_notification(struct ferry_req *req)
                        rail->info->domain_attr->name, fi_strerror((int)-ret));
         return;
     }
-    take_op(rail, op, req, FERRY__OP_SEND, 0);
+    ferry__op_take(rail, op, req, FERRY__OP_SEND, 0);
     req->notify = FERRY__NOTIFY_SENT;
 }
 
@@ -602,8 +668,11 @@ void ferry__req_settle(struct ferry_req *req)
     if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov &&
         req->ops_in_flight == 0) {
         /* Every operation posted so far came back: the data is visible at
-         * the target (FI_DELIVERY_COMPLETE), so the notification may go. */
-        if (req->notify == FERRY__NOTIFY_PENDING)
+         * the target (FI_DELIVERY_COMPLETE), so the notification may go,
+         * after the syncs of any staged remote memory were delivered. */
+        if (req->sync_mirrors && req->sync_next < req->niov)
+            post_syncs(req);
+        else if (req->notify == FERRY__NOTIFY_PENDING)
             post_notification(req);
         else
             req->status = 0;
@@ -623,6 +692,7 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
 {
     struct ferry_req *req = op->req;
     struct ferry__rail *rail = op->rail;
+    bool staged = op->slot != NULL;
 
     op->req = NULL;
     op->next_free = rail->free_ops;
@@ -632,13 +702,18 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     if (err != 0)
         ferry__req_end(req, err, "%s of %zu bytes on domain %s failed: %s",
                        op->kind == FERRY__OP_SEND    ? "notification"
+                       : op->kind == FERRY__OP_SYNC  ? "staged-memory sync"
                        : op->kind == FERRY__OP_WRITE ? "write"
                                                      : "read",
                        op->len, rail->info->domain_attr->name, why);
     else if (op->kind == FERRY__OP_SEND)
         req->notify = FERRY__NOTIFY_DONE;
-    else
+    else if (op->kind != FERRY__OP_SYNC)
         req->bytes_done += op->len;
+    /* A staged chunk goes on (a read's copy to the device) or frees its
+     * buffer; the slot is still the op's until this call. */
+    if (staged)
+        ferry__stage_rma_done(op, err);
     ferry__req_settle(req);
 }
 

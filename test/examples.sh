@@ -30,4 +30,7 @@ runs "kv_transfer (pull): OK" "$ex/kv_transfer" demo --mode pull
 runs "kv_transfer (push): OK" "$ex/kv_transfer" demo --mode push
 runs "sequence 3 complete" "$ex/kv_transfer" demo --mode push
 FERRY_PROVIDER=shm runs "demo: OK" "$ex/hello_write" demo --size 4M --iterations 2
+# No GPU here: it says so and runs on the simulated device.
+runs "verified on the device: OK" "$ex/gpu_write" --size 8M --iterations 2
+FERRY_PROVIDER=shm runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2
 exit $status

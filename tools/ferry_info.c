@@ -172,15 +172,28 @@ static void print_context(struct report *r, const struct ferry_config *cfg)
                "\"rcache_monitor\": ",
                info.nrails, info.max_msg_size, info.tx_depth);
         json_str(info.rcache_monitor);
+        printf(", \"device_backend\": ");
+        json_str(ferry_device_status());
+        printf(", \"device_path\": ");
+        json_str(info.device_path);
         printf("},\n");
     } else {
         printf("context with this configuration:\n  %s\n"
                "  mr_mode in effect %s; %u rail%s; operations up to %s, %zu "
                "in flight per rail\n"
-               "  registration cache invalidated by: %s\n",
+               "  registration cache invalidated by: %s\n"
+               "  device backend: %s\n"
+               "  device memory: %s\n",
                info.why, mode, info.nrails, info.nrails == 1 ? "" : "s", msg,
-               info.tx_depth, info.rcache_monitor);
+               info.tx_depth, info.rcache_monitor, ferry_device_status(),
+               info.device_path);
     }
+    if (strstr(info.device_path, "staged") != NULL)
+        warn(r,
+             "GPU memory on this provider is copied through host buffers "
+             "(staged), not registered with the NIC: expect host-memory "
+             "speed at best (%s)",
+             info.device_path);
     if (!info.rcache_monitor_running)
         warn(r,
              "cached registrations are invalidated only when the program "

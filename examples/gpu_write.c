@@ -1,0 +1,249 @@
+/*
+ * gpu_write: GPU memory to GPU memory, as two processes on this host.
+ *
+ *   gpu_write [--size BYTES] [--iterations N]
+ *
+ * The target registers a buffer on GPU 0 for remote writes and publishes
+ * it; the initiator writes from its own GPU buffer into it, each write
+ * with a notification, and the target checks every byte on the device
+ * once the notifications are in.  Both print how ferry registered their
+ * device memory (dmabuf, FI_HMEM by virtual address, or staged through
+ * host buffers when the provider cannot register GPU memory) and why.
+ *
+ * With a GPU (CUDA's driver, libcuda.so.1) it uses it.  Without one it
+ * says so and runs on ferry's simulated device (FERRY_SIM_DEVICES=1),
+ * whose memory the CPU cannot touch, so the same code paths run.
+ * FERRY_PROVIDER / FI_PROVIDER pick the provider (default tcp on lo).
+ */
+#include <ferry.h>
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOTIFY_ID 7
+#define TIMEOUT_MS 60000
+
+static size_t opt_size = 16u << 20;
+static unsigned opt_iterations = 4;
+
+static int fail(const char *who, const char *what, int err)
+{
+    fprintf(stderr, "%s: %s failed: %s (%s)\n", who, what, ferry_strerror(err),
+            ferry_last_error());
+    return 1;
+}
+
+static uint8_t pattern(size_t i, unsigned it)
+{
+    return (uint8_t)(((uint64_t)i * 0x9e3779b97f4a7c15ull + it) >> 56);
+}
+
+static int open_context(const char *who, bool target, ferry_context_t **ctx)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    int ret;
+
+    ferry_config_init(&cfg);
+    if (cfg.provider == NULL && getenv("FI_PROVIDER") == NULL) {
+        cfg.provider = "tcp;ofi_rxm";
+        cfg.domain = "lo";
+    }
+    cfg.local_only = 1;
+    cfg.progress_thread = target;
+    cfg.cuda_device = 0;
+    if ((ret = ferry_context_create(&cfg, ctx)))
+        return fail(who, "ferry_context_create", ret);
+    ferry_context_info(*ctx, &info);
+    printf("%s: provider %s; device memory: %s\n", who, info.provider,
+           info.device_path);
+    return 0;
+}
+
+/* A device buffer and its registration. */
+static int device_region(const char *who, ferry_context_t *ctx,
+                         unsigned access, void **dev, ferry_mem_t **mem)
+{
+    int ret;
+
+    if ((ret = ferry_device_alloc(0, opt_size, dev)))
+        return fail(who, "ferry_device_alloc", ret);
+    if ((ret = ferry_mem_register(ctx, *dev, opt_size, FERRY_MEM_CUDA, 0,
+                                  access, mem)))
+        return fail(who, "ferry_mem_register", ret);
+    printf("%s: %zu bytes on device 0 registered as \"%s\"\n", who, opt_size,
+           ferry_mem_path(*mem));
+    return 0;
+}
+
+static int run_target(int port_fd)
+{
+    ferry_context_t *ctx;
+    ferry_oob_t *lis;
+    ferry_mem_t *mem;
+    uint8_t *check;
+    void *dev;
+    size_t bad = 0;
+    int ret, port;
+
+    if (open_context("target", true, &ctx) ||
+        device_region("target", ctx, FERRY_ACCESS_REMOTE_WRITE, &dev, &mem))
+        return 1;
+    if ((ret = ferry_oob_listen(ctx, "127.0.0.1:0", &lis)) ||
+        (ret = ferry_oob_publish(lis, "gpu", mem)))
+        return fail("target", "publishing the region", ret);
+    port = ferry_oob_port(lis);
+    if (write(port_fd, &port, sizeof(port)) != sizeof(port))
+        return fail("target", "reporting the port", FERRY_EIO);
+    if ((ret = ferry_counter_wait(ctx, NOTIFY_ID, opt_iterations,
+                                  TIMEOUT_MS)))
+        return fail("target", "waiting for the notifications", ret);
+    /* The device holds the last iteration's bytes: copy them back to see. */
+    check = malloc(opt_size);
+    if (check == NULL || (ret = ferry_device_copy(check, dev, opt_size)))
+        return fail("target", "copying the device buffer back", FERRY_ENOMEM);
+    for (size_t i = 0; i < opt_size; i++)
+        bad += check[i] != pattern(i, opt_iterations - 1);
+    printf("target: %u notifications; %zu bytes verified on the device: %s\n",
+           opt_iterations, opt_size, bad == 0 ? "OK" : "CORRUPT");
+    free(check);
+    ferry_oob_close(lis);
+    ferry_mem_deregister(mem);
+    ferry_context_destroy(ctx);
+    ferry_device_free(dev);
+    return bad == 0 ? 0 : 1;
+}
+
+static int run_initiator(int port)
+{
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    struct ferry_stats st = FERRY_STATS_INIT;
+    ferry_context_t *ctx;
+    ferry_oob_conn_t *conn;
+    ferry_rmem_t *rmem;
+    ferry_mem_t *mem;
+    ferry_req_t *req;
+    uint8_t *host;
+    char where[32];
+    void *dev;
+    int ret;
+
+    if (open_context("initiator", false, &ctx) ||
+        device_region("initiator", ctx, 0, &dev, &mem))
+        return 1;
+    snprintf(where, sizeof(where), "127.0.0.1:%d", port);
+    if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)) ||
+        (ret = ferry_oob_lookup(conn, "gpu", TIMEOUT_MS, &rmem)))
+        return fail("initiator", "finding the target's region", ret);
+    host = malloc(opt_size);
+    if (host == NULL)
+        return fail("initiator", "malloc", FERRY_ENOMEM);
+    opts.flags = FERRY_XFER_NOTIFY;
+    opts.notify_id = NOTIFY_ID;
+    opts.notify_value = 1;
+    for (unsigned it = 0; it < opt_iterations; it++) {
+        struct ferry_iov iov = {dev, mem, rmem, 0, opt_size};
+
+        for (size_t i = 0; i < opt_size; i++)
+            host[i] = pattern(i, it);
+        if ((ret = ferry_device_copy(dev, host, opt_size)))
+            return fail("initiator", "filling the device buffer", ret);
+        if ((ret = ferry_write(ferry_oob_conn_peer(conn), &iov, 1, &opts,
+                               &req)) ||
+            (ret = ferry_req_wait(req, TIMEOUT_MS)))
+            return fail("initiator", "ferry_write", ret);
+        ferry_req_free(req);
+    }
+    ferry_context_stats(ctx, &st);
+    printf("initiator: wrote %u x %zu bytes from GPU to GPU; staged %" PRIu64
+           " bytes in %" PRIu64 " chunks, up to %" PRIu64 " in flight\n",
+           opt_iterations, opt_size, st.staged_bytes, st.staged_chunks,
+           st.staged_max_in_flight);
+    free(host);
+    ferry_rmem_free(rmem);
+    ferry_oob_disconnect(conn);
+    ferry_mem_deregister(mem);
+    ferry_context_destroy(ctx);
+    ferry_device_free(dev);
+    return 0;
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+
+    if (shift != 0)
+        end++;
+    if (end == s || *end != '\0' || v == 0 || v > (SIZE_MAX >> shift)) {
+        fprintf(stderr, "--size %s: give a positive number of bytes, "
+                "optionally with K, M or G\n", s);
+        exit(2);
+    }
+    return (size_t)v << shift;
+}
+
+int main(int argc, char **argv)
+{
+    int port_pipe[2], status = 0, port = 0, ret;
+    pid_t target;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
+            opt_size = parse_size(argv[++i]);
+        else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc &&
+                 atoi(argv[i + 1]) > 0)
+            opt_iterations = (unsigned)atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: gpu_write [--size BYTES] "
+                    "[--iterations N]\n");
+            return 2;
+        }
+    }
+    /* Decided before the first ferry call, which chooses the backend. */
+    if (getenv("FERRY_SIM_DEVICES") == NULL) {
+        if (ferry_device_backend() == NULL) {
+            printf("gpu_write: no GPU here (%s)\n"
+                   "gpu_write: NOTICE: running on ferry's simulated device "
+                   "instead (FERRY_SIM_DEVICES=1)\n",
+                   ferry_device_status());
+            fflush(stdout);
+            setenv("FERRY_SIM_DEVICES", "1", 1);
+            /* The backend is chosen once per process: start afresh. */
+            execv("/proc/self/exe", argv);
+            perror("gpu_write: re-executing itself");
+            return 1;
+        }
+    }
+    printf("gpu_write: device backend: %s\n", ferry_device_status());
+    if (pipe(port_pipe) != 0)
+        return 1;
+    fflush(stdout);
+    target = fork();
+    if (target == 0) {
+        close(port_pipe[0]);
+        ret = run_target(port_pipe[1]);
+        fflush(stdout);
+        _exit(ret);
+    }
+    close(port_pipe[1]);
+    if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
+        waitpid(target, &status, 0);
+        printf("gpu_write: FAILED (the target did not start)\n");
+        return 1;
+    }
+    ret = run_initiator(port);
+    if (ret != 0)
+        kill(target, SIGTERM);
+    waitpid(target, &status, 0);
+    ret = ret == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    printf("gpu_write: %s\n", ret ? "OK" : "FAILED");
+    return ret ? 0 : 1;
+}

@@ -1,0 +1,582 @@
+/*
+ * Device memory on domains that cannot register it, on the simulated
+ * device (whose memory crashes any CPU access by ferry): staged writes
+ * and reads in both directions over tcp and shm, byte for byte; the
+ * pipeline keeping more than one chunk in flight; a peer's writes into
+ * staged device memory reaching the device before their notification;
+ * cached device registrations validated by buffer id; the choice of the
+ * device path from the facts; and every refusal of a pointer of the
+ * wrong kind.
+ */
+#include "testutil.h"
+
+#include "ferry-internal.h"
+#include "hmem.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
+
+/* Small chunks so that a few MiB make a pipeline of many. */
+#define CHUNK (256 * KiB)
+#define SLOTS 4
+
+/* Every test starts here: the backend is chosen once per process, and
+ * Check runs each test in its own. */
+static void use_sim(void)
+{
+    ferry__hmem_use_sim(2);
+    ck_assert_ptr_nonnull(ferry__hmem());
+}
+
+static void stage_config(struct ferry_config *cfg, const char *prov)
+{
+    tu_config(cfg, prov);
+    cfg->staging_chunk = CHUNK;
+    cfg->staging_buffers = SLOTS;
+}
+
+static void pair_open(struct tu_pair *p, const char *prov)
+{
+    struct ferry_config cfg;
+
+    stage_config(&cfg, prov);
+    tu_pair_open(p, prov, &cfg);
+}
+
+/* Device memory holding pattern seed. */
+static void *dev_filled(int device, size_t len, uint64_t seed)
+{
+    void *dev = NULL, *host = malloc(len);
+    int ret = ferry_device_alloc(device, len, &dev);
+
+    ck_assert_msg(ret == 0, "device alloc: %s", ferry_last_error());
+    ck_assert_ptr_nonnull(host);
+    tu_fill(host, len, seed);
+    ck_assert_int_eq(ferry_device_copy(dev, host, len), 0);
+    free(host);
+    return dev;
+}
+
+/* First byte of device [dev, +len) that is not pattern seed, or SIZE_MAX. */
+static size_t dev_check(const void *dev, size_t len, uint64_t seed)
+{
+    void *host = malloc(len);
+    size_t bad;
+
+    ck_assert_ptr_nonnull(host);
+    ck_assert_msg(ferry_device_copy(host, dev, len) == 0, "copy back: %s",
+                  ferry_last_error());
+    bad = tu_check(host, len, seed);
+    free(host);
+    return bad;
+}
+
+static int move(ferry_peer_t *peer, bool write, void *local, ferry_mem_t *lmem,
+                ferry_rmem_t *rmem, uint64_t roff, size_t len,
+                const struct ferry_xfer_opts *opts)
+{
+    struct ferry_iov iov = {.local = local, .lmem = lmem, .rmem = rmem,
+                            .roffset = roff, .len = len};
+    ferry_req_t *req = NULL;
+    int ret = write ? ferry_write(peer, &iov, 1, opts, &req)
+                    : ferry_read(peer, &iov, 1, opts, &req);
+
+    ck_assert_msg(ret == 0, "post: %s", ferry_last_error());
+    ret = ferry_req_wait(req, 20000);
+    ferry_req_free(req);
+    return ret;
+}
+
+static struct ferry_stats stats_of(ferry_context_t *ctx)
+{
+    struct ferry_stats st = FERRY_STATS_INIT;
+
+    ck_assert_int_eq(ferry_context_stats(ctx, &st), 0);
+    return st;
+}
+
+/* ---- the initiator's device memory ----------------------------------------- */
+
+static const size_t sizes[] = {1, 4097, CHUNK, 3 * MiB + 123};
+
+/* Device -> remote host, then remote host -> device, at odd offsets. */
+START_TEST(test_staged_write_read)
+{
+    const char *prov = tu_providers[_i % tu_nproviders];
+    size_t len = sizes[_i / tu_nproviders];
+    size_t span = len + 8192;
+    struct tu_pair p;
+    void *dev, *dev2 = NULL;
+    uint8_t *host = tu_alloc_buf(span);
+    ferry_mem_t *dmem, *dmem2, *hmem;
+    ferry_rmem_t *rmem;
+
+    use_sim();
+    pair_open(&p, prov);
+    dev = dev_filled(0, span, 1);
+    ck_assert_int_eq(ferry_device_alloc(1, span, &dev2), 0);
+    ck_assert_msg(ferry_mem_register(p.init, dev, span, FERRY_MEM_CUDA, 0, 0,
+                                     &dmem) == 0,
+                  "register: %s", ferry_last_error());
+    ck_assert_str_eq(ferry_mem_path(dmem), "cuda staged");
+    ck_assert_int_eq(ferry_mem_register(p.init, dev2, span, FERRY_MEM_AUTO, -1,
+                                        0, &dmem2),
+                     0);
+    ck_assert_str_eq(ferry_mem_path(dmem2), "cuda staged");
+    ck_assert_int_eq(ferry_mem_register(p.target, host, span, FERRY_MEM_HOST,
+                                        -1, RW, &hmem),
+                     0);
+    rmem = tu_share(hmem, p.peer);
+
+    /* Bytes [3, 3 + len) of the device pattern land at offset 5. */
+    ck_assert_msg(move(p.peer, true, (uint8_t *)dev + 3, dmem, rmem, 5, len,
+                       NULL) == 0,
+                  "staged write of %zu on %s: %s", len, prov,
+                  ferry_last_error());
+    {
+        uint8_t *want = malloc(span);
+        tu_fill(want, span, 1);
+        ck_assert_msg(memcmp(host + 5, want + 3, len) == 0,
+                      "staged write of %zu bytes on %s: data differs", len,
+                      prov);
+        free(want);
+    }
+    /* And back, into device 1 at offset 7. */
+    ck_assert_msg(move(p.peer, false, (uint8_t *)dev2 + 7, dmem2, rmem, 5, len,
+                       NULL) == 0,
+                  "staged read of %zu on %s: %s", len, prov,
+                  ferry_last_error());
+    {
+        uint8_t *got = malloc(span);
+        ck_assert_int_eq(ferry_device_copy(got, dev2, span), 0);
+        ck_assert_msg(memcmp(got + 7, host + 5, len) == 0,
+                      "staged read of %zu bytes on %s: data differs", len,
+                      prov);
+        free(got);
+    }
+    ck_assert_uint_ge(stats_of(p.init).staged_bytes, 2 * len);
+    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_mem_deregister(dmem), 0);
+    ck_assert_int_eq(ferry_mem_deregister(dmem2), 0);
+    ck_assert_int_eq(ferry_mem_deregister(hmem), 0);
+    tu_pair_close(&p);
+    ck_assert_int_eq(ferry_device_free(dev), 0);
+    ck_assert_int_eq(ferry_device_free(dev2), 0);
+    tu_free_buf(host, span);
+}
+END_TEST
+
+/* 8 MiB through 4 slots of 256 KiB: the chunks overlap. */
+START_TEST(test_pipeline_overlaps)
+{
+    const char *prov = tu_providers[_i];
+    size_t len = 8 * MiB;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    void *dev;
+    ferry_mem_t *dmem, *hmem;
+    ferry_rmem_t *rmem;
+    struct ferry_stats st;
+    uint64_t copies = ferry__hmem_sim_copies();
+
+    use_sim();
+    pair_open(&p, prov);
+    dev = dev_filled(0, len, 9);
+    ck_assert_int_eq(ferry_mem_register(p.init, dev, len, FERRY_MEM_CUDA, 0, 0,
+                                        &dmem),
+                     0);
+    ck_assert_int_eq(ferry_mem_register(p.target, host, len, FERRY_MEM_HOST,
+                                        -1, RW, &hmem),
+                     0);
+    rmem = tu_share(hmem, p.peer);
+    ck_assert_int_eq(move(p.peer, true, dev, dmem, rmem, 0, len, NULL), 0);
+    ck_assert_uint_eq(tu_check(host, len, 9), SIZE_MAX);
+    st = stats_of(p.init);
+    ck_assert_uint_eq(st.staged_chunks, len / CHUNK);
+    ck_assert_msg(st.staged_max_in_flight > 1,
+                  "staged_max_in_flight is %llu: the chunks did not overlap",
+                  (unsigned long long)st.staged_max_in_flight);
+    ck_assert_uint_le(st.staged_max_in_flight, SLOTS);
+    ck_assert_uint_ge(ferry__hmem_sim_copies() - copies, len / CHUNK);
+    ferry_rmem_free(rmem);
+    ferry_mem_deregister(dmem);
+    ferry_mem_deregister(hmem);
+    tu_pair_close(&p);
+    ferry_device_free(dev);
+    tu_free_buf(host, len);
+}
+END_TEST
+
+/* ---- the target's device memory ------------------------------------------------ */
+
+/* Host -> remote device: there when the notification is. */
+START_TEST(test_remote_device_write_notified)
+{
+    const char *prov = tu_providers[_i];
+    size_t len = 3 * MiB + 5;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    void *dev;
+    ferry_mem_t *dmem, *hmem;
+    ferry_rmem_t *rmem;
+
+    use_sim();
+    pair_open(&p, prov);
+    dev = dev_filled(1, len, 2);
+    ck_assert_int_eq(ferry_mem_register(p.target, dev, len, FERRY_MEM_CUDA, 1,
+                                        RW, &dmem),
+                     0);
+    ck_assert_str_eq(ferry_mem_path(dmem), "cuda staged");
+    ck_assert_int_eq(ferry_mem_register(p.init, host, len, FERRY_MEM_HOST, -1,
+                                        0, &hmem),
+                     0);
+    rmem = tu_share(dmem, p.peer);
+    tu_fill(host, len, 3);
+    opts.flags = FERRY_XFER_NOTIFY;
+    opts.notify_id = 42;
+    opts.notify_value = 1;
+    for (int round = 0; round < 3; round++) {
+        tu_fill(host, len, 3 + round);
+        ck_assert_msg(move(p.peer, true, host, hmem, rmem, 0, len, &opts) == 0,
+                      "%s", ferry_last_error());
+        ck_assert_int_eq(ferry_counter_wait(p.target, 42, round + 1, 20000),
+                         0);
+        ck_assert_msg(dev_check(dev, len, 3 + round) == SIZE_MAX,
+                      "round %d on %s: the device misses data its "
+                      "notification announced",
+                      round, prov);
+    }
+    ck_assert_uint_ge(stats_of(p.target).mirror_syncs, 3);
+    ferry_rmem_free(rmem);
+    ferry_mem_deregister(dmem);
+    ferry_mem_deregister(hmem);
+    tu_pair_close(&p);
+    ferry_device_free(dev);
+    tu_free_buf(host, len);
+}
+END_TEST
+
+/* Remote device -> host (the mirror, refreshed), and device -> device. */
+START_TEST(test_remote_device_read_and_dev_to_dev)
+{
+    const char *prov = tu_providers[_i];
+    size_t len = MiB + 17;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    void *tdev, *idev;
+    ferry_mem_t *tmem, *imem, *hmem;
+    ferry_rmem_t *rmem;
+    uint64_t syncs;
+
+    use_sim();
+    pair_open(&p, prov);
+    tdev = dev_filled(0, len, 4);
+    idev = dev_filled(1, len, 5);
+    ck_assert_int_eq(ferry_mem_register(p.target, tdev, len, FERRY_MEM_AUTO,
+                                        -1, RW, &tmem),
+                     0);
+    ck_assert_int_eq(ferry_mem_register(p.init, host, len, FERRY_MEM_HOST, -1,
+                                        0, &hmem),
+                     0);
+    ck_assert_int_eq(ferry_mem_register(p.init, idev, len, FERRY_MEM_CUDA, 1,
+                                        0, &imem),
+                     0);
+    rmem = tu_share(tmem, p.peer);
+    ck_assert_int_eq(move(p.peer, false, host, hmem, rmem, 0, len, NULL), 0);
+    ck_assert_uint_eq(tu_check(host, len, 4), SIZE_MAX);
+    /* The device changes: peers see it after ferry_mem_refresh. */
+    {
+        void *fresh = dev_filled(0, len, 6);
+        ck_assert_int_eq(ferry_device_copy(tdev, fresh, len), 0);
+        ferry_device_free(fresh);
+    }
+    ck_assert_int_eq(ferry_mem_refresh(tmem), 0);
+    ck_assert_int_eq(move(p.peer, false, host, hmem, rmem, 0, len, NULL), 0);
+    ck_assert_uint_eq(tu_check(host, len, 6), SIZE_MAX);
+    /* Device 1 here -> device 0 there, without a notification: the sync
+     * still reaches the device, soon after the request ends. */
+    syncs = stats_of(p.target).mirror_syncs;
+    ck_assert_int_eq(move(p.peer, true, idev, imem, rmem, 0, len, NULL), 0);
+    for (int i = 0; i < 2000 && stats_of(p.target).mirror_syncs == syncs; i++)
+        usleep(1000);
+    ck_assert_msg(dev_check(tdev, len, 5) == SIZE_MAX,
+                  "device-to-device write on %s did not reach the device",
+                  prov);
+    ferry_rmem_free(rmem);
+    ferry_mem_deregister(tmem);
+    ferry_mem_deregister(imem);
+    ferry_mem_deregister(hmem);
+    tu_pair_close(&p);
+    ferry_device_free(tdev);
+    ferry_device_free(idev);
+    tu_free_buf(host, len);
+}
+END_TEST
+
+/* ---- the cache, by buffer id -------------------------------------------------- */
+
+/* Memory freed and allocated again at the same address is registered
+ * anew: the second transfer carries the new allocation's bytes. */
+START_TEST(test_buffer_id_reuse)
+{
+    const char *prov = tu_providers[_i];
+    size_t len = 512 * KiB;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    void *dev;
+    ferry_mem_t *hmem;
+    ferry_rmem_t *rmem;
+    struct ferry__hmem_ptr before, after;
+    struct ferry_stats st;
+
+    use_sim();
+    pair_open(&p, prov);
+    ck_assert_int_eq(ferry_mem_register(p.target, host, len, FERRY_MEM_HOST,
+                                        -1, RW, &hmem),
+                     0);
+    rmem = tu_share(hmem, p.peer);
+    dev = dev_filled(0, len, 7);
+    ck_assert_int_eq(ferry__hmem()->ptr_info(dev, &before), 0);
+    /* lmem NULL: the cache registers it, and hits it the second time. */
+    ck_assert_int_eq(move(p.peer, true, dev, NULL, rmem, 0, len, NULL), 0);
+    ck_assert_int_eq(move(p.peer, true, dev, NULL, rmem, 0, len, NULL), 0);
+    ck_assert_uint_eq(tu_check(host, len, 7), SIZE_MAX);
+    st = stats_of(p.init);
+    ck_assert_uint_eq(st.rcache_misses, 1);
+    ck_assert_uint_eq(st.rcache_hits, 1);
+    ck_assert_int_eq(ferry_device_free(dev), 0);
+    ck_assert_msg(ferry__hmem_sim_alloc_at(0, dev, len) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_int_eq(ferry__hmem()->ptr_info(dev, &after), 0);
+    ck_assert_uint_ne(before.buffer_id, after.buffer_id);
+    {
+        void *fill = dev_filled(1, len, 8);
+        ck_assert_int_eq(ferry_device_copy(dev, fill, len), 0);
+        ferry_device_free(fill);
+    }
+    ck_assert_int_eq(move(p.peer, true, dev, NULL, rmem, 0, len, NULL), 0);
+    ck_assert_msg(tu_check(host, len, 8) == SIZE_MAX,
+                  "a stale registration of the freed allocation was used");
+    st = stats_of(p.init);
+    ck_assert_uint_eq(st.rcache_misses, 2);
+    ck_assert_uint_ge(st.rcache_invalidations, 1);
+    ferry_rmem_free(rmem);
+    ferry_mem_deregister(hmem);
+    tu_pair_close(&p);
+    ferry_device_free(dev);
+    tu_free_buf(host, len);
+}
+END_TEST
+
+/* A cancelled staged request gives its buffers back only when done. */
+START_TEST(test_cancel_in_flight)
+{
+    size_t len = 16 * MiB;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    void *dev;
+    ferry_mem_t *dmem, *hmem;
+    ferry_rmem_t *rmem;
+    struct ferry_iov iov;
+    ferry_req_t *req;
+    int ret;
+
+    use_sim();
+    pair_open(&p, "tcp;ofi_rxm");
+    dev = dev_filled(0, len, 10);
+    ck_assert_int_eq(ferry_mem_register(p.init, dev, len, FERRY_MEM_CUDA, 0, 0,
+                                        &dmem),
+                     0);
+    ck_assert_int_eq(ferry_mem_register(p.target, host, len, FERRY_MEM_HOST,
+                                        -1, RW, &hmem),
+                     0);
+    rmem = tu_share(hmem, p.peer);
+    iov = (struct ferry_iov){.local = dev, .lmem = dmem, .rmem = rmem,
+                             .len = len};
+    ck_assert_int_eq(ferry_write(p.peer, &iov, 1, NULL, &req), 0);
+    ck_assert_int_eq(ferry_req_cancel(req), 0);
+    ret = ferry_req_wait(req, 20000);
+    ck_assert_msg(ret == FERRY_ECANCELED, "wait: %d (%s)", ret,
+                  ferry_last_error());
+    ferry_req_free(req);
+    /* The slots came back: deregistration and a full transfer work. */
+    for (int i = 0; i < 1000 && ferry_mem_deregister(dmem) == FERRY_EBUSY;
+         i++)
+        ferry_progress(p.init);
+    ck_assert_int_eq(ferry_mem_register(p.init, dev, len, FERRY_MEM_CUDA, 0, 0,
+                                        &dmem),
+                     0);
+    ck_assert_int_eq(move(p.peer, true, dev, dmem, rmem, 0, len, NULL), 0);
+    ck_assert_uint_eq(tu_check(host, len, 10), SIZE_MAX);
+    ferry_rmem_free(rmem);
+    ferry_mem_deregister(dmem);
+    ferry_mem_deregister(hmem);
+    tu_pair_close(&p);
+    ferry_device_free(dev);
+    tu_free_buf(host, len);
+}
+END_TEST
+
+/* ---- refusals ------------------------------------------------------------------ */
+
+START_TEST(test_wrong_kinds_refused)
+{
+    ferry_context_t *ctx;
+    ferry_mem_t *mem = NULL;
+    uint8_t *host = tu_alloc_buf(4096);
+    void *dev;
+
+    use_sim();
+    ctx = tu_context("tcp;ofi_rxm");
+    dev = dev_filled(0, 8192, 1);
+    ck_assert_int_eq(ferry_mem_register(ctx, host, 4096, FERRY_MEM_CUDA, 0, 0,
+                                        &mem),
+                     FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "is host memory"));
+    ck_assert_int_eq(ferry_mem_register(ctx, dev, 8192, FERRY_MEM_HOST, -1, 0,
+                                        &mem),
+                     FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "not host memory"));
+    ck_assert_int_eq(ferry_mem_register(ctx, dev, 8192, FERRY_MEM_CUDA, 1, 0,
+                                        &mem),
+                     FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "belongs to device 0"));
+    ck_assert_int_eq(ferry_mem_register(ctx, (uint8_t *)dev + 4096, 8192,
+                                        FERRY_MEM_CUDA, 0, 0, &mem),
+                     FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "past the end"));
+    ck_assert_ptr_null(mem);
+    ck_assert_int_eq(ferry_device_alloc(2, 4096, &dev), FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "device 2"));
+    ferry_context_destroy(ctx);
+    tu_free_buf(host, 4096);
+}
+END_TEST
+
+/* Without a backend a CUDA registration says why, and host memory works. */
+START_TEST(test_no_backend)
+{
+    ferry_context_t *ctx;
+    ferry_mem_t *mem = NULL;
+    uint8_t *host = tu_alloc_buf(4096);
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+
+    unsetenv("FERRY_SIM_DEVICES");
+    ctx = tu_context("tcp;ofi_rxm");
+    if (ferry_device_backend() != NULL) {
+        /* A real GPU here: host memory named CUDA is refused instead. */
+        ck_assert_str_eq(ferry_device_backend(), "cuda");
+        ck_assert_int_eq(ferry_mem_register(ctx, host, 4096, FERRY_MEM_CUDA,
+                                            0, 0, &mem),
+                         FERRY_EINVAL);
+        ferry_context_destroy(ctx);
+        tu_free_buf(host, 4096);
+        return;
+    }
+    ck_assert_int_eq(ferry_mem_register(ctx, host, 4096, FERRY_MEM_CUDA, 0, 0,
+                                        &mem),
+                     FERRY_ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "not available"));
+    ck_assert_int_eq(ferry_mem_register(ctx, host, 4096, FERRY_MEM_AUTO, -1,
+                                        0, &mem),
+                     0);
+    ck_assert_str_eq(ferry_mem_path(mem), "host");
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_ptr_nonnull(strstr(info.device_path, "none"));
+    ferry_mem_deregister(mem);
+    ferry_context_destroy(ctx);
+    tu_free_buf(host, 4096);
+}
+END_TEST
+
+START_TEST(test_context_says_staged)
+{
+    ferry_context_t *ctx;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+
+    use_sim();
+    ctx = tu_context("tcp;ofi_rxm");
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_msg(strstr(info.device_path, "staged") != NULL &&
+                      strstr(info.device_path, "FI_HMEM") != NULL,
+                  "device_path: %s", info.device_path);
+    ck_assert_str_eq(ferry_device_backend(), "simulated");
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- the device path, from the facts ----------------------------------------- */
+
+START_TEST(test_path_choice)
+{
+    struct ferry__dev_facts f = {
+        .backend = "cuda",
+        .backend_why = "",
+        .provider = "verbs;ofi_rxm",
+        .domain = "mlx5_0",
+        .domain_hmem = true,
+        .built_with_dmabuf = true,
+        .fi_runtime = FI_VERSION(1, 21),
+        .fi_requested = FI_VERSION(1, 21),
+    };
+    char why[320];
+
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_DMABUF);
+    f.fi_runtime = FI_VERSION(1, 19);
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_VA);
+    ck_assert_ptr_nonnull(strstr(why, "loaded is older than 1.20"));
+    f.fi_runtime = FI_VERSION(1, 21);
+    f.fi_requested = FI_VERSION(1, 17);
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_VA);
+    ck_assert_ptr_nonnull(strstr(why, "asks libfabric for an API"));
+    f.built_with_dmabuf = false;
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_VA);
+    ck_assert_ptr_nonnull(strstr(why, "headers older than 1.20"));
+    f.domain_hmem = false;
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_STAGED);
+    ck_assert_ptr_nonnull(strstr(why, "mlx5_0"));
+    f.backend = NULL;
+    f.backend_why = "libcuda.so.1 not found";
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_NONE);
+    ck_assert_ptr_nonnull(strstr(why, "libcuda.so.1 not found"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("stage");
+    TCase *tc;
+    size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+
+    tc = tu_tcase(s, "staged", 120);
+    tcase_add_loop_test(tc, test_staged_write_read, 0,
+                        (int)(nsizes * tu_nproviders));
+    tcase_add_loop_test(tc, test_pipeline_overlaps, 0, (int)tu_nproviders);
+    tc = tu_tcase(s, "remote device", 120);
+    tcase_add_loop_test(tc, test_remote_device_write_notified, 0,
+                        (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_remote_device_read_and_dev_to_dev, 0,
+                        (int)tu_nproviders);
+    tc = tu_tcase(s, "cache", 120);
+    tcase_add_loop_test(tc, test_buffer_id_reuse, 0, (int)tu_nproviders);
+    tcase_add_test(tc, test_cancel_in_flight);
+    tc = tu_tcase(s, "refusals", 60);
+    tcase_add_test(tc, test_wrong_kinds_refused);
+    tcase_add_test(tc, test_no_backend);
+    tcase_add_test(tc, test_context_says_staged);
+    tcase_add_test(tc, test_path_choice);
+    return tu_run(s);
+}
