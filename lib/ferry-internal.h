@@ -283,7 +283,7 @@ struct ferry_context {
     struct ferry__rcache *rcache; /* NULL when disabled */
     /* How device memory is registered here (hmem.c), and why. */
     enum ferry__dev_path dev_path;
-    char dev_why[320];
+    char dev_why[600];
     struct ferry__stage *stage; /* staging buffers, made on first need */
     uint64_t next_mirror_id;    /* under lock */
     unsigned mirror_rmems;      /* imported remote mirrors; under lock */

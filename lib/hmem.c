@@ -14,7 +14,7 @@
 
 static pthread_once_t hmem_once = PTHREAD_ONCE_INIT;
 static const struct ferry__hmem_ops *hmem_ops;
-static char hmem_why[256];
+static char hmem_why[512];
 static int sim_forced; /* ferry__hmem_use_sim() before the first use */
 
 /* FERRY_SIM_DEVICES: 0 or unset (off), or 1..SIM_MAX_DEVICES. */

@@ -51,7 +51,7 @@
 /* The driver that knows CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE. */
 #define PCIE_MAPPING_DRIVER_VERSION 12080
 
-/* ---- the driver API ---------------------------------------------------- */
+/* ---- the driver API ------------------------------------------------------ */
 
 /*
  * The calls ferry makes, by the name cuda.h gives them.  Passed through
@@ -128,7 +128,7 @@ static const struct cu_sym cu_syms[] = {
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
                "function and object pointers differ in size");
 
-/* ---- what the loader sets (once) ------------------------------------------ */
+/* ---- what the loader sets (once) ----------------------------------------- */
 
 struct cu_device {
     CUdevice dev;
@@ -154,7 +154,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const struct ferry__hmem_ops *load_ops;
 static char load_why[512];
 
-/* ---- errors ------------------------------------------------------------ */
+/* ---- errors -------------------------------------------------------------- */
 
 /* Names of the errors ferry may meet, for when cuGetErrorName cannot help
  * (the toolkit's stub library answers every call with error 34). */
@@ -301,7 +301,7 @@ static int check_ordinal(int ordinal, const char *what)
                         "sees devices 0 to %d", what, ordinal, ndevices - 1);
 }
 
-/* ---- primary contexts ------------------------------------------------------ */
+/* ---- primary contexts ---------------------------------------------------- */
 
 /* The device's primary context, retained on first use (never released:
  * it lives as long as the process, as the CUDA runtime's does). */
@@ -401,7 +401,7 @@ static int host_ordinal(void)
     return chosen;
 }
 
-/* ---- the ops ------------------------------------------------------------ */
+/* ---- the ops ------------------------------------------------------------- */
 
 struct ferry__hmem_stream {
     CUstream stream;
@@ -555,8 +555,10 @@ static int cuda_dmabuf_fd(const void *ptr, size_t len, int *fd,
             CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
     ctx_pop();
     if (r != CUDA_SUCCESS) {
-        int code = r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE
-                       ? FERRY_ENOTSUP : cu_code(r);
+        int code = r == CUDA_ERROR_NOT_SUPPORTED ||
+                           r == CUDA_ERROR_INVALID_VALUE
+                       ? FERRY_ENOTSUP
+                       : cu_code(r);
 
         return ferry__error(code,
                             "dma-buf export of [0x%" PRIxPTR ", +%zu) on "
@@ -664,8 +666,8 @@ static int cuda_dev_free(void *ptr)
         return ferry__error(FERRY_EINVAL,
                             "dev_free(%p): %zu bytes into the allocation at "
                             "0x%" PRIxPTR "; free the pointer dev_alloc "
-                            "returned", ptr, (size_t)((uintptr_t)ptr - info.base),
-                            info.base);
+                            "returned", ptr,
+                            (size_t)((uintptr_t)ptr - info.base), info.base);
     if ((ret = ctx_push(info.ordinal, "dev_free")) != 0)
         return ret;
     r = cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
@@ -900,7 +902,7 @@ static struct ferry__hmem_ops cuda_ops = {
     .flush_rdma_writes = cuda_flush_rdma_writes,
 };
 
-/* ---- loading --------------------------------------------------------------- */
+/* ---- loading ------------------------------------------------------------- */
 
 /* snprintf through a va_list: the loader's sentences are cut to their
  * buffers on purpose, and -Wformat-truncation need not say so. */
@@ -1096,7 +1098,8 @@ static const struct ferry__hmem_ops *cuda_load(char *why, size_t len)
         atomic_init(&devices[i].flush_warned, false);
 #if HAVE_DECL_CUMEMGETHANDLEFORADDRESSRANGE
         /* An older driver does not know the attribute: no dma-buf. */
-        if (cu.cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+        if (cu.cuDeviceGetAttribute(&attr,
+                                    CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
                                     devices[i].dev) != CUDA_SUCCESS)
             attr = 0;
 #endif

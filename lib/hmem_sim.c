@@ -5,8 +5,9 @@
  *
  * Devices.  ferry__hmem_sim_load(n) makes devices 0..n-1 (n from 1 to
  * SIM_MAX_DEVICES).  Device d sits at PCI address "0000:XX:00.0" with bus
- * XX = 0x10 + d in hex ("0000:10:00.0", "0000:11:00.0", ...), so topology
- * tests can name the simulated GPUs in their XML.
+ * XX = 0x10 + d in hex ("0000:10:00.0", "0000:11:00.0", ...), or at the
+ * d-th address of FERRY_SIM_PCI ("0000:06:00.0,0000:01:03.0"), so topology
+ * tests can place the simulated GPUs where a saved topology has GPUs.
  *
  * Memory.  dev_alloc makes a memfd of the size rounded up to whole pages
  * and maps it twice: PROT_NONE (the "device" pointer handed out) and
@@ -335,6 +336,26 @@ static int sim_device_count(int *count)
     return 0;
 }
 
+/* The ordinal-th address of FERRY_SIM_PCI into buf; false if none. */
+static bool pci_from_env(int ordinal, char *buf, size_t len)
+{
+    const char *p = getenv("FERRY_SIM_PCI");
+
+    for (int i = 0; p != NULL && *p != '\0'; i++) {
+        size_t n = strcspn(p, ",");
+
+        if (i == ordinal) {
+            if (n == 0 || n >= len)
+                return false;
+            memcpy(buf, p, n);
+            buf[n] = '\0';
+            return true;
+        }
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
 static int sim_pci_bus_id(int ordinal, char *buf, size_t len)
 {
     int ret = check_ordinal("simulated pci_bus_id", ordinal);
@@ -346,7 +367,8 @@ static int sim_pci_bus_id(int ordinal, char *buf, size_t len)
                             "simulated pci_bus_id: a PCI address needs %zu "
                             "bytes, the buffer has %zu",
                             sizeof("0000:00:00.0"), buf == NULL ? 0 : len);
-    snprintf(buf, len, "0000:%02x:00.0", SIM_PCI_BUS_BASE + ordinal);
+    if (!pci_from_env(ordinal, buf, len))
+        snprintf(buf, len, "0000:%02x:00.0", SIM_PCI_BUS_BASE + ordinal);
     return 0;
 }
 

@@ -11,8 +11,13 @@
  * cannot say (no NIC, an unbound thread), the ranking stays as it was and
  * the reason says why.  The CPUs near the first rail's NIC are where the
  * progress thread runs.
+ *
+ * CUDA numbers devices fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
+ * so a CUDA ordinal is not the topology's GPU index: with a device backend
+ * the GPU is found by the PCI address the driver gives for the ordinal.
  */
 #include "ferry-internal.h"
+#include "hmem.h"
 
 #include "topo.h"
 
@@ -85,6 +90,37 @@ static void move_to_front(struct ferry__selection *sel, const size_t *idx,
     free(used);
 }
 
+/*
+ * The topology's index of CUDA device `ordinal`, found by its PCI address
+ * when a device backend can tell it; else the ordinal itself (the
+ * topology lists GPUs in PCI order, CUDA's under
+ * CUDA_DEVICE_ORDER=PCI_BUS_ID).  note says which.
+ */
+static size_t topo_gpu_of(const ferry_topo_t *topo, int ordinal, char *note,
+                          size_t len)
+{
+    const struct ferry__hmem_ops *ops = ferry__hmem();
+    struct ferry_topo_info info = FERRY_TOPO_INFO_INIT;
+    char pci[FERRY_TOPO_PCI_LEN];
+
+    note[0] = '\0';
+    if (ops == NULL || ops->pci_bus_id(ordinal, pci, sizeof(pci)) != 0 ||
+        ferry_topo_info(topo, &info) != 0)
+        return (size_t)ordinal;
+    for (size_t g = 0; g < info.ngpus; g++) {
+        struct ferry_topo_device dev = FERRY_TOPO_DEVICE_INIT;
+
+        if (ferry_topo_gpu(topo, g, &dev) == 0 && strcmp(dev.pci, pci) == 0) {
+            snprintf(note, len, "CUDA device %d is %s; ", ordinal, pci);
+            return g;
+        }
+    }
+    snprintf(note, len, "CUDA device %d is %s, which the topology lacks, so "
+             "GPU %d of the topology is taken; ",
+             ordinal, pci, ordinal);
+    return (size_t)ordinal;
+}
+
 void ferry__rails_order(const struct ferry_config *cfg,
                         struct ferry__selection *sel, char *why, size_t len,
                         char *cpus, size_t cpus_len)
@@ -95,6 +131,7 @@ void ferry__rails_order(const struct ferry_config *cfg,
     size_t order[FERRY__RAIL_CANDIDATES], norder = 0;
     char pcis[FERRY__RAIL_CANDIDATES][FERRY_TOPO_PCI_LEN];
     const char *nics[FERRY__RAIL_CANDIDATES];
+    char note[128];
     size_t n = rail_group(sel, idx), nnics = 0;
     ferry_topo_t *topo;
     int ret;
@@ -122,8 +159,12 @@ void ferry__rails_order(const struct ferry_config *cfg,
                  "unavailable (%s)", ferry_last_error());
         return;
     }
+    note[0] = '\0';
     ret = cfg->cuda_device >= 0
-              ? ferry_topo_gpu_nics(topo, (size_t)cfg->cuda_device, &choice)
+              ? ferry_topo_gpu_nics(topo,
+                                    topo_gpu_of(topo, cfg->cuda_device, note,
+                                                sizeof(note)),
+                                    &choice)
               : ferry_topo_host_nics(topo, FERRY_TOPO_CURRENT_NODE, &choice);
     if (ret != 0) {
         snprintf(why, len, "; rails in rank order: %s", ferry_last_error());
@@ -131,9 +172,9 @@ void ferry__rails_order(const struct ferry_config *cfg,
         for (size_t i = 0; i < choice.nnics; i++)
             order[norder++] = at[choice.nics[i]];
         move_to_front(sel, idx, order, norder);
-        snprintf(why, len, "; rails nearest %s: %s",
+        snprintf(why, len, "; rails nearest %s: %s%s",
                  cfg->cuda_device >= 0 ? "the GPU" : "this thread's memory",
-                 choice.reason);
+                 note, choice.reason);
         if (choice.nnics > 0) {
             struct ferry_topo_device nic = FERRY_TOPO_DEVICE_INIT;
 

@@ -82,7 +82,7 @@ static void *current_ctx(void)
     return ctx;
 }
 
-/* ---- no backend (any machine) --------------------------------------------- */
+/* ---- no backend (any machine) -------------------------------------------- */
 
 START_TEST(test_no_backend_says_why)
 {
@@ -105,7 +105,8 @@ START_TEST(test_no_backend_says_why)
     ck_assert_int_eq(count, 0);
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), why));
     ck_assert_int_eq(ferry_device_alloc(0, 4096, &p), FERRY_ENOTSUP);
-    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "no device memory backend"));
+    ck_assert_ptr_nonnull(
+        strstr(ferry_last_error(), "no device memory backend"));
     ck_assert_int_eq(ferry_device_free(NULL), 0);
 }
 END_TEST
@@ -189,7 +190,7 @@ START_TEST(test_stub_libcuda_is_refused)
 }
 END_TEST
 
-/* ---- with a GPU ------------------------------------------------------------ */
+/* ---- with a GPU ---------------------------------------------------------- */
 
 START_TEST(test_alloc_and_ptr_info)
 {
@@ -257,7 +258,8 @@ START_TEST(test_alloc_errors_say_why)
     /* A petabyte: the driver's own error, named. */
     ck_assert_int_eq(ops->dev_alloc(0, (size_t)1 << 50, &dev), FERRY_ENOMEM);
     ck_assert_ptr_null(dev);
-    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
+    ck_assert_ptr_nonnull(
+        strstr(ferry_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "cuMemAlloc"));
 }
 END_TEST
@@ -454,7 +456,7 @@ START_TEST(test_threads)
 }
 END_TEST
 
-/* ---- running --------------------------------------------------------------- */
+/* ---- running ------------------------------------------------------------- */
 
 /* Prints the backend and status lines (for the stub test's child). */
 static int print_status(void)

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include "ferry-internal.h"
+#include "hmem.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -249,6 +250,39 @@ START_TEST(test_gpu_nics_become_first_rails)
 }
 END_TEST
 
+/* A CUDA ordinal is not the topology's index: the driver's PCI address
+ * finds the GPU (here the simulated device, placed by FERRY_SIM_PCI at
+ * the fixture's GPUs in the reverse order). */
+START_TEST(test_cuda_ordinal_found_by_pci)
+{
+    static const char *const want[] = {
+        "CUDA device 0 is 0000:06:00.0; GPU 0000:06:00.0: NIC",
+        "CUDA device 1 is 0000:01:03.0; GPU 0000:01:03.0: NIC",
+    };
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+
+    setenv("FERRY_SIM_PCI", "0000:06:00.0,0000:01:03.0", 1);
+    ferry__hmem_use_sim(2);
+    two_rail_config(&cfg);
+    fake_machine(&cfg);
+    for (int d = 0; d < 2; d++) {
+        cfg.cuda_device = d;
+        ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+        ck_assert_msg(strstr(ctx->why, want[d]) != NULL, "why: %s", ctx->why);
+        ferry_context_destroy(ctx);
+    }
+    setenv("FERRY_SIM_PCI", "0000:99:00.0", 1);
+    cfg.cuda_device = 0;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    ck_assert_msg(strstr(ctx->why, "0000:99:00.0, which the topology lacks") !=
+                      NULL,
+                  "why: %s", ctx->why);
+    ferry_context_destroy(ctx);
+    unsetenv("FERRY_SIM_PCI");
+}
+END_TEST
+
 START_TEST(test_no_topology_answer_keeps_rank)
 {
     struct ferry_config cfg;
@@ -334,6 +368,7 @@ static Suite *rails_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("order");
     tcase_add_test(tc, test_gpu_nics_become_first_rails);
+    tcase_add_test(tc, test_cuda_ordinal_found_by_pci);
     tcase_add_test(tc, test_no_topology_answer_keeps_rank);
     tcase_add_test(tc, test_one_domain_is_left_alone);
     tcase_add_test(tc, test_progress_thread_near_first_rail);
