@@ -15,7 +15,7 @@
  * whose memory the CPU cannot touch, so the same code paths run.
  * FERRY_PROVIDER / FI_PROVIDER pick the provider (default tcp on lo).
  */
-#include <ferry.h>
+#include "example.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -32,13 +32,6 @@
 static size_t opt_size = 16u << 20;
 static unsigned opt_iterations = 4;
 
-static int fail(const char *who, const char *what, int err)
-{
-    fprintf(stderr, "%s: %s failed: %s (%s)\n", who, what, ferry_strerror(err),
-            ferry_last_error());
-    return 1;
-}
-
 static uint8_t pattern(size_t i, unsigned it)
 {
     return (uint8_t)(((uint64_t)i * 0x9e3779b97f4a7c15ull + it) >> 56);
@@ -50,16 +43,10 @@ static int open_context(const char *who, bool target, ferry_context_t **ctx)
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     int ret;
 
-    ferry_config_init(&cfg);
-    if (cfg.provider == NULL && getenv("FI_PROVIDER") == NULL) {
-        cfg.provider = "tcp;ofi_rxm";
-        cfg.domain = "lo";
-    }
-    cfg.local_only = 1;
-    cfg.progress_thread = target;
+    ex_local_config(&cfg, target);
     cfg.cuda_device = 0;
     if ((ret = ferry_context_create(&cfg, ctx)))
-        return fail(who, "ferry_context_create", ret);
+        return ex_fail(who, "ferry_context_create", ret);
     ferry_context_info(*ctx, &info);
     printf("%s: provider %s; device memory: %s\n", who, info.provider,
            info.device_path);
@@ -73,10 +60,10 @@ static int device_region(const char *who, ferry_context_t *ctx,
     int ret;
 
     if ((ret = ferry_device_alloc(0, opt_size, dev)))
-        return fail(who, "ferry_device_alloc", ret);
+        return ex_fail(who, "ferry_device_alloc", ret);
     if ((ret = ferry_mem_register(ctx, *dev, opt_size, FERRY_MEM_CUDA, 0,
                                   access, mem)))
-        return fail(who, "ferry_mem_register", ret);
+        return ex_fail(who, "ferry_mem_register", ret);
     printf("%s: %zu bytes on device 0 registered as \"%s\"\n", who, opt_size,
            ferry_mem_path(*mem));
     return 0;
@@ -97,17 +84,17 @@ static int run_target(int port_fd)
         return 1;
     if ((ret = ferry_oob_listen(ctx, "127.0.0.1:0", &lis)) ||
         (ret = ferry_oob_publish(lis, "gpu", mem)))
-        return fail("target", "publishing the region", ret);
+        return ex_fail("target", "publishing the region", ret);
     port = ferry_oob_port(lis);
     if (write(port_fd, &port, sizeof(port)) != sizeof(port))
-        return fail("target", "reporting the port", FERRY_EIO);
+        return ex_fail("target", "reporting the port", FERRY_EIO);
     if ((ret = ferry_counter_wait(ctx, NOTIFY_ID, opt_iterations,
                                   TIMEOUT_MS)))
-        return fail("target", "waiting for the notifications", ret);
+        return ex_fail("target", "waiting for the notifications", ret);
     /* The device holds the last iteration's bytes: copy them back to see. */
     check = malloc(opt_size);
     if (check == NULL || (ret = ferry_device_copy(check, dev, opt_size)))
-        return fail("target", "copying the device buffer back", FERRY_ENOMEM);
+        return ex_fail("target", "copying the device buffer back", FERRY_ENOMEM);
     for (size_t i = 0; i < opt_size; i++)
         bad += check[i] != pattern(i, opt_iterations - 1);
     printf("target: %u notifications; %zu bytes verified on the device: %s\n",
@@ -140,10 +127,10 @@ static int run_initiator(int port)
     snprintf(where, sizeof(where), "127.0.0.1:%d", port);
     if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)) ||
         (ret = ferry_oob_lookup(conn, "gpu", TIMEOUT_MS, &rmem)))
-        return fail("initiator", "finding the target's region", ret);
+        return ex_fail("initiator", "finding the target's region", ret);
     host = malloc(opt_size);
     if (host == NULL)
-        return fail("initiator", "malloc", FERRY_ENOMEM);
+        return ex_fail("initiator", "malloc", FERRY_ENOMEM);
     opts.flags = FERRY_XFER_NOTIFY;
     opts.notify_id = NOTIFY_ID;
     opts.notify_value = 1;
@@ -153,11 +140,11 @@ static int run_initiator(int port)
         for (size_t i = 0; i < opt_size; i++)
             host[i] = pattern(i, it);
         if ((ret = ferry_device_copy(dev, host, opt_size)))
-            return fail("initiator", "filling the device buffer", ret);
+            return ex_fail("initiator", "filling the device buffer", ret);
         if ((ret = ferry_write(ferry_oob_conn_peer(conn), &iov, 1, &opts,
                                &req)) ||
             (ret = ferry_req_wait(req, TIMEOUT_MS)))
-            return fail("initiator", "ferry_write", ret);
+            return ex_fail("initiator", "ferry_write", ret);
         ferry_req_free(req);
     }
     ferry_context_stats(ctx, &st);
@@ -174,22 +161,6 @@ static int run_initiator(int port)
     return 0;
 }
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-
-    if (shift != 0)
-        end++;
-    if (end == s || *end != '\0' || v == 0 || v > (SIZE_MAX >> shift)) {
-        fprintf(stderr, "--size %s: give a positive number of bytes, "
-                "optionally with K, M or G\n", s);
-        exit(2);
-    }
-    return (size_t)v << shift;
-}
-
 int main(int argc, char **argv)
 {
     int port_pipe[2], status = 0, port = 0, ret;
@@ -197,7 +168,7 @@ int main(int argc, char **argv)
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
-            opt_size = parse_size(argv[++i]);
+            opt_size = ex_parse_size(argv[++i]);
         else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc &&
                  atoi(argv[i + 1]) > 0)
             opt_iterations = (unsigned)atoi(argv[++i]);

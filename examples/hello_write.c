@@ -12,7 +12,7 @@
  * (default 8).  FERRY_PROVIDER / FI_PROVIDER pick the provider (default:
  * tcp over loopback for the demo).
  */
-#include <ferry.h>
+#include "example.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -29,13 +29,6 @@
 
 static size_t opt_size = 64u << 20;
 static unsigned opt_iterations = 8;
-
-static int fail(const char *who, const char *what, int err)
-{
-    fprintf(stderr, "%s: %s failed: %s (%s)\n", who, what, ferry_strerror(err),
-            ferry_last_error());
-    return 1;
-}
 
 /* The byte at position i of iteration it: both sides compute it. */
 static uint8_t pattern(size_t i, unsigned it)
@@ -57,16 +50,9 @@ static int open_context(const char *who, bool target, ferry_context_t **ctx)
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     int ret;
 
-    ferry_config_init(&cfg);
-    if (cfg.provider == NULL && getenv("FI_PROVIDER") == NULL) {
-        /* Two processes on one host: tcp over loopback always works. */
-        cfg.provider = "tcp;ofi_rxm";
-        cfg.domain = "lo";
-    }
-    cfg.local_only = 1;
-    cfg.progress_thread = target;
+    ex_local_config(&cfg, target);
     if ((ret = ferry_context_create(&cfg, ctx)))
-        return fail(who, "ferry_context_create", ret);
+        return ex_fail(who, "ferry_context_create", ret);
     ferry_context_info(*ctx, &info);
     printf("%s: %s\n", who, info.why);
     return 0;
@@ -86,14 +72,14 @@ static int run_server(const char *where, int report_fd)
         return 1;
     buf = calloc(1, opt_size);
     if (buf == NULL)
-        return fail("server", "calloc", FERRY_ENOMEM);
+        return ex_fail("server", "calloc", FERRY_ENOMEM);
     if ((ret = ferry_mem_register(ctx, buf, opt_size, FERRY_MEM_HOST, 0,
                                   FERRY_ACCESS_REMOTE_WRITE, &mem)))
-        return fail("server", "ferry_mem_register", ret);
+        return ex_fail("server", "ferry_mem_register", ret);
     if ((ret = ferry_oob_listen(ctx, where, &lis)))
-        return fail("server", "ferry_oob_listen", ret);
+        return ex_fail("server", "ferry_oob_listen", ret);
     if ((ret = ferry_oob_publish(lis, "hello", mem)))
-        return fail("server", "ferry_oob_publish", ret);
+        return ex_fail("server", "ferry_oob_publish", ret);
     printf("server: listening on port %d, %zu-byte region published as "
            "\"hello\"\n",
            ferry_oob_port(lis), opt_size);
@@ -101,11 +87,11 @@ static int run_server(const char *where, int report_fd)
     if (report_fd >= 0) {
         int port = ferry_oob_port(lis);
         if (write(report_fd, &port, sizeof(port)) != sizeof(port))
-            return fail("server", "reporting the port", FERRY_EIO);
+            return ex_fail("server", "reporting the port", FERRY_EIO);
     }
     /* Each iteration's notification carries its iteration number + 1. */
     if ((ret = ferry_counter_wait(ctx, NOTIFY_ID, opt_iterations, 120000)))
-        return fail("server", "waiting for the client's notifications", ret);
+        return ex_fail("server", "waiting for the client's notifications", ret);
     for (size_t i = 0; i < opt_size; i++)
         bad += buf[i] != pattern(i, opt_iterations - 1);
     printf("server: received %u notifications; %zu bytes verified: %s\n",
@@ -135,15 +121,15 @@ static int run_client(const char *where)
     ferry_context_info(ctx, &info);
     buf = malloc(opt_size);
     if (buf == NULL)
-        return fail("client", "malloc", FERRY_ENOMEM);
+        return ex_fail("client", "malloc", FERRY_ENOMEM);
     if ((ret = ferry_mem_register(ctx, buf, opt_size, FERRY_MEM_HOST, 0, 0,
                                   &mem)))
-        return fail("client", "ferry_mem_register", ret);
+        return ex_fail("client", "ferry_mem_register", ret);
     t0 = now_s();
     if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)))
-        return fail("client", "ferry_oob_connect", ret);
+        return ex_fail("client", "ferry_oob_connect", ret);
     if ((ret = ferry_oob_lookup(conn, "hello", TIMEOUT_MS, &rmem)))
-        return fail("client", "ferry_oob_lookup", ret);
+        return ex_fail("client", "ferry_oob_lookup", ret);
     printf("client: connected to %s in %.1f ms; region \"hello\" is %zu "
            "bytes\n",
            where, (now_s() - t0) * 1e3, ferry_rmem_length(rmem));
@@ -165,7 +151,7 @@ static int run_client(const char *where)
         if ((ret = ferry_write(ferry_oob_conn_peer(conn), &iov, 1, &opts,
                                &req)) ||
             (ret = ferry_req_wait(req, -1)))
-            return fail("client", "ferry_write", ret);
+            return ex_fail("client", "ferry_write", ret);
         busy += now_s() - t0;
         ferry_req_free(req);
     }
@@ -218,26 +204,6 @@ static int run_demo(void)
     return 1;
 }
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    default: break;
-    }
-    if (end == s || *end != '\0' || v == 0 || v > (SIZE_MAX >> shift)) {
-        fprintf(stderr, "--size %s: give a positive number of bytes, "
-                "optionally with K, M or G\n", s);
-        exit(2);
-    }
-    return (size_t)v << shift;
-}
-
 static int usage(void)
 {
     fprintf(stderr,
@@ -252,7 +218,7 @@ int main(int argc, char **argv)
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
-            opt_size = parse_size(argv[++i]);
+            opt_size = ex_parse_size(argv[++i]);
         } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
             opt_iterations = (unsigned)atoi(argv[++i]);
             if (opt_iterations == 0 || opt_iterations > 100000)

@@ -16,7 +16,7 @@
  *   kv_transfer prefill HOST:PORT [--mode M]  the owner (listens)
  *   kv_transfer decode HOST:PORT [--mode M]   the consumer (connects)
  */
-#include <ferry.h>
+#include "example.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,13 +47,6 @@ static struct cache caches[2] = {
 
 static bool push_mode;
 
-static int fail(const char *who, const char *what, int err)
-{
-    fprintf(stderr, "%s: %s failed: %s (%s)\n", who, what, ferry_strerror(err),
-            ferry_last_error());
-    return 1;
-}
-
 /* Content of byte i of (cache c, layer l, block b): both sides know it. */
 static uint8_t pattern(unsigned c, unsigned l, unsigned b, size_t i)
 {
@@ -82,7 +75,7 @@ static int alloc_caches(const char *who, ferry_context_t *ctx, bool fill)
         k->len = (size_t)k->layers * BLOCKS * k->block;
         k->buf = calloc(1, k->len);
         if (k->buf == NULL)
-            return fail(who, "calloc", FERRY_ENOMEM);
+            return ex_fail(who, "calloc", FERRY_ENOMEM);
         for (unsigned l = 0; fill && l < k->layers; l++)
             for (unsigned b = 0; b < BLOCKS; b++)
                 for (size_t i = 0; i < k->block; i++)
@@ -92,7 +85,7 @@ static int alloc_caches(const char *who, ferry_context_t *ctx, bool fill)
                                      FERRY_ACCESS_REMOTE_WRITE,
                                  &k->mem);
         if (ret)
-            return fail(who, "ferry_mem_register", ret);
+            return ex_fail(who, "ferry_mem_register", ret);
     }
     return 0;
 }
@@ -152,12 +145,12 @@ static int move_blocks(const char *who, ferry_prep_t **prep)
             ret = ferry_xfer_post(prep[c], idx[c], idx[c], n, &opts,
                                   &reqs[nreq++]);
             if (ret)
-                return fail(who, "ferry_xfer_post", ret);
+                return ex_fail(who, "ferry_xfer_post", ret);
         }
     }
     for (size_t i = 0; i < nreq; i++) {
         if ((ret = ferry_req_wait(reqs[i], -1)))
-            return fail(who, "a block transfer", ret);
+            return ex_fail(who, "a block transfer", ret);
         ferry_req_free(reqs[i]);
     }
     return 0;
@@ -175,7 +168,7 @@ static int transfer(const char *who, ferry_context_t *ctx, ferry_peer_t *peer,
             (ret = make_list(ctx, &caches[c], rmem[c], &remote[c])) ||
             (ret = ferry_xfer_prepare(peer, op, local[c], remote[c],
                                       &prep[c])))
-            return fail(who, "preparing the lists", ret);
+            return ex_fail(who, "preparing the lists", ret);
     }
     ret = move_blocks(who, prep);
     for (unsigned c = 0; c < 2; c++) {
@@ -215,13 +208,7 @@ static int open_context(bool target, ferry_context_t **ctx)
 {
     struct ferry_config cfg;
 
-    ferry_config_init(&cfg);
-    if (cfg.provider == NULL && getenv("FI_PROVIDER") == NULL) {
-        cfg.provider = "tcp;ofi_rxm";
-        cfg.domain = "lo";
-    }
-    cfg.local_only = 1;
-    cfg.progress_thread = target;
+    ex_local_config(&cfg, target);
     return ferry_context_create(&cfg, ctx);
 }
 
@@ -234,25 +221,25 @@ static int run_prefill(const char *where, int report_fd)
     int ret;
 
     if ((ret = open_context(!push_mode, &ctx)))
-        return fail("prefill", "ferry_context_create", ret);
+        return ex_fail("prefill", "ferry_context_create", ret);
     if (alloc_caches("prefill", ctx, true))
         return 1;
     if ((ret = ferry_oob_listen(ctx, where, &lis)) ||
         (ret = ferry_oob_publish(lis, caches[0].name, caches[0].mem)) ||
         (ret = ferry_oob_publish(lis, caches[1].name, caches[1].mem)))
-        return fail("prefill", "publishing the caches", ret);
+        return ex_fail("prefill", "publishing the caches", ret);
     if (report_fd >= 0) {
         int port = ferry_oob_port(lis);
         if (write(report_fd, &port, sizeof(port)) != sizeof(port))
             return 1;
     }
     if ((ret = ferry_oob_accept(lis, TIMEOUT_MS, &conn)))
-        return fail("prefill", "ferry_oob_accept", ret);
+        return ex_fail("prefill", "ferry_oob_accept", ret);
     if (push_mode) {
         for (unsigned c = 0; c < 2; c++)
             if ((ret = ferry_oob_lookup(conn, caches[c].name, TIMEOUT_MS,
                                         &rmem[c])))
-                return fail("prefill", "looking up decode's caches", ret);
+                return ex_fail("prefill", "looking up decode's caches", ret);
         if (transfer("prefill", ctx, ferry_oob_conn_peer(conn), rmem,
                      FERRY_OP_WRITE))
             return 1;
@@ -264,7 +251,7 @@ static int run_prefill(const char *where, int report_fd)
     ferry_oob_disconnect(conn);
     ferry_oob_close(lis);
     ferry_context_destroy(ctx);
-    return ret == 0 ? 0 : fail("prefill", "waiting for decode's goodbye", ret);
+    return ret == 0 ? 0 : ex_fail("prefill", "waiting for decode's goodbye", ret);
 }
 
 static int run_decode(const char *where)
@@ -276,22 +263,22 @@ static int run_decode(const char *where)
     int ret;
 
     if ((ret = open_context(push_mode, &ctx)))
-        return fail("decode", "ferry_context_create", ret);
+        return ex_fail("decode", "ferry_context_create", ret);
     if (alloc_caches("decode", ctx, false))
         return 1;
     if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)))
-        return fail("decode", "ferry_oob_connect", ret);
+        return ex_fail("decode", "ferry_oob_connect", ret);
     if (push_mode) {
         for (unsigned c = 0; c < 2; c++)
             if ((ret = ferry_oob_offer(conn, caches[c].name, caches[c].mem,
                                        TIMEOUT_MS)))
-                return fail("decode", "offering the caches", ret);
+                return ex_fail("decode", "offering the caches", ret);
         /* Each sequence is complete when its counter reaches its blocks. */
         for (unsigned s = 0; s < SEQUENCES; s++) {
             uint64_t blocks = (uint64_t)(caches[0].layers + caches[1].layers) *
                               BLOCKS_PER_SEQ;
             if ((ret = ferry_counter_wait(ctx, s, blocks, TIMEOUT_MS)))
-                return fail("decode", "waiting for a sequence", ret);
+                return ex_fail("decode", "waiting for a sequence", ret);
             printf("decode: sequence %u complete (%llu blocks)\n", s,
                    (unsigned long long)blocks);
         }
@@ -299,7 +286,7 @@ static int run_decode(const char *where)
         for (unsigned c = 0; c < 2; c++)
             if ((ret = ferry_oob_lookup(conn, caches[c].name, TIMEOUT_MS,
                                         &rmem[c])))
-                return fail("decode", "ferry_oob_lookup", ret);
+                return ex_fail("decode", "ferry_oob_lookup", ret);
         if (transfer("decode", ctx, ferry_oob_conn_peer(conn), rmem,
                      FERRY_OP_READ))
             return 1;
@@ -310,7 +297,7 @@ static int run_decode(const char *where)
     /* Goodbye: prefill may stop now. */
     if (ferry_notify_send(ferry_oob_conn_peer(conn), 1000, 1, NULL, &req) ||
         ferry_req_wait(req, -1))
-        ret = fail("decode", "saying goodbye", FERRY_EIO);
+        ret = ex_fail("decode", "saying goodbye", FERRY_EIO);
     ferry_req_free(req);
     ferry_oob_disconnect(conn);
     ferry_context_destroy(ctx);

@@ -93,6 +93,54 @@ static int move(ferry_peer_t *peer, bool write, void *local, ferry_mem_t *lmem,
     return ret;
 }
 
+/*
+ * A pair with a device buffer on one side and a host buffer on the other,
+ * both len bytes and registered; the target's is shared with the
+ * initiator (rmem).  The device buffer holds pattern seed.
+ */
+struct rig {
+    struct tu_pair p;
+    size_t len;
+    void *dev;
+    uint8_t *host;
+    ferry_mem_t *dmem, *hmem;
+    ferry_rmem_t *rmem;
+};
+
+static void rig_open(struct rig *r, const char *prov, size_t len,
+                     bool dev_on_target, int device, uint64_t seed)
+{
+    ferry_context_t *dside, *hside;
+
+    use_sim();
+    memset(r, 0, sizeof(*r));
+    pair_open(&r->p, prov);
+    r->len = len;
+    r->host = tu_alloc_buf(len);
+    r->dev = dev_filled(device, len, seed);
+    dside = dev_on_target ? r->p.target : r->p.init;
+    hside = dev_on_target ? r->p.init : r->p.target;
+    ck_assert_msg(ferry_mem_register(dside, r->dev, len, FERRY_MEM_CUDA,
+                                     device, dev_on_target ? RW : 0,
+                                     &r->dmem) == 0,
+                  "device register: %s", ferry_last_error());
+    ck_assert_str_eq(ferry_mem_path(r->dmem), "cuda staged");
+    ck_assert_int_eq(ferry_mem_register(hside, r->host, len, FERRY_MEM_HOST,
+                                        -1, dev_on_target ? 0 : RW, &r->hmem),
+                     0);
+    r->rmem = tu_share(dev_on_target ? r->dmem : r->hmem, r->p.peer);
+}
+
+static void rig_close(struct rig *r)
+{
+    ck_assert_int_eq(ferry_rmem_free(r->rmem), 0);
+    ck_assert_int_eq(ferry_mem_deregister(r->dmem), 0);
+    ck_assert_int_eq(ferry_mem_deregister(r->hmem), 0);
+    tu_pair_close(&r->p);
+    ck_assert_int_eq(ferry_device_free(r->dev), 0);
+    tu_free_buf(r->host, r->len);
+}
+
 static struct ferry_stats stats_of(ferry_context_t *ctx)
 {
     struct ferry_stats st = FERRY_STATS_INIT;
@@ -175,41 +223,24 @@ END_TEST
 /* 8 MiB through 4 slots of 256 KiB: the chunks overlap. */
 START_TEST(test_pipeline_overlaps)
 {
-    const char *prov = tu_providers[_i];
     size_t len = 8 * MiB;
-    struct tu_pair p;
-    uint8_t *host = tu_alloc_buf(len);
-    void *dev;
-    ferry_mem_t *dmem, *hmem;
-    ferry_rmem_t *rmem;
+    struct rig r;
     struct ferry_stats st;
-    uint64_t copies = ferry__hmem_sim_copies();
+    uint64_t copies;
 
-    use_sim();
-    pair_open(&p, prov);
-    dev = dev_filled(0, len, 9);
-    ck_assert_int_eq(ferry_mem_register(p.init, dev, len, FERRY_MEM_CUDA, 0, 0,
-                                        &dmem),
+    rig_open(&r, tu_providers[_i], len, false, 0, 9);
+    copies = ferry__hmem_sim_copies();
+    ck_assert_int_eq(move(r.p.peer, true, r.dev, r.dmem, r.rmem, 0, len, NULL),
                      0);
-    ck_assert_int_eq(ferry_mem_register(p.target, host, len, FERRY_MEM_HOST,
-                                        -1, RW, &hmem),
-                     0);
-    rmem = tu_share(hmem, p.peer);
-    ck_assert_int_eq(move(p.peer, true, dev, dmem, rmem, 0, len, NULL), 0);
-    ck_assert_uint_eq(tu_check(host, len, 9), SIZE_MAX);
-    st = stats_of(p.init);
+    ck_assert_uint_eq(tu_check(r.host, len, 9), SIZE_MAX);
+    st = stats_of(r.p.init);
     ck_assert_uint_eq(st.staged_chunks, len / CHUNK);
     ck_assert_msg(st.staged_max_in_flight > 1,
                   "staged_max_in_flight is %llu: the chunks did not overlap",
                   (unsigned long long)st.staged_max_in_flight);
     ck_assert_uint_le(st.staged_max_in_flight, SLOTS);
     ck_assert_uint_ge(ferry__hmem_sim_copies() - copies, len / CHUNK);
-    ferry_rmem_free(rmem);
-    ferry_mem_deregister(dmem);
-    ferry_mem_deregister(hmem);
-    tu_pair_close(&p);
-    ferry_device_free(dev);
-    tu_free_buf(host, len);
+    rig_close(&r);
 }
 END_TEST
 
@@ -220,46 +251,27 @@ START_TEST(test_remote_device_write_notified)
 {
     const char *prov = tu_providers[_i];
     size_t len = 3 * MiB + 5;
-    struct tu_pair p;
-    uint8_t *host = tu_alloc_buf(len);
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
-    void *dev;
-    ferry_mem_t *dmem, *hmem;
-    ferry_rmem_t *rmem;
+    struct rig r;
 
-    use_sim();
-    pair_open(&p, prov);
-    dev = dev_filled(1, len, 2);
-    ck_assert_int_eq(ferry_mem_register(p.target, dev, len, FERRY_MEM_CUDA, 1,
-                                        RW, &dmem),
-                     0);
-    ck_assert_str_eq(ferry_mem_path(dmem), "cuda staged");
-    ck_assert_int_eq(ferry_mem_register(p.init, host, len, FERRY_MEM_HOST, -1,
-                                        0, &hmem),
-                     0);
-    rmem = tu_share(dmem, p.peer);
-    tu_fill(host, len, 3);
+    rig_open(&r, prov, len, true, 1, 2);
     opts.flags = FERRY_XFER_NOTIFY;
     opts.notify_id = 42;
     opts.notify_value = 1;
     for (int round = 0; round < 3; round++) {
-        tu_fill(host, len, 3 + round);
-        ck_assert_msg(move(p.peer, true, host, hmem, rmem, 0, len, &opts) == 0,
+        tu_fill(r.host, len, 3 + round);
+        ck_assert_msg(move(r.p.peer, true, r.host, r.hmem, r.rmem, 0, len,
+                           &opts) == 0,
                       "%s", ferry_last_error());
-        ck_assert_int_eq(ferry_counter_wait(p.target, 42, round + 1, 20000),
+        ck_assert_int_eq(ferry_counter_wait(r.p.target, 42, round + 1, 20000),
                          0);
-        ck_assert_msg(dev_check(dev, len, 3 + round) == SIZE_MAX,
+        ck_assert_msg(dev_check(r.dev, len, 3 + round) == SIZE_MAX,
                       "round %d on %s: the device misses data its "
                       "notification announced",
                       round, prov);
     }
-    ck_assert_uint_ge(stats_of(p.target).mirror_syncs, 3);
-    ferry_rmem_free(rmem);
-    ferry_mem_deregister(dmem);
-    ferry_mem_deregister(hmem);
-    tu_pair_close(&p);
-    ferry_device_free(dev);
-    tu_free_buf(host, len);
+    ck_assert_uint_ge(stats_of(r.p.target).mirror_syncs, 3);
+    rig_close(&r);
 }
 END_TEST
 
@@ -326,52 +338,45 @@ END_TEST
  * anew: the second transfer carries the new allocation's bytes. */
 START_TEST(test_buffer_id_reuse)
 {
-    const char *prov = tu_providers[_i];
     size_t len = 512 * KiB;
-    struct tu_pair p;
-    uint8_t *host = tu_alloc_buf(len);
-    void *dev;
-    ferry_mem_t *hmem;
-    ferry_rmem_t *rmem;
+    struct rig r;
     struct ferry__hmem_ptr before, after;
     struct ferry_stats st;
 
-    use_sim();
-    pair_open(&p, prov);
-    ck_assert_int_eq(ferry_mem_register(p.target, host, len, FERRY_MEM_HOST,
-                                        -1, RW, &hmem),
-                     0);
-    rmem = tu_share(hmem, p.peer);
-    dev = dev_filled(0, len, 7);
-    ck_assert_int_eq(ferry__hmem()->ptr_info(dev, &before), 0);
+    rig_open(&r, tu_providers[_i], len, false, 0, 7);
+    ck_assert_int_eq(ferry_mem_deregister(r.dmem), 0);
+    ck_assert_int_eq(ferry__hmem()->ptr_info(r.dev, &before), 0);
     /* lmem NULL: the cache registers it, and hits it the second time. */
-    ck_assert_int_eq(move(p.peer, true, dev, NULL, rmem, 0, len, NULL), 0);
-    ck_assert_int_eq(move(p.peer, true, dev, NULL, rmem, 0, len, NULL), 0);
-    ck_assert_uint_eq(tu_check(host, len, 7), SIZE_MAX);
-    st = stats_of(p.init);
+    ck_assert_int_eq(move(r.p.peer, true, r.dev, NULL, r.rmem, 0, len, NULL),
+                     0);
+    ck_assert_int_eq(move(r.p.peer, true, r.dev, NULL, r.rmem, 0, len, NULL),
+                     0);
+    ck_assert_uint_eq(tu_check(r.host, len, 7), SIZE_MAX);
+    st = stats_of(r.p.init);
     ck_assert_uint_eq(st.rcache_misses, 1);
     ck_assert_uint_eq(st.rcache_hits, 1);
-    ck_assert_int_eq(ferry_device_free(dev), 0);
-    ck_assert_msg(ferry__hmem_sim_alloc_at(0, dev, len) == 0, "%s",
+    ck_assert_int_eq(ferry_device_free(r.dev), 0);
+    ck_assert_msg(ferry__hmem_sim_alloc_at(0, r.dev, len) == 0, "%s",
                   ferry_last_error());
-    ck_assert_int_eq(ferry__hmem()->ptr_info(dev, &after), 0);
+    ck_assert_int_eq(ferry__hmem()->ptr_info(r.dev, &after), 0);
     ck_assert_uint_ne(before.buffer_id, after.buffer_id);
     {
         void *fill = dev_filled(1, len, 8);
-        ck_assert_int_eq(ferry_device_copy(dev, fill, len), 0);
+        ck_assert_int_eq(ferry_device_copy(r.dev, fill, len), 0);
         ferry_device_free(fill);
     }
-    ck_assert_int_eq(move(p.peer, true, dev, NULL, rmem, 0, len, NULL), 0);
-    ck_assert_msg(tu_check(host, len, 8) == SIZE_MAX,
+    ck_assert_int_eq(move(r.p.peer, true, r.dev, NULL, r.rmem, 0, len, NULL),
+                     0);
+    ck_assert_msg(tu_check(r.host, len, 8) == SIZE_MAX,
                   "a stale registration of the freed allocation was used");
-    st = stats_of(p.init);
+    st = stats_of(r.p.init);
     ck_assert_uint_eq(st.rcache_misses, 2);
     ck_assert_uint_ge(st.rcache_invalidations, 1);
-    ferry_rmem_free(rmem);
-    ferry_mem_deregister(hmem);
-    tu_pair_close(&p);
-    ferry_device_free(dev);
-    tu_free_buf(host, len);
+    /* rig_close deregisters dmem: register the new allocation for it. */
+    ck_assert_int_eq(ferry_mem_register(r.p.init, r.dev, len, FERRY_MEM_CUDA,
+                                        0, 0, &r.dmem),
+                     0);
+    rig_close(&r);
 }
 END_TEST
 
@@ -379,48 +384,33 @@ END_TEST
 START_TEST(test_cancel_in_flight)
 {
     size_t len = 16 * MiB;
-    struct tu_pair p;
-    uint8_t *host = tu_alloc_buf(len);
-    void *dev;
-    ferry_mem_t *dmem, *hmem;
-    ferry_rmem_t *rmem;
+    struct rig r;
     struct ferry_iov iov;
     ferry_req_t *req;
     int ret;
 
-    use_sim();
-    pair_open(&p, "tcp;ofi_rxm");
-    dev = dev_filled(0, len, 10);
-    ck_assert_int_eq(ferry_mem_register(p.init, dev, len, FERRY_MEM_CUDA, 0, 0,
-                                        &dmem),
-                     0);
-    ck_assert_int_eq(ferry_mem_register(p.target, host, len, FERRY_MEM_HOST,
-                                        -1, RW, &hmem),
-                     0);
-    rmem = tu_share(hmem, p.peer);
-    iov = (struct ferry_iov){.local = dev, .lmem = dmem, .rmem = rmem,
+    rig_open(&r, "tcp;ofi_rxm", len, false, 0, 10);
+    iov = (struct ferry_iov){.local = r.dev, .lmem = r.dmem, .rmem = r.rmem,
                              .len = len};
-    ck_assert_int_eq(ferry_write(p.peer, &iov, 1, NULL, &req), 0);
+    ck_assert_int_eq(ferry_write(r.p.peer, &iov, 1, NULL, &req), 0);
     ck_assert_int_eq(ferry_req_cancel(req), 0);
     ret = ferry_req_wait(req, 20000);
     ck_assert_msg(ret == FERRY_ECANCELED, "wait: %d (%s)", ret,
                   ferry_last_error());
     ferry_req_free(req);
-    /* The slots came back: deregistration and a full transfer work. */
-    for (int i = 0; i < 1000 && ferry_mem_deregister(dmem) == FERRY_EBUSY;
+    /* The slots come back: deregistration and a full transfer work. */
+    for (int i = 0; i < 1000 && (ret = ferry_mem_deregister(r.dmem)) ==
+                                    FERRY_EBUSY;
          i++)
-        ferry_progress(p.init);
-    ck_assert_int_eq(ferry_mem_register(p.init, dev, len, FERRY_MEM_CUDA, 0, 0,
-                                        &dmem),
+        ferry_progress(r.p.init);
+    ck_assert_int_eq(ret, 0);
+    ck_assert_int_eq(ferry_mem_register(r.p.init, r.dev, len, FERRY_MEM_CUDA,
+                                        0, 0, &r.dmem),
                      0);
-    ck_assert_int_eq(move(p.peer, true, dev, dmem, rmem, 0, len, NULL), 0);
-    ck_assert_uint_eq(tu_check(host, len, 10), SIZE_MAX);
-    ferry_rmem_free(rmem);
-    ferry_mem_deregister(dmem);
-    ferry_mem_deregister(hmem);
-    tu_pair_close(&p);
-    ferry_device_free(dev);
-    tu_free_buf(host, len);
+    ck_assert_int_eq(move(r.p.peer, true, r.dev, r.dmem, r.rmem, 0, len, NULL),
+                     0);
+    ck_assert_uint_eq(tu_check(r.host, len, 10), SIZE_MAX);
+    rig_close(&r);
 }
 END_TEST
 
