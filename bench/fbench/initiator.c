@@ -1,0 +1,161 @@
+/*
+ * ferry_bench: the initiator's session: connect, run every size, exchange
+ * results.
+ */
+#include "fbench.h"
+
+#include <stdlib.h>
+
+void note_first_completion(struct initiator *in, uint64_t t)
+{
+    uint64_t zero = 0;
+
+    atomic_compare_exchange_strong(&in->t_first, &zero, t);
+}
+
+/* The end of every run: tell the target what to find, hear its verdict. */
+int exchange_results(struct initiator *in, uint64_t written,
+                     uint64_t block, uint64_t nreq, struct result *res)
+{
+    uint64_t cpu, reg, verdict, bad;
+
+    if (send_ctl(&in->s, in->peer, ID_WRITTEN, written) ||
+        send_ctl(&in->s, in->peer, ID_BLOCK, block) ||
+        send_ctl(&in->s, in->peer, ID_NREQ, nreq) ||
+        mbox_wait1(&in->s, ID_T_NOTIFIED, in->deadline, "result",
+                   &res->target_notified) ||
+        mbox_wait1(&in->s, ID_T_WRITTEN, in->deadline, "result",
+                   &res->target_written) ||
+        mbox_wait1(&in->s, ID_T_CPU, in->deadline, "result", &cpu) ||
+        mbox_wait1(&in->s, ID_T_REG, in->deadline, "result", &reg) ||
+        mbox_wait1(&in->s, ID_T_BAD, in->deadline, "result", &bad) ||
+        mbox_wait1(&in->s, ID_T_VERDICT, in->deadline, "verdict", &verdict))
+        return 1;
+    res->cpu_target_s = cpu == UINT64_MAX ? -1 : (double)cpu / 1e9;
+    res->reg_ms_target = (double)reg / 1e6;
+    res->verdict = (unsigned)verdict;
+    if (bad != UINT64_MAX)
+        res->first_bad = bad;
+    res->notified = nreq;
+    res->written = written;
+    return 0;
+}
+
+/* RUN, then READY: the target agrees and its buffer is ready. */
+int start_run(struct initiator *in, unsigned flags, uint64_t block)
+{
+    uint64_t ready;
+
+    if (send_ctl(&in->s, in->peer, ID_RUN, flags | block << 8) ||
+        mbox_wait1(&in->s, ID_T_READY, in->deadline, "answer to the start "
+                   "of a run", &ready))
+        return 1;
+    if (ready != 0)
+        return complain("the target refused the run: start both sides with "
+                        "the same --pingpong and sizes (its own message "
+                        "says more)");
+    return 0;
+}
+
+unsigned run_flags(const struct options *o)
+{
+    return (o->pingpong ? RUN_PINGPONG : 0u) | (o->read ? RUN_READ : 0u) |
+           (o->validate ? RUN_VALIDATE : 0u) | (o->notify ? RUN_NOTIFY : 0u);
+}
+
+void fill_common(struct initiator *in, const struct window *win,
+                 struct result *res)
+{
+    uint64_t first = atomic_load(&in->t_first);
+
+    res->seconds = (double)(win->t_end - win->t_start) / 1e9;
+    res->cpu_here_s = (double)(win->cpu_end - win->cpu_start) / 1e9;
+    res->conn_ms = first != 0 ? (double)(first - in->t_connect) / 1e6 : -1;
+    res->reg_ms_here = (double)in->s.reg_ns / 1e6;
+    res->reg_bytes = in->s.len;
+}
+
+static int initiator_connect(struct initiator *in, const char *where,
+                             double bound_s)
+{
+    char b1[32], b2[32], b3[32];
+    int ret;
+
+    in->t_connect = now_ns();
+    if ((ret = ferry_oob_connect(in->s.ctx, where, CONNECT_TIMEOUT_MS,
+                                 &in->conn)))
+        return fail("ferry_oob_connect", ret);
+    in->peer = ferry_oob_conn_peer(in->conn);
+    set_probe(in->conn, false);
+    if ((ret = ferry_oob_lookup(in->conn, REGION_NAME, CONNECT_TIMEOUT_MS,
+                                &in->rmem)))
+        return fail("looking up the target's buffer", ret);
+    if (ferry_rmem_length(in->rmem) < in->s.len)
+        return complain("the target's buffer is %s but this side's is %s: "
+                        "start the target with --buffer-size %s or more "
+                        "(or with the same sizes as here)",
+                        fmt_iec(b1, sizeof(b1), ferry_rmem_length(in->rmem)),
+                        fmt_iec(b2, sizeof(b2), in->s.len),
+                        fmt_flag(b3, sizeof(b3), in->s.len));
+    if (in->o->pingpong &&
+        (ret = ferry_oob_offer(in->conn, PONG_REGION_NAME, in->s.mem,
+                               CONNECT_TIMEOUT_MS)))
+        return fail("offering this side's buffer for the pongs", ret);
+    /* The target gives up a little after this side would: the alarm here
+     * then tells the story. */
+    return send_ctl(&in->s, in->peer, ID_BOUND,
+                    (uint64_t)((bound_s + 5) * 1e3));
+}
+
+static void initiator_close(struct initiator *in)
+{
+    set_probe(NULL, false);
+    if (in->rmem != NULL)
+        ferry_rmem_free(in->rmem);
+    ferry_oob_disconnect(in->conn);
+    side_close(&in->s);
+}
+
+/* Connects, runs every size, says BYE.  Returns 0 when all went well. */
+int initiator_main(const struct options *o, const char *where,
+                   double bound_s, FILE *csv)
+{
+    size_t nruns = sweep_count(o), done = 0;
+    struct initiator in = {.o = o};
+    struct result *rs = calloc(nruns, sizeof(*rs));
+    bool ok = true;
+    int failed = 1;
+
+    in.deadline = now_ns() + (uint64_t)(bound_s * 1e9);
+    atomic_init(&in.t_first, 0);
+    if (rs == NULL)
+        return complain("out of memory");
+    if (open_context(o, false, &in.s) ||
+        setup_buffer(&in.s, o->buffer, PAT_B,
+                     o->pingpong ? FERRY_ACCESS_REMOTE_WRITE : 0) ||
+        initiator_connect(&in, where, bound_s))
+        goto out;
+    print_header(o, &in.s.info);
+    for (; done < nruns; done++) {
+        struct result *r = &rs[done];
+
+        result_init(r);
+        if (o->pingpong ? run_pingpong(&in, block_of_run(o, done), r)
+                        : run_throughput(&in, block_of_run(o, done), r))
+            goto out;
+        r->ok = r->verdict == 0 && r->local_check != 1;
+        ok &= r->ok;
+        report_run(o, csv, done, r);
+    }
+    if (o->sweep_lo != 0)
+        print_session(&rs[0]);
+    if (send_ctl(&in.s, in.peer, ID_BYE, 0))
+        goto out;
+    if (o->json)
+        print_json(o, &in.s.info, rs, nruns, ok);
+    failed = !ok;
+out:
+    initiator_close(&in);
+    free(rs);
+    return failed;
+}

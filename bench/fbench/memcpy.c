@@ -1,0 +1,109 @@
+/*
+ * ferry_bench: --memcpy: the single-thread memcpy reference for shared memory.
+ */
+#include "fbench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int run_memcpy(const struct options *o, uint64_t block, uint8_t *src,
+                      uint8_t *dst, uint64_t len, struct result *res)
+{
+    uint64_t nblocks = len / block, copies = 0, measured = 0, lat_sum = 0;
+    size_t cap = o->iterations != 0 && o->iterations < RESERVOIR_TOTAL
+                     ? (size_t)o->iterations
+                     : RESERVOIR_TOTAL;
+    uint64_t t = now_ns(), t_prev = t, warm_end, stop_at = 0;
+    bool measuring = o->warmup <= 0;
+    struct window win = {0};
+    struct reservoir lat;
+    struct ticker tk;
+
+    res->block = block;
+    if (reservoir_init(&lat, cap, t))
+        return 1;
+    pattern_fill(dst, 0, len, PAT_B);
+    ticker_start(&tk, t);
+    warm_end = t + (uint64_t)(o->warmup * 1e9);
+    if (measuring) {
+        win.t_start = t;
+        win.cpu_start = cpu_ns();
+        stop_at = t + (uint64_t)(o->duration * 1e9);
+    }
+    t_prev = now_ns();
+    for (;;) {
+        uint64_t off = (copies % nblocks) * block;
+
+        memcpy(dst + off, src + off, block);
+        __asm__ __volatile__("" ::: "memory"); /* the copy must happen */
+        copies++;
+        t = now_ns();
+        if (measuring) {
+            measured++;
+            lat_sum += t - t_prev;
+            reservoir_add(&lat, t - t_prev);
+        } else if (t >= warm_end) {
+            measuring = true;
+            win.t_start = t;
+            win.cpu_start = cpu_ns();
+            stop_at = t + (uint64_t)(o->duration * 1e9);
+        }
+        if (measuring && (o->iterations != 0 ? measured >= o->iterations
+                                             : t >= stop_at)) {
+            win.t_end = t;
+            win.cpu_end = cpu_ns();
+            break;
+        }
+        ticker_tick(&tk, t, copies * block, copies, 1, !measuring);
+        t_prev = t;
+    }
+    if (o->validate) {
+        uint64_t n = copies < nblocks ? copies : nblocks;
+        res->first_bad = pattern_mismatch(dst, 0, n * block, PAT_A);
+        if (res->first_bad == UINT64_MAX)
+            res->first_bad = pattern_mismatch(dst, n * block,
+                                              len - n * block, PAT_B);
+        res->local_check = res->first_bad != UINT64_MAX;
+    }
+    res->seconds = (double)(win.t_end - win.t_start) / 1e9;
+    res->cpu_here_s = (double)(win.cpu_end - win.cpu_start) / 1e9;
+    res->bytes = measured * block;
+    res->ops = res->reqs = res->measured = measured;
+    res->mean_us = (double)lat_sum / (double)measured / 1e3;
+    latency_summary(&lat, 1, 1.0, res);
+    free(lat.v);
+    return 0;
+}
+
+int memcpy_main(const struct options *o, FILE *csv)
+{
+    size_t nruns = sweep_count(o);
+    struct result *rs = calloc(nruns, sizeof(*rs));
+    uint8_t *src = NULL, *dst = NULL;
+    bool ok = true;
+    char b1[32];
+
+    if (rs == NULL || o->buffer > SIZE_MAX ||
+        posix_memalign((void **)&src, 4096, o->buffer) != 0 ||
+        posix_memalign((void **)&dst, 4096, o->buffer) != 0) {
+        free(rs);
+        free(src);
+        return complain("cannot allocate two %s buffers",
+                        fmt_iec(b1, sizeof(b1), o->buffer));
+    }
+    pattern_fill(src, 0, o->buffer, PAT_A);
+    print_header(o, NULL);
+    for (size_t i = 0; i < nruns; i++) {
+        result_init(&rs[i]);
+        run_memcpy(o, block_of_run(o, i), src, dst, o->buffer, &rs[i]);
+        rs[i].ok = rs[i].local_check != 1;
+        ok &= rs[i].ok;
+        report_run(o, csv, i, &rs[i]);
+    }
+    if (o->json)
+        print_json(o, NULL, rs, nruns, ok);
+    free(src);
+    free(dst);
+    free(rs);
+    return !ok;
+}

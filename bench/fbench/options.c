@@ -1,0 +1,539 @@
+/*
+ * ferry_bench: command-line options: parsing, defaults that depend on each
+ * other, and every check made before anything is allocated.
+ */
+#include "fbench.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool parse_size(const char *flag, const char *s, uint64_t *out)
+{
+    const char *p = s;
+    uint64_t v = 0;
+    unsigned shift = 0;
+
+    if (!isdigit((unsigned char)*p))
+        goto bad;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            goto too_large;
+        v = v * 10 + d;
+    }
+    switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
+    default: break;
+    }
+    if (*p != '\0')
+        goto bad;
+    if (v > (UINT64_MAX >> shift))
+        goto too_large;
+    if (v == 0) {
+        complain("%s %s: must be at least 1 byte", flag, s);
+        return false;
+    }
+    *out = v << shift;
+    return true;
+bad:
+    complain("%s %s: not a size; use a number with an optional K, M or G",
+             flag, s);
+    return false;
+too_large:
+    complain("%s %s: too large (more than 2^64 bytes)", flag, s);
+    return false;
+}
+
+static bool parse_uint(const char *flag, const char *s, uint64_t lo,
+                       uint64_t hi, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *p = s;
+
+    if (!isdigit((unsigned char)*p))
+        goto bad;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            goto range;
+        v = v * 10 + d;
+    }
+    if (*p != '\0')
+        goto bad;
+    if (v < lo || v > hi)
+        goto range;
+    *out = v;
+    return true;
+bad:
+    complain("%s %s: not a whole number", flag, s);
+    return false;
+range:
+    complain("%s %s: must be between %" PRIu64 " and %" PRIu64, flag, s, lo,
+             hi);
+    return false;
+}
+
+/* "5", "0.5", "5s", "500ms". */
+static bool parse_seconds(const char *flag, const char *s, bool zero_ok,
+                          double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || errno != 0 || !isdigit((unsigned char)s[0]))
+        goto bad;
+    if (strcmp(end, "ms") == 0)
+        v /= 1000;
+    else if (strcmp(end, "s") != 0 && *end != '\0')
+        goto bad;
+    if (!(v <= 86400) || (v <= 0 && !zero_ok)) {
+        complain("%s %s: must be %s 0 and at most one day", flag, s,
+                 zero_ok ? "at least" : "more than");
+        return false;
+    }
+    *out = v;
+    return true;
+bad:
+    complain("%s %s: not a number of seconds (e.g. 5, 0.5 or 500ms)", flag,
+             s);
+    return false;
+}
+
+static bool is_pow2(uint64_t v)
+{
+    return v != 0 && (v & (v - 1)) == 0;
+}
+
+static bool parse_sweep(const char *s, struct options *o)
+{
+    const char *colon = strchr(s, ':');
+    char lo[64];
+
+    if (colon == NULL || (size_t)(colon - s) >= sizeof(lo)) {
+        complain("--sweep %s: give LO:HI, e.g. 4K:64M", s);
+        return false;
+    }
+    memcpy(lo, s, (size_t)(colon - s));
+    lo[colon - s] = '\0';
+    if (!parse_size("--sweep", lo, &o->sweep_lo) ||
+        !parse_size("--sweep", colon + 1, &o->sweep_hi))
+        return false;
+    if (!is_pow2(o->sweep_lo) || !is_pow2(o->sweep_hi)) {
+        complain("--sweep %s: both ends must be powers of two (e.g. 4K:64M)",
+                 s);
+        return false;
+    }
+    if (o->sweep_lo > o->sweep_hi) {
+        complain("--sweep %s: the first size is larger than the second", s);
+        return false;
+    }
+    o->sweep_text = s;
+    return true;
+}
+
+static bool parse_mem(const char *s, struct options *o)
+{
+    uint64_t dev = 0;
+
+    if (strcmp(s, "host") == 0) {
+        o->cuda = false;
+        return true;
+    }
+    if (strncmp(s, "cuda", 4) == 0 &&
+        (s[4] == '\0' ||
+         (s[4] == ':' && parse_uint("--mem cuda:", s + 5, 0, 1023, &dev)))) {
+        o->cuda = true;
+        o->cuda_device = (unsigned)dev;
+        o->mem_text = s;
+        return true;
+    }
+    if (strncmp(s, "cuda:", 5) != 0)
+        complain("--mem %s: use host, cuda or cuda:N", s);
+    return false;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: ferry_bench [MODE] [OPTIONS]\n"
+"\n"
+"Modes:\n"
+"  --loopback              target and initiator as two processes on this\n"
+"                          machine (the default)\n"
+"  --target                serve one initiator: listen on --port, publish the\n"
+"                          buffer, verify and report; exits after the session\n"
+"  --initiator HOST[:PORT] connect to a --target and drive the transfers\n"
+"  --memcpy                the reference: single-thread memcpy of --block-size\n"
+"                          blocks over a --buffer-size region\n"
+"\n"
+"Transfers (the target and the initiator must agree on --pingpong and should\n"
+"be given the same sizes):\n"
+"  --op write|read         one-sided write into, or read from, the target (write)\n"
+"  --block-size SIZE       bytes per iov (1M; 8 with --pingpong); K, M, G\n"
+"  --batch-size N          iovs per request (1)\n"
+"  --threads N             initiator threads, each with its own slice (1)\n"
+"  --inflight N            requests kept in flight per thread (4)\n"
+"  --buffer-size SIZE      registered on each side; each thread cycles through\n"
+"                          its slice (default: block x batch x threads x\n"
+"                          inflight, for the largest block of a sweep)\n"
+"  --notify                every request carries a notification; the target\n"
+"                          counts them and the counts are compared at the end\n"
+"  --validate              write: the target checks every byte of its buffer;\n"
+"                          read: the initiator checks every byte it read\n"
+"  --pingpong              latency: write + notification there, the target\n"
+"                          answers the same way; reports half the round trip\n"
+"  --mem host|cuda[:N]     memory of the buffers (host)\n"
+"\n"
+"Length of a run:\n"
+"  --duration SECONDS      measured time (5; with --sweep the total, split over\n"
+"                          the sizes; default 1 per size)\n"
+"  --iterations N          instead: requests per thread (round trips with\n"
+"                          --pingpong, copies with --memcpy)\n"
+"  --warmup SECONDS        unmeasured time before each run (0.5)\n"
+"  --timeout MS            deadline of every request and pong (30000)\n"
+"  --time-limit SECONDS    bound on the whole session (default: derived)\n"
+"  --sweep LO:HI           one run per power-of-two block size, LO to HI\n"
+"\n"
+"Fabric:\n"
+"  --provider NAME         e.g. \"tcp;ofi_rxm\", shm (default: ferry chooses)\n"
+"  --domain NAME           e.g. lo\n"
+"  --rails N               domains used side by side (1)\n"
+"  --tx-depth N            cap on operations in flight per rail (the\n"
+"                          provider's); both sides\n"
+"  --port N                bootstrap port of --target and --initiator (%d)\n"
+"\n"
+"Output (progress goes to stderr once a second):\n"
+"  --json                  one JSON object on stdout at the end (the human\n"
+"                          summary then goes to stderr)\n"
+"  --csv FILE              one row per block size: size, GB/s, ops/s, latency\n"
+"                          p50/p99/p999 in us, mean in us\n"
+"\n"
+"ops are blocks (iovs); latency is per request, post to completion (half the\n"
+"round trip with --pingpong).  Exit status: 0 success, 1 a failed transfer or\n"
+"check, 2 bad usage, 3 the time bound passed.\n",
+            DEFAULT_PORT);
+}
+
+enum flag_id {
+    F_LOOPBACK, F_TARGET, F_INITIATOR, F_MEMCPY, F_PROVIDER, F_DOMAIN,
+    F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
+    F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
+    F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
+    F_HELP,
+};
+
+static const struct flag {
+    const char *name;
+    bool value;
+    enum flag_id id;
+} flag_table[] = {
+    {"--loopback", false, F_LOOPBACK},   {"--target", false, F_TARGET},
+    {"--initiator", true, F_INITIATOR},  {"--memcpy", false, F_MEMCPY},
+    {"--provider", true, F_PROVIDER},    {"--domain", true, F_DOMAIN},
+    {"--rails", true, F_RAILS},          {"--op", true, F_OP},
+    {"--block-size", true, F_BLOCK},     {"--batch-size", true, F_BATCH},
+    {"--threads", true, F_THREADS},      {"--inflight", true, F_INFLIGHT},
+    {"--duration", true, F_DURATION},    {"--iterations", true, F_ITERATIONS},
+    {"--warmup", true, F_WARMUP},        {"--buffer-size", true, F_BUFFER},
+    {"--mem", true, F_MEM},              {"--notify", false, F_NOTIFY},
+    {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
+    {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
+    {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
+    {"--timeout", true, F_TIMEOUT},      {"--time-limit", true, F_TIME_LIMIT},
+    {"--tx-depth", true, F_TX_DEPTH},    {"--help", false, F_HELP},
+    {"-h", false, F_HELP},
+};
+
+static bool set_mode(struct options *o, enum mode m, const char *flag)
+{
+    if (o->mode_set && o->mode != m) {
+        complain("%s: only one of --loopback, --target, --initiator and "
+                 "--memcpy may be given",
+                 flag);
+        return false;
+    }
+    o->mode = m;
+    o->mode_set = true;
+    return true;
+}
+
+/* One flag with its value (NULL for switches).  False: already reported. */
+static bool apply_flag(struct options *o, const struct flag *f,
+                       const char *v)
+{
+    uint64_t u;
+
+    switch (f->id) {
+    case F_LOOPBACK: return set_mode(o, MODE_LOOPBACK, f->name);
+    case F_TARGET: return set_mode(o, MODE_TARGET, f->name);
+    case F_MEMCPY: return set_mode(o, MODE_MEMCPY, f->name);
+    case F_INITIATOR:
+        o->initiator_addr = v;
+        return set_mode(o, MODE_INITIATOR, f->name);
+    case F_PROVIDER: o->provider = v; return true;
+    case F_DOMAIN: o->domain = v; return true;
+    case F_RAILS:
+        if (!parse_uint(f->name, v, 1, 8, &u))
+            return false;
+        o->rails = (unsigned)u;
+        return true;
+    case F_OP:
+        if (strcmp(v, "write") == 0 || strcmp(v, "read") == 0) {
+            o->read = v[0] == 'r';
+            return true;
+        }
+        complain("--op %s: use write or read", v);
+        return false;
+    case F_BLOCK:
+        o->block_set = true;
+        return parse_size(f->name, v, &o->block);
+    case F_BATCH:
+        o->batch_set = true;
+        return parse_uint(f->name, v, 1, MAX_BATCH, &o->batch);
+    case F_THREADS:
+        o->threads_set = true;
+        return parse_uint(f->name, v, 1, MAX_THREADS, &o->threads);
+    case F_INFLIGHT:
+        o->inflight_set = true;
+        return parse_uint(f->name, v, 1, MAX_INFLIGHT, &o->inflight);
+    case F_DURATION:
+        o->duration_set = true;
+        return parse_seconds(f->name, v, false, &o->duration);
+    case F_ITERATIONS:
+        return parse_uint(f->name, v, 1, UINT64_C(1) << 40, &o->iterations);
+    case F_WARMUP: return parse_seconds(f->name, v, true, &o->warmup);
+    case F_BUFFER:
+        o->buffer_set = true;
+        return parse_size(f->name, v, &o->buffer);
+    case F_MEM: return parse_mem(v, o);
+    case F_NOTIFY: o->notify = true; return true;
+    case F_VALIDATE: o->validate = true; return true;
+    case F_JSON: o->json = true; return true;
+    case F_PINGPONG: o->pingpong = true; return true;
+    case F_SWEEP: return parse_sweep(v, o);
+    case F_CSV: o->csv = v; return true;
+    case F_PORT:
+        if (!parse_uint(f->name, v, 1, 65535, &u))
+            return false;
+        o->port = (unsigned)u;
+        o->port_set = true;
+        return true;
+    case F_TIMEOUT:
+        if (!parse_uint(f->name, v, 1, 3600000, &u))
+            return false;
+        o->timeout_ms = (int)u;
+        return true;
+    case F_TIME_LIMIT:
+        return parse_seconds(f->name, v, false, &o->time_limit);
+    case F_TX_DEPTH:
+        return parse_uint(f->name, v, 1, 1u << 20, &o->tx_depth);
+    case F_HELP:
+        usage(stdout);
+        exit(0);
+    }
+    return false;
+}
+
+/* "--flag VALUE" and "--flag=VALUE". */
+bool parse_args(int argc, char **argv, struct options *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *eq = strchr(arg, '='), *v = NULL;
+        size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+        const struct flag *f = NULL;
+
+        for (size_t k = 0; k < sizeof(flag_table) / sizeof(flag_table[0]); k++)
+            if (strlen(flag_table[k].name) == len &&
+                strncmp(flag_table[k].name, arg, len) == 0)
+                f = &flag_table[k];
+        if (f == NULL) {
+            complain("%s: unknown option; see --help", arg);
+            return false;
+        }
+        if (f->value) {
+            v = eq != NULL ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+            if (v == NULL) {
+                complain("%s needs a value; see --help", f->name);
+                return false;
+            }
+        } else if (eq != NULL) {
+            complain("%s takes no value", f->name);
+            return false;
+        }
+        if (!apply_flag(o, f, v))
+            return false;
+    }
+    return true;
+}
+
+size_t sweep_count(const struct options *o)
+{
+    size_t n = 0;
+
+    if (o->sweep_lo == 0)
+        return 1;
+    for (uint64_t b = o->sweep_lo; b <= o->sweep_hi && b != 0; b *= 2)
+        n++;
+    return n;
+}
+
+/* The block of run i (the sweep's i-th size). */
+uint64_t block_of_run(const struct options *o, size_t i)
+{
+    return o->sweep_lo != 0 ? o->sweep_lo << i : o->block;
+}
+
+static bool check_conflicts(const struct options *o)
+{
+    const char *bad = NULL;
+
+    if (o->pingpong) {
+        if (o->mode == MODE_MEMCPY)
+            bad = "--memcpy";
+        else if (o->read)
+            bad = "--op read";
+        else if (o->threads_set && o->threads != 1)
+            bad = "--threads";
+        else if (o->batch_set && o->batch != 1)
+            bad = "--batch-size";
+        else if (o->inflight_set)
+            bad = "--inflight";
+        else if (o->validate)
+            bad = "--validate";
+        else if (o->notify)
+            bad = "--notify (every ping carries one anyway)";
+        if (bad != NULL)
+            return !complain("--pingpong does not go with %s: it has one "
+                             "write in flight each way",
+                             bad);
+    }
+    if (o->mode == MODE_MEMCPY) {
+        if (o->threads_set && o->threads != 1)
+            bad = "--threads";
+        else if (o->batch_set && o->batch != 1)
+            bad = "--batch-size";
+        else if (o->notify)
+            bad = "--notify";
+        else if (o->read)
+            bad = "--op read";
+        if (bad != NULL)
+            return !complain("--memcpy copies one block at a time in one "
+                             "thread: drop %s",
+                             bad);
+    }
+    if (o->sweep_lo != 0 && o->block_set)
+        return !complain("--sweep sets the block sizes: drop --block-size");
+    if (o->duration_set && o->iterations != 0)
+        return !complain("give --duration or --iterations, not both");
+    if (o->port_set && o->mode == MODE_MEMCPY)
+        return !complain("--port means nothing with --memcpy");
+    if (o->mode == MODE_TARGET && (o->json || o->csv != NULL))
+        return !complain("--json and --csv are the initiator's; the target "
+                         "prints a line per run");
+    return true;
+}
+
+/*
+ * batch x block x threads x inflight must fit in the buffer (computed
+ * before anything is allocated).  The default buffer is exactly that.
+ */
+static bool check_buffer(struct options *o)
+{
+    uint64_t block = o->sweep_lo != 0 ? o->sweep_hi : o->block, need;
+    char b1[32], b2[32], b3[32], b4[32];
+    const char *bflag = o->sweep_lo != 0 ? "--sweep (largest block)"
+                                         : "--block-size";
+
+    if (__builtin_mul_overflow(o->batch, block, &need) ||
+        __builtin_mul_overflow(need, o->threads, &need) ||
+        __builtin_mul_overflow(need, o->inflight, &need))
+        return !complain("--batch-size %" PRIu64 " × %s %s × --threads "
+                         "%" PRIu64 " × --inflight %" PRIu64
+                         " overflows 64 bits: lower one of them",
+                         o->batch, bflag, fmt_flag(b1, sizeof(b1), block),
+                         o->threads, o->inflight);
+    if (!o->buffer_set) {
+        o->buffer = need;
+        return true;
+    }
+    if (need <= o->buffer)
+        return true;
+    return !complain("--batch-size %" PRIu64 " × %s %s × --threads %" PRIu64
+                     " × --inflight %" PRIu64 " = %s does not fit in "
+                     "--buffer-size %s: raise --buffer-size to at least %s "
+                     "or lower one of the others",
+                     o->batch, bflag, fmt_flag(b1, sizeof(b1), block),
+                     o->threads, o->inflight, fmt_iec(b2, sizeof(b2), need),
+                     fmt_iec(b3, sizeof(b3), o->buffer),
+                     fmt_flag(b4, sizeof(b4), need));
+}
+
+/* Both buffers (loopback, memcpy) must fit in this machine's memory. */
+static bool check_memory(const struct options *o)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    uint64_t phys, need;
+    unsigned copies = o->mode == MODE_LOOPBACK || o->mode == MODE_MEMCPY
+                          ? 2 : 1;
+    char b1[32], b2[32];
+
+    if (pages <= 0 || psize <= 0)
+        return true;
+    phys = (uint64_t)pages * (uint64_t)psize;
+    if (__builtin_mul_overflow(o->buffer, copies, &need) ||
+        need > phys / 10 * 9)
+        return !complain("--buffer-size %s: %s needs %u such buffer%s but "
+                         "this machine has %s of memory",
+                         fmt_flag(b1, sizeof(b1), o->buffer),
+                         o->mode == MODE_LOOPBACK ? "loopback"
+                         : o->mode == MODE_MEMCPY ? "--memcpy"
+                                                  : "this side",
+                         copies, copies > 1 ? "s" : "",
+                         fmt_iec(b2, sizeof(b2), phys));
+    return true;
+}
+
+/* Defaults that depend on other options, then every check. */
+bool resolve_options(struct options *o)
+{
+    size_t nruns = sweep_count(o);
+
+    if (!check_conflicts(o))
+        return false;
+    if (!o->block_set)
+        o->block = o->pingpong ? 8 : UINT64_C(1) << 20;
+    if (o->pingpong)
+        o->inflight = 1;
+    if (o->sweep_lo != 0)
+        o->duration = o->duration_set ? o->duration / (double)nruns : 1.0;
+    else if (!o->duration_set)
+        o->duration = 5.0;
+    if (o->duration < 0.05)
+        return !complain("--duration: %.3g s per size is too short; give at "
+                         "least %.2g s",
+                         o->duration, 0.05 * (double)nruns);
+    if (o->mode == MODE_INITIATOR && o->initiator_addr[0] == '\0')
+        return !complain("--initiator needs HOST or HOST:PORT");
+    return check_buffer(o) && check_memory(o);
+}
+
+/* Every run's length, setup and exchanges, plus one request deadline. */
+double session_bound_s(const struct options *o)
+{
+    double per_run, runs = (double)sweep_count(o);
+
+    if (o->time_limit > 0)
+        return o->time_limit;
+    per_run = o->warmup + (o->iterations != 0 ? 600 : o->duration) + 5;
+    if (o->validate) /* fill, check and refill at >= 100 MB/s */
+        per_run += 3 * (double)o->buffer / 100e6;
+    return 30 + runs * per_run + o->timeout_ms / 1000.0;
+}

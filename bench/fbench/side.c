@@ -1,0 +1,230 @@
+/*
+ * ferry_bench: one side of a session: its context, its registered buffer, and
+ * the mailbox of control notifications exchanged with the peer.
+ */
+#include "fbench.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+int open_context(const struct options *o, bool progress_thread,
+                 struct side *s)
+{
+    struct ferry_config cfg;
+    int ret;
+
+    if ((ret = ferry_config_init(&cfg)))
+        return fail("ferry_config_init (check the FERRY_* variables)", ret);
+    if (o->provider != NULL)
+        cfg.provider = o->provider;
+    if (o->domain != NULL)
+        cfg.domain = o->domain;
+    if (o->rails != 0)
+        cfg.max_rails = o->rails;
+    cfg.tx_depth = (size_t)o->tx_depth;
+    cfg.local_only = o->mode == MODE_LOOPBACK;
+    cfg.progress_thread = progress_thread;
+    cfg.timeout_ms = o->timeout_ms;
+    if ((ret = ferry_context_create(&cfg, &s->ctx)))
+        return fail("ferry_context_create", ret);
+    s->progress_thread = progress_thread;
+    s->timeout_ms = o->timeout_ms;
+    s->info = (struct ferry_context_info)FERRY_CONTEXT_INFO_INIT;
+    if ((ret = ferry_context_info(s->ctx, &s->info)))
+        return fail("ferry_context_info", ret);
+    return 0;
+}
+
+/* Allocates, fills (which also faults every page in) and registers. */
+int setup_buffer(struct side *s, uint64_t len, enum pattern p,
+                 unsigned access)
+{
+    char b[32];
+    uint64_t t0;
+    int ret;
+
+    if (len > SIZE_MAX || posix_memalign((void **)&s->buf, 4096, len) != 0)
+        return complain("cannot allocate the %s buffer",
+                        fmt_iec(b, sizeof(b), len));
+    s->len = len;
+    pattern_fill(s->buf, 0, len, p);
+    t0 = now_ns();
+    ret = ferry_mem_register(s->ctx, s->buf, len, FERRY_MEM_HOST, 0, access,
+                             &s->mem);
+    s->reg_ns = now_ns() - t0;
+    if (ret != 0)
+        return fail("ferry_mem_register of the buffer", ret);
+    return 0;
+}
+
+void side_close(struct side *s)
+{
+    int ret;
+
+    /* After a failure, requests freed with operations still in flight keep
+     * the region busy: ferry_context_destroy closes it with the rest. */
+    if (s->mem != NULL && (ret = ferry_mem_deregister(s->mem)) != 0 &&
+        ret != FERRY_EBUSY)
+        fail("ferry_mem_deregister", ret);
+    ferry_context_destroy(s->ctx);
+    free(s->buf);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Moves every queued notification into the mailbox. */
+int mbox_pump(struct side *s)
+{
+    struct ferry_notification n[64];
+    struct mbox *mb = &s->mb;
+    int got;
+
+    do {
+        got = ferry_notify_poll(s->ctx, n, 64);
+        if (got < 0)
+            return fail("ferry_notify_poll", got);
+        for (int i = 0; i < got; i++) {
+            switch (n[i].id) {
+            case ID_DATA: mb->data += n[i].value; break;
+            case ID_PING: mb->ping += n[i].value; break;
+            case ID_PONG: mb->pong += n[i].value; break;
+            default:
+                if (mb->nctl == MBOX_CAP)
+                    return complain("protocol error: more than %d control "
+                                    "messages pending (is the peer another "
+                                    "version of ferry_bench?)",
+                                    MBOX_CAP);
+                mb->ctl[mb->nctl++] = n[i];
+            }
+        }
+    } while (got == 64);
+    return 0;
+}
+
+/* Takes the oldest pending control message with one of ids[]. */
+static bool mbox_take(struct mbox *mb, const uint64_t *ids, size_t nids,
+                      struct ferry_notification *out)
+{
+    for (size_t i = 0; i < mb->nctl; i++)
+        for (size_t k = 0; k < nids; k++)
+            if (mb->ctl[i].id == ids[k]) {
+                *out = mb->ctl[i];
+                memmove(&mb->ctl[i], &mb->ctl[i + 1],
+                        (mb->nctl - i - 1) * sizeof(mb->ctl[0]));
+                mb->nctl--;
+                return true;
+            }
+    return false;
+}
+
+/* The bootstrap connection to the peer, whose liveness is probed. */
+static ferry_oob_conn_t *g_probe_conn;
+static int g_probe_timeout_ms;
+
+void set_probe(ferry_oob_conn_t *conn, bool accepted)
+{
+    g_probe_conn = conn;
+    /* An accepted connection answers from local state: no wait.  The
+     * connecting side asks the listener over TCP and must read the
+     * answer, or the next frame on the stream would be a stale one. */
+    g_probe_timeout_ms = accepted ? 0 : 5000;
+}
+
+/*
+ * Whether the peer closed the bootstrap connection (it stopped or
+ * failed).  The public API has no liveness call; a lookup of a name never
+ * offered or published answers FERRY_ENOENT while the peer is there, and
+ * FERRY_ECONNRESET once it is gone.
+ */
+bool peer_gone(void)
+{
+    ferry_rmem_t *r = NULL;
+    int ret;
+
+    if (g_probe_conn == NULL)
+        return false;
+    ret = ferry_oob_lookup(g_probe_conn, ALIVE_PROBE_NAME,
+                           g_probe_timeout_ms, &r);
+    if (ret == 0)
+        ferry_rmem_free(r);
+    return ret == FERRY_ECONNRESET ||
+           (ret == FERRY_ETIMEDOUT && g_probe_timeout_ms > 0);
+}
+
+/*
+ * Waits until deadline for a control message with one of ids[].  Busy
+ * polls (the pump drives progress) unless a progress thread does that.
+ */
+int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
+              uint64_t deadline, const char *what,
+              struct ferry_notification *out)
+{
+    uint64_t next_probe = now_ns() + 100000000u;
+    unsigned spins = 0;
+
+    for (;;) {
+        if (mbox_pump(s))
+            return 1;
+        if (mbox_take(&s->mb, ids, nids, out))
+            return 0;
+        uint64_t t = now_ns();
+        if (t >= deadline)
+            return complain("no %s from the peer in time: it failed, "
+                            "stopped, or its side is slower than the time "
+                            "bound allows",
+                            what);
+        if (t >= next_probe) {
+            if (peer_gone())
+                return complain("the peer closed the bootstrap connection "
+                                "(it stopped or failed; its own message "
+                                "says why) while this side waited for %s",
+                                what);
+            next_probe = t + 100000000u;
+        }
+        if (s->progress_thread)
+            sleep_ns(100000);
+        else if (++spins % 16 == 0)
+            sched_yield();
+    }
+}
+
+int mbox_wait1(struct side *s, uint64_t id, uint64_t deadline,
+               const char *what, uint64_t *value)
+{
+    struct ferry_notification n;
+
+    if (mbox_wait(s, &id, 1, deadline, what, &n))
+        return 1;
+    *value = n.value;
+    return 0;
+}
+
+/*
+ * Sends {id, value} and waits until it is delivered: at most the
+ * request's deadline, less when the peer is seen to be gone (a provider
+ * may not fail a send to a peer that vanished before the connection under
+ * it was accepted).
+ */
+int send_ctl(struct side *s, ferry_peer_t *peer, uint64_t id,
+             uint64_t value)
+{
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    ferry_req_t *req;
+    int ret;
+
+    opts.timeout_ms = s->timeout_ms;
+    if ((ret = ferry_notify_send(peer, id, value, &opts, &req)))
+        return fail("ferry_notify_send", ret);
+    while ((ret = ferry_req_wait(req, 100)) == FERRY_EINPROGRESS) {
+        if (peer_gone()) {
+            ferry_req_free(req);
+            return complain("the peer closed the bootstrap connection (it "
+                            "stopped or failed; its own message says why) "
+                            "while this side sent it a control message");
+        }
+    }
+    ferry_req_free(req);
+    if (ret != 0)
+        return fail("sending a control notification to the peer", ret);
+    return 0;
+}

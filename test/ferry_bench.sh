@@ -1,0 +1,42 @@
+#!/bin/sh
+# ferry_bench as a person runs it, briefly: the checks made before anything
+# is allocated (exit 2 with a sentence naming the flags), and short loopback
+# runs over tcp and shm whose --validate / --notify checks must say OK, plus
+# the self-test of the checker (a flipped byte must fail the run).  Run by
+# `make check`; it guards the program's parts against drifting apart.
+set -eu
+
+: "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
+
+fb=$abs_top_builddir/bench/ferry_bench
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+status=0
+
+# expect CODE WORDS ARGS...: ferry_bench ARGS exits CODE and prints WORDS.
+expect() {
+	code=$1 words=$2
+	shift 2
+	rc=0
+	timeout 120 "$fb" "$@" >"$tmp/out" 2>&1 || rc=$?
+	if [ "$rc" -eq "$code" ] && grep -F -- "$words" "$tmp/out" >/dev/null; then
+		echo "PASS: ferry_bench $* (exit $rc, \"$words\")"
+	else
+		cat "$tmp/out"
+		echo "FAIL: ferry_bench $* (exit $rc; expected $code and \"$words\")"
+		status=1
+	fi
+}
+
+short="--duration 0.3 --warmup 0.1"
+expect 2 "does not fit in --buffer-size 1 MiB" --batch-size 4 --buffer-size 1M
+expect 2 "overflows 64 bits" --batch-size 65536 --block-size 1024G \
+	--threads 64 --inflight 1024
+expect 2 "CUDA memory arrives" --mem cuda:0
+expect 0 "result       OK" --provider "tcp;ofi_rxm" --validate --notify $short
+expect 0 "result       OK" --provider shm --op read --validate --threads 2 \
+	--batch-size 4 --block-size 64K $short
+expect 0 "pings" --provider shm --pingpong $short
+expect 0 '"ok":true}' --provider shm --sweep 4K:16K --json $short
+FERRY_BENCH_CORRUPT=100 expect 1 "FAILED" --provider shm --validate $short
+exit $status
