@@ -10,7 +10,8 @@
 #                take half, rounded up)
 #   -b PATH      ferry_bench to run (default: $FERRY_BENCH, else a build
 #                directory next to the source: build/, ../build/, the cwd)
-#   -c CASES     comma-separated groups: tcp, shm, latency, batch (all)
+#   -c CASES     comma-separated groups: tcp, shm, latency, batch, staged
+#                (all)
 #   -o FILE      raw runs go here (default bench/results/compare-DATE.txt)
 #
 # The cases:
@@ -26,6 +27,10 @@
 #            trip), 8 B and 4 KiB, tcp;ofi_rxm and shm: lower is better
 #   batch    ferry_bench 4 KiB blocks, --batch-size 64 against --batch-size
 #            1, tcp and shm: ops/s (blocks), batching must help
+#   staged   ferry_bench --mem cuda against --mem host, 4 MiB blocks, tcp
+#            and shm: GB/s of GPU memory the provider cannot register
+#            (staged through host buffers); without a GPU (no nvidia-smi
+#            -L) on ferry's simulated device (FERRY_SIM_DEVICES=1)
 #
 # Missing reference tools (apt-get install iperf3 libfabric-bin) skip their
 # cases.  Every process runs under timeout(1), so nothing hangs; servers
@@ -280,6 +285,17 @@ batch_tcp_64() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 64 --b
 batch_tcp_1() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
 batch_shm_64() { ferry_value 3 --provider shm --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
 batch_shm_1() { ferry_value 3 --provider shm --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
+# --mem cuda: a real GPU if there is one, else the simulated device.
+staged() { # ARGS...
+	if [[ -z ${FERRY_SIM_DEVICES:-} ]] && ! nvidia-smi -L > /dev/null 2>&1; then
+		export FERRY_SIM_DEVICES=1
+	fi
+	ferry_value 2 "$@" --mem cuda
+}
+staged_tcp() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
+host_tcp() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
+staged_shm() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
+host_shm() { ferry_value 2 --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
 
 have() {
 	command -v "$1" > /dev/null && return 0
@@ -293,6 +309,7 @@ want tcp && ncases=$((ncases + 2))
 want shm && ncases=$((ncases + 1))
 want latency && ncases=$((ncases + 4))
 want batch && ncases=$((ncases + 2))
+want staged && ncases=$((ncases + 2))
 load0=$(load)
 raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
 raw "ferry_bench: $bench; -n $runs -t $secs; load average at start: $load0"
@@ -317,6 +334,11 @@ fi
 if want batch; then
 	compare "tcp 4 KiB batch 64 vs 1" "ops/s" higher "batch 64" "batch 1" batch_tcp_64 batch_tcp_1
 	compare "shm 4 KiB batch 64 vs 1" "ops/s" higher "batch 64" "batch 1" batch_shm_64 batch_shm_1
+fi
+
+if want staged; then
+	compare "tcp 4 MiB staged vs host" "GB/s" higher "--mem cuda" "--mem host" staged_tcp host_tcp
+	compare "shm 4 MiB staged vs host" "GB/s" higher "--mem cuda" "--mem host" staged_shm host_shm
 fi
 
 # ---- the table -------------------------------------------------------------

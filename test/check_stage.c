@@ -399,10 +399,12 @@ START_TEST(test_cancel_in_flight)
                   ferry_last_error());
     ferry_req_free(req);
     /* The slots come back: deregistration and a full transfer work. */
-    for (int i = 0; i < 1000 && (ret = ferry_mem_deregister(r.dmem)) ==
-                                    FERRY_EBUSY;
-         i++)
+    for (int ms = 0; ms < 20000 && (ret = ferry_mem_deregister(r.dmem)) ==
+                                       FERRY_EBUSY;
+         ms++) {
         ferry_progress(r.p.init);
+        usleep(1000);
+    }
     ck_assert_int_eq(ret, 0);
     ck_assert_int_eq(ferry_mem_register(r.p.init, r.dev, len, FERRY_MEM_CUDA,
                                         0, 0, &r.dmem),

@@ -32,11 +32,18 @@ short="--duration 0.3 --warmup 0.1"
 expect 2 "does not fit in --buffer-size 1 MiB" --batch-size 4 --buffer-size 1M
 expect 2 "overflows 64 bits" --batch-size 65536 --block-size 1024G \
 	--threads 64 --inflight 1024
-expect 2 "CUDA memory arrives" --mem cuda:0
 expect 0 "result       OK" --provider "tcp;ofi_rxm" --validate --notify $short
 expect 0 "result       OK" --provider shm --op read --validate --threads 2 \
 	--batch-size 4 --block-size 64K $short
 expect 0 "pings" --provider shm --pingpong $short
 expect 0 '"ok":true}' --provider shm --sweep 4K:16K --json $short
 FERRY_BENCH_CORRUPT=100 expect 1 "FAILED" --provider shm --validate $short
+# --mem cuda on the simulated device (this machine has no GPU; with one,
+# FERRY_SIM_DEVICES still selects the simulation): staged GPU memory on
+# both sides, every byte checked on the device.
+FERRY_SIM_DEVICES=1 expect 0 "result       OK" --mem cuda --provider "tcp;ofi_rxm" \
+	--validate --notify --block-size 1M $short
+FERRY_SIM_DEVICES=2 expect 0 "result       OK" --mem cuda:1 --provider shm \
+	--op read --validate --block-size 256K --batch-size 2 $short
+FERRY_SIM_DEVICES=1 expect 1 "device 3 does not exist" --mem cuda:3 $short
 exit $status

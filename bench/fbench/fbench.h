@@ -180,7 +180,12 @@ struct side {
     ferry_context_t *ctx;
     struct ferry_context_info info;
     bool progress_thread;
+    /* --mem cuda: buf is device memory of `device`, which the CPU may not
+     * touch; patterns go through `shadow` (side_fill, side_view). */
+    bool cuda;
+    unsigned device;
     uint8_t *buf;
+    uint8_t *shadow;
     uint64_t len;
     ferry_mem_t *mem;
     uint64_t reg_ns; /* how long ferry_mem_register took */
@@ -265,6 +270,11 @@ int open_context(const struct options *o, bool progress_thread,
                  struct side *s);
 int setup_buffer(struct side *s, uint64_t len, enum pattern p,
                  unsigned access);
+/* Pattern p into the whole buffer, wherever it lives. */
+int side_fill(struct side *s, enum pattern p);
+/* The buffer's bytes for the CPU to check: buf itself, or for device
+ * memory a fresh copy in the shadow; NULL (after a message) on failure. */
+uint8_t *side_view(struct side *s);
 void side_close(struct side *s);
 int mbox_pump(struct side *s);
 void set_probe(ferry_oob_conn_t *conn, bool accepted);

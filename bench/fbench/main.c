@@ -36,12 +36,6 @@ int main(int argc, char **argv)
 
     if (!parse_args(argc, argv, &o) || !resolve_options(&o))
         return EXIT_USAGE;
-    if (o.cuda) {
-        fprintf(stderr, "ferry_bench: --mem %s: CUDA memory arrives with the "
-                "CUDA issue; ferry has no device support yet\n",
-                o.mem_text);
-        return EXIT_USAGE;
-    }
     g_out = o.json ? stderr : stdout;
     if (o.csv != NULL) {
         csv = fopen(o.csv, "w");

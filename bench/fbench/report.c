@@ -49,7 +49,8 @@ void print_header(const struct options *o,
                 " thread%s × %" PRIu64 " in flight",
                 o->batch, o->threads, o->threads == 1 ? "" : "s",
                 o->inflight);
-    fprintf(g_out, ", buffer %s, ", fmt_iec(b2, sizeof(b2), o->buffer));
+    fprintf(g_out, ", buffer %s%s, ", fmt_iec(b2, sizeof(b2), o->buffer),
+            o->cuda ? " of device memory" : "");
     if (o->iterations != 0)
         fprintf(g_out, "%" PRIu64 " iterations per run\n", o->iterations);
     else
@@ -60,6 +61,9 @@ void print_header(const struct options *o,
                 "mr_mode 0x%x\n",
                 info->why, info->tx_depth,
                 fmt_iec(b1, sizeof(b1), info->max_msg_size), info->mr_mode);
+    if (info != NULL && o->cuda)
+        fprintf(g_out, "  device mem   %s: %s\n", o->mem_text,
+                info->device_path);
     fflush(g_out);
 }
 
@@ -263,7 +267,8 @@ void print_json(const struct options *o,
     if (info != NULL)
         printf("\"tx_depth\":%zu,\"max_msg_size\":%zu,\"mr_mode\":%u,",
                info->tx_depth, info->max_msg_size, info->mr_mode);
-    json_str("mem", "host", ",");
+    json_str("mem", o->cuda ? o->mem_text : "host", ",");
+    json_str("device_path", info && o->cuda ? info->device_path : NULL, ",");
     printf("\"batch_size\":%" PRIu64 ",\"threads\":%" PRIu64
            ",\"inflight\":%" PRIu64 ",\"buffer_size\":%" PRIu64 ",",
            o->batch, o->threads, o->inflight, o->buffer);

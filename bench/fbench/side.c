@@ -30,10 +30,39 @@ int open_context(const struct options *o, bool progress_thread,
         return fail("ferry_context_create", ret);
     s->progress_thread = progress_thread;
     s->timeout_ms = o->timeout_ms;
+    s->cuda = o->cuda;
+    s->device = o->cuda_device;
     s->info = (struct ferry_context_info)FERRY_CONTEXT_INFO_INIT;
     if ((ret = ferry_context_info(s->ctx, &s->info)))
         return fail("ferry_context_info", ret);
     return 0;
+}
+
+int side_fill(struct side *s, enum pattern p)
+{
+    int ret;
+
+    if (!s->cuda) {
+        pattern_fill(s->buf, 0, s->len, p);
+        return 0;
+    }
+    pattern_fill(s->shadow, 0, s->len, p);
+    if ((ret = ferry_device_copy(s->buf, s->shadow, s->len)))
+        return fail("copying the pattern to the device", ret);
+    return 0;
+}
+
+uint8_t *side_view(struct side *s)
+{
+    int ret;
+
+    if (!s->cuda)
+        return s->buf;
+    if ((ret = ferry_device_copy(s->shadow, s->buf, s->len))) {
+        fail("copying the device buffer back to check it", ret);
+        return NULL;
+    }
+    return s->shadow;
 }
 
 /* Allocates, fills (which also faults every page in) and registers. */
@@ -44,14 +73,31 @@ int setup_buffer(struct side *s, uint64_t len, enum pattern p,
     uint64_t t0;
     int ret;
 
-    if (len > SIZE_MAX || posix_memalign((void **)&s->buf, 4096, len) != 0)
+    if (len > SIZE_MAX)
         return complain("cannot allocate the %s buffer",
                         fmt_iec(b, sizeof(b), len));
+    if (s->cuda) {
+        if ((ret = ferry_device_alloc((int)s->device, len,
+                                      (void **)&s->buf)))
+            return fail("--mem cuda: ferry_device_alloc of the buffer (no "
+                        "GPU? FERRY_SIM_DEVICES=1 measures on ferry's "
+                        "simulated device)",
+                        ret);
+        if (posix_memalign((void **)&s->shadow, 4096, len) != 0)
+            return complain("cannot allocate the %s host shadow of the "
+                            "device buffer",
+                            fmt_iec(b, sizeof(b), len));
+    } else if (posix_memalign((void **)&s->buf, 4096, len) != 0) {
+        return complain("cannot allocate the %s buffer",
+                        fmt_iec(b, sizeof(b), len));
+    }
     s->len = len;
-    pattern_fill(s->buf, 0, len, p);
+    if (side_fill(s, p))
+        return 1;
     t0 = now_ns();
-    ret = ferry_mem_register(s->ctx, s->buf, len, FERRY_MEM_HOST, 0, access,
-                             &s->mem);
+    ret = ferry_mem_register(s->ctx, s->buf, len,
+                             s->cuda ? FERRY_MEM_CUDA : FERRY_MEM_HOST,
+                             s->cuda ? (int)s->device : -1, access, &s->mem);
     s->reg_ns = now_ns() - t0;
     if (ret != 0)
         return fail("ferry_mem_register of the buffer", ret);
@@ -68,7 +114,11 @@ void side_close(struct side *s)
         ret != FERRY_EBUSY)
         fail("ferry_mem_deregister", ret);
     ferry_context_destroy(s->ctx);
-    free(s->buf);
+    if (s->cuda)
+        ferry_device_free(s->buf);
+    else
+        free(s->buf);
+    free(s->shadow);
     memset(s, 0, sizeof(*s));
 }
 

@@ -38,13 +38,18 @@ struct target_run {
 static void check_written(struct target *t, struct target_run *r)
 {
     uint64_t block = r->i_block, nblocks = t->s.len / block;
+    uint8_t *buf = side_view(&t->s);
 
-    corrupt_for_self_test(t->s.buf, t->s.len);
+    if (buf == NULL) {
+        r->verdict |= VERDICT_DATA;
+        return;
+    }
+    corrupt_for_self_test(buf, t->s.len);
     r->written = 0;
     r->first_bad = UINT64_MAX;
     for (uint64_t i = 0; i < nblocks; i++) {
         uint64_t off = i * block;
-        uint64_t bad_b = pattern_mismatch(t->s.buf, off, block, PAT_B);
+        uint64_t bad_b = pattern_mismatch(buf, off, block, PAT_B);
 
         if (bad_b == UINT64_MAX) {
             r->written++;
@@ -52,17 +57,18 @@ static void check_written(struct target *t, struct target_run *r)
         }
         /* Not B: it must be A, untouched.  A block that starts as B and
          * turns into A somewhere is torn: report where B stops. */
-        uint64_t bad_a = pattern_mismatch(t->s.buf, off, block, PAT_A);
+        uint64_t bad_a = pattern_mismatch(buf, off, block, PAT_A);
         if (bad_a != UINT64_MAX && r->first_bad == UINT64_MAX)
             r->first_bad = bad_b > off ? bad_b : bad_a;
     }
     if (r->first_bad == UINT64_MAX)
-        r->first_bad = pattern_mismatch(t->s.buf, nblocks * block,
+        r->first_bad = pattern_mismatch(buf, nblocks * block,
                                         t->s.len - nblocks * block, PAT_A);
     if (r->first_bad != UINT64_MAX || r->written != r->i_written)
         r->verdict |= VERDICT_DATA;
     /* Back to A for the next run. */
-    pattern_fill(t->s.buf, 0, t->s.len, PAT_A);
+    if (side_fill(&t->s, PAT_A))
+        r->verdict |= VERDICT_DATA;
 }
 
 /* --notify: the queue's count, ferry's counter and the initiator's. */

@@ -357,10 +357,12 @@ static int check_read_back(const struct run *r, const struct worker *ws,
                            struct result *res)
 {
     const struct grid *g = &r->g;
-    const uint8_t *buf = r->in->s.buf;
+    uint8_t *buf = side_view(&r->in->s);
     uint64_t used = g->threads * g->slots_per_thread * g->slot, bad;
 
-    corrupt_for_self_test(r->in->s.buf, r->in->s.len);
+    if (buf == NULL)
+        return 1;
+    corrupt_for_self_test(buf, r->in->s.len);
     res->local_check = 0;
     for (uint64_t t = 0; t < g->threads; t++)
         for (uint64_t s = 0; s < g->slots_per_thread; s++) {
@@ -460,8 +462,8 @@ int run_throughput(struct initiator *in, uint64_t block,
     atomic_init(&r.abort, false);
     if ((ws = workers_new(&r)) == NULL)
         return 1;
-    if (o->validate && o->read)
-        pattern_fill(in->s.buf, 0, in->s.len, PAT_B); /* reads bring A */
+    if (o->validate && o->read && side_fill(&in->s, PAT_B)) /* reads bring A */
+        return 1;
     failed = start_run(in, run_flags(o), block);
     if (!failed && o->warmup <= 0)
         failed = begin_measure(&r, &win);
