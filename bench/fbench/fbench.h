@@ -148,9 +148,13 @@ struct options {
     double warmup;
     uint64_t buffer;
     bool buffer_set;
-    bool cuda;
+    bool cuda; /* --mem: this side's buffer (both sides in loopback) */
     unsigned cuda_device;
     const char *mem_text;
+    bool target_mem_set; /* --target-mem: the loopback target's instead */
+    bool target_cuda;
+    unsigned target_cuda_device;
+    const char *target_mem_text;
     bool notify, validate, json, pingpong;
     uint64_t sweep_lo, sweep_hi; /* 0: no sweep */
     const char *sweep_text;

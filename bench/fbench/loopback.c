@@ -125,7 +125,11 @@ static void loopback_child(const struct options *o, pid_t parent, int fd,
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(1); /* the parent is already gone */
     arm_time_bound(bound_s + 10);
-    int code = target_main(o, fd);
+    struct options to = *o;
+    to.cuda = o->target_cuda;
+    to.cuda_device = o->target_cuda_device;
+    to.mem_text = o->target_mem_text;
+    int code = target_main(&to, fd);
     fflush(NULL);
     _exit(code);
 }

@@ -139,24 +139,28 @@ static bool parse_sweep(const char *s, struct options *o)
     return true;
 }
 
-static bool parse_mem(const char *s, struct options *o)
+/* host, cuda or cuda:N for flag (--mem, --target-mem). */
+static bool parse_mem(const char *flag, const char *s, bool *cuda,
+                      unsigned *device, const char **text)
 {
     uint64_t dev = 0;
+    char what[32];
 
+    *text = s;
     if (strcmp(s, "host") == 0) {
-        o->cuda = false;
+        *cuda = false;
         return true;
     }
+    snprintf(what, sizeof(what), "%s cuda:", flag);
     if (strncmp(s, "cuda", 4) == 0 &&
         (s[4] == '\0' ||
-         (s[4] == ':' && parse_uint("--mem cuda:", s + 5, 0, 1023, &dev)))) {
-        o->cuda = true;
-        o->cuda_device = (unsigned)dev;
-        o->mem_text = s;
+         (s[4] == ':' && parse_uint(what, s + 5, 0, 1023, &dev)))) {
+        *cuda = true;
+        *device = (unsigned)dev;
         return true;
     }
     if (strncmp(s, "cuda:", 5) != 0)
-        complain("--mem %s: use host, cuda or cuda:N", s);
+        complain("%s %s: use host, cuda or cuda:N", flag, s);
     return false;
 }
 
@@ -190,7 +194,9 @@ static void usage(FILE *f)
 "                          read: the initiator checks every byte it read\n"
 "  --pingpong              latency: write + notification there, the target\n"
 "                          answers the same way; reports half the round trip\n"
-"  --mem host|cuda[:N]     memory of the buffers (host)\n"
+"  --mem host|cuda[:N]     memory of the buffers (host); cuda without a GPU:\n"
+"                          set FERRY_SIM_DEVICES=1 (ferry's simulated device)\n"
+"  --target-mem host|cuda[:N]  --loopback: the target's buffer (as --mem)\n"
 "\n"
 "Length of a run:\n"
 "  --duration SECONDS      measured time (5; with --sweep the total, split over\n"
@@ -227,6 +233,7 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
+    F_TARGET_MEM,
     F_HELP,
 };
 
@@ -243,7 +250,8 @@ static const struct flag {
     {"--threads", true, F_THREADS},      {"--inflight", true, F_INFLIGHT},
     {"--duration", true, F_DURATION},    {"--iterations", true, F_ITERATIONS},
     {"--warmup", true, F_WARMUP},        {"--buffer-size", true, F_BUFFER},
-    {"--mem", true, F_MEM},              {"--notify", false, F_NOTIFY},
+    {"--mem", true, F_MEM},              {"--target-mem", true, F_TARGET_MEM},
+    {"--notify", false, F_NOTIFY},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
     {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
@@ -313,7 +321,12 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_BUFFER:
         o->buffer_set = true;
         return parse_size(f->name, v, &o->buffer);
-    case F_MEM: return parse_mem(v, o);
+    case F_MEM:
+        return parse_mem(f->name, v, &o->cuda, &o->cuda_device, &o->mem_text);
+    case F_TARGET_MEM:
+        o->target_mem_set = true;
+        return parse_mem(f->name, v, &o->target_cuda, &o->target_cuda_device,
+                         &o->target_mem_text);
     case F_NOTIFY: o->notify = true; return true;
     case F_VALIDATE: o->validate = true; return true;
     case F_JSON: o->json = true; return true;
@@ -508,6 +521,14 @@ bool resolve_options(struct options *o)
 
     if (!check_conflicts(o))
         return false;
+    if (o->target_mem_set && o->mode != MODE_LOOPBACK)
+        return !complain("--target-mem is for --loopback; with --target or "
+                         "--initiator each side gives its own --mem");
+    if (!o->target_mem_set) {
+        o->target_cuda = o->cuda;
+        o->target_cuda_device = o->cuda_device;
+        o->target_mem_text = o->mem_text;
+    }
     if (!o->block_set)
         o->block = o->pingpong ? 8 : UINT64_C(1) << 20;
     if (o->pingpong)

@@ -61,8 +61,10 @@ void print_header(const struct options *o,
                 "mr_mode 0x%x\n",
                 info->why, info->tx_depth,
                 fmt_iec(b1, sizeof(b1), info->max_msg_size), info->mr_mode);
-    if (info != NULL && o->cuda)
-        fprintf(g_out, "  device mem   %s: %s\n", o->mem_text,
+    if (info != NULL && (o->cuda || o->target_cuda))
+        fprintf(g_out, "  memory       here %s, target %s; device memory: %s\n",
+                o->cuda ? o->mem_text : "host",
+                o->target_cuda ? o->target_mem_text : "host",
                 info->device_path);
     fflush(g_out);
 }
@@ -268,6 +270,7 @@ void print_json(const struct options *o,
         printf("\"tx_depth\":%zu,\"max_msg_size\":%zu,\"mr_mode\":%u,",
                info->tx_depth, info->max_msg_size, info->mr_mode);
     json_str("mem", o->cuda ? o->mem_text : "host", ",");
+    json_str("target_mem", o->target_cuda ? o->target_mem_text : "host", ",");
     json_str("device_path", info && o->cuda ? info->device_path : NULL, ",");
     printf("\"batch_size\":%" PRIu64 ",\"threads\":%" PRIu64
            ",\"inflight\":%" PRIu64 ",\"buffer_size\":%" PRIu64 ",",
