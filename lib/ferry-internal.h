@@ -291,6 +291,9 @@ struct ferry_context {
      * writes are flushed before a notification is delivered. */
     _Atomic unsigned hmem_exposed_devices;
     struct ferry__notify_queue notifications; /* under lock */
+    /* Arrived while mirror copies were queued (stage.c): delivered once
+     * they are done; under lock. */
+    struct ferry__notify_queue held;
     struct ferry__counters counters;          /* under lock */
 
     /* statistics, under lock */
@@ -553,10 +556,14 @@ void ferry__stage_rma_done(struct ferry__op *op, int err);
 void ferry__stage_destroy(struct ferry_context *ctx);
 /*
  * Target side: a peer wrote [off, off + len) of the mirror of region
- * mirror_id; copies it to the device.  Caller holds ctx->lock.
+ * mirror_id; queues its copy to the device.  Caller holds ctx->lock.
  */
 void ferry__mirror_sync(struct ferry_context *ctx, uint64_t mirror_id,
                         uint64_t off, uint64_t len);
+/* Whether mirror copies are still queued (notifications wait for them). */
+bool ferry__mirror_busy(struct ferry_context *ctx);
+/* Delivers the notifications held back while mirror copies ran. */
+void ferry__notify_release_held(struct ferry_context *ctx);
 
 /* ---- xfer and progress (xfer.c, progress.c) ----------------------------- */
 

@@ -248,12 +248,36 @@ static void queue(struct ferry_context *ctx, const struct ferry_notification *n)
                        (unsigned long long)n->id);
 }
 
+/* Counts n on its counter and queues it for ferry_notify_poll. */
+static void deliver(struct ferry_context *ctx,
+                    const struct ferry_notification *n)
+{
+    struct ferry__counter *counter = counter_find(&ctx->counters, n->id, true);
+
+    if (counter == NULL)
+        FERRY_LOG_WARN("out of memory: notification %llu lost",
+                       (unsigned long long)n->id);
+    else
+        counter->sum += n->value;
+    queue(ctx, n);
+    ctx->notifications_received++;
+}
+
+void ferry__notify_release_held(struct ferry_context *ctx)
+{
+    struct ferry__notify_queue *q = &ctx->held;
+
+    for (; q->count > 0; q->count--) {
+        deliver(ctx, &q->items[q->head]);
+        q->head = (q->head + 1) % q->cap;
+    }
+}
+
 void ferry__notify_received(struct ferry_context *ctx,
                             struct ferry__rail *rail, struct ferry__recv *rv,
                             size_t len)
 {
     struct ferry_notification n;
-    struct ferry__counter *counter;
     uint64_t head = get64(rv->buf);
     uint32_t kind = (uint32_t)(head >> 32);
     int ret;
@@ -273,14 +297,15 @@ void ferry__notify_received(struct ferry_context *ctx,
         ferry__hmem_flush_rdma(ctx);
         n.id = get64(rv->buf + 8);
         n.value = get64(rv->buf + 16);
-        counter = counter_find(&ctx->counters, n.id, true);
-        if (counter == NULL)
-            FERRY_LOG_WARN("out of memory: notification %llu lost",
-                           (unsigned long long)n.id);
-        else
-            counter->sum += n.value;
-        queue(ctx, &n);
-        ctx->notifications_received++;
+        /* Not before the copies of the data it announces (stage.c). */
+        if (ferry__mirror_busy(ctx)) {
+            if (queue_push(&ctx->held, &n) != 0)
+                FERRY_LOG_WARN("out of memory: notification %llu lost",
+                               (unsigned long long)n.id);
+        } else {
+            ferry__notify_release_held(ctx);
+            deliver(ctx, &n);
+        }
     }
     ret = post_recv(rail, rv);
     if (ret != 0)
@@ -291,8 +316,10 @@ void ferry__notify_received(struct ferry_context *ctx,
 void ferry__notify_destroy(struct ferry_context *ctx)
 {
     free(ctx->notifications.items);
+    free(ctx->held.items);
     free(ctx->counters.slots);
     memset(&ctx->notifications, 0, sizeof(ctx->notifications));
+    memset(&ctx->held, 0, sizeof(ctx->held));
     memset(&ctx->counters, 0, sizeof(ctx->counters));
 }
 

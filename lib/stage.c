@@ -13,8 +13,11 @@
  * flight of its request, so the request ends only after its last chunk.
  *
  * On the target side, a staged region exported for remote access is a
- * host mirror (mem.c); ferry__mirror_sync copies what peers wrote into it
- * to the device when their sync message arrives (notify.c).
+ * host mirror (mem.c); ferry__mirror_sync queues the copy of what a peer
+ * wrote into it to the device when the peer's sync message arrives
+ * (notify.c), and notifications that arrive while such copies are queued
+ * are held back until they are done (ferry__mirror_busy), so none is
+ * delivered before the data it announces is on the device.
  *
  * Everything but ferry__stage_ensure runs with ctx->lock held.
  */
@@ -25,6 +28,8 @@
 #include <string.h>
 
 #define STAGE_MAX_DEVICES 32
+/* Mirror copies queued at once on the target side; past it, blocking. */
+#define MIRROR_SYNCS 16
 
 enum slot_state {
     SLOT_FREE,
@@ -54,6 +59,13 @@ struct ferry__stage_dev {
     struct ferry__hmem_event **events; /* one per slot */
 };
 
+/* A queued copy of a peer's write from a mirror to its device. */
+struct mirror_copy {
+    struct ferry_mem *mem; /* NULL: free; holds a user reference */
+    struct ferry__hmem_event *event;
+    int event_device; /* the device event was made for, or -1 */
+};
+
 struct ferry__stage {
     const struct ferry__hmem_ops *ops;
     uint8_t *host;         /* nslots x chunk bytes, pinned */
@@ -63,6 +75,8 @@ struct ferry__stage {
     struct ferry__stage_slot *free;
     size_t busy;
     struct ferry__stage_dev dev[STAGE_MAX_DEVICES];
+    struct mirror_copy syncs[MIRROR_SYNCS];
+    unsigned syncs_busy;
 };
 
 /* Serialises ferry__stage_ensure, which calls the backend and registers
@@ -98,6 +112,8 @@ static int stage_create(struct ferry_context *ctx, struct ferry__stage **out)
         free(st);
         return ret;
     }
+    for (size_t i = 0; i < MIRROR_SYNCS; i++)
+        st->syncs[i].event_device = -1;
     for (size_t i = st->nslots; i-- > 0;) {
         struct ferry__stage_slot *slot = &st->slots[i];
 
@@ -179,9 +195,15 @@ void ferry__stage_destroy(struct ferry_context *ctx)
     if (st == NULL)
         return;
     /* Requests are gone (ferry__reqs_destroy): no slot is in use, and
-     * destroying a stream waits for its queued copies. */
+     * destroying a stream waits for its queued copies, mirror syncs too. */
     for (int d = 0; d < STAGE_MAX_DEVICES; d++)
         dev_destroy(st->ops, &st->dev[d], st->nslots);
+    for (size_t i = 0; i < MIRROR_SYNCS; i++) {
+        if (st->syncs[i].event != NULL)
+            st->ops->event_destroy(st->syncs[i].event);
+        if (st->syncs[i].mem != NULL)
+            atomic_fetch_sub(&st->syncs[i].mem->users, 1);
+    }
     ferry__mem_close(st->mem);
     st->ops->host_free(st->host);
     free(st->slots);
@@ -342,24 +364,79 @@ static bool slot_advance(struct ferry__stage_slot *slot)
     return slot->state == SLOT_FREE;
 }
 
-void ferry__stage_progress(struct ferry_context *ctx)
+/* ---- target side ------------------------------------------------------------ */
+
+/* Retires finished mirror copies; true while some are still queued. */
+static bool syncs_poll(struct ferry__stage *st)
 {
-    struct ferry__stage *st = ctx->stage;
+    for (size_t i = 0; i < MIRROR_SYNCS && st->syncs_busy > 0; i++) {
+        struct mirror_copy *c = &st->syncs[i];
+        int done;
 
-    if (st == NULL || st->busy == 0)
-        return;
-    for (size_t i = 0; i < st->nslots; i++) {
-        struct ferry__stage_slot *slot = &st->slots[i];
-        struct ferry_req *req = slot->req;
-
-        if (slot->state == SLOT_FREE || slot->state == SLOT_RMA)
+        if (c->mem == NULL || (done = st->ops->event_done(c->event)) == 0)
             continue;
-        if (slot_advance(slot))
-            ferry__req_settle(req);
+        if (done < 0)
+            FERRY_LOG_WARN("copying a peer's write into staged region %llu "
+                           "to device %d failed: %s",
+                           (unsigned long long)c->mem->mirror_id,
+                           c->mem->device, ferry_last_error());
+        atomic_fetch_sub(&c->mem->users, 1);
+        c->mem = NULL;
+        st->syncs_busy--;
     }
+    return st->syncs_busy > 0;
 }
 
-/* ---- target side ------------------------------------------------------------ */
+bool ferry__mirror_busy(struct ferry_context *ctx)
+{
+    return ctx->stage != NULL && ctx->stage->syncs_busy > 0 &&
+           syncs_poll(ctx->stage);
+}
+
+/* A free copy slot with an event of device d, or NULL. */
+static struct mirror_copy *sync_slot(struct ferry__stage *st, int d)
+{
+    for (size_t i = 0; i < MIRROR_SYNCS; i++) {
+        struct mirror_copy *c = &st->syncs[i];
+
+        if (c->mem != NULL)
+            continue;
+        if (c->event_device != d) {
+            if (c->event != NULL)
+                st->ops->event_destroy(c->event);
+            c->event = NULL;
+            c->event_device = -1;
+            if (st->ops->event_create(d, &c->event) != 0)
+                return NULL;
+            c->event_device = d;
+        }
+        return c;
+    }
+    return NULL;
+}
+
+/* Queues the copy; a blocking one when no copy slot is free. */
+static int mirror_copy(struct ferry__stage *st, struct ferry_mem *mem,
+                       uint64_t off, uint64_t len)
+{
+    struct mirror_copy *c;
+    int ret;
+
+    if (st->syncs_busy == MIRROR_SYNCS)
+        syncs_poll(st);
+    c = sync_slot(st, mem->device);
+    if (c == NULL)
+        return st->ops->copy(mem->addr + off, mem->mirror + off, len);
+    ret = st->ops->copy_async(st->dev[mem->device].stream, mem->addr + off,
+                              mem->mirror + off, len, c->event);
+    if (ret != 0)
+        return ret;
+    /* The region cannot be deregistered while its copy is queued. */
+    atomic_fetch_add(&mem->users, 1);
+    c->mem = mem;
+    st->syncs_busy++;
+    return 0;
+}
 
 void ferry__mirror_sync(struct ferry_context *ctx, uint64_t mirror_id,
                         uint64_t off, uint64_t len)
@@ -378,11 +455,37 @@ void ferry__mirror_sync(struct ferry_context *ctx, uint64_t mirror_id,
                                    : "is out of its bounds");
         return;
     }
-    ret = ferry__hmem()->copy(mem->addr + off, mem->mirror + off, len);
+    /* A staged region was registered, so the stage and its stream exist. */
+    ret = mirror_copy(ctx->stage, mem, off, len);
     if (ret != 0)
         FERRY_LOG_WARN("copying a peer's write into staged region %llu to "
                        "device %d failed: %s",
                        (unsigned long long)mirror_id, mem->device,
                        ferry_last_error());
     ctx->mirror_syncs++;
+}
+
+/* ---- both sides --------------------------------------------------------------- */
+
+void ferry__stage_progress(struct ferry_context *ctx)
+{
+    struct ferry__stage *st = ctx->stage;
+
+    if (st == NULL)
+        return;
+    if (st->syncs_busy > 0)
+        syncs_poll(st);
+    if (st->syncs_busy == 0)
+        ferry__notify_release_held(ctx);
+    if (st->busy == 0)
+        return;
+    for (size_t i = 0; i < st->nslots; i++) {
+        struct ferry__stage_slot *slot = &st->slots[i];
+        struct ferry_req *req = slot->req;
+
+        if (slot->state == SLOT_FREE || slot->state == SLOT_RMA)
+            continue;
+        if (slot_advance(slot))
+            ferry__req_settle(req);
+    }
 }

@@ -13,13 +13,6 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-info.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 status=0
 
-# hwloc 2.9 leaks about 1 KiB per live topology load (libpciaccess, seen
-# in an hwloc-only program too); only the slow unwinder sees the frame.
-printf 'leak:hwloc_topology_load\n' >"$tmp/lsan.supp"
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$tmp/lsan.supp"
-export ASAN_OPTIONS LSAN_OPTIONS
-
 fail() {
 	echo "FAIL: $*"
 	status=1
