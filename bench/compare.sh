@@ -29,8 +29,10 @@
 #            1, tcp and shm: ops/s (blocks), batching must help
 #   staged   ferry_bench --mem cuda against --mem host, 4 MiB blocks, tcp
 #            and shm: GB/s of GPU memory the provider cannot register
-#            (staged through host buffers); without a GPU (no nvidia-smi
-#            -L) on ferry's simulated device (FERRY_SIM_DEVICES=1)
+#            (staged through host buffers), from a GPU into host memory
+#            (--target-mem host: one staging copy) and GPU to GPU (two);
+#            without a GPU (no nvidia-smi -L) on ferry's simulated device
+#            (FERRY_SIM_DEVICES=1), whose copy engine is the CPU
 #
 # Missing reference tools (apt-get install iperf3 libfabric-bin) skip their
 # cases.  Every process runs under timeout(1), so nothing hangs; servers
@@ -40,7 +42,7 @@ set -uo pipefail
 
 me=compare.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-runs=5 secs=2 bench=${FERRY_BENCH:-} cases=tcp,shm,latency,batch out=
+runs=5 secs=2 bench=${FERRY_BENCH:-} cases=tcp,shm,latency,batch,staged out=
 
 usage() {
 	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
@@ -63,8 +65,8 @@ shift $((OPTIND - 1))
 [[ $secs =~ ^[1-9][0-9]*$ ]] || { echo "$me: -t $secs: give whole seconds >= 1" >&2; exit 2; }
 for c in ${cases//,/ }; do
 	case $c in
-	tcp | shm | latency | batch) ;;
-	*) echo "$me: -c $c: the groups are tcp, shm, latency and batch" >&2; exit 2 ;;
+	tcp | shm | latency | batch | staged) ;;
+	*) echo "$me: -c $c: the groups are tcp, shm, latency, batch and staged" >&2; exit 2 ;;
 	esac
 done
 want() { [[ ,$cases, == *,$1,* ]]; }
@@ -292,9 +294,11 @@ staged() { # ARGS...
 	fi
 	ferry_value 2 "$@" --mem cuda
 }
-staged_tcp() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
+staged_tcp_sender() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}" --target-mem host; }
+staged_tcp_both() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
 host_tcp() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
-staged_shm() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
+staged_shm_sender() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}" --target-mem host; }
+staged_shm_both() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
 host_shm() { ferry_value 2 --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
 
 have() {
@@ -309,7 +313,7 @@ want tcp && ncases=$((ncases + 2))
 want shm && ncases=$((ncases + 1))
 want latency && ncases=$((ncases + 4))
 want batch && ncases=$((ncases + 2))
-want staged && ncases=$((ncases + 2))
+want staged && ncases=$((ncases + 4))
 load0=$(load)
 raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
 raw "ferry_bench: $bench; -n $runs -t $secs; load average at start: $load0"
@@ -337,8 +341,10 @@ if want batch; then
 fi
 
 if want staged; then
-	compare "tcp 4 MiB staged vs host" "GB/s" higher "--mem cuda" "--mem host" staged_tcp host_tcp
-	compare "shm 4 MiB staged vs host" "GB/s" higher "--mem cuda" "--mem host" staged_shm host_shm
+	compare "tcp 4 MiB GPU->host staged" "GB/s" higher "--mem cuda" "--mem host" staged_tcp_sender host_tcp
+	compare "tcp 4 MiB GPU->GPU staged" "GB/s" higher "--mem cuda" "--mem host" staged_tcp_both host_tcp
+	compare "shm 4 MiB GPU->host staged" "GB/s" higher "--mem cuda" "--mem host" staged_shm_sender host_shm
+	compare "shm 4 MiB GPU->GPU staged" "GB/s" higher "--mem cuda" "--mem host" staged_shm_both host_shm
 fi
 
 # ---- the table -------------------------------------------------------------
