@@ -333,6 +333,77 @@ START_TEST(test_remote_device_read_and_dev_to_dev)
 }
 END_TEST
 
+/* Prepared lists over staged memory on both sides: scattered KV blocks
+ * from one GPU into another's, announced by one notification. */
+START_TEST(test_prepared_blocks_gpu_to_gpu)
+{
+    const char *prov = tu_providers[_i];
+    enum { BLOCK = 64 * 1024, NBLOCKS = 48, N = 5 };
+    size_t len = (size_t)BLOCK * NBLOCKS;
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    const uint32_t lidx[N] = {0, 7, 8, 30, 47}, ridx[N] = {47, 3, 4, 0, 20};
+    struct ferry_dlist_segment seg = {.block_size = BLOCK, .count = NBLOCKS,
+                                      .stride = BLOCK};
+    struct rig r;
+    void *idev;
+    ferry_mem_t *imem;
+    ferry_dlist_t *ldl, *rdl;
+    ferry_prep_t *prep;
+    ferry_req_t *req;
+    uint8_t *want, *got;
+
+    rig_open(&r, prov, len, true, 0, 11);
+    idev = dev_filled(1, len, 12);
+    ck_assert_int_eq(ferry_mem_register(r.p.init, idev, len, FERRY_MEM_CUDA,
+                                        1, 0, &imem),
+                     0);
+    ck_assert_int_eq(ferry_dlist_create(r.p.init, FERRY_DLIST_LOCAL, "gpu kv",
+                                        &ldl),
+                     0);
+    ck_assert_int_eq(ferry_dlist_create(r.p.init, FERRY_DLIST_REMOTE,
+                                        "peer gpu kv", &rdl),
+                     0);
+    seg.mem = imem;
+    ck_assert_int_eq(ferry_dlist_add(ldl, &seg, NULL), 0);
+    seg.mem = NULL;
+    seg.rmem = r.rmem;
+    ck_assert_int_eq(ferry_dlist_add(rdl, &seg, NULL), 0);
+    ck_assert_int_eq(ferry_xfer_prepare(r.p.peer, FERRY_OP_WRITE, ldl, rdl,
+                                        &prep),
+                     0);
+    opts.flags = FERRY_XFER_NOTIFY;
+    opts.notify_id = 9;
+    opts.notify_value = 1;
+    ck_assert_int_eq(ferry_xfer_post(prep, lidx, ridx, N, &opts, &req), 0);
+    ck_assert_msg(ferry_req_wait(req, 20000) == 0, "%s", ferry_last_error());
+    ferry_req_free(req);
+    ck_assert_int_eq(ferry_counter_wait(r.p.target, 9, 1, 20000), 0);
+    /* The target's GPU: the five blocks moved, the rest as it was. */
+    want = malloc(len);
+    got = malloc(len);
+    tu_fill(want, len, 11);
+    {
+        uint8_t *src = malloc(len);
+        tu_fill(src, len, 12);
+        for (int i = 0; i < N; i++)
+            memcpy(want + (size_t)ridx[i] * BLOCK,
+                   src + (size_t)lidx[i] * BLOCK, BLOCK);
+        free(src);
+    }
+    ck_assert_int_eq(ferry_device_copy(got, r.dev, len), 0);
+    ck_assert_msg(memcmp(got, want, len) == 0,
+                  "prepared blocks on %s: the target GPU differs", prov);
+    free(want);
+    free(got);
+    ck_assert_int_eq(ferry_xfer_release(prep), 0);
+    ck_assert_int_eq(ferry_dlist_destroy(ldl), 0);
+    ck_assert_int_eq(ferry_dlist_destroy(rdl), 0);
+    ck_assert_int_eq(ferry_mem_deregister(imem), 0);
+    ck_assert_int_eq(ferry_device_free(idev), 0);
+    rig_close(&r);
+}
+END_TEST
+
 /* ---- the cache, by buffer id -------------------------------------------------- */
 
 /* Memory freed and allocated again at the same address is registered
@@ -562,6 +633,8 @@ int main(void)
     tcase_add_loop_test(tc, test_remote_device_write_notified, 0,
                         (int)tu_nproviders);
     tcase_add_loop_test(tc, test_remote_device_read_and_dev_to_dev, 0,
+                        (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_prepared_blocks_gpu_to_gpu, 0,
                         (int)tu_nproviders);
     tc = tu_tcase(s, "cache", 120);
     tcase_add_loop_test(tc, test_buffer_id_reuse, 0, (int)tu_nproviders);
