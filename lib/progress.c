@@ -14,6 +14,8 @@
 /* Progress-thread idling: spin this long after the last work, then nap. */
 #define IDLE_SPIN_NS (100u * 1000u * 1000u)
 #define IDLE_NAP_NS (100u * 1000u)
+/* With CQ descriptors to sleep on: spin only this long before sleeping. */
+#define IDLE_FD_SPIN_NS (50u * 1000u)
 /* Longest sleep on the CQ descriptors: bounds how late a stop is seen. */
 #define IDLE_WAIT_MS 20
 
@@ -280,6 +282,10 @@ static void *progress_main(void *arg)
     struct ferry_context *ctx = arg;
     uint64_t last_work = ferry__now_ns();
     const struct timespec nap = {0, IDLE_NAP_NS};
+    bool fd_wait = ctx->nrails > 0;
+
+    for (unsigned i = 0; i < ctx->nrails; i++)
+        fd_wait &= ctx->rails[i].has_wait_fd;
 
     /* Near the NIC it drives, when the topology said which CPUs those are. */
     if (ctx->progress_cpus[0] != '\0' &&
@@ -305,18 +311,23 @@ static void *progress_main(void *arg)
             continue;
         }
         /* A target gets no completions for data peers write into it, yet
-         * must keep progressing for that data to land: while it exposes
-         * regions, or for a while after the last sign of work, keep
-         * polling (yielding the CPU to anyone runnable); otherwise sleep
-         * on the CQs' descriptors (messages arriving wake them) or nap. */
-        if (atomic_load_explicit(&ctx->exposed_regions,
-                                 memory_order_relaxed) != 0 ||
-            ferry__now_ns() - last_work < IDLE_SPIN_NS)
-            sched_yield();
-        else if (ctx->rails[0].has_wait_fd) {
-            if (wait_for_events(ctx, IDLE_WAIT_MS))
+         * must keep progressing for that data to land.  Where the CQs
+         * have descriptors, whatever arrives (data included: the tcp
+         * provider waits on its sockets) wakes them, so after a short
+         * spin the thread sleeps on them and leaves the CPU to the rest
+         * of the machine.  Without descriptors it keeps polling while it
+         * exposes regions or for a while after the last sign of work
+         * (yielding the CPU to anyone runnable), and naps otherwise. */
+        if (fd_wait) {
+            if (ferry__now_ns() - last_work < IDLE_FD_SPIN_NS)
+                sched_yield();
+            else if (wait_for_events(ctx, IDLE_WAIT_MS))
                 last_work = ferry__now_ns();
-        } else
+        } else if (atomic_load_explicit(&ctx->exposed_regions,
+                                        memory_order_relaxed) != 0 ||
+                   ferry__now_ns() - last_work < IDLE_SPIN_NS)
+            sched_yield();
+        else
             nanosleep(&nap, NULL);
     }
     return NULL;
