@@ -227,6 +227,12 @@ struct ferry__rail {
     struct ferry__op *ops;
     struct ferry__op *free_ops;
     size_t ops_in_flight;
+    /* The provider refused an operation with -FI_EAGAIN: no request posts
+     * on this rail until its CQ gives completions back (or a few progress
+     * calls pass), so one full queue costs one refused call, not one per
+     * active request per progress call.  Under the context lock. */
+    bool post_blocked;
+    unsigned blocked_polls;
     /* Receive buffers for notifications, and registrations of them and of
      * the op slots' message buffers where the provider wants FI_MR_LOCAL. */
     struct ferry__recv *recvs;

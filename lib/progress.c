@@ -11,6 +11,9 @@
 #include <time.h>
 
 #define CQ_BATCH 32
+/* Progress calls without completions after which a rail refused with
+ * -FI_EAGAIN is tried again anyway. */
+#define EAGAIN_RETRY_POLLS 4
 /* Progress-thread idling: spin this long after the last work, then nap. */
 #define IDLE_SPIN_NS (100u * 1000u * 1000u)
 #define IDLE_NAP_NS (100u * 1000u)
@@ -174,11 +177,21 @@ int ferry__progress_locked(struct ferry_context *ctx)
     int total = 0, err = 0;
 
     for (unsigned i = 0; i < ctx->nrails; i++) {
-        int n = poll_rail(ctx, &ctx->rails[i]);
+        struct ferry__rail *rail = &ctx->rails[i];
+        int n = poll_rail(ctx, rail);
+
         if (n < 0)
             err = n;
         else
             total += n;
+        /* A rail whose provider said -FI_EAGAIN is tried again once
+         * completions made room, or after a few calls in case what it
+         * waited for was not one of ours. */
+        if (rail->post_blocked &&
+            (n > 0 || ++rail->blocked_polls >= EAGAIN_RETRY_POLLS)) {
+            rail->post_blocked = false;
+            rail->blocked_polls = 0;
+        }
     }
     ferry__stage_progress(ctx);
     /* Deadlines are enforced even when a CQ keeps failing. */

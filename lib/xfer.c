@@ -550,8 +550,9 @@ void ferry__req_post_pending(struct ferry_req *req)
             req->rail_pending = (int)next_rail(req, item.rmem->nrails);
         rail = &ctx->rails[req->rail_pending];
         op = rail->free_ops;
-        if (op == NULL)
-            break; /* every slot in flight: progress will post the rest */
+        if (op == NULL || rail->post_blocked)
+            break; /* every slot in flight, or the provider's queue full:
+                    * progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
         len = item.len - req->cur_off;
         if (len > req->chunk)
@@ -561,8 +562,10 @@ void ferry__req_post_pending(struct ferry_req *req)
                               len);
         /* A full provider queue: the next progress call polls the CQ,
          * which makes room, and posts the rest (on the same rail). */
-        if (ret == -FI_EAGAIN)
+        if (ret == -FI_EAGAIN) {
+            rail->post_blocked = true;
             break;
+        }
         if (ret != 0) {
             ferry__req_end(req, ferry__error_from_fi((int)ret),
                            "posting %s of %zu bytes on rail %u (domain %s) "
