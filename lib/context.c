@@ -336,6 +336,10 @@ static void derive_limits(struct ferry_context *ctx)
     ctx->key_size = key ? key : 1;
     for (unsigned i = 0; i < ctx->nrails; i++)
         ctx->rails[i].weight = rail_weight(ctx, i);
+    ctx->notify_ordered =
+        ctx->nrails == 1 &&
+        (info->tx_attr->msg_order & info->rx_attr->msg_order &
+         FI_ORDER_SAW) != 0;
 }
 
 static void explain_choice(struct ferry_context *ctx,

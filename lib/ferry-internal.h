@@ -257,6 +257,11 @@ struct ferry_context {
     size_t tx_depth;
     unsigned next_rail;    /* rail of the next unstriped request; lock */
     bool register_local; /* message buffers need registering (LOCAL, NIC) */
+    /* One rail whose provider transmits and processes sends after the
+     * writes posted before them (FI_ORDER_SAW in tx_attr and rx_attr): a
+     * request's notification may follow its writes without waiting for
+     * their completions (xfer.c). */
+    bool notify_ordered;
     char why[768];
     unsigned nrails;
     struct ferry__rail rails[FERRY__MAX_RAILS];
@@ -629,6 +634,7 @@ struct ferry_req {
      * notification, if any, goes once they are all delivered. */
     bool sync_mirrors;
     size_t sync_next;
+    bool staged; /* some of its local memory goes through staging */
     int status;           /* FERRY_EINPROGRESS, 0 or the error */
     bool user_freed;      /* free once the provider is done with it */
     char errmsg[256];

@@ -541,6 +541,7 @@ void ferry__req_post_pending(struct ferry_req *req)
         if (item.lmem != NULL && item.lmem->staged) {
             ssize_t n = ferry__stage_post(req, &item);
 
+            req->staged = true;
             if (n <= 0)
                 break; /* no room now, or the request ended */
             advance(req, &item, (size_t)n);
@@ -667,19 +668,31 @@ void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
 void ferry__req_settle(struct ferry_req *req)
 {
     struct ferry_context *ctx = req->ctx;
+    bool syncs_left = req->sync_mirrors && req->sync_next < req->niov;
 
-    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov &&
-        req->ops_in_flight == 0) {
-        /* Every operation posted so far came back: the data is visible at
-         * the target (FI_DELIVERY_COMPLETE), so the notification may go,
-         * after the syncs of any staged remote memory were delivered. */
-        if (req->sync_mirrors && req->sync_next < req->niov)
+    /* Once every write has come back (FI_DELIVERY_COMPLETE: the data is
+     * visible at the target), the syncs of staged remote memory go.  The
+     * notification goes once every operation has come back, syncs
+     * included, or, for writes between plain memories on a provider that
+     * processes sends after the writes before them (notify_ordered), once
+     * every write is posted (a staged chunk may not be posted yet when
+     * its copy has only started). */
+    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov) {
+        if (syncs_left && req->ops_in_flight == 0)
             post_syncs(req);
-        else if (req->notify == FERRY__NOTIFY_PENDING)
+        else if (!syncs_left && req->notify == FERRY__NOTIFY_PENDING &&
+                 (req->ops_in_flight == 0 ||
+                  (ctx->notify_ordered && req->kind == FERRY__OP_WRITE &&
+                   !req->sync_mirrors && !req->staged)))
             post_notification(req);
-        else
-            req->status = 0;
     }
+    /* The request ends once everything, its notification included, has
+     * come back. */
+    syncs_left = req->sync_mirrors && req->sync_next < req->niov;
+    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov &&
+        req->ops_in_flight == 0 && req->notify != FERRY__NOTIFY_PENDING &&
+        !syncs_left)
+        req->status = 0;
     if (req->status == FERRY_EINPROGRESS || req->ops_in_flight != 0 ||
         req->list != &ctx->active)
         return;
