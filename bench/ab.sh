@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# ab.sh: one ferry_bench binary against two builds of libferry, runs
+# alternating, to measure a library change on a noisy machine.
+#
+#   bench/ab.sh -a OLD_LIBDIR -b NEW_LIBDIR [-n RUNS] [-x BIN] -- ARGS...
+#
+#   -a DIR   directory holding the "before" libferry.so* (e.g. a copy of
+#            build/lib/.libs taken before the change)
+#   -b DIR   the "after" one (default: build/lib/.libs next to this script)
+#   -n RUNS  pairs of runs (default 5); the two sides alternate
+#   -x BIN   the real ferry_bench binary, not libtool's wrapper (default
+#            build/bench/.libs/ferry_bench)
+#   ARGS     ferry_bench options; --json is added
+#
+# Prints one line per run (GB/s, ops/s, mean latency, CPU s per GB on
+# each side, load average), then the median and min-max of each side and
+# the ratio after / before of GB/s, ops/s and mean latency.
+set -uo pipefail
+
+me=ab.sh
+src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+old= new=$src_dir/../build/lib/.libs runs=5 bin=$src_dir/../build/bench/.libs/ferry_bench
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+while getopts a:b:n:x:h opt; do
+	case $opt in
+	a) old=$OPTARG ;;
+	b) new=$OPTARG ;;
+	n) runs=$OPTARG ;;
+	x) bin=$OPTARG ;;
+	*) usage ;;
+	esac
+done
+shift $((OPTIND - 1))
+[[ -n $old && -d $old && -d $new && -x $bin ]] || usage
+[[ $runs =~ ^[1-9][0-9]*$ ]] || usage
+command -v python3 > /dev/null || { echo "$me: needs python3" >&2; exit 2; }
+
+tmp=$(mktemp) || exit 1
+trap 'rm -f "$tmp"' EXIT
+one() { # SIDE LIBDIR ARGS...
+	local side=$1 dir=$2 line
+	shift 2
+	line=$(LD_LIBRARY_PATH=$dir timeout -k 5 600 "$bin" "$@" --json 2> /dev/null |
+		python3 -c '
+import json, sys
+r = json.load(sys.stdin)["runs"][0]
+c = r["cpu_s_per_gb"]
+f = lambda v: -1 if v is None else v
+print("%.4f %.1f %.2f %.3f %.3f" % (r["gb_per_s"], r["ops_per_s"],
+      r["latency_us"]["mean"], f(c["initiator"]), f(c["target"])))' 2> /dev/null)
+	[[ -n $line ]] || line="x x x x x"
+	echo "$side $line $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$tmp"
+}
+echo "side GB/s ops/s mean_us cpu_s/GB_here cpu_s/GB_target load"
+for ((i = 1; i <= runs; i++)); do
+	if ((i % 2)); then
+		one before "$old" "$@"
+		one after "$new" "$@"
+	else
+		one after "$new" "$@"
+		one before "$old" "$@"
+	fi
+done
+python3 - "$tmp" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+names = ["GB/s", "ops/s", "mean us", "CPU s/GB here", "CPU s/GB target"]
+for k, name in enumerate(names):
+    v = {s: [float(r[k + 1]) for r in rows if r[0] == s and r[k + 1] != "x"]
+         for s in ("before", "after")}
+    if not v["before"] or not v["after"]:
+        continue
+    b, a = statistics.median(v["before"]), statistics.median(v["after"])
+    print("%-16s before %.4g (%.4g-%.4g)  after %.4g (%.4g-%.4g)  after/before %s"
+          % (name, b, min(v["before"]), max(v["before"]), a, min(v["after"]),
+             max(v["after"]), "%.2f" % (a / b) if b > 0 else "-"))
+PY
