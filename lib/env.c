@@ -44,10 +44,20 @@ bool ferry__env_user_set_mr_cache(void)
     return user_set_mr_cache;
 }
 
-uint64_t ferry__now_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ferry__now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t ferry__now_coarse_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC_COARSE);
 }

@@ -114,7 +114,7 @@ static unsigned visit_active(struct ferry_context *ctx)
 
         /* The clock is read once per call, and only if a deadline needs it. */
         if (req->deadline_ns != 0 && now == 0)
-            now = ferry__now_ns();
+            now = ferry__now_coarse_ns();
         if (req->status == FERRY_EINPROGRESS && req->deadline_ns != 0 &&
             now >= req->deadline_ns)
             ferry__req_end(req, FERRY_ETIMEDOUT,
