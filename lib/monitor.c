@@ -41,14 +41,10 @@ static int uffd = -1;
 static uint64_t watch_mode = UFFDIO_REGISTER_MODE_MISSING;
 static bool running;
 static char status[160] = "not started";
-static _Atomic uint64_t seq;      /* odd while events are being handled */
+/* Odd while events are being handled, and for ever in a forked child;
+ * read by ferry__monitor_seq (rcache.h). */
+_Atomic uint64_t ferry__monitor_seq_;
 static atomic_bool forked_child;  /* set in a child by pthread_atfork */
-
-uint64_t ferry__monitor_seq(void)
-{
-    /* Acquire: pairs with the monitor's release after marking entries. */
-    return atomic_load_explicit(&seq, memory_order_acquire);
-}
 
 bool ferry__in_forked_child(void)
 {
@@ -134,11 +130,12 @@ static void *monitor_main(void *arg)
         /* Odd before the read that releases the unmapping thread, even
          * after every entry is marked: see ferry__monitor_seq.  seq_cst
          * orders the increment before the read. */
-        atomic_fetch_add(&seq, 1);
+        atomic_fetch_add(&ferry__monitor_seq_, 1);
         n = read(uffd, msgs, sizeof(msgs));
         for (ssize_t i = 0; n > 0 && i < n / (ssize_t)sizeof(msgs[0]); i++)
             handle(&msgs[i]);
-        atomic_fetch_add_explicit(&seq, 1, memory_order_release);
+        atomic_fetch_add_explicit(&ferry__monitor_seq_, 1,
+                                  memory_order_release);
         if (n < 0 && errno != EAGAIN && errno != EINTR)
             break;
     }
@@ -152,6 +149,9 @@ static void in_child(void)
     /* The child has no monitor thread and its copies of the parent's
      * registrations are not its own: caches stay off (rcache.c). */
     atomic_store(&forked_child, true);
+    /* Odd: lookups go the slow way, which sees forked_child (perf: the
+     * hit path then reads one variable instead of two). */
+    atomic_fetch_or(&ferry__monitor_seq_, 1);
 }
 
 static void start(void)

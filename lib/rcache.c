@@ -16,20 +16,18 @@
  * checks the ring once more, so an invalidation that read the previous
  * snapshot cannot leave the new entry alive.
  *
- * Epochs: a reader increments active[epoch & 1] of its stripe, re-checks
- * the epoch, reads, and decrements.  Something retired while the epoch
- * was e is freed once the epoch has moved past e and active[e & 1] is 0
- * in every stripe; the epoch moves only when the other parity is empty,
- * so no reader from an older epoch shares the counter.  Readers never
- * wait; the writer never waits either: it frees what it can and leaves
- * the rest for its next turn.
+ * Epochs (below): a lookup pins the epoch in its thread's slot, an
+ * invalidation counts itself in a shared counter; what was retired at
+ * epoch t is freed at t + 2.
  */
 #include "rcache.h"
 #include "hmem.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ferry_mem_invalidate may run in a signal handler: its atomics must not
@@ -38,6 +36,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 &&
                    ATOMIC_POINTER_LOCK_FREE == 2,
                "the invalidation path needs lock-free atomics");
 
+/* Hit counters per cache, spread over the readers. */
 #define STRIPES 16
 #define RING_SLOTS 1024
 #define MAX_CACHES 64
@@ -46,29 +45,151 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 &&
 
 /* ---- epochs ---------------------------------------------------------------- */
 
-struct stripe {
-    _Atomic uint64_t active[2];
+/*
+ * Lookup threads each own a reader slot: (epoch << 1) | 1 while the thread
+ * is inside a lookup, 0 outside.  Entering stores the slot with no locked
+ * instruction and no fence: the writer supplies both sides' fence with
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) before it reads the slots
+ * (an asymmetric fence; perf: the locked increment and decrement of a
+ * shared epoch counter were two of the four locked instructions of a hit).
+ * Where membarrier is unavailable, readers fence themselves.
+ *
+ * ferry_mem_invalidate may not touch thread-local storage, so it has no
+ * slot: it counts itself in inval.active[epoch & 1] (seq_cst), re-checks
+ * the epoch, reads, and decrements.
+ *
+ * The epoch moves from e to e + 1 only when every busy reader slot holds e
+ * and no invalidation of epoch e - 1 remains (inval.active[(e + 1) & 1] is
+ * 0).  Something retired while the epoch was t is freed once the epoch is
+ * t + 2: a reader that could still hold it would have pinned t or earlier,
+ * or be an invalidation of t or earlier, and either stops the epoch at
+ * t + 1.  Readers never wait; the writer never waits either: it frees what
+ * it can and leaves the rest for its next turn.
+ */
+struct reader {
+    _Atomic uint64_t slot;
+    atomic_bool owned;   /* by a live thread; released at its exit */
+    unsigned index;      /* creation order: picks hit counters and shards */
+    struct reader *next; /* every reader ever made; the list never shrinks */
 } __attribute__((aligned(64))); /* one cache line each: no false sharing */
 
-static struct stripe stripes[STRIPES];
-static _Atomic uint64_t epoch;
-/* Lookups spread over stripes 1 to STRIPES - 1; invalidations (which may
- * not touch thread-local storage) always use stripe 0, which lookups
- * leave to them (perf: a lookup thread on stripe 0 shared its counter's
- * cache line with every invalidation). */
-static _Thread_local unsigned my_stripe;
-static _Atomic unsigned next_stripe;
+static _Atomic(struct reader *) readers;
+static _Atomic unsigned nreaders;
+/* Initial-exec: one load from the thread pointer, where the default model
+ * of a shared library calls __tls_get_addr. */
+static _Thread_local struct reader *my_reader
+    __attribute__((tls_model("initial-exec")));
+static pthread_key_t reader_key; /* releases my_reader at thread exit */
+static pthread_once_t epoch_once = PTHREAD_ONCE_INIT;
+/* Readers skip their fence (the writers call membarrier); set once by
+ * epoch_init before any cache exists, cleared in a forked child. */
+static atomic_bool asymmetric;
 
-static unsigned lookup_stripe(void)
+static struct {
+    _Atomic uint64_t active[2];
+} __attribute__((aligned(64))) inval; /* ferry_mem_invalidate's counters */
+
+static _Atomic uint64_t epoch;
+
+static void reader_release(void *p)
 {
-    if (my_stripe == 0)
-        my_stripe = 2 + atomic_fetch_add_explicit(&next_stripe, 1,
-                                                  memory_order_relaxed) %
-                            (STRIPES - 1);
-    return my_stripe - 1;
+    struct reader *r = p;
+
+    my_reader = NULL;
+    /* Release: this thread's last lookup happens before the next owner's
+     * first. */
+    atomic_store_explicit(&r->owned, false, memory_order_release);
 }
 
-static unsigned epoch_enter(unsigned s)
+/* In a forked child, the only thread is the one that called fork(), which
+ * was in no lookup nor invalidation: any busy slot or count belongs to a
+ * thread the child does not have, and would stop its epoch for ever. */
+static void epoch_in_child(void)
+{
+    for (struct reader *r = atomic_load(&readers); r != NULL; r = r->next)
+        atomic_store(&r->slot, 0);
+    atomic_store(&inval.active[0], 0);
+    atomic_store(&inval.active[1], 0);
+    /* The child's registration for membarrier is not the parent's. */
+    atomic_store(&asymmetric, false);
+}
+
+static void epoch_init(void)
+{
+    pthread_key_create(&reader_key, reader_release);
+    pthread_atfork(NULL, NULL, epoch_in_child);
+    atomic_store(&asymmetric,
+                 syscall(SYS_membarrier,
+                         MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0);
+}
+
+/* This thread's slot: a free one reused, or a new one.  NULL if out of
+ * memory (the lookup then misses). */
+static struct reader *reader_new(void)
+{
+    struct reader *r;
+
+    pthread_once(&epoch_once, epoch_init);
+    for (r = atomic_load_explicit(&readers, memory_order_acquire); r != NULL;
+         r = r->next) {
+        bool unowned = false;
+
+        if (!atomic_load_explicit(&r->owned, memory_order_relaxed) &&
+            atomic_compare_exchange_strong(&r->owned, &unowned, true))
+            break;
+    }
+    if (r == NULL) {
+        r = aligned_alloc(64, sizeof(*r));
+        if (r == NULL)
+            return NULL;
+        atomic_init(&r->slot, 0);
+        atomic_init(&r->owned, true);
+        r->index = atomic_fetch_add_explicit(&nreaders, 1,
+                                             memory_order_relaxed);
+        r->next = atomic_load_explicit(&readers, memory_order_relaxed);
+        /* Release: a writer walking the list sees r's fields. */
+        while (!atomic_compare_exchange_weak_explicit(
+            &readers, &r->next, r, memory_order_release,
+            memory_order_relaxed))
+            ;
+    }
+    pthread_setspecific(reader_key, r);
+    my_reader = r;
+    return r;
+}
+
+/* Pins the current epoch in this thread's slot. */
+static inline struct reader *reader_enter(void)
+{
+    struct reader *r = my_reader;
+    uint64_t e;
+
+    if (r == NULL && (r = reader_new()) == NULL)
+        return NULL;
+    /* Acquire: pairs with the CAS that made the epoch e, so whatever was
+     * unpublished before it is out of this reader's reach. */
+    e = atomic_load_explicit(&epoch, memory_order_acquire);
+    atomic_store_explicit(&r->slot, e << 1 | 1, memory_order_relaxed);
+    if (atomic_load_explicit(&asymmetric, memory_order_relaxed))
+        /* Compiler-only: the writer's membarrier() runs the CPU fence
+         * between the slot store above and the snapshot load after. */
+        atomic_signal_fence(memory_order_seq_cst);
+    else
+        /* Store-load: a writer that reads the slot as 0 after its fence
+         * knows this reader will load the snapshot it published. */
+        atomic_thread_fence(memory_order_seq_cst);
+    return r;
+}
+
+static inline void reader_leave(struct reader *r)
+{
+    /* Release: the lookup's loads of the snapshot and its entries happen
+     * before a writer sees the slot free and frees them. */
+    atomic_store_explicit(&r->slot, 0, memory_order_release);
+}
+
+/* ferry_mem_invalidate's side: no thread-local storage, never waits. */
+static unsigned inval_enter(void)
 {
     for (;;) {
         uint64_t e = atomic_load(&epoch);
@@ -76,42 +197,59 @@ static unsigned epoch_enter(unsigned s)
          * reads this counter as 0 knows this reader has not loaded the
          * snapshot yet, and the re-read sends it to the new parity if the
          * epoch moved in between. */
-        atomic_fetch_add(&stripes[s].active[e & 1], 1);
+        atomic_fetch_add(&inval.active[e & 1], 1);
         if (atomic_load(&epoch) == e)
             return (unsigned)(e & 1);
-        atomic_fetch_sub(&stripes[s].active[e & 1], 1);
+        atomic_fetch_sub(&inval.active[e & 1], 1);
     }
 }
 
-static void epoch_leave(unsigned s, unsigned parity)
+static void inval_leave(unsigned parity)
 {
-    /* Release: the reader's loads of the snapshot happen before the
+    /* Release: the invalidation's loads of the snapshot happen before the
      * writer can see the counter drop. */
-    atomic_fetch_sub_explicit(&stripes[s].active[parity], 1,
-                              memory_order_release);
+    atomic_fetch_sub_explicit(&inval.active[parity], 1, memory_order_release);
 }
 
-static bool parity_idle(unsigned parity)
+/* The writer's half of the readers' fence (see reader_enter). */
+static void heavy_fence(void)
 {
-    for (unsigned s = 0; s < STRIPES; s++)
-        if (atomic_load(&stripes[s].active[parity]) != 0)
-            return false;
-    return true;
+    if (atomic_load_explicit(&asymmetric, memory_order_relaxed) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    /* Full fence: orders this writer's publish before its slot reads; with
+     * readers that fence themselves, that is the whole Dekker pairing. */
+    atomic_thread_fence(memory_order_seq_cst);
 }
 
-/* Moves the epoch on if no straggler of the epoch before it remains. */
+/* Every busy reader pinned e, and no invalidation of e - 1 is left. */
+static bool all_at(uint64_t e)
+{
+    for (struct reader *r = atomic_load_explicit(&readers,
+                                                 memory_order_acquire);
+         r != NULL; r = r->next) {
+        /* Acquire: pairs with reader_leave's release. */
+        uint64_t v = atomic_load_explicit(&r->slot, memory_order_acquire);
+        if ((v & 1) && v >> 1 != e)
+            return false;
+    }
+    return atomic_load(&inval.active[(e + 1) & 1]) == 0;
+}
+
+/* Moves the epoch on if no reader of the epoch before it remains. */
 static void epoch_try_advance(void)
 {
     uint64_t e = atomic_load(&epoch);
 
-    if (parity_idle((unsigned)((e + 1) & 1)))
+    heavy_fence();
+    if (all_at(e))
         atomic_compare_exchange_strong(&epoch, &e, e + 1);
 }
 
 /* Something retired at epoch `tag` can no longer be seen by a reader. */
 static bool epoch_passed(uint64_t tag)
 {
-    return atomic_load(&epoch) > tag && parity_idle((unsigned)(tag & 1));
+    return atomic_load(&epoch) >= tag + 2;
 }
 
 /* ---- snapshots and the invalidation ring ------------------------------ */
@@ -147,11 +285,11 @@ struct ferry__rcache {
     struct ferry__rc_entry *retired_entries;
     /* Statistics, relaxed. */
     _Atomic uint64_t misses, invalidations, evictions;
-    /* Hits per lookup stripe, a cache line apart (perf: one counter for
-     * all threads bounced between their cores on every hit).  Counted
-     * with a load and a store, not a locked add: exact while no two
-     * threads share a stripe (up to STRIPES - 1 threads), approximate
-     * beyond; only statistics read them. */
+    /* Hits per reader (index % STRIPES), a cache line apart (perf: one
+     * counter for all threads bounced between their cores on every hit).
+     * Counted with a load and a store, not a locked add: exact while no
+     * two live threads share a counter (up to STRIPES reader slots),
+     * approximate beyond; only statistics read them. */
     struct {
         _Atomic uint64_t n;
         char pad[64 - sizeof(uint64_t)];
@@ -220,7 +358,7 @@ void ferry_mem_invalidate(const void *addr, size_t len)
     atomic_store_explicit(&ring[h % RING_SLOTS].seq, h + 1,
                           memory_order_release);
 
-    parity = epoch_enter(0);
+    parity = inval_enter();
     for (unsigned i = 0; i < MAX_CACHES; i++) {
         struct ferry__rcache *rc = atomic_load(&caches[i]);
         struct snapshot *s;
@@ -234,7 +372,7 @@ void ferry_mem_invalidate(const void *addr, size_t len)
             atomic_fetch_add_explicit(&rc->invalidations, n,
                                       memory_order_relaxed);
     }
-    epoch_leave(0, parity);
+    inval_leave(parity);
     errno = saved_errno;
 }
 
@@ -271,24 +409,25 @@ unsigned ferry__rc_refs(struct ferry__rc_entry *e)
     return n;
 }
 
-/* The shard of e->refs this thread counts in. */
-static unsigned ref_shard(unsigned stripe)
+/* The shard of e->refs this thread counts in (0 before its first
+ * lookup). */
+static inline unsigned ref_shard(const struct reader *r)
 {
-    return stripe % FERRY__RC_REF_SHARDS;
+    return r != NULL ? r->index % FERRY__RC_REF_SHARDS : 0;
 }
 
-/* A live entry covering [start, end) with a reference taken, or NULL. */
-static struct ferry__rc_entry *lookup(struct ferry__rcache *rc, unsigned st,
-                                      uintptr_t start, uintptr_t end)
+/*
+ * A live entry covering [start, end) with a reference taken, or NULL.
+ * The caller has checked that the monitor is not handling events.
+ */
+static inline struct ferry__rc_entry *
+lookup(struct ferry__rcache *rc, struct reader *r, uintptr_t start,
+       uintptr_t end)
 {
     struct ferry__rc_entry *found = NULL;
-    unsigned parity, sh = ref_shard(st);
-    uint64_t seq = ferry__monitor_seq();
+    unsigned sh = ref_shard(r);
     struct snapshot *s;
 
-    if (seq & 1)
-        return NULL; /* the monitor is handling an unmap: go the slow way */
-    parity = epoch_enter(st);
     s = atomic_load_explicit(&rc->snap, memory_order_acquire);
     for (size_t i = s ? lower_bound(s, start + 1) : 0, k = 0;
          i-- > 0 && k < LOOKUP_SCAN; k++) {
@@ -309,12 +448,6 @@ static struct ferry__rc_entry *lookup(struct ferry__rcache *rc, unsigned st,
         found = e;
         break;
     }
-    epoch_leave(st, parity);
-    if (found != NULL && ferry__monitor_seq() != seq) {
-        /* Events were handled meanwhile: the entry may be stale. */
-        atomic_fetch_sub(&found->refs[sh].n, 1);
-        return NULL;
-    }
     if (found != NULL &&
         !(atomic_load_explicit(&found->flags, memory_order_relaxed) &
           FERRY__RC_REFERENCED))
@@ -328,7 +461,7 @@ void ferry__rcache_put(struct ferry__rc_entry *entry)
     /* Release: the transfer's use of the registration happens before a
      * reclaimer sees the count reach zero.  Any thread may drop it, in its
      * own shard. */
-    atomic_fetch_sub_explicit(&entry->refs[ref_shard(lookup_stripe())].n, 1,
+    atomic_fetch_sub_explicit(&entry->refs[ref_shard(my_reader)].n, 1,
                               memory_order_release);
 }
 
@@ -489,7 +622,7 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
     e->end = end;
     for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
         atomic_init(&e->refs[i].n, 0);
-    atomic_init(&e->refs[ref_shard(lookup_stripe())].n, 1);
+    atomic_init(&e->refs[ref_shard(my_reader)].n, 1);
     atomic_init(&e->flags, FERRY__RC_REFERENCED);
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);
@@ -585,24 +718,35 @@ int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
     int ret;
 
     *entry = NULL;
-    if (rc != NULL && !ferry__in_forked_child()) {
-        unsigned st = lookup_stripe();
+    /*
+     * The monitor's sequence is odd while it handles events, and for ever
+     * in a forked child: then go the slow way.  Read once, before the
+     * lookup: an unmap that returned before this call had its event read,
+     * so the sequence is odd now or its entries are marked (acquire); an
+     * unmap concurrent with the lookup may be ordered after it, as the
+     * caller's own use of the buffer would be.
+     */
+    if (rc != NULL && !(ferry__monitor_seq() & 1)) {
+        struct reader *r = reader_enter();
 
-        e = lookup(rc, st, start, end);
+        e = r != NULL ? lookup(rc, r, start, end) : NULL;
+        if (r != NULL)
+            reader_leave(r);
         if (e != NULL && !device_entry_current(rc, e, addr))
             e = NULL;
         if (e != NULL) {
+            _Atomic uint64_t *hits = &rc->hits[r->index % STRIPES].n;
+
             atomic_store_explicit(
-                &rc->hits[st].n,
-                atomic_load_explicit(&rc->hits[st].n, memory_order_relaxed) +
-                    1,
+                hits, atomic_load_explicit(hits, memory_order_relaxed) + 1,
                 memory_order_relaxed);
             *mem = e->mem;
             *entry = e;
             return 0;
         }
-        atomic_fetch_add_explicit(&rc->misses, 1, memory_order_relaxed);
     }
+    if (rc != NULL && !ferry__in_forked_child())
+        atomic_fetch_add_explicit(&rc->misses, 1, memory_order_relaxed);
     /* A miss: note the ring first, watch and register with no lock. */
     since = atomic_load(&ring_head);
     if ((ret = miss_range(addr, &pi, &start, &end)) != 0)
@@ -639,6 +783,9 @@ int ferry__rcache_create(struct ferry_context *ctx, size_t max_entries,
     struct ferry__rcache *rc;
 
     *out = NULL;
+    /* Before any cache exists: readers and writers then agree on
+     * `asymmetric`. */
+    pthread_once(&epoch_once, epoch_init);
     rc = calloc(1, sizeof(*rc));
     if (rc == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for the cache");
@@ -679,7 +826,8 @@ void ferry__rcache_destroy(struct ferry__rcache *rc)
     for (uint64_t target = atomic_load(&epoch) + 2;
          atomic_load(&epoch) < target;)
         epoch_try_advance();
-    while (!parity_idle(0) || !parity_idle(1))
+    while (atomic_load(&inval.active[0]) != 0 ||
+           atomic_load(&inval.active[1]) != 0)
         ;
     s = atomic_load(&rc->snap);
     for (size_t i = 0; s != NULL && i < s->n; i++)
@@ -714,7 +862,7 @@ void ferry__rcache_destroy(struct ferry__rcache *rc)
 void ferry__rcache_stats(struct ferry__rcache *rc, struct ferry__rc_stats *st)
 {
     struct snapshot *s;
-    unsigned parity, stripe = lookup_stripe();
+    struct reader *r;
 
     memset(st, 0, sizeof(*st));
     if (rc == NULL)
@@ -724,7 +872,8 @@ void ferry__rcache_stats(struct ferry__rcache *rc, struct ferry__rc_stats *st)
     st->misses = atomic_load(&rc->misses);
     st->invalidations = atomic_load(&rc->invalidations);
     st->evictions = atomic_load(&rc->evictions);
-    parity = epoch_enter(stripe);
+    if ((r = reader_enter()) == NULL)
+        return;
     s = atomic_load(&rc->snap);
     for (size_t i = 0; s != NULL && i < s->n; i++) {
         if (atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD)
@@ -732,5 +881,5 @@ void ferry__rcache_stats(struct ferry__rcache *rc, struct ferry__rc_stats *st)
         st->entries++;
         st->bytes += s->e[i]->end - s->e[i]->start;
     }
-    epoch_leave(stripe, parity);
+    reader_leave(r);
 }

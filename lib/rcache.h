@@ -27,8 +27,8 @@ struct ferry__rc_entry {
     _Atomic unsigned flags; /* FERRY__RC_DEAD | FERRY__RC_REFERENCED */
     char sep[60]; /* refs on other cache lines than what lookups read */
     /*
-     * Transfers using it.  A thread counts in the shard of its lookup
-     * stripe, each shard 64 bytes from the next, so that threads hitting
+     * Transfers using it.  A thread counts in the shard of its reader
+     * slot (rcache.c), each shard 64 bytes from the next, so that threads hitting
      * the same entry do not pass one cache line between their cores
      * (perf: with one counter, two threads hitting the same entries ran no
      * faster than one).  A reference may be dropped by another thread than
@@ -100,10 +100,15 @@ bool ferry__monitor_watch(uintptr_t start, uintptr_t end);
  * Odd while the monitor is handling events.  munmap() returns only after
  * the monitor has read its event, and the monitor makes this odd before
  * that read and even after marking the entries dead, so a lookup that
- * sees the same even value before and after cannot return a registration
- * of memory unmapped before it started.
+ * sees an even value before it starts cannot return a registration of
+ * memory unmapped before it started.  Odd for ever in a forked child.
  */
-uint64_t ferry__monitor_seq(void);
+extern _Atomic uint64_t ferry__monitor_seq_; /* monitor.c; read this: */
+static inline uint64_t ferry__monitor_seq(void)
+{
+    /* Acquire: pairs with the monitor's release after marking entries. */
+    return atomic_load_explicit(&ferry__monitor_seq_, memory_order_acquire);
+}
 /* True in a child after fork(): caches stay off there. */
 bool ferry__in_forked_child(void);
 
