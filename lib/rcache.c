@@ -42,6 +42,8 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 &&
 #define MAX_CACHES 64
 /* Entries a lookup examines left of its position (overlapping entries). */
 #define LOOKUP_SCAN 8
+/* Starts the search compares at once at its end (lower_bound). */
+#define SEARCH_WINDOW 16
 
 /* ---- epochs ---------------------------------------------------------------- */
 
@@ -261,7 +263,7 @@ struct snapshot {
     uint64_t retired_epoch;
     /* start[i] == e[i]->start, in the same allocation after e[] (perf:
      * the binary search reads one small array instead of chasing a
-     * pointer per step). */
+     * pointer per step), then SEARCH_WINDOW times UINTPTR_MAX. */
     uintptr_t *start;
     struct ferry__rc_entry *e[]; /* sorted by start */
 };
@@ -300,21 +302,25 @@ struct ferry__rcache {
 static _Atomic(struct ferry__rcache *) caches[MAX_CACHES];
 
 /* Index of the first entry whose start is >= key. */
-static size_t lower_bound(const struct snapshot *s, uintptr_t key)
+static inline size_t lower_bound(const struct snapshot *s, uintptr_t key)
 {
     const uintptr_t *a = s->start;
-    size_t base = 0, len = s->n;
+    size_t base = 0, len = s->n, below = 0;
 
-    if (len == 0)
-        return 0;
-    /* Without branches on the data (perf: random lookups mispredicted
-     * about every other step of the usual loop). */
-    while (len > 1) {
+    /* Halving without branches on the data (perf: random lookups
+     * mispredicted about every other step of the usual loop), while the
+     * answer lies in [base, base + len]... */
+    while (len > SEARCH_WINDOW) {
         size_t half = len / 2;
         base = a[base + half] < key ? base + half : base;
         len -= half;
     }
-    return base + (a[base] < key);
+    /* ...then counting over a fixed window, whose loads do not wait on
+     * each other (perf: the last four halvings were four dependent loads).
+     * Past base + len every start is >= key, the padding included. */
+    for (size_t i = 0; i < SEARCH_WINDOW; i++)
+        below += a[base + i] < key;
+    return base + below;
 }
 
 /* Marks every entry of s overlapping [start, end) dead; counts them. */
@@ -566,7 +572,8 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
     size_t n = old ? old->n : 0, k = 0;
     bool placed = add == NULL;
 
-    s = malloc(sizeof(*s) + (n + 1) * (sizeof(s->e[0]) + sizeof(uintptr_t)));
+    s = malloc(sizeof(*s) + (n + 1) * sizeof(s->e[0]) +
+               (n + 1 + SEARCH_WINDOW) * sizeof(uintptr_t));
     if (s == NULL)
         return FERRY_ENOMEM;
     s->start = (uintptr_t *)&s->e[n + 1];
@@ -592,6 +599,8 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
         if (s->e[i]->end - s->e[i]->start > s->max_len)
             s->max_len = s->e[i]->end - s->e[i]->start;
     }
+    for (size_t i = k; i < k + SEARCH_WINDOW; i++)
+        s->start[i] = UINTPTR_MAX;
     /* seq_cst: ordered before the ring re-check that follows. */
     atomic_store(&rc->snap, s);
     if (old != NULL) {
