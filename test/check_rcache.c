@@ -1127,6 +1127,54 @@ START_TEST(test_reference_dropped_by_another_thread)
 }
 END_TEST
 
+/*
+ * A forked child has no monitor thread and does not own the parent's
+ * registrations: there, a range the parent has cached misses and comes
+ * back as a one-shot, and invalidations and stats still return.
+ */
+START_TEST(test_forked_child)
+{
+    ferry_context_t *ctx = tu_context(tu_providers[_i]);
+    uint8_t *buf = tu_alloc_buf(4 * PG);
+    struct ferry_mem *mem, *cached;
+    struct ferry__rc_entry *e;
+    int status;
+    pid_t pid;
+
+    ck_assert_int_eq(ferry__rcache_get(ctx, buf, 4 * PG, &cached, &e), 0);
+    ck_assert_ptr_nonnull(e);
+    ferry__rcache_put(e);
+    settle_monitor();
+    ck_assert_int_eq(ferry__rcache_get(ctx, buf, PG, &mem, &e), 0);
+    ck_assert_msg(e != NULL && mem == cached, "the parent does not hit");
+    ferry__rcache_put(e);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct ferry_stats st = FERRY_STATS_INIT;
+
+        if (ferry__rcache_get(ctx, buf, PG, &mem, &e) != 0)
+            _exit(2);
+        if (e != NULL || mem == cached || !mem->oneshot)
+            _exit(3); /* the parent's registration, in the child */
+        ferry__mem_close(mem);
+        ferry_mem_invalidate(buf, PG);
+        if (ferry_context_stats(ctx, &st) != 0)
+            _exit(4);
+        _exit(0);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child failed (status %#x)", status);
+    /* The parent's cache is untouched. */
+    ck_assert_int_eq(ferry__rcache_get(ctx, buf, PG, &mem, &e), 0);
+    ck_assert_msg(e != NULL && mem == cached, "the parent lost its entry");
+    ferry__rcache_put(e);
+    tu_free_buf(buf, 4 * PG);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_in_flight_invalidated)
 {
     in_flight(tu_providers[_i], false);
@@ -2471,6 +2519,8 @@ static Suite *rcache_suite(void)
     tcase_add_loop_test(tc, test_cap_bytes, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_reference_dropped_by_another_thread,
                         SEMANTICS_FIRST, SEMANTICS_FIRST + 1);
+    tcase_add_loop_test(tc, test_forked_child, SEMANTICS_FIRST,
+                        SEMANTICS_FIRST + 1);
     tcase_add_loop_test(tc, test_in_flight_invalidated, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_in_flight_not_evicted, SEMANTICS_FIRST, np);
     tcase_add_test(tc, test_no_userfaultfd);
