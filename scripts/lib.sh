@@ -78,12 +78,15 @@ configure_and_make() {
 	make -C "$dir" -j"$JOBS"
 }
 
-# run_check DIR: make check in a built DIR; prints failing logs and exits 1
+# run_check DIR [TESTS]: make check in a built DIR (only the tests named in
+# TESTS, a space-separated list, if given); prints failing logs and exits 1
 # on a failure.
 run_check() {
-	local dir=$1
-	log "$dir: make check"
-	if ! make -C "$dir" -j"$JOBS" check; then
+	local dir=$1 tests=${2:-}
+	local args=()
+	[[ -n $tests ]] && args=("TESTS=$tests")
+	log "$dir: make check ${args[*]}"
+	if ! make -C "$dir" -j"$JOBS" check "${args[@]}"; then
 		print_failed_logs "$dir"
 		print_check_summary "$dir"
 		print_totals "$dir"

@@ -191,6 +191,11 @@ static void child_main(int in, int out, const char *prov, size_t len,
             char ok;
             if (read(in, &vseed, sizeof(vseed)) != sizeof(vseed))
                 _exit(13);
+            /* The progress thread landed the data under ctx's lock; the
+             * peer's word that it did came through another process, an
+             * ordering ThreadSanitizer cannot see.  Taking the lock once
+             * (ferry_progress) orders this thread after the landing. */
+            ferry_progress(ctx);
             ok = tu_check(buf, len, vseed) == SIZE_MAX;
             if (write(out, &ok, 1) != 1)
                 _exit(14);
