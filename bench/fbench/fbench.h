@@ -242,6 +242,22 @@ struct window {
     uint64_t t_start, t_end, cpu_start, cpu_end;
 };
 
+/*
+ * The measured window of a one-thread loop (--memcpy, --pingpong; in
+ * stats.c): open from the start without a warm-up, else from the first
+ * step past it; closed after --duration or --iterations measured steps.
+ */
+struct timed_loop {
+    struct window win;
+    bool measuring;
+    uint64_t warm_end, stop_at;
+};
+void timed_loop_start(struct timed_loop *l, const struct options *o,
+                      uint64_t t);
+/* A step at time t after `measured` measured steps: true when it ends. */
+bool timed_loop_step(struct timed_loop *l, const struct options *o,
+                     uint64_t t, uint64_t measured);
+
 /* util.c */
 extern const char *g_role;
 extern volatile sig_atomic_t g_child;

@@ -13,9 +13,8 @@ static int run_memcpy(const struct options *o, uint64_t block, uint8_t *src,
     size_t cap = o->iterations != 0 && o->iterations < RESERVOIR_TOTAL
                      ? (size_t)o->iterations
                      : RESERVOIR_TOTAL;
-    uint64_t t = now_ns(), t_prev = t, warm_end, stop_at = 0;
-    bool measuring = o->warmup <= 0;
-    struct window win = {0};
+    uint64_t t = now_ns(), t_prev = t;
+    struct timed_loop lp;
     struct reservoir lat;
     struct ticker tk;
 
@@ -24,12 +23,7 @@ static int run_memcpy(const struct options *o, uint64_t block, uint8_t *src,
         return 1;
     pattern_fill(dst, 0, len, PAT_B);
     ticker_start(&tk, t);
-    warm_end = t + (uint64_t)(o->warmup * 1e9);
-    if (measuring) {
-        win.t_start = t;
-        win.cpu_start = cpu_ns();
-        stop_at = t + (uint64_t)(o->duration * 1e9);
-    }
+    timed_loop_start(&lp, o, t);
     t_prev = now_ns();
     for (;;) {
         uint64_t off = (copies % nblocks) * block;
@@ -38,23 +32,14 @@ static int run_memcpy(const struct options *o, uint64_t block, uint8_t *src,
         __asm__ __volatile__("" ::: "memory"); /* the copy must happen */
         copies++;
         t = now_ns();
-        if (measuring) {
+        if (lp.measuring) {
             measured++;
             lat_sum += t - t_prev;
             reservoir_add(&lat, t - t_prev);
-        } else if (t >= warm_end) {
-            measuring = true;
-            win.t_start = t;
-            win.cpu_start = cpu_ns();
-            stop_at = t + (uint64_t)(o->duration * 1e9);
         }
-        if (measuring && (o->iterations != 0 ? measured >= o->iterations
-                                             : t >= stop_at)) {
-            win.t_end = t;
-            win.cpu_end = cpu_ns();
+        if (timed_loop_step(&lp, o, t, measured))
             break;
-        }
-        ticker_tick(&tk, t, copies * block, copies, 1, !measuring);
+        ticker_tick(&tk, t, copies * block, copies, 1, !lp.measuring);
         t_prev = t;
     }
     if (o->validate) {
@@ -65,8 +50,8 @@ static int run_memcpy(const struct options *o, uint64_t block, uint8_t *src,
                                               len - n * block, PAT_B);
         res->local_check = res->first_bad != UINT64_MAX;
     }
-    res->seconds = (double)(win.t_end - win.t_start) / 1e9;
-    res->cpu_here_s = (double)(win.cpu_end - win.cpu_start) / 1e9;
+    res->seconds = (double)(lp.win.t_end - lp.win.t_start) / 1e9;
+    res->cpu_here_s = (double)(lp.win.cpu_end - lp.win.cpu_start) / 1e9;
     res->bytes = measured * block;
     res->ops = res->reqs = res->measured = measured;
     res->mean_us = (double)lat_sum / (double)measured / 1e3;

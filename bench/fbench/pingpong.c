@@ -20,9 +20,8 @@ int run_pingpong(struct initiator *in, uint64_t block,
     size_t cap = o->iterations != 0 && o->iterations < RESERVOIR_TOTAL
                      ? (size_t)o->iterations
                      : RESERVOIR_TOTAL;
-    uint64_t sent = 0, measured = 0, lat_sum = 0, t, warm_end, stop_at = 0;
-    bool measuring = o->warmup <= 0;
-    struct window win = {0};
+    uint64_t sent = 0, measured = 0, lat_sum = 0, t;
+    struct timed_loop lp;
     struct reservoir lat;
     struct ticker tk;
     int ret, failed = 1;
@@ -38,30 +37,15 @@ int run_pingpong(struct initiator *in, uint64_t block,
     opts.notify_value = 1;
     t = now_ns();
     ticker_start(&tk, t);
-    warm_end = t + (uint64_t)(o->warmup * 1e9);
-    if (measuring) {
-        win.t_start = t;
-        win.cpu_start = cpu_ns();
-        stop_at = t + (uint64_t)(o->duration * 1e9);
-    }
+    timed_loop_start(&lp, o, t);
     for (;;) {
         ferry_req_t *req;
         uint64_t t0, t1;
 
         t = now_ns();
-        if (!measuring && t >= warm_end) {
-            measuring = true;
-            win.t_start = t;
-            win.cpu_start = cpu_ns();
-            stop_at = t + (uint64_t)(o->duration * 1e9);
-        }
-        if (measuring && (o->iterations != 0 ? measured >= o->iterations
-                                             : t >= stop_at)) {
-            win.t_end = t;
-            win.cpu_end = cpu_ns();
+        if (timed_loop_step(&lp, o, t, measured))
             break;
-        }
-        ticker_tick(&tk, t, 2 * block * sent, sent, 1, !measuring);
+        ticker_tick(&tk, t, 2 * block * sent, sent, 1, !lp.measuring);
         t0 = now_ns();
         if ((ret = ferry_write(in->peer, &iov, 1, &opts, &req))) {
             fail("posting a ping", ret);
@@ -82,7 +66,7 @@ int run_pingpong(struct initiator *in, uint64_t block,
             goto out;
         }
         note_first_completion(in, t1);
-        if (measuring) {
+        if (lp.measuring) {
             measured++;
             lat_sum += t1 - t0;
             reservoir_add(&lat, t1 - t0);
@@ -100,7 +84,7 @@ int run_pingpong(struct initiator *in, uint64_t block,
     if (latency_summary(&lat, 1, 0.5, res) ||
         exchange_results(in, 0, block, sent, res))
         goto out;
-    fill_common(in, &win, res);
+    fill_common(in, &lp.win, res);
     failed = 0;
 out:
     free(lat.v);

@@ -123,3 +123,34 @@ void result_init(struct result *r)
     r->first_bad = UINT64_MAX;
     r->local_check = -1;
 }
+
+static void timed_loop_open(struct timed_loop *l, const struct options *o,
+                            uint64_t t)
+{
+    l->measuring = true;
+    l->win.t_start = t;
+    l->win.cpu_start = cpu_ns();
+    l->stop_at = t + (uint64_t)(o->duration * 1e9);
+}
+
+void timed_loop_start(struct timed_loop *l, const struct options *o,
+                      uint64_t t)
+{
+    memset(l, 0, sizeof(*l));
+    l->warm_end = t + (uint64_t)(o->warmup * 1e9);
+    if (o->warmup <= 0)
+        timed_loop_open(l, o, t);
+}
+
+bool timed_loop_step(struct timed_loop *l, const struct options *o,
+                     uint64_t t, uint64_t measured)
+{
+    if (!l->measuring && t >= l->warm_end)
+        timed_loop_open(l, o, t);
+    if (!l->measuring || (o->iterations != 0 ? measured < o->iterations
+                                             : t < l->stop_at))
+        return false;
+    l->win.t_end = t;
+    l->win.cpu_end = cpu_ns();
+    return true;
+}
