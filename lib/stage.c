@@ -30,6 +30,8 @@
 #define STAGE_MAX_DEVICES 32
 /* Mirror copies queued at once on the target side; past it, blocking. */
 #define MIRROR_SYNCS 16
+/* How long context destruction waits for queued copies. */
+#define STAGE_DRAIN_NS (10ull * 1000000000u)
 
 enum slot_state {
     SLOT_FREE,
@@ -188,14 +190,55 @@ int ferry__stage_ensure(struct ferry_context *ctx, int ordinal)
     return ret;
 }
 
+static struct ferry__hmem_event *slot_event(const struct ferry__stage_slot *s)
+{
+    return s->stage->dev[s->ordinal].events[s->index];
+}
+
+/*
+ * Waits until the copy engine is done with every buffer: a context
+ * destroyed with staged requests in flight frees the buffers next, and a
+ * CUDA stream that is destroyed still runs what it was given.  Bounded:
+ * a device that never finishes costs the buffers (left mapped), not a
+ * hang.
+ */
+static bool stage_quiesce(struct ferry__stage *st)
+{
+    uint64_t until = ferry__now_ns() + STAGE_DRAIN_NS;
+    bool busy = true;
+
+    while (busy && ferry__now_ns() < until) {
+        busy = false;
+        for (size_t i = 0; i < st->nslots; i++) {
+            const struct ferry__stage_slot *slot = &st->slots[i];
+
+            if ((slot->state == SLOT_COPY_IN ||
+                 slot->state == SLOT_COPY_OUT) &&
+                st->ops->event_done(slot_event(slot)) == 0)
+                busy = true;
+        }
+        for (size_t i = 0; i < MIRROR_SYNCS; i++)
+            if (st->syncs[i].mem != NULL &&
+                st->ops->event_done(st->syncs[i].event) == 0)
+                busy = true;
+    }
+    return !busy;
+}
+
 void ferry__stage_destroy(struct ferry_context *ctx)
 {
     struct ferry__stage *st = ctx->stage;
+    bool idle;
 
     if (st == NULL)
         return;
-    /* Requests are gone (ferry__reqs_destroy): no slot is in use, and
-     * destroying a stream waits for its queued copies, mirror syncs too. */
+    /* Requests are gone (ferry__reqs_destroy); their slots may still have
+     * copies queued. */
+    idle = stage_quiesce(st);
+    if (!idle)
+        FERRY_LOG_WARN("the device did not finish its staging copies in %d "
+                       "s; their buffers stay allocated",
+                       (int)(STAGE_DRAIN_NS / 1000000000u));
     for (int d = 0; d < STAGE_MAX_DEVICES; d++)
         dev_destroy(st->ops, &st->dev[d], st->nslots);
     for (size_t i = 0; i < MIRROR_SYNCS; i++) {
@@ -205,18 +248,14 @@ void ferry__stage_destroy(struct ferry_context *ctx)
             atomic_fetch_sub(&st->syncs[i].mem->users, 1);
     }
     ferry__mem_close(st->mem);
-    st->ops->host_free(st->host);
+    if (idle)
+        st->ops->host_free(st->host);
     free(st->slots);
     free(st);
     ctx->stage = NULL;
 }
 
 /* ---- the pipeline --------------------------------------------------------- */
-
-static struct ferry__hmem_event *slot_event(const struct ferry__stage_slot *s)
-{
-    return s->stage->dev[s->ordinal].events[s->index];
-}
 
 /* The slot's work is over: it goes back to the pool. */
 static void slot_release(struct ferry__stage_slot *slot)

@@ -500,6 +500,28 @@ START_TEST(test_cancel_in_flight)
 }
 END_TEST
 
+/* Contexts destroyed with staged copies queued: the buffers outlive the
+ * copies (the simulated engine writing into a freed buffer would crash,
+ * and ASan would see it). */
+START_TEST(test_destroy_in_flight)
+{
+    size_t len = 16 * MiB;
+    struct rig r;
+    struct ferry_iov iov;
+    ferry_req_t *req;
+
+    rig_open(&r, tu_providers[_i], len, false, 0, 13);
+    iov = (struct ferry_iov){.local = r.dev, .lmem = r.dmem, .rmem = r.rmem,
+                             .len = len};
+    ck_assert_int_eq(ferry_write(r.p.peer, &iov, 1, NULL, &req), 0);
+    ck_assert_uint_gt(stats_of(r.p.init).staged_chunks, 0);
+    ferry_req_free(req);
+    tu_pair_close(&r.p); /* regions, requests and staging go with it */
+    ck_assert_int_eq(ferry_device_free(r.dev), 0);
+    tu_free_buf(r.host, r.len);
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------ */
 
 START_TEST(test_wrong_kinds_refused)
@@ -651,6 +673,7 @@ int main(void)
     tc = tu_tcase(s, "cache", 120);
     tcase_add_loop_test(tc, test_buffer_id_reuse, 0, (int)tu_nproviders);
     tcase_add_test(tc, test_cancel_in_flight);
+    tcase_add_loop_test(tc, test_destroy_in_flight, 0, (int)tu_nproviders);
     tc = tu_tcase(s, "refusals", 60);
     tcase_add_test(tc, test_wrong_kinds_refused);
     tcase_add_test(tc, test_no_backend);
