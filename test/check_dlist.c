@@ -21,31 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KiB ((size_t)1024)
-#define MiB (1024 * KiB)
 
-#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 
 #define PATIENCE_MS 30000
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static uint64_t ms_since(uint64_t t0)
-{
-    return (ferry__now_ns() - t0) / 1000000u;
-}
-
-/* Asserts got == want over len bytes, naming the first difference. */
-static void assert_same(const uint8_t *got, const uint8_t *want, size_t len,
-                        const char *what)
-{
-    if (memcmp(got, want, len) == 0)
-        return;
-    for (size_t i = 0; i < len; i++)
-        ck_assert_msg(got[i] == want[i],
-                      "%s: byte %zu is 0x%02x, expected 0x%02x", what, i,
-                      got[i], want[i]);
-}
 
 /* Asserts the last error holds every one of the given pieces. */
 static void assert_sentence(const char *first, ...)
@@ -142,7 +122,7 @@ static void region_fill(struct region *r, uint64_t seed)
 
 static void region_assert(const struct region *r, const char *what)
 {
-    assert_same(r->buf, r->want, r->len, what);
+    tu_assert_same(r->buf, r->want, r->len, what);
 }
 
 /*
@@ -903,7 +883,7 @@ START_TEST(test_invalid_index)
         struct ferry_notification n;
         uint64_t t0 = ferry__now_ns();
 
-        while (ms_since(t0) < 100)
+        while (tu_ms_since(t0) < 100)
             ck_assert_int_eq(ferry_notify_poll(p.target, &n, 1), 0);
     }
     region_assert(&rr, "after the refused posts");
@@ -1395,7 +1375,7 @@ static void drain_both(ferry_context_t *init, ferry_context_t *target)
         pthread_mutex_unlock(&init->lock);
         if (out == 0)
             break;
-        ck_assert_msg(ms_since(t0) < 60000, "%zu operations still out", out);
+        ck_assert_msg(tu_ms_since(t0) < 60000, "%zu operations still out", out);
     }
 }
 
@@ -1434,7 +1414,7 @@ START_TEST(test_release_while_in_flight)
     t0 = ferry__now_ns();
     while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
         ck_assert_int_ge(ferry_progress(p.target), 0);
-        ck_assert_msg(ms_since(t0) < PATIENCE_MS, "warm-up stuck");
+        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "warm-up stuck");
     }
     ck_assert_msg(ret == 0, "warm-up: %s", ferry_last_error());
     ferry_req_free(req);
@@ -1579,7 +1559,7 @@ START_TEST(test_post_with_notification)
         ck_assert_int_eq(ferry_counter_get(g.p.target, 7, &v), 0);
         if (v >= 512)
             break;
-        ck_assert_msg(ms_since(t0) < PATIENCE_MS,
+        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS,
                       "%s: counter 7 at %llu of 512", prov,
                       (unsigned long long)v);
     }

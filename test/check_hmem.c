@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #define NDEV 2 /* what every test but test_load leaves loaded */
-#define MiB (1024 * 1024)
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #define TCP "tcp;ofi_rxm"
-#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 /* Flag bits of the remote-key blob (mem.c). */
 #define RKEY_VIRT_ADDR 0x1u
 #define RKEY_RAW 0x2u

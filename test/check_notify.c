@@ -22,32 +22,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define KiB ((size_t)1024)
-#define MiB (1024 * KiB)
 
-#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 
 /* How long a test waits for something that should take milliseconds. */
 #define PATIENCE_MS 30000
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static uint64_t ms_since(uint64_t t0)
-{
-    return (ferry__now_ns() - t0) / 1000000u;
-}
-
-/* Asserts got == want over len bytes, naming the first difference. */
-static void assert_same(const uint8_t *got, const uint8_t *want, size_t len,
-                        const char *what)
-{
-    if (memcmp(got, want, len) == 0)
-        return;
-    for (size_t i = 0; i < len; i++)
-        ck_assert_msg(got[i] == want[i],
-                      "%s: byte %zu is 0x%02x, expected 0x%02x", what, i,
-                      got[i], want[i]);
-}
 
 /*
  * Two contexts in this process, each with or without a progress thread
@@ -182,7 +162,7 @@ static int poll_some(ferry_context_t *ctx, struct ferry_notification *out,
         ck_assert_int_le(n, (int)max);
         if (n > 0)
             return n;
-        ck_assert_msg(ms_since(t0) < PATIENCE_MS,
+        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS,
                       "%s: no notification within %d ms", what, PATIENCE_MS);
     }
 }
@@ -193,7 +173,7 @@ static void assert_quiet(ferry_context_t *ctx, int ms, const char *what)
     uint64_t t0 = ferry__now_ns();
     struct ferry_notification n = {0, 0};
 
-    while (ms_since(t0) < (uint64_t)ms) {
+    while (tu_ms_since(t0) < (uint64_t)ms) {
         int got = ferry_notify_poll(ctx, &n, 1);
         ck_assert_msg(got == 0,
                       "%s: unexpected extra notification {%llu, %llu} "
@@ -270,7 +250,7 @@ START_TEST(test_notification_after_data)
             ferry_req_free(req);
 
             memcpy(want + roff, x.lbuf, len);
-            assert_same(x.tbuf, want, x.tlen, "target after the write");
+            tu_assert_same(x.tbuf, want, x.tlen, "target after the write");
             ck_assert_int_eq(ferry_notify_poll(x.p.target, n, 4), 0);
         }
     }
@@ -324,13 +304,13 @@ START_TEST(test_request_waits_for_notification)
     t0 = ferry__now_ns();
     while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
         ck_assert_int_ge(ferry_progress(p.target), 0);
-        ck_assert_msg(ms_since(t0) < PATIENCE_MS, "warm-up stuck");
+        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "warm-up stuck");
     }
     ck_assert_msg(ret == 0, "warm-up: %s", ferry_last_error());
     ferry_req_free(req);
     t0 = ferry__now_ns();
     while ((got = ferry_notify_poll(p.target, &n, 1)) == 0)
-        ck_assert_msg(ms_since(t0) < PATIENCE_MS, "warm-up notification");
+        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "warm-up notification");
     ck_assert_int_eq(got, 1);
 
     /* The real write: 8 MiB cannot land while the target sleeps. */
@@ -355,7 +335,7 @@ START_TEST(test_request_waits_for_notification)
         ck_assert_int_ge(got, 0);
         if (got == 0)
             ck_assert_int_ge(ferry_progress(p.init), 0);
-        ck_assert_msg(ms_since(t0) < PATIENCE_MS, "no notification");
+        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "no notification");
     }
     ck_assert_msg(tu_check(tbuf, len, 0x7777) == SIZE_MAX,
                   "%s: notification seen before the data landed", prov);
@@ -364,7 +344,7 @@ START_TEST(test_request_waits_for_notification)
     t0 = ferry__now_ns();
     while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
         ck_assert_int_ge(ferry_progress(p.target), 0);
-        ck_assert_msg(ms_since(t0) < PATIENCE_MS, "request never ended");
+        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "request never ended");
     }
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
     ck_assert_int_eq(req->notify, FERRY__NOTIFY_DONE);
@@ -445,7 +425,7 @@ START_TEST(test_forced_mr_modes)
         /* The initiator has no progress thread: drive it meanwhile. */
         while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
             ck_assert_int_ge(ferry_progress(x.p.init), 0);
-            ck_assert_msg(ms_since(t0) < PATIENCE_MS, "%s: stuck", what);
+            ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "%s: stuck", what);
         }
         ck_assert_msg(ret == 0, "%s: %s", what, ferry_last_error());
         ferry_req_free(req);
@@ -629,7 +609,7 @@ START_TEST(test_counters)
     /* Not reached: a timeout that says how far it got. */
     t0 = ferry__now_ns();
     ret = ferry_counter_wait(x.p.target, 2, 8, 200);
-    took = ms_since(t0);
+    took = tu_ms_since(t0);
     ck_assert_msg(ret == FERRY_ETIMEDOUT, "%s: wait for 8 on a counter at 7 "
                   "returned %s: %s", prov, ferry_strerror(ret),
                   ferry_last_error());
@@ -842,9 +822,9 @@ static void th_collect(struct th_tally *ty, ferry_context_t *ctx,
             th_account(ty, tbuf, &n[i]);
         if (ty->total == want && quiet_from == 0)
             quiet_from = ferry__now_ns();
-        if (quiet_from != 0 && ms_since(quiet_from) >= 100)
+        if (quiet_from != 0 && tu_ms_since(quiet_from) >= 100)
             return;
-        if (ms_since(t0) >= (uint64_t)deadline_ms)
+        if (tu_ms_since(t0) >= (uint64_t)deadline_ms)
             return;
     }
 }
@@ -1220,7 +1200,7 @@ static const char *ends_in_time(ferry_req_t *req, uint64_t t0,
                                 char *buf, size_t cap)
 {
     int ret = ferry_req_wait(req, DEAD_DEADLINE_MS + 10000);
-    uint64_t took = ms_since(t0);
+    uint64_t took = tu_ms_since(t0);
 
     buf[0] = 0;
     if (ret == FERRY_EINPROGRESS)

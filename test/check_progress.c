@@ -20,8 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define KiB ((size_t)1024)
-#define MiB (1024 * KiB)
 #define BIG (64 * MiB)
 /*
  * Requests against a stalled target: it never completes them whatever
@@ -31,7 +29,6 @@
 #define STUCK (8 * MiB)
 #define MS 1000000ull /* ns */
 
-#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -55,9 +55,6 @@
 #include <unistd.h>
 
 #define PG ((size_t)4096)
-#define KiB ((size_t)1024)
-#define MiB (1024 * KiB)
-#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 /* rcache.c's ring of recent invalidations. */
 #define RING_SLOTS 1024
 
@@ -131,24 +128,6 @@ struct rig {
     ferry_rmem_t *rmem;
 };
 
-static void pair_open_stalled(struct tu_pair *p, const struct ferry_config *c)
-{
-    struct ferry_config cfg = *c;
-    uint8_t addr[512];
-    size_t len = sizeof(addr);
-    int ret;
-
-    cfg.progress_thread = 0;
-    ret = ferry_context_create(&cfg, &p->init);
-    ck_assert_msg(ret == 0, "initiator: %s", ferry_last_error());
-    ret = ferry_context_create(&cfg, &p->target);
-    ck_assert_msg(ret == 0, "target: %s", ferry_last_error());
-    ret = ferry_context_address(p->target, addr, &len);
-    ck_assert_msg(ret == 0, "address: %s", ferry_last_error());
-    ret = ferry_peer_add(p->init, addr, len, &p->peer);
-    ck_assert_msg(ret == 0, "peer_add: %s", ferry_last_error());
-}
-
 /* Drives req to its end, progressing a stalled target too; frees it. */
 static void drive(struct rig *r, ferry_req_t *req, const char *what)
 {
@@ -187,7 +166,7 @@ static void rig_open(struct rig *r, const char *prov,
     r->prov = prov;
     r->stalled = stalled;
     if (stalled)
-        pair_open_stalled(&r->p, &cfg);
+        tu_pair_open_threads(&r->p, cfg.provider, &cfg, 0);
     else
         tu_pair_open(&r->p, prov, &cfg);
     r->tlen = tlen;

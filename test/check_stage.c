@@ -18,9 +18,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define KiB ((size_t)1024)
-#define MiB (1024 * KiB)
-#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 
 /* Small chunks so that a few MiB make a pipeline of many. */
 #define CHUNK (256 * KiB)

@@ -18,11 +18,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define KiB ((size_t)1024)
-#define MiB (1024 * KiB)
 #define BIG (64 * MiB)
 
-#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -48,18 +45,6 @@ static const char *fmt_msg(const char *fmt, ...)
     return msg_buf_;
 }
 
-/* Asserts got == want over len bytes, naming the first difference. */
-static void assert_same(const uint8_t *got, const uint8_t *want, size_t len,
-                        const char *what)
-{
-    if (memcmp(got, want, len) == 0)
-        return;
-    for (size_t i = 0; i < len; i++)
-        ck_assert_msg(got[i] == want[i],
-                      "%s: byte %zu is 0x%02x, expected 0x%02x", what, i,
-                      got[i], want[i]);
-}
-
 /*
  * A pair of contexts with one target region (exported and imported through
  * the pair's peer) and one local region.  A stalled pair has no progress
@@ -78,31 +63,6 @@ struct fx {
     ferry_mem_t *lmem;
 };
 
-/* Like tu_pair_open, but without a progress thread on the target. */
-static void pair_open_stalled(struct tu_pair *p, const char *prov,
-                              const struct ferry_config *base)
-{
-    struct ferry_config cfg;
-    uint8_t addr[512];
-    size_t len = sizeof(addr);
-    int ret;
-
-    if (base != NULL)
-        cfg = *base;
-    else
-        tu_config(&cfg, prov);
-    cfg.provider = prov;
-    cfg.progress_thread = 0;
-    ret = ferry_context_create(&cfg, &p->init);
-    ck_assert_msg(ret == 0, "initiator on %s: %s", prov, ferry_last_error());
-    ret = ferry_context_create(&cfg, &p->target);
-    ck_assert_msg(ret == 0, "target on %s: %s", prov, ferry_last_error());
-    ret = ferry_context_address(p->target, addr, &len);
-    ck_assert_msg(ret == 0, "address: %s", ferry_last_error());
-    ret = ferry_peer_add(p->init, addr, len, &p->peer);
-    ck_assert_msg(ret == 0, "peer_add: %s", ferry_last_error());
-}
-
 static void fx_drive(struct fx *f, ferry_req_t *req, const char *what);
 
 static void fx_setup(struct fx *f, const char *prov, bool stalled,
@@ -114,7 +74,7 @@ static void fx_setup(struct fx *f, const char *prov, bool stalled,
     memset(f, 0, sizeof(*f));
     f->stalled = stalled;
     if (stalled)
-        pair_open_stalled(&f->p, prov, base);
+        tu_pair_open_threads(&f->p, prov, base, 0);
     else
         tu_pair_open(&f->p, prov, base);
     f->tlen = tlen;
@@ -287,7 +247,7 @@ START_TEST(test_pair_write_sizes)
                        (unsigned long long)roff);
         tu_fill(want + roff, len, seed);
         /* Nothing around it moved. */
-        assert_same(f.tbuf, want, f.tlen, "target after the write");
+        tu_assert_same(f.tbuf, want, f.tlen, "target after the write");
     }
     fx_close(&f);
     tu_free_buf(want, 2 * MiB);
@@ -316,7 +276,7 @@ START_TEST(test_pair_read_sizes)
                        "%s: read of %zu bytes from offset %llu", prov, len,
                        (unsigned long long)roff);
         tu_fill(want + loff, len, seed);
-        assert_same(f.lbuf, want, f.llen, "local buffer after the read");
+        tu_assert_same(f.lbuf, want, f.llen, "local buffer after the read");
     }
     fx_close(&f);
     tu_free_buf(want, 2 * MiB);
@@ -412,7 +372,7 @@ static void scatter(const char *prov, bool write)
         ASSERT_PATTERN(got, iov[i].len, 0x3000 + i, "%s: iov[%zu] of %zu bytes",
                        prov, i, iov[i].len);
     }
-    assert_same(write ? f.tbuf : f.lbuf, want, MiB,
+    tu_assert_same(write ? f.tbuf : f.lbuf, want, MiB,
                 write ? "target after 64 scattered writes"
                       : "local buffer after 64 scattered reads");
     fx_close(&f);
@@ -976,7 +936,7 @@ START_TEST(test_remote_addressing)
     iov = (struct ferry_iov){lbuf + 8000, NULL, rmem, rlen - 1, 1};
     xfer_ok(p.peer, true, &iov, 1, m->prov);
     want[skip + rlen - 1] = 0x5a;
-    assert_same(tbuf, want, whole, "target after writes at offsets");
+    tu_assert_same(tbuf, want, whole, "target after writes at offsets");
 
     /* Reads from a nonzero offset come from the same place. */
     tu_fill(tbuf + skip + 30000, 777, 0xd2);
@@ -1293,7 +1253,7 @@ START_TEST(test_bad_iov_in_middle_posts_nothing)
     iov[4].lmem = f.lmem;
     xfer_ok(f.p.peer, true, &iov[4], 1, prov);
     memcpy(want + 400000, f.lbuf + 400000, 100000);
-    assert_same(f.tbuf, want, MiB, "target after refused requests");
+    tu_assert_same(f.tbuf, want, MiB, "target after refused requests");
     ck_assert_uint_eq(f.p.init->rails[0].bytes_posted, 100000);
     fx_close(&f);
     tu_free_buf(want, MiB);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *const tu_providers[] = {"tcp;ofi_rxm", "shm"};
@@ -39,8 +40,9 @@ ferry_context_t *tu_context(const char *prov)
     return ctx;
 }
 
-void tu_pair_open(struct tu_pair *p, const char *prov,
-                  const struct ferry_config *base)
+void tu_pair_open_threads(struct tu_pair *p, const char *prov,
+                          const struct ferry_config *base,
+                          int target_thread)
 {
     struct ferry_config cfg;
     uint8_t addr[512];
@@ -55,13 +57,39 @@ void tu_pair_open(struct tu_pair *p, const char *prov,
     cfg.progress_thread = 0;
     ret = ferry_context_create(&cfg, &p->init);
     ck_assert_msg(ret == 0, "initiator on %s: %s", prov, ferry_last_error());
-    cfg.progress_thread = 1;
+    cfg.progress_thread = target_thread;
     ret = ferry_context_create(&cfg, &p->target);
     ck_assert_msg(ret == 0, "target on %s: %s", prov, ferry_last_error());
     ret = ferry_context_address(p->target, addr, &len);
     ck_assert_msg(ret == 0, "address: %s", ferry_last_error());
     ret = ferry_peer_add(p->init, addr, len, &p->peer);
     ck_assert_msg(ret == 0, "peer_add: %s", ferry_last_error());
+}
+
+void tu_pair_open(struct tu_pair *p, const char *prov,
+                  const struct ferry_config *base)
+{
+    tu_pair_open_threads(p, prov, base, 1);
+}
+
+void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
+                    const char *what)
+{
+    if (memcmp(got, want, len) == 0)
+        return;
+    for (size_t i = 0; i < len; i++)
+        ck_assert_msg(got[i] == want[i],
+                      "%s: byte %zu is 0x%02x, expected 0x%02x", what, i,
+                      got[i], want[i]);
+}
+
+uint64_t tu_ms_since(uint64_t t0)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - t0) /
+           1000000u;
 }
 
 void tu_pair_close(struct tu_pair *p)

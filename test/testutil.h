@@ -12,6 +12,11 @@
 
 #include "ferry.h"
 
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+/* Remote read and write: what the target regions of the tests grant. */
+#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
+
 /* The providers that really move data on this machine. */
 extern const char *const tu_providers[];
 extern const size_t tu_nproviders;
@@ -34,6 +39,11 @@ struct tu_pair {
 };
 void tu_pair_open(struct tu_pair *p, const char *prov,
                   const struct ferry_config *base);
+/* The same, the target's progress thread chosen: without one nothing
+ * lands unless the test progresses the target itself. */
+void tu_pair_open_threads(struct tu_pair *p, const char *prov,
+                          const struct ferry_config *base,
+                          int target_thread);
 void tu_pair_close(struct tu_pair *p);
 
 /* Exports mem and imports it through peer; asserts success. */
@@ -43,6 +53,12 @@ ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer);
  * SIZE_MAX when every byte matches. */
 void tu_fill(void *buf, size_t len, uint64_t seed);
 size_t tu_check(const void *buf, size_t len, uint64_t seed);
+
+/* Asserts got == want over len bytes, naming the first difference. */
+void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
+                    const char *what);
+/* Milliseconds since t0, a CLOCK_MONOTONIC time in nanoseconds. */
+uint64_t tu_ms_since(uint64_t t0);
 
 /* Page-aligned, zeroed allocation (mmap); tu_free_buf unmaps it. */
 void *tu_alloc_buf(size_t len);
