@@ -40,27 +40,6 @@ static void assert_sentence(const char *first, ...)
     va_end(ap);
 }
 
-/* Like tu_pair_open, but the target may go without a progress thread. */
-static void pair_open(struct tu_pair *p, const char *prov, bool target_thread)
-{
-    struct ferry_config cfg;
-    uint8_t addr[512];
-    size_t len = sizeof(addr);
-    int ret;
-
-    tu_config(&cfg, prov);
-    cfg.progress_thread = 0;
-    ret = ferry_context_create(&cfg, &p->init);
-    ck_assert_msg(ret == 0, "initiator on %s: %s", prov, ferry_last_error());
-    cfg.progress_thread = target_thread;
-    ret = ferry_context_create(&cfg, &p->target);
-    ck_assert_msg(ret == 0, "target on %s: %s", prov, ferry_last_error());
-    ret = ferry_context_address(p->target, addr, &len);
-    ck_assert_msg(ret == 0, "address: %s", ferry_last_error());
-    ret = ferry_peer_add(p->init, addr, len, &p->peer);
-    ck_assert_msg(ret == 0, "peer_add: %s", ferry_last_error());
-}
-
 /*
  * A registered buffer and a shadow of what it should hold.  A remote one
  * is registered in the target context and imported through the peer.
@@ -330,7 +309,7 @@ struct paged {
 
 static void paged_open(struct paged *g, const char *prov)
 {
-    pair_open(&g->p, prov, true);
+    tu_pair_open_threads(&g->p, prov, NULL, 0, 1);
     region_local(&g->local, g->p.init, PBLOCKS * PBLOCK);
     tl_create(&g->ll, g->p.init, FERRY_DLIST_LOCAL, "kv_local");
     tl_create(&g->rl, g->p.init, FERRY_DLIST_REMOTE, "kv_remote");
@@ -450,7 +429,7 @@ START_TEST(test_mixed_entries)
     uint64_t posted;
     int ret;
 
-    pair_open(&p, prov, true);
+    tu_pair_open_threads(&p, prov, NULL, 0, 1);
     region_local(&lr, p.init, 256 * KiB);
     region_remote(&rr, &p, 256 * KiB, RW);
     region_fill(&lr, 0x51);
@@ -610,7 +589,7 @@ START_TEST(test_two_caches_interleaved)
     char what[96];
     int ret;
 
-    pair_open(&p, prov, true);
+    tu_pair_open_threads(&p, prov, NULL, 0, 1);
     caches_open(&c, &p);
     kv = prepare(p.peer, FERRY_OP_WRITE, &c.kvl, &c.kvr);
     st = prepare(p.peer, FERRY_OP_WRITE, &c.stl, &c.str);
@@ -763,7 +742,7 @@ START_TEST(test_two_caches_threads)
     struct caches c;
     struct cache_thread ct[2];
 
-    pair_open(&p, prov, true);
+    tu_pair_open_threads(&p, prov, NULL, 0, 1);
     caches_open(&c, &p);
     ct[0] = (struct cache_thread){.prep = prepare(p.peer, FERRY_OP_WRITE,
                                                   &c.kvl, &c.kvr),
@@ -807,7 +786,7 @@ START_TEST(test_invalid_index)
     uint64_t posted;
     int ret;
 
-    pair_open(&p, prov, true);
+    tu_pair_open_threads(&p, prov, NULL, 0, 1);
     region_local(&lr, p.init, 1024 * 64);
     region_remote(&rr, &p, 2048 * 64, RW);
     region_fill(&lr, 0x71);
@@ -924,7 +903,7 @@ START_TEST(test_add_validation)
     struct ferry_dlist_segment seg;
     const size_t len = MiB;
 
-    pair_open(&p, "tcp;ofi_rxm", true);
+    tu_pair_open_threads(&p, "tcp;ofi_rxm", NULL, 0, 1);
     region_local(&lr, p.init, len);
     region_remote(&rr, &p, len, RW);
     /* A region of the target's context, not the initiator's. */
@@ -1146,7 +1125,7 @@ START_TEST(test_concurrent_adds)
     pthread_barrier_t go;
     uint8_t *hit;
 
-    pair_open(&p, "tcp;ofi_rxm", true);
+    tu_pair_open_threads(&p, "tcp;ofi_rxm", NULL, 0, 1);
     region_local(&lr, p.init, (size_t)ADDERS * n * 64);
     ck_assert_int_eq(ferry_dlist_create(p.init, FERRY_DLIST_LOCAL, "shared",
                                         &dl),
@@ -1203,7 +1182,7 @@ START_TEST(test_prepare_validation)
     struct ferry_dlist_segment seg;
     int ret;
 
-    pair_open(&p, "tcp;ofi_rxm", true);
+    tu_pair_open_threads(&p, "tcp;ofi_rxm", NULL, 0, 1);
     region_local(&lr, p.init, 64 * KiB);
     region_remote(&rr, &p, 64 * KiB, RW);
     region_remote(&ro, &p, 64 * KiB, FERRY_ACCESS_REMOTE_READ);
@@ -1259,7 +1238,7 @@ START_TEST(test_prepare_validation)
     ck_assert_ptr_null(prep);
 
     /* A second target, reached through a second peer. */
-    pair_open(&q, "tcp;ofi_rxm", true);
+    tu_pair_open_threads(&q, "tcp;ofi_rxm", NULL, 0, 1);
     {
         uint8_t addr[512];
         size_t alen = sizeof(addr);
@@ -1397,7 +1376,7 @@ START_TEST(test_release_while_in_flight)
     uint64_t t0;
     int ret;
 
-    pair_open(&p, prov, false);
+    tu_pair_open_threads(&p, prov, NULL, 0, 0);
     region_local(&lr, p.init, STUCK_BLOCK + 4096);
     region_remote(&rr, &p, STUCK_BLOCK + 4096, RW);
     tl_create(&l, p.init, FERRY_DLIST_LOCAL, "big");
@@ -1482,7 +1461,7 @@ START_TEST(test_100k_pairs)
     uint64_t posted;
 
     ck_assert(li != NULL && ri != NULL);
-    pair_open(&p, prov, true);
+    tu_pair_open_threads(&p, prov, NULL, 0, 1);
     region_local(&lr, p.init, (size_t)MANY_BLOCKS * MANY_BLOCK);
     region_remote(&rr, &p, (size_t)MANY_BLOCKS * MANY_BLOCK, RW);
     region_fill(&rr, 0xa1);

@@ -49,27 +49,10 @@ static void nx_open_cfg(struct nx *x, const char *prov, bool init_thread,
                         const struct ferry_config *base, size_t tlen,
                         size_t llen)
 {
-    struct ferry_config cfg;
-    uint8_t addr[512];
-    size_t alen = sizeof(addr);
     int ret;
 
     memset(x, 0, sizeof(*x));
-    if (base != NULL)
-        cfg = *base;
-    else
-        tu_config(&cfg, prov);
-    cfg.progress_thread = init_thread;
-    ret = ferry_context_create(&cfg, &x->p.init);
-    ck_assert_msg(ret == 0, "initiator on %s: %s", prov, ferry_last_error());
-    cfg.progress_thread = 1;
-    ret = ferry_context_create(&cfg, &x->p.target);
-    ck_assert_msg(ret == 0, "target on %s: %s", prov, ferry_last_error());
-    ret = ferry_context_address(x->p.target, addr, &alen);
-    ck_assert_msg(ret == 0, "address: %s", ferry_last_error());
-    ret = ferry_peer_add(x->p.init, addr, alen, &x->p.peer);
-    ck_assert_msg(ret == 0, "peer_add: %s", ferry_last_error());
-
+    tu_pair_open_threads(&x->p, prov, base, init_thread, 1);
     x->tlen = tlen;
     x->llen = llen;
     x->tbuf = tu_alloc_buf(tlen);

@@ -166,7 +166,7 @@ static void rig_open(struct rig *r, const char *prov,
     r->prov = prov;
     r->stalled = stalled;
     if (stalled)
-        tu_pair_open_threads(&r->p, cfg.provider, &cfg, 0);
+        tu_pair_open_threads(&r->p, cfg.provider, &cfg, 0, 0);
     else
         tu_pair_open(&r->p, prov, &cfg);
     r->tlen = tlen;

@@ -74,7 +74,7 @@ static void fx_setup(struct fx *f, const char *prov, bool stalled,
     memset(f, 0, sizeof(*f));
     f->stalled = stalled;
     if (stalled)
-        tu_pair_open_threads(&f->p, prov, base, 0);
+        tu_pair_open_threads(&f->p, prov, base, 0, 0);
     else
         tu_pair_open(&f->p, prov, base);
     f->tlen = tlen;

@@ -41,7 +41,7 @@ ferry_context_t *tu_context(const char *prov)
 }
 
 void tu_pair_open_threads(struct tu_pair *p, const char *prov,
-                          const struct ferry_config *base,
+                          const struct ferry_config *base, int init_thread,
                           int target_thread)
 {
     struct ferry_config cfg;
@@ -54,7 +54,7 @@ void tu_pair_open_threads(struct tu_pair *p, const char *prov,
     else
         tu_config(&cfg, prov);
     cfg.provider = prov;
-    cfg.progress_thread = 0;
+    cfg.progress_thread = init_thread;
     ret = ferry_context_create(&cfg, &p->init);
     ck_assert_msg(ret == 0, "initiator on %s: %s", prov, ferry_last_error());
     cfg.progress_thread = target_thread;
@@ -69,7 +69,7 @@ void tu_pair_open_threads(struct tu_pair *p, const char *prov,
 void tu_pair_open(struct tu_pair *p, const char *prov,
                   const struct ferry_config *base)
 {
-    tu_pair_open_threads(p, prov, base, 1);
+    tu_pair_open_threads(p, prov, base, 0, 1);
 }
 
 void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,

@@ -39,10 +39,10 @@ struct tu_pair {
 };
 void tu_pair_open(struct tu_pair *p, const char *prov,
                   const struct ferry_config *base);
-/* The same, the target's progress thread chosen: without one nothing
- * lands unless the test progresses the target itself. */
+/* The same, with each side's progress thread chosen: without one on the
+ * target nothing lands unless the test progresses the target itself. */
 void tu_pair_open_threads(struct tu_pair *p, const char *prov,
-                          const struct ferry_config *base,
+                          const struct ferry_config *base, int init_thread,
                           int target_thread);
 void tu_pair_close(struct tu_pair *p);
 
