@@ -627,6 +627,7 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
     if (e == NULL)
         return NULL;
     e->mem = mem;
+    e->device = mem->kind == FERRY_MEM_CUDA;
     e->start = start;
     e->end = end;
     for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
@@ -679,7 +680,7 @@ static bool device_entry_current(struct ferry__rcache *rc,
 {
     struct ferry__hmem_ptr pi;
 
-    if (e->mem->kind != FERRY_MEM_CUDA)
+    if (!e->device) /* read with start and end: no trip to e->mem */
         return true;
     if (ferry__hmem()->ptr_info(addr, &pi) == 0 && pi.device &&
         pi.buffer_id == e->mem->buffer_id)

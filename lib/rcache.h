@@ -24,6 +24,7 @@
 struct ferry__rc_entry {
     struct ferry_mem *mem; /* owned; closed once retired and unused */
     uintptr_t start, end;  /* registered range, page aligned */
+    bool device;           /* device memory: checked by buffer id on hits */
     _Atomic unsigned flags; /* FERRY__RC_DEAD | FERRY__RC_REFERENCED */
     char sep[60]; /* refs on other cache lines than what lookups read */
     /*
