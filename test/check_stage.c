@@ -591,6 +591,28 @@ START_TEST(test_no_backend)
 }
 END_TEST
 
+/* Staging settings out of range are named, in the config and the
+ * environment. */
+START_TEST(test_staging_config_refused)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+
+    tu_config(&cfg, "tcp;ofi_rxm");
+    cfg.staging_buffers = 0;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(),
+                                 "config.staging_buffers is 0"));
+    ck_assert_ptr_null(ctx);
+    setenv("FERRY_STAGING_CHUNK", "12", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(),
+                                 "FERRY_STAGING_CHUNK=12 is not a whole "
+                                 "number between 4096"));
+    unsetenv("FERRY_STAGING_CHUNK");
+}
+END_TEST
+
 START_TEST(test_context_says_staged)
 {
     ferry_context_t *ctx;
@@ -675,6 +697,7 @@ int main(void)
     tcase_add_test(tc, test_wrong_kinds_refused);
     tcase_add_test(tc, test_no_backend);
     tcase_add_test(tc, test_context_says_staged);
+    tcase_add_test(tc, test_staging_config_refused);
     tcase_add_test(tc, test_path_choice);
     return tu_run(s);
 }

@@ -46,4 +46,6 @@ FERRY_SIM_DEVICES=1 expect 0 "result       OK" --mem cuda --provider "tcp;ofi_rx
 FERRY_SIM_DEVICES=2 expect 0 "result       OK" --mem cuda:1 --provider shm \
 	--op read --validate --block-size 256K --batch-size 2 $short
 FERRY_SIM_DEVICES=1 expect 1 "device 3 does not exist" --mem cuda:3 $short
+expect 2 "--target-mem is for --loopback" --target --target-mem host
+expect 2 "--target-mem cuda: x: not a whole number" --target-mem cuda:x
 exit $status
