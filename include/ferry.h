@@ -298,6 +298,9 @@ struct ferry_stats {
     uint64_t staged_chunks;
     uint64_t staged_max_in_flight; /* most chunks ever in flight at once */
     uint64_t mirror_syncs; /* host mirrors copied to the device (target) */
+    /* Notifications sent as the remote CQ data of their request's last
+     * write rather than as messages (docs/semantics.md). */
+    uint64_t notifications_in_writes;
 };
 #define FERRY_STATS_INIT {.size = sizeof(struct ferry_stats)}
 

@@ -340,6 +340,10 @@ static void derive_limits(struct ferry_context *ctx)
         ctx->nrails == 1 &&
         (info->tx_attr->msg_order & info->rx_attr->msg_order &
          FI_ORDER_SAW) != 0;
+    ctx->writes_ordered =
+        ctx->nrails == 1 &&
+        (info->tx_attr->msg_order & info->rx_attr->msg_order &
+         FI_ORDER_WAW) != 0;
 }
 
 static void explain_choice(struct ferry_context *ctx,
@@ -614,6 +618,7 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     out.staged_chunks = ctx->staged_chunks;
     out.staged_max_in_flight = ctx->staged_max_in_flight;
     out.mirror_syncs = ctx->mirror_syncs;
+    out.notifications_in_writes = ctx->notifications_in_writes;
     pthread_mutex_unlock(&ctx->lock);
     /* Only as much as the caller's struct holds. */
     memcpy(stats, &out, out.size);

@@ -269,6 +269,10 @@ struct ferry_context {
      * request's notification may follow its writes without waiting for
      * their completions (xfer.c). */
     bool notify_ordered;
+    /* One rail whose provider places writes in order (FI_ORDER_WAW in
+     * tx_attr and rx_attr): a request's last write may carry its
+     * notification while the writes before it are still in flight. */
+    bool writes_ordered;
     char why[768];
     unsigned nrails;
     struct ferry__rail rails[FERRY__MAX_RAILS];
@@ -317,6 +321,7 @@ struct ferry_context {
     /* statistics, under lock */
     uint64_t oneshot_registrations;
     uint64_t notifications_received;
+    uint64_t notifications_in_writes; /* sent as a write's CQ data */
     uint64_t notifications_unqueued; /* counted, not queued: queue full */
     uint64_t staged_bytes, staged_chunks, staged_max_in_flight;
     uint64_t mirror_syncs;
@@ -592,6 +597,7 @@ struct ferry__op {
     struct ferry__op *next_free;
     struct ferry__stage_slot *slot; /* a staged chunk's RMA, else NULL */
     enum ferry__op_kind kind;
+    bool notifies; /* a write carrying its request's notification */
     size_t len;
     uint8_t msg[FERRY__MSG_SIZE]; /* a notification's wire bytes */
 };
@@ -665,11 +671,13 @@ void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
 void ferry__op_take(struct ferry__rail *rail, struct ferry__op *op,
                     struct ferry_req *req, enum ferry__op_kind kind,
                     size_t len);
-/* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem. */
+/* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem; a
+ * write that notifies carries the request's notification as its remote
+ * CQ data (fi_writedata). */
 ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
                         struct ferry__op *op, void *local, void *desc,
                         const struct ferry_rmem *rmem, uint64_t roff,
-                        size_t len);
+                        size_t len, bool notifies);
 /* Marks it done if all is posted and back; retires it if ended and idle. */
 void ferry__req_settle(struct ferry_req *req);
 /* An operation came back, with err 0 or the error and its sentence. */
@@ -691,6 +699,17 @@ ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
 ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
                          struct ferry__op *op, uint64_t mirror_id,
                          uint64_t off, uint64_t len);
+/* Whether {id, value} fits the rail's remote CQ data, and packed into it
+ * (the target unpacks it with the same rail's size: both ends of a rail
+ * run the same provider). */
+bool ferry__notify_fits(const struct ferry__rail *rail, uint64_t id,
+                        uint64_t value);
+uint64_t ferry__notify_pack(const struct ferry__rail *rail, uint64_t id,
+                            uint64_t value);
+/* A peer's write arrived carrying a notification as remote CQ data. */
+void ferry__notify_data_received(struct ferry_context *ctx,
+                                 const struct ferry__rail *rail,
+                                 uint64_t data);
 /* A receive completed with len bytes; queues, counts, re-posts. */
 void ferry__notify_received(struct ferry_context *ctx,
                             struct ferry__rail *rail, struct ferry__recv *rv,

@@ -21,6 +21,14 @@
  * travel on rail 0 and the target reads its completion queue in order, so
  * the copy is done before the notification is delivered.
  *
+ * A notification whose request ends with one write (or whose writes the
+ * provider places in order) rides on that write instead, as its remote CQ
+ * data (xfer.c, notify_rides): the target's completion of the write is
+ * generated after its data is placed, so the order holds with one
+ * operation instead of two.  The data word holds the id in its upper half
+ * and the value in its lower half; {id, value} that do not fit go as a
+ * message.
+ *
  * Wire format, little-endian, FERRY__MSG_SIZE bytes at most:
  *   u32 magic "FRYN" | u32 kind 1 (notify) | u64 id | u64 value
  *   u32 magic "FRYN" | u32 kind 2 (mirror sync) | u64 mirror id |
@@ -159,6 +167,28 @@ ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
     return send_msg(req, rail, op, SYNC_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
+/* Bits of each half of the rail's CQ data word (0: the rail has none). */
+static unsigned cq_data_half_bits(const struct ferry__rail *rail)
+{
+    size_t bytes = rail->info->domain_attr->cq_data_size;
+
+    return bytes >= 8 ? 32 : (unsigned)bytes * 4;
+}
+
+bool ferry__notify_fits(const struct ferry__rail *rail, uint64_t id,
+                        uint64_t value)
+{
+    unsigned bits = cq_data_half_bits(rail);
+
+    return bits != 0 && id >> bits == 0 && value >> bits == 0;
+}
+
+uint64_t ferry__notify_pack(const struct ferry__rail *rail, uint64_t id,
+                            uint64_t value)
+{
+    return id << cq_data_half_bits(rail) | value;
+}
+
 /* ---- receiving ------------------------------------------------------------ */
 
 static int queue_push(struct ferry__notify_queue *q,
@@ -273,6 +303,37 @@ void ferry__notify_release_held(struct ferry_context *ctx)
     }
 }
 
+/*
+ * A notification whose data has landed: delivered now, or held while
+ * copies of earlier writes to the device are still running (stage.c).
+ */
+static void accept(struct ferry_context *ctx,
+                   const struct ferry_notification *n)
+{
+    ferry__hmem_flush_rdma(ctx);
+    if (ferry__mirror_busy(ctx)) {
+        if (queue_push(&ctx->held, n) != 0)
+            FERRY_LOG_WARN("out of memory: notification %llu lost",
+                           (unsigned long long)n->id);
+    } else {
+        ferry__notify_release_held(ctx);
+        deliver(ctx, n);
+    }
+}
+
+void ferry__notify_data_received(struct ferry_context *ctx,
+                                 const struct ferry__rail *rail,
+                                 uint64_t data)
+{
+    unsigned bits = cq_data_half_bits(rail);
+    struct ferry_notification n = {
+        .id = data >> bits,
+        .value = data & ((UINT64_C(1) << bits) - 1),
+    };
+
+    accept(ctx, &n);
+}
+
 void ferry__notify_received(struct ferry_context *ctx,
                             struct ferry__rail *rail, struct ferry__recv *rv,
                             size_t len)
@@ -294,18 +355,9 @@ void ferry__notify_received(struct ferry_context *ctx,
                    "ferry notification",
                    len, rail->info->domain_attr->name);
     } else {
-        ferry__hmem_flush_rdma(ctx);
         n.id = get64(rv->buf + 8);
         n.value = get64(rv->buf + 16);
-        /* Not before the copies of the data it announces (stage.c). */
-        if (ferry__mirror_busy(ctx)) {
-            if (queue_push(&ctx->held, &n) != 0)
-                FERRY_LOG_WARN("out of memory: notification %llu lost",
-                               (unsigned long long)n.id);
-        } else {
-            ferry__notify_release_held(ctx);
-            deliver(ctx, &n);
-        }
+        accept(ctx, &n);
     }
     ret = post_recv(rail, rv);
     if (ret != 0)

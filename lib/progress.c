@@ -91,7 +91,12 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
                             rail->info->domain_attr->name,
                             fi_strerror((int)-n));
     for (ssize_t i = 0; i < n; i++) {
-        if (e[i].flags & FI_RECV)
+        /* A peer's write with a notification as its CQ data (xfer.c):
+         * it consumed no receive buffer (ferry does not ask for
+         * FI_RX_CQ_DATA mode). */
+        if ((e[i].flags & (FI_REMOTE_CQ_DATA | FI_RECV)) == FI_REMOTE_CQ_DATA)
+            ferry__notify_data_received(ctx, rail, e[i].data);
+        else if (e[i].flags & FI_RECV)
             ferry__notify_received(ctx, rail, e[i].op_context, e[i].len);
         else
             ferry__op_complete(e[i].op_context, 0, NULL);

@@ -290,7 +290,7 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
         return false;
     ret = ferry__rma_post(req, rail, op, slot->host,
                           slot->stage->mem->desc[rail->index], slot->rmem,
-                          slot->roff, slot->len);
+                          slot->roff, slot->len, false);
     if (ret == -FI_EAGAIN)
         return false;
     if (ret != 0) {

@@ -464,12 +464,17 @@ static void req_item(const struct ferry_req *req, size_t i,
 ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
                         struct ferry__op *op, void *local, void *desc,
                         const struct ferry_rmem *rmem, uint64_t roff,
-                        size_t len)
+                        size_t len, bool notifies)
 {
     uint64_t raddr = ferry__rma_addr(rmem, roff);
     uint64_t key = rmem->key[rail->index];
     fi_addr_t dest = req->peer->fi_addr[rail->index];
 
+    if (notifies)
+        return fi_writedata(rail->ep, local, len, desc,
+                            ferry__notify_pack(rail, req->notify_id,
+                                               req->notify_value),
+                            dest, raddr, key, &op->fi_ctx);
     if (req->kind == FERRY__OP_WRITE)
         return fi_write(rail->ep, local, len, desc, dest, raddr, key,
                         &op->fi_ctx);
@@ -483,6 +488,7 @@ void ferry__op_take(struct ferry__rail *rail, struct ferry__op *op,
     rail->free_ops = op->next_free;
     op->req = req;
     op->slot = NULL;
+    op->notifies = false;
     op->kind = kind;
     op->len = len;
     rail->ops_in_flight++;
@@ -525,6 +531,27 @@ static unsigned next_rail(struct ferry_req *req, unsigned nrails)
     return best;
 }
 
+/*
+ * Whether the request's notification can ride on the write about to be
+ * posted on rail, as its remote CQ data: one operation where a write and
+ * a message would be two (the target sees the notification in the
+ * write's own completion, after its data).  The write must be the
+ * request's last, every earlier one delivered already or ordered before
+ * it (writes_ordered), no peer mirror may need its sync message first,
+ * and {id, value} must fit the rail's CQ data.
+ */
+static bool notify_rides(const struct ferry_req *req,
+                         const struct ferry__rail *rail,
+                         const struct ferry_iov *item, size_t len)
+{
+    return req->notify == FERRY__NOTIFY_PENDING &&
+           req->kind == FERRY__OP_WRITE && !req->sync_mirrors &&
+           !req->staged && req->cur_iov + 1 == req->niov &&
+           req->cur_off + len == item->len &&
+           (req->ops_in_flight == 0 || req->ctx->writes_ordered) &&
+           ferry__notify_fits(rail, req->notify_id, req->notify_value);
+}
+
 void ferry__req_post_pending(struct ferry_req *req)
 {
     struct ferry_context *ctx = req->ctx;
@@ -535,6 +562,7 @@ void ferry__req_post_pending(struct ferry_req *req)
         struct ferry__op *op;
         void *desc;
         size_t len;
+        bool notifies;
         ssize_t ret;
 
         req_item(req, req->cur_iov, &item);
@@ -558,9 +586,10 @@ void ferry__req_post_pending(struct ferry_req *req)
         len = item.len - req->cur_off;
         if (len > req->chunk)
             len = req->chunk;
+        notifies = notify_rides(req, rail, &item, len);
         ret = ferry__rma_post(req, rail, op, (uint8_t *)item.local + req->cur_off,
                               desc, item.rmem, item.roffset + req->cur_off,
-                              len);
+                              len, notifies);
         /* A full provider queue: the next progress call polls the CQ,
          * which makes room, and posts the rest (on the same rail). */
         if (ret == -FI_EAGAIN) {
@@ -577,6 +606,11 @@ void ferry__req_post_pending(struct ferry_req *req)
             break;
         }
         ferry__op_take(rail, op, req, req->kind, len);
+        if (notifies) {
+            op->notifies = true;
+            req->notify = FERRY__NOTIFY_SENT;
+            ctx->notifications_in_writes++;
+        }
         rail->bytes_posted += len;
         advance(req, &item, len);
     }
@@ -724,8 +758,11 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
                        op->len, rail->info->domain_attr->name, why);
     else if (op->kind == FERRY__OP_SEND)
         req->notify = FERRY__NOTIFY_DONE;
-    else if (op->kind != FERRY__OP_SYNC)
+    else if (op->kind != FERRY__OP_SYNC) {
         req->bytes_done += op->len;
+        if (op->notifies)
+            req->notify = FERRY__NOTIFY_DONE;
+    }
     /* A staged chunk goes on (a read's copy to the device) or frees its
      * buffer; the slot is still the op's until this call. */
     if (staged)

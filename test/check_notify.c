@@ -242,6 +242,70 @@ START_TEST(test_notification_after_data)
 }
 END_TEST
 
+/* Notifications the initiator sent inside writes' remote CQ data. */
+static uint64_t in_writes(ferry_context_t *ctx)
+{
+    struct ferry_stats st = FERRY_STATS_INIT;
+
+    ck_assert_int_eq(ferry_context_stats(ctx, &st), 0);
+    return st.notifications_in_writes;
+}
+
+/*
+ * A notification rides on its request's write as remote CQ data when
+ * {id, value} fit the provider's CQ data (32 bits each with the 8 bytes of
+ * tcp and shm) and goes as a message when they do not, or when there is
+ * no write to ride on; either way the target gets exactly {id, value},
+ * after the data.
+ */
+START_TEST(test_notification_rides_on_write)
+{
+    const char *prov = tu_providers[_i];
+    static const struct {
+        uint64_t id, value;
+        bool rides;
+    } cases[] = {
+        {7, 1, true},
+        {UINT32_MAX, UINT32_MAX, true}, /* the largest that fit */
+        {UINT64_C(1) << 32, 1, false},
+        {3, UINT64_C(1) << 32, false},
+        {UINT64_MAX, UINT64_MAX, false},
+    };
+    struct ferry_notification n[2];
+    struct nx x;
+
+    nx_open(&x, prov, true, 64 * KiB, 64 * KiB);
+    for (size_t c = 0; c < FERRY__ARRAY_LEN(cases); c++) {
+        uint64_t before = in_writes(x.p.init);
+        size_t len = 100 + c, bad;
+
+        tu_fill(x.lbuf, len, 0x900 + c);
+        req_ok(notified_write(&x, 0, 512 * c, len, cases[c].id,
+                              cases[c].value),
+               "a notified 100-byte write");
+        ck_assert_int_eq(poll_some(x.p.target, n, 2, prov), 1);
+        bad = tu_check(x.tbuf + 512 * c, len, 0x900 + c);
+        ck_assert_msg(bad == SIZE_MAX, "%s: case %zu: byte %zu had not "
+                      "landed when the notification was seen", prov, c, bad);
+        ck_assert_uint_eq(n[0].id, cases[c].id);
+        ck_assert_uint_eq(n[0].value, cases[c].value);
+        ck_assert_msg(in_writes(x.p.init) - before == cases[c].rides,
+                      "%s: {%#llx, %#llx} should %s", prov,
+                      (unsigned long long)cases[c].id,
+                      (unsigned long long)cases[c].value,
+                      cases[c].rides ? "ride on the write"
+                                     : "go as a message");
+    }
+    /* Nothing to ride on: a notification alone is a message. */
+    req_ok(notify_only(x.p.peer, 5, 6), "ferry_notify_send");
+    ck_assert_int_eq(poll_some(x.p.target, n, 2, prov), 1);
+    ck_assert_uint_eq(n[0].id, 5);
+    ck_assert_uint_eq(n[0].value, 6);
+    ck_assert_uint_eq(in_writes(x.p.target), 0);
+    nx_close(&x);
+}
+END_TEST
+
 /*
  * Without the target's progress the data cannot land, so neither may the
  * request end nor the notification appear; once the target progresses,
@@ -1289,6 +1353,7 @@ static Suite *notify_suite(void)
     tc = tu_tcase(s, "after_data", 60);
     tcase_add_loop_test(tc, test_notification_after_data, 0, 2 * np);
     tcase_add_loop_test(tc, test_request_waits_for_notification, 0, np);
+    tcase_add_loop_test(tc, test_notification_rides_on_write, 0, np);
     tcase_add_loop_test(tc, test_forced_mr_modes, 0,
                         (int)FERRY__ARRAY_LEN(forced_modes));
 
