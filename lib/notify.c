@@ -441,7 +441,9 @@ int ferry_counter_wait(ferry_context_t *ctx, uint64_t id, uint64_t expected,
             return ret;
         if (value >= expected)
             return 0;
-        if (until != 0 && ferry__now_ns() >= until)
+        /* The coarse clock lags the precise one the deadline was taken
+         * from: the wait is never cut short, at most a tick long. */
+        if (until != 0 && ferry__now_coarse_ns() >= until)
             return ferry__error(FERRY_ETIMEDOUT,
                                 "counter %llu reached %llu of %llu within "
                                 "%d ms: notifications are missing (a peer "

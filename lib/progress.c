@@ -259,7 +259,9 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
         ret = ferry_req_test(req);
         if (ret != FERRY_EINPROGRESS)
             return ret;
-        if (until != 0 && ferry__now_ns() >= until)
+        /* The coarse clock lags the precise one the deadline was taken
+         * from: the wait is never cut short, at most a tick long. */
+        if (until != 0 && ferry__now_coarse_ns() >= until)
             return ferry__error(FERRY_EINPROGRESS,
                                 "ferry_req_wait: %d ms passed; the request is "
                                 "still running",
