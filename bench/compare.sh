@@ -24,7 +24,11 @@
 #            256 MiB region, larger than the caches: GB/s
 #   latency  ferry_bench --pingpong (mean half round trip) against
 #            fi_pingpong -e rdm (its usec/xfer, also a mean half round
-#            trip), 8 B and 4 KiB, tcp;ofi_rxm and shm: lower is better
+#            trip), 8 B and 4 KiB, tcp;ofi_rxm and shm: lower is better;
+#            and the same ferry runs against bench/rma_pingpong (built
+#            beside ferry_bench), raw libfabric doing what a ferry ping
+#            does: fi_writedata with FI_DELIVERY_COMPLETE, the CQ data
+#            announcing the write (the provider's floor for ferry)
 #   batch    ferry_bench 4 KiB blocks, --batch-size 64 against --batch-size
 #            1, tcp and shm: ops/s (blocks), batching must help
 #   staged   ferry_bench --mem cuda against --mem host, 4 MiB blocks, tcp
@@ -206,6 +210,17 @@ fi_pingpong_us() { # PROVIDER SIZE ITERATIONS
 	echo "$v"
 }
 
+# rma_pingpong's mean half round trip of fi_writedata ping-pongs.
+rma_us() { # PROVIDER SIZE ITERATIONS
+	local v
+	timeout -k 2 $((secs * 10 + 30)) "$rma" -p "$1" -s "$2" -n "$3" > "$tmp/rma.out" 2>&1
+	raw "  rma_pingpong -p '$1' -s $2 -n $3 -> rc $?"
+	v=$(awk 'NF == 3 && $1 ~ /^[0-9]+$/ { v = $3 } END { if (v != "") print v }' "$tmp/rma.out")
+	[[ -n $v ]] || { raw "    no result: $(head -c 300 "$tmp/rma.out")"; return; }
+	raw "    $(tail -n 1 "$tmp/rma.out") (bytes iterations usec)"
+	echo "$v"
+}
+
 # ---- cases ---------------------------------------------------------------
 
 # Rows of the table: name|unit|ferry label|ref label|ferry values|ref values|better
@@ -283,6 +298,10 @@ lat_ref_tcp_8() { fi_pingpong_us "tcp;ofi_rxm" 8 "$(pp_iterations)"; }
 lat_ref_tcp_4k() { fi_pingpong_us "tcp;ofi_rxm" 4096 "$(pp_iterations)"; }
 lat_ref_shm_8() { fi_pingpong_us shm 8 "$(pp_iterations)"; }
 lat_ref_shm_4k() { fi_pingpong_us shm 4096 "$(pp_iterations)"; }
+lat_rma_tcp_8() { rma_us "tcp;ofi_rxm" 8 "$(pp_iterations)"; }
+lat_rma_tcp_4k() { rma_us "tcp;ofi_rxm" 4096 "$(pp_iterations)"; }
+lat_rma_shm_8() { rma_us shm 8 "$(pp_iterations)"; }
+lat_rma_shm_4k() { rma_us shm 4096 "$(pp_iterations)"; }
 batch_tcp_64() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
 batch_tcp_1() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
 batch_shm_64() { ferry_value 3 --provider shm --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
@@ -311,14 +330,22 @@ have() {
 ncases=0
 want tcp && ncases=$((ncases + 2))
 want shm && ncases=$((ncases + 1))
-want latency && ncases=$((ncases + 4))
+rma=${RMA_PINGPONG:-$(dirname "$bench")/rma_pingpong}
+nlat=0
+if want latency; then
+	nlat=4
+	if [[ -x $rma ]]; then
+		nlat=8
+	else
+		echo "$me: no rma_pingpong at $rma: the latency cases run without the raw-RMA floor (make bench/rma_pingpong)" >&2
+	fi
+fi
+ncases=$((ncases + nlat))
 want batch && ncases=$((ncases + 2))
 want staged && ncases=$((ncases + 4))
 load0=$(load)
 raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
 raw "ferry_bench: $bench; -n $runs -t $secs; load average at start: $load0"
-nlat=0
-want latency && nlat=4
 echo "$me: $ncases cases × $runs runs × 2 sides, about" \
 	"$(((ncases - nlat) * runs * (2 * secs + 3) + nlat * runs * (2 * lsecs + 3))) s; raw runs in $out" >&2
 
@@ -334,6 +361,12 @@ if want latency && have fi_pingpong "the latency cases" libfabric-bin; then
 	compare "latency tcp 4 KiB" "us" lower "pingpong" "fi_pingpong" lat_ferry_tcp_4k lat_ref_tcp_4k
 	compare "latency shm 8 B" "us" lower "pingpong" "fi_pingpong" lat_ferry_shm_8 lat_ref_shm_8
 	compare "latency shm 4 KiB" "us" lower "pingpong" "fi_pingpong" lat_ferry_shm_4k lat_ref_shm_4k
+fi
+if want latency && [[ -x $rma ]]; then
+	compare "latency tcp 8 B vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_tcp_8 lat_rma_tcp_8
+	compare "latency tcp 4 KiB vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_tcp_4k lat_rma_tcp_4k
+	compare "latency shm 8 B vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_shm_8 lat_rma_shm_8
+	compare "latency shm 4 KiB vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_shm_4k lat_rma_shm_4k
 fi
 if want batch; then
 	compare "tcp 4 KiB batch 64 vs 1" "ops/s" higher "batch 64" "batch 1" batch_tcp_64 batch_tcp_1

@@ -5,6 +5,7 @@
 #include "fbench.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <unistd.h>
 
 struct target {
@@ -102,22 +103,29 @@ static int check_notified(struct target *t, struct target_run *r)
 }
 
 /*
- * Waits for the ping counter to reach n: busy polling in ferry_counter_wait,
- * in slices, so that an initiator that went away is noticed.
+ * Waits for the ping counter to reach n and sets *v to it: busy polling
+ * with ferry_counter_get, which progresses once per call (one call, not a
+ * ferry_counter_wait and a ferry_counter_get, sees a ping and says whether
+ * it was the last), looking up now and then whether the initiator went
+ * away.
  */
-static int wait_ping(struct target *t, uint64_t n)
+static int wait_ping(struct target *t, uint64_t n, uint64_t *v)
 {
-    for (;;) {
-        int ret = ferry_counter_wait(t->s.ctx, ID_PING, n, 100);
+    for (unsigned spins = 1;; spins++) {
+        int ret = ferry_counter_get(t->s.ctx, ID_PING, v);
 
-        if (ret == 0)
-            return 0;
-        if (ret != FERRY_ETIMEDOUT)
+        if (ret != 0)
             return fail("waiting for a ping", ret);
+        if (*v >= n)
+            return 0;
+        if (spins % 64 == 0)
+            sched_yield(); /* the initiator may share this CPU */
+        if (spins % 65536 != 0)
+            continue;
         if (now_ns() >= t->deadline)
             return fail("waiting for a ping (the session's time bound "
                         "passed)",
-                        ret);
+                        FERRY_ETIMEDOUT);
         if (peer_gone())
             return complain("the initiator disconnected in the middle of "
                             "a pingpong run");
@@ -143,10 +151,8 @@ static int serve_pingpong(struct target *t, struct target_run *r,
     opts.notify_id = ID_PONG;
     opts.notify_value = 1;
     for (;;) {
-        if (wait_ping(t, seen + 1))
+        if (wait_ping(t, seen + 1, &v))
             return 1;
-        if ((ret = ferry_counter_get(t->s.ctx, ID_PING, &v)))
-            return fail("ferry_counter_get", ret);
         if (v >= PING_STOP)
             break;
         for (; seen < v; seen++) {
