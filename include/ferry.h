@@ -85,7 +85,9 @@ struct ferry_config {
     /* FERRY_MR_* bits applied even when the provider does not ask. */
     unsigned mr_mode_force;
     size_t mr_key_size;  /* cap on key bytes used; 0: the provider's */
-    size_t max_msg_size; /* cap on one RMA operation; 0: the provider's */
+    /* Cap on one RMA operation; 0: 1 MiB, or the provider's maximum if
+     * lower (larger requests go as several operations). */
+    size_t max_msg_size;
     size_t tx_depth;     /* cap on operations in flight per rail; 0: provider's */
     /* Default deadline of a request in ms (default 60000); 0: none. */
     int timeout_ms;
@@ -126,7 +128,8 @@ struct ferry_config {
      * Device memory on a domain that cannot register it (no FI_HMEM, as
      * with Debian's libfabric) moves through this many pinned host
      * buffers of this size, copies and network transfers overlapping
-     * (defaults 8 and 2 MiB; FERRY_STAGING_BUFFERS, FERRY_STAGING_CHUNK).
+     * (defaults 8 and 1 MiB; FERRY_STAGING_BUFFERS, FERRY_STAGING_CHUNK;
+     * a chunk moves as one operation, so never above max_msg_size).
      */
     size_t staging_buffers;
     size_t staging_chunk;

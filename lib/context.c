@@ -18,7 +18,7 @@
 #define DEFAULT_STRIPE_THRESHOLD (128u << 10)
 #define DEFAULT_NOTIFY_QUEUE (1u << 20)
 #define DEFAULT_STAGING_BUFFERS 8
-#define DEFAULT_STAGING_CHUNK (2u << 20)
+#define DEFAULT_STAGING_CHUNK (1u << 20)
 #define MAX_STAGING_BUFFERS 256
 
 
@@ -304,6 +304,15 @@ static int64_t rail_weight(const struct ferry_context *ctx, unsigned r)
     return (int64_t)(ctx->rails[r].info->nic->link_attr->speed / 1000000);
 }
 
+/*
+ * The largest operation ferry posts unless config.max_msg_size says
+ * otherwise: on tcp here, 4 MiB blocks move 30-45 % more as 512 KiB-1 MiB
+ * operations than as single ones (docs/performance.md), shm does not
+ * care, and at hundreds of Gbit/s a 1 MiB operation still takes tens of
+ * microseconds against about one to post it.
+ */
+#define DEFAULT_MAX_OP (1u << 20)
+
 /* The limits every rail shares: the most restrictive of them all. */
 static void derive_limits(struct ferry_context *ctx)
 {
@@ -324,6 +333,8 @@ static void derive_limits(struct ferry_context *ctx)
     }
     if (cfg->max_msg_size != 0 && cfg->max_msg_size < max_msg)
         max_msg = cfg->max_msg_size;
+    else if (cfg->max_msg_size == 0 && DEFAULT_MAX_OP < max_msg)
+        max_msg = DEFAULT_MAX_OP;
     if (cfg->tx_depth != 0 && cfg->tx_depth < tx)
         tx = cfg->tx_depth;
     if (cfg->mr_key_size != 0 && cfg->mr_key_size < key)

@@ -99,7 +99,9 @@ static int stage_create(struct ferry_context *ctx, struct ferry__stage **out)
         return ferry__error(FERRY_ENOMEM, "out of memory for staging");
     }
     st->ops = ops;
-    st->chunk = ctx->cfg.staging_chunk;
+    /* A chunk is posted as one operation: never above the context's. */
+    st->chunk = ctx->cfg.staging_chunk < ctx->max_msg ? ctx->cfg.staging_chunk
+                                                      : ctx->max_msg;
     st->nslots = ctx->cfg.staging_buffers;
     ret = ops->host_alloc(st->chunk * st->nslots, &host);
     if (ret == 0) {

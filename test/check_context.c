@@ -443,9 +443,39 @@ START_TEST(test_info_every_provider)
     ck_assert_uint_eq(info.mr_mode, ctx->mr_mode);
     ck_assert_uint_ge(info.mr_key_size, 1);
     ck_assert_uint_le(info.mr_key_size, 8); /* no FI_MR_RAW here */
-    ck_assert_uint_gt(info.max_msg_size, 0);
+    /* Operations of 1 MiB by default: both providers take larger ones. */
+    ck_assert_uint_gt(ctx->rails[0].info->ep_attr->max_msg_size, MiB);
+    ck_assert_uint_eq(info.max_msg_size, MiB);
     ck_assert_uint_gt(info.tx_depth, 0);
     ck_assert_ptr_eq(info.why, ctx->why);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* A cap above the default is the user's to choose, up to the provider's. */
+START_TEST(test_info_larger_operations)
+{
+    const char *prov = tu_providers[_i];
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+    size_t provider_max;
+
+    tu_config(&cfg, prov);
+    cfg.max_msg_size = SIZE_MAX;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    provider_max = ctx->rails[0].info->ep_attr->max_msg_size;
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_uint_eq(info.max_msg_size, provider_max);
+    ferry_context_destroy(ctx);
+
+    cfg.max_msg_size = 8 * MiB;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_uint_eq(info.max_msg_size,
+                      provider_max < 8 * MiB ? provider_max : 8 * MiB);
     ferry_context_destroy(ctx);
 }
 END_TEST
@@ -721,6 +751,7 @@ static Suite *context_suite(void)
     tcase_add_test(tc, test_info_truncated_struct);
     tcase_add_test(tc, test_info_tcp_values);
     tcase_add_loop_test(tc, test_info_every_provider, 0, (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_info_larger_operations, 0, (int)tu_nproviders);
     tcase_add_loop_test(tc, test_info_forced_limits, 0, (int)tu_nproviders);
     tcase_add_test(tc, test_info_limits_above_provider_ignored);
     suite_add_tcase(s, tc);

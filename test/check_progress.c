@@ -72,10 +72,14 @@ static void fx_open(struct fx *f, const char *prov, bool stalled,
         uint8_t addr[512];
         size_t alen = sizeof(addr);
 
-        if (base != NULL)
+        if (base != NULL) {
             cfg = *base;
-        else
+        } else {
             tu_config(&cfg, prov);
+            /* The stalled tests reason about one operation per transfer
+             * of the region, larger than the default cap on one. */
+            cfg.max_msg_size = len;
+        }
         cfg.progress_thread = 0;
         ret = ferry_context_create(&cfg, &f->p.init);
         ck_assert_msg(ret == 0, "init on %s: %s", prov, ferry_last_error());
@@ -388,6 +392,7 @@ START_TEST(test_deadline_from_context)
 
     tu_config(&cfg, prov);
     cfg.timeout_ms = 200;
+    cfg.max_msg_size = STUCK; /* one operation, as fx_open's default */
     fx_open(&f, prov, true, &cfg, STUCK);
     req = post_stuck(&f, 0); /* 0: the context's */
     expect_deadline(req, 200, prov);

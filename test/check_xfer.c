@@ -116,6 +116,15 @@ static void fx_open_stalled(struct fx *f, const char *prov,
                             const struct ferry_config *base, size_t tlen,
                             size_t llen)
 {
+    struct ferry_config cfg;
+
+    /* The stalled tests reason about one operation per region-sized
+     * transfer, which is larger than the default cap on an operation. */
+    if (base == NULL) {
+        tu_config(&cfg, prov);
+        cfg.max_msg_size = tlen;
+        base = &cfg;
+    }
     fx_setup(f, prov, true, base, tlen, llen);
 }
 
