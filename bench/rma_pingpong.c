@@ -6,7 +6,10 @@
  * CQ data tells the other side that the data has landed (the way ferry
  * carries a notification on a write).  Both sides busy poll their CQ.
  *
- *   rma_pingpong -p PROVIDER [-s BYTES] [-n ITERATIONS] [-w WARMUP]
+ *   rma_pingpong -p PROVIDER [-s BYTES] [-n ITERATIONS] [-w WARMUP] [-t]
+ *
+ * -t asks for FI_TRANSMIT_COMPLETE instead, which ferry never does: it
+ * shows what the delivery guarantee costs on the provider.
  *
  * Prints the mean half round trip in microseconds, in fi_pingpong's
  * terms ("usec/xfer"), as the last line:  BYTES ITERATIONS USEC
@@ -73,7 +76,8 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int side_open(struct side *s, const char *prov, size_t size)
+static int side_open(struct side *s, const char *prov, size_t size,
+                     uint64_t completion)
 {
     struct fi_info *hints = fi_allocinfo();
     struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA,
@@ -88,7 +92,7 @@ static int side_open(struct side *s, const char *prov, size_t size)
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
                                   FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    hints->tx_attr->op_flags = completion;
     hints->fabric_attr->prov_name = strdup(prov);
     ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &s->info);
     fi_freeinfo(hints);
@@ -242,12 +246,12 @@ static void side_close(struct side *s)
     free(s->buf);
 }
 
-static int run_side(const char *prov, size_t size, uint64_t iters,
-                    uint64_t warmup, int fd, int starts)
+static int run_side(const char *prov, size_t size, uint64_t completion,
+                    uint64_t iters, uint64_t warmup, int fd, int starts)
 {
     struct side s = {0};
     char done = 0;
-    int ret = side_open(&s, prov, size) || side_meet(&s, fd) ||
+    int ret = side_open(&s, prov, size, completion) || side_meet(&s, fd) ||
               bounce(&s, size, iters, warmup, starts);
 
     /* Neither closes its endpoint while the other may still need it. */
@@ -260,7 +264,8 @@ static int run_side(const char *prov, size_t size, uint64_t iters,
 static int usage(void)
 {
     fprintf(stderr, "usage: rma_pingpong -p PROVIDER [-s BYTES (8; 1 to "
-                    "%u)] [-n ITERATIONS (100000)] [-w WARMUP (1000)]\n",
+                    "%u)] [-n ITERATIONS (100000)] [-w WARMUP (1000)] [-t: "
+                    "FI_TRANSMIT_COMPLETE]\n",
             MAX_SIZE);
     return 2;
 }
@@ -282,15 +287,17 @@ int main(int argc, char **argv)
 {
     const char *prov = NULL;
     long long size = 8, iters = 100000, warmup = 1000;
+    uint64_t completion = FI_DELIVERY_COMPLETE;
     int fds[2], opt, status, ret;
     pid_t child;
 
-    while ((opt = getopt(argc, argv, "p:s:n:w:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:s:n:w:t")) != -1) {
         switch (opt) {
         case 'p': prov = optarg; break;
         case 's': size = number(optarg, 1, MAX_SIZE); break;
         case 'n': iters = number(optarg, 1, 1000000000); break;
         case 'w': warmup = number(optarg, 0, 1000000000); break;
+        case 't': completion = FI_TRANSMIT_COMPLETE; break;
         default: return usage();
         }
         if (size < 0 || iters < 0 || warmup < 0) {
@@ -313,12 +320,12 @@ int main(int argc, char **argv)
     }
     if (child == 0) {
         close(fds[0]);
-        _exit(run_side(prov, (size_t)size, (uint64_t)iters,
+        _exit(run_side(prov, (size_t)size, completion, (uint64_t)iters,
                        (uint64_t)warmup, fds[1], 0));
     }
     close(fds[1]);
-    ret = run_side(prov, (size_t)size, (uint64_t)iters, (uint64_t)warmup,
-                   fds[0], 1);
+    ret = run_side(prov, (size_t)size, completion, (uint64_t)iters,
+                   (uint64_t)warmup, fds[0], 1);
     close(fds[0]); /* a child stuck on the swap sees the end */
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
         WEXITSTATUS(status) != 0)

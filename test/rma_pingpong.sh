@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench/rma_pingpong, the raw-libfabric floor compare.sh sets beside
 # ferry_bench --pingpong, briefly: it refuses bad options (exit 2) and
-# answers with one "BYTES ITERATIONS USEC" line on tcp and shm, so that
-# compare.sh's latency cases cannot lose their reference unnoticed.
+# answers with one "BYTES ITERATIONS USEC" line on tcp and shm (and on shm
+# with -t, transmit completion), so that compare.sh's latency cases cannot
+# lose their reference unnoticed.
 set -eu
 
 : "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
@@ -33,5 +34,6 @@ expect 2 "-s 0 is not a whole number in range" -p shm -s 0
 expect 2 "-n x is not a whole number in range" -p shm -n x
 expect 0 "^8 2000 [0-9]+\.[0-9]{3}$" -p "tcp;ofi_rxm" -n 2000 -w 100
 expect 0 "^4096 2000 [0-9]+\.[0-9]{3}$" -p shm -s 4096 -n 2000 -w 100
+expect 0 "^8 2000 [0-9]+\.[0-9]{3}$" -p shm -t -n 2000 -w 100
 expect 1 "fi_getinfo failed" -p no-such-provider -n 10
 exit $status
