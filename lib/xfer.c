@@ -297,9 +297,8 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
 /*
  * The chunk of a striped request: about a quarter of each rail's share,
  * so that weights can shape the split, and never below MIN_STRIPE_CHUNK,
- * under which per-operation costs eat what a second rail brings (on tcp
- * here, 512 KiB operations move a quarter of what 4 MiB ones do:
- * docs/performance.md).
+ * an operation of the default size (1 MiB; on tcp here 512 KiB-1 MiB
+ * operations move the most, docs/performance.md), nor above max_msg.
  */
 static size_t stripe_chunk(const struct ferry_context *ctx, uint64_t bytes)
 {
