@@ -4,26 +4,30 @@
 # runs over tcp and shm whose --validate / --notify checks must say OK, plus
 # the self-test of the checker (a flipped byte must fail the run).  Run by
 # `make check`; it guards the program's parts against drifting apart.
+# Then bench/rma_pingpong, the raw-libfabric floor compare.sh sets beside
+# ferry_bench --pingpong: it refuses bad options and answers with its
+# "BYTES ITERATIONS USEC" line, so compare.sh cannot lose that reference
+# unnoticed.
 set -eu
 
 : "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
 
-fb=$abs_top_builddir/bench/ferry_bench
+prog=$abs_top_builddir/bench/ferry_bench
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 status=0
 
-# expect CODE WORDS ARGS...: ferry_bench ARGS exits CODE and prints WORDS.
+# expect CODE WORDS ARGS...: $prog ARGS exits CODE and prints WORDS.
 expect() {
 	code=$1 words=$2
 	shift 2
 	rc=0
-	timeout 120 "$fb" "$@" >"$tmp/out" 2>&1 || rc=$?
+	timeout 120 "$prog" "$@" >"$tmp/out" 2>&1 || rc=$?
 	if [ "$rc" -eq "$code" ] && grep -F -- "$words" "$tmp/out" >/dev/null; then
-		echo "PASS: ferry_bench $* (exit $rc, \"$words\")"
+		echo "PASS: ${prog##*/} $* (exit $rc, \"$words\")"
 	else
 		cat "$tmp/out"
-		echo "FAIL: ferry_bench $* (exit $rc; expected $code and \"$words\")"
+		echo "FAIL: ${prog##*/} $* (exit $rc; expected $code and \"$words\")"
 		status=1
 	fi
 }
@@ -48,4 +52,13 @@ FERRY_SIM_DEVICES=2 expect 0 "result       OK" --mem cuda:1 --provider shm \
 FERRY_SIM_DEVICES=1 expect 1 "device 3 does not exist" --mem cuda:3 $short
 expect 2 "--target-mem is for --loopback" --target --target-mem host
 expect 2 "--target-mem cuda: x: not a whole number" --target-mem cuda:x
+
+prog=$abs_top_builddir/bench/rma_pingpong
+expect 2 "usage: rma_pingpong -p PROVIDER" -s 8
+expect 2 "-s 0 is not a whole number in range" -p shm -s 0
+expect 2 "-n x is not a whole number in range" -p shm -n x
+expect 0 "8 2000 " -p "tcp;ofi_rxm" -n 2000 -w 100
+expect 0 "4096 2000 " -p shm -s 4096 -n 2000 -w 100
+expect 0 "8 2000 " -p shm -t -n 2000 -w 100
+expect 1 "fi_getinfo failed" -p no-such-provider -n 10
 exit $status
