@@ -18,17 +18,20 @@
 #   tcp      ferry_bench --provider "tcp;ofi_rxm" --domain lo --op write,
 #            1 MiB and 4 MiB blocks, against iperf3 single stream over
 #            127.0.0.1 with the same -l (receiver's bits_per_second): GB/s;
-#            iperf3 takes at most -l 1M over TCP, so 4 MiB uses -l 1M
+#            iperf3 takes at most -l 1M over TCP, so 4 MiB uses -l 1M;
+#            and the same ferry runs against bench/rma_raw -b (raw
+#            libfabric streaming the same blocks, 4 in flight, as 1 MiB
+#            fi_write operations, as ferry posts them: the provider's floor)
 #   shm      ferry_bench --provider shm --op write, 4 MiB blocks, against
 #            ferry_bench --memcpy (one thread, same blocks), both over a
 #            256 MiB region, larger than the caches: GB/s
 #   latency  ferry_bench --pingpong (mean half round trip) against
 #            fi_pingpong -e rdm (its usec/xfer, also a mean half round
 #            trip), 8 B and 4 KiB, tcp;ofi_rxm and shm: lower is better;
-#            and the same ferry runs against bench/rma_pingpong (built
-#            beside ferry_bench), raw libfabric doing what a ferry ping
-#            does: fi_writedata with FI_DELIVERY_COMPLETE, the CQ data
-#            announcing the write (the provider's floor for ferry)
+#            and the same ferry runs against bench/rma_raw (built beside
+#            ferry_bench), raw libfabric doing what a ferry ping does:
+#            fi_writedata with FI_DELIVERY_COMPLETE, the CQ data announcing
+#            the write (the provider's floor for ferry)
 #   batch    ferry_bench 4 KiB blocks, --batch-size 64 against --batch-size
 #            1, tcp and shm: ops/s (blocks), batching must help
 #   staged   ferry_bench --mem cuda against --mem host, 4 MiB blocks, tcp
@@ -210,16 +213,19 @@ fi_pingpong_us() { # PROVIDER SIZE ITERATIONS
 	echo "$v"
 }
 
-# rma_pingpong's mean half round trip of fi_writedata ping-pongs.
-rma_us() { # PROVIDER SIZE ITERATIONS
+# rma_raw ARGS... -> the last field of its result line: the mean half
+# round trip in µs (ping-pong), or GB/s (-b).
+rma_value() {
 	local v
-	timeout -k 2 $((secs * 10 + 30)) "$rma" -p "$1" -s "$2" -n "$3" > "$tmp/rma.out" 2>&1
-	raw "  rma_pingpong -p '$1' -s $2 -n $3 -> rc $?"
+	timeout -k 2 $((secs * 10 + 30)) "$rma" "$@" > "$tmp/rma.out" 2>&1
+	raw "  rma_raw $(printf '%q ' "$@")-> rc $?"
 	v=$(awk 'NF == 3 && $1 ~ /^[0-9]+$/ { v = $3 } END { if (v != "") print v }' "$tmp/rma.out")
 	[[ -n $v ]] || { raw "    no result: $(head -c 300 "$tmp/rma.out")"; return; }
-	raw "    $(tail -n 1 "$tmp/rma.out") (bytes iterations usec)"
+	raw "    $(tail -n 1 "$tmp/rma.out") (bytes iterations usec-or-GB/s)"
 	echo "$v"
 }
+# Blocks of rma_raw -b that take about $secs at RATE GB/s: SIZE RATE
+stream_blocks() { awk -v s="$1" -v r="$2" -v t="$secs" 'BEGIN { printf "%d\n", r * 1e9 * t / s }'; }
 
 # ---- cases ---------------------------------------------------------------
 
@@ -298,10 +304,12 @@ lat_ref_tcp_8() { fi_pingpong_us "tcp;ofi_rxm" 8 "$(pp_iterations)"; }
 lat_ref_tcp_4k() { fi_pingpong_us "tcp;ofi_rxm" 4096 "$(pp_iterations)"; }
 lat_ref_shm_8() { fi_pingpong_us shm 8 "$(pp_iterations)"; }
 lat_ref_shm_4k() { fi_pingpong_us shm 4096 "$(pp_iterations)"; }
-lat_rma_tcp_8() { rma_us "tcp;ofi_rxm" 8 "$(pp_iterations)"; }
-lat_rma_tcp_4k() { rma_us "tcp;ofi_rxm" 4096 "$(pp_iterations)"; }
-lat_rma_shm_8() { rma_us shm 8 "$(pp_iterations)"; }
-lat_rma_shm_4k() { rma_us shm 4096 "$(pp_iterations)"; }
+lat_rma_tcp_8() { rma_value -p "tcp;ofi_rxm" -D lo -s 8 -n "$(pp_iterations)"; }
+lat_rma_tcp_4k() { rma_value -p "tcp;ofi_rxm" -D lo -s 4096 -n "$(pp_iterations)"; }
+lat_rma_shm_8() { rma_value -p shm -s 8 -n "$(pp_iterations)"; }
+lat_rma_shm_4k() { rma_value -p shm -s 4096 -n "$(pp_iterations)"; }
+tcp_rma_1m() { rma_value -p "tcp;ofi_rxm" -D lo -b -s 1048576 -d 4 -n "$(stream_blocks 1048576 4)" -w 200; }
+tcp_rma_4m() { rma_value -p "tcp;ofi_rxm" -D lo -b -s 4194304 -o 1048576 -d 4 -n "$(stream_blocks 4194304 4)" -w 50; }
 batch_tcp_64() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
 batch_tcp_1() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
 batch_shm_64() { ferry_value 3 --provider shm --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
@@ -330,15 +338,14 @@ have() {
 ncases=0
 want tcp && ncases=$((ncases + 2))
 want shm && ncases=$((ncases + 1))
-rma=${RMA_PINGPONG:-$(dirname "$bench")/rma_pingpong}
+rma=${RMA_RAW:-$(dirname "$bench")/rma_raw}
 nlat=0
-if want latency; then
-	nlat=4
-	if [[ -x $rma ]]; then
-		nlat=8
-	else
-		echo "$me: no rma_pingpong at $rma: the latency cases run without the raw-RMA floor (make bench/rma_pingpong)" >&2
-	fi
+want latency && nlat=4
+if [[ -x $rma ]]; then
+	want latency && nlat=8
+	want tcp && ncases=$((ncases + 2))
+elif want latency || want tcp; then
+	echo "$me: no rma_raw at $rma: the tcp and latency cases run without the raw-RMA floor (make bench/rma_raw)" >&2
 fi
 ncases=$((ncases + nlat))
 want batch && ncases=$((ncases + 2))
@@ -353,6 +360,10 @@ if want tcp && have iperf3 "the tcp cases" iperf3; then
 	compare "tcp write 1 MiB" "GB/s" higher "ferry_bench" "iperf3 -l 1M" tcp_ferry_1m tcp_iperf_1m
 	compare "tcp write 4 MiB" "GB/s" higher "ferry_bench" "iperf3 -l 1M" tcp_ferry_4m tcp_iperf_4m
 fi
+if want tcp && [[ -x $rma ]]; then
+	compare "tcp write 1 MiB vs RMA" "GB/s" higher "ferry_bench" "rma_raw -b" tcp_ferry_1m tcp_rma_1m
+	compare "tcp write 4 MiB vs RMA" "GB/s" higher "ferry_bench" "rma_raw -b" tcp_ferry_4m tcp_rma_4m
+fi
 if want shm; then
 	compare "shm write 4 MiB" "GB/s" higher "ferry_bench" "memcpy 1 thread" shm_ferry_4m shm_memcpy_4m
 fi
@@ -363,10 +374,10 @@ if want latency && have fi_pingpong "the latency cases" libfabric-bin; then
 	compare "latency shm 4 KiB" "us" lower "pingpong" "fi_pingpong" lat_ferry_shm_4k lat_ref_shm_4k
 fi
 if want latency && [[ -x $rma ]]; then
-	compare "latency tcp 8 B vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_tcp_8 lat_rma_tcp_8
-	compare "latency tcp 4 KiB vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_tcp_4k lat_rma_tcp_4k
-	compare "latency shm 8 B vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_shm_8 lat_rma_shm_8
-	compare "latency shm 4 KiB vs RMA" "us" lower "pingpong" "rma_pingpong" lat_ferry_shm_4k lat_rma_shm_4k
+	compare "latency tcp 8 B vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_tcp_8 lat_rma_tcp_8
+	compare "latency tcp 4 KiB vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_tcp_4k lat_rma_tcp_4k
+	compare "latency shm 8 B vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_shm_8 lat_rma_shm_8
+	compare "latency shm 4 KiB vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_shm_4k lat_rma_shm_4k
 fi
 if want batch; then
 	compare "tcp 4 KiB batch 64 vs 1" "ops/s" higher "batch 64" "batch 1" batch_tcp_64 batch_tcp_1

@@ -4,9 +4,9 @@
 # runs over tcp and shm whose --validate / --notify checks must say OK, plus
 # the self-test of the checker (a flipped byte must fail the run).  Run by
 # `make check`; it guards the program's parts against drifting apart.
-# Then bench/rma_pingpong, the raw-libfabric floor compare.sh sets beside
-# ferry_bench --pingpong: it refuses bad options and answers with its
-# "BYTES ITERATIONS USEC" line, so compare.sh cannot lose that reference
+# Then bench/rma_raw, the raw-libfabric floor compare.sh sets beside
+# ferry_bench: it refuses bad options and answers with its result line
+# (ping-pong and -b stream), so compare.sh cannot lose that reference
 # unnoticed.
 set -eu
 
@@ -53,12 +53,15 @@ FERRY_SIM_DEVICES=1 expect 1 "device 3 does not exist" --mem cuda:3 $short
 expect 2 "--target-mem is for --loopback" --target --target-mem host
 expect 2 "--target-mem cuda: x: not a whole number" --target-mem cuda:x
 
-prog=$abs_top_builddir/bench/rma_pingpong
-expect 2 "usage: rma_pingpong -p PROVIDER" -s 8
+prog=$abs_top_builddir/bench/rma_raw
+expect 2 "usage: rma_raw -p PROVIDER" -s 8
 expect 2 "-s 0 is not a whole number in range" -p shm -s 0
 expect 2 "-n x is not a whole number in range" -p shm -n x
 expect 0 "8 2000 " -p "tcp;ofi_rxm" -n 2000 -w 100
 expect 0 "4096 2000 " -p shm -s 4096 -n 2000 -w 100
 expect 0 "8 2000 " -p shm -t -n 2000 -w 100
+expect 0 "1048576 200 " -p "tcp;ofi_rxm" -D lo -b -s 1048576 -n 200 -w 10
+expect 0 "1048576 200 " -p shm -b -s 1048576 -o 65536 -d 2 -n 200 -w 10
+expect 2 "-d 65 is not a whole number in range" -p shm -b -d 65
 expect 1 "fi_getinfo failed" -p no-such-provider -n 10
 exit $status
