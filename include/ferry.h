@@ -189,6 +189,10 @@ struct ferry_context_info {
      * FI_HMEM by virtual address, staged through host buffers, or not at
      * all (no device backend). */
     const char *device_path;
+    /* A write request's notification rides on its last write (remote CQ
+     * data) when its id and value are each below 2^notify_in_write_bits;
+     * 0: notifications always go as messages (docs/semantics.md). */
+    unsigned notify_in_write_bits;
 };
 #define FERRY_CONTEXT_INFO_INIT {.size = sizeof(struct ferry_context_info)}
 

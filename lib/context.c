@@ -591,6 +591,13 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
                              : ferry__monitor_status();
     out.rcache_monitor_running = ctx->rcache != NULL && ferry__monitor_start();
     out.device_path = ctx->dev_why;
+    out.notify_in_write_bits = ferry__notify_data_bits(&ctx->rails[0]);
+    for (unsigned i = 1; i < ctx->nrails; i++) {
+        unsigned bits = ferry__notify_data_bits(&ctx->rails[i]);
+
+        if (bits < out.notify_in_write_bits)
+            out.notify_in_write_bits = bits;
+    }
     /* Only as much as the caller's struct holds. */
     memcpy(info, &out, out.size);
     return 0;

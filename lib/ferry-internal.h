@@ -699,6 +699,9 @@ ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
 ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
                          struct ferry__op *op, uint64_t mirror_id,
                          uint64_t off, uint64_t len);
+/* Bits of each half of the rail's remote CQ data word, one for the id and
+ * one for the value (0: the rail has no CQ data). */
+unsigned ferry__notify_data_bits(const struct ferry__rail *rail);
 /* Whether {id, value} fits the rail's remote CQ data, and packed into it
  * (the target unpacks it with the same rail's size: both ends of a rail
  * run the same provider). */

@@ -167,8 +167,7 @@ ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
     return send_msg(req, rail, op, SYNC_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
-/* Bits of each half of the rail's CQ data word (0: the rail has none). */
-static unsigned cq_data_half_bits(const struct ferry__rail *rail)
+unsigned ferry__notify_data_bits(const struct ferry__rail *rail)
 {
     size_t bytes = rail->info->domain_attr->cq_data_size;
 
@@ -178,7 +177,7 @@ static unsigned cq_data_half_bits(const struct ferry__rail *rail)
 bool ferry__notify_fits(const struct ferry__rail *rail, uint64_t id,
                         uint64_t value)
 {
-    unsigned bits = cq_data_half_bits(rail);
+    unsigned bits = ferry__notify_data_bits(rail);
 
     return bits != 0 && id >> bits == 0 && value >> bits == 0;
 }
@@ -186,7 +185,7 @@ bool ferry__notify_fits(const struct ferry__rail *rail, uint64_t id,
 uint64_t ferry__notify_pack(const struct ferry__rail *rail, uint64_t id,
                             uint64_t value)
 {
-    return id << cq_data_half_bits(rail) | value;
+    return id << ferry__notify_data_bits(rail) | value;
 }
 
 /* ---- receiving ------------------------------------------------------------ */
@@ -325,7 +324,7 @@ void ferry__notify_data_received(struct ferry_context *ctx,
                                  const struct ferry__rail *rail,
                                  uint64_t data)
 {
-    unsigned bits = cq_data_half_bits(rail);
+    unsigned bits = ferry__notify_data_bits(rail);
     struct ferry_notification n = {
         .id = data >> bits,
         .value = data & ((UINT64_C(1) << bits) - 1),

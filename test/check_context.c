@@ -448,6 +448,9 @@ START_TEST(test_info_every_provider)
     ck_assert_uint_eq(info.max_msg_size, MiB);
     ck_assert_uint_gt(info.tx_depth, 0);
     ck_assert_ptr_eq(info.why, ctx->why);
+    /* Both have 8 bytes of remote CQ data: 32 bits each for id and value. */
+    ck_assert_uint_eq(ctx->rails[0].info->domain_attr->cq_data_size, 8);
+    ck_assert_uint_eq(info.notify_in_write_bits, 32);
     ferry_context_destroy(ctx);
 }
 END_TEST

@@ -39,6 +39,8 @@ says() {
 says 0 ": ferry would use this one" --provider 'tcp;ofi_rxm'
 says 0 "chose tcp;ofi_rxm on domain lo" --provider 'tcp;ofi_rxm' --domain lo
 says 0 "registration cache invalidated by:"
+says 0 "notifications: carried by their request's last write (remote CQ data) when id and value are below 2^32" --provider shm
+says 0 '"notify_in_write_bits": 32' --json --provider 'tcp;ofi_rxm'
 says 0 "verbs: not loaded by libfabric"
 says 0 "NIC "
 says 0 "only processes on this host are reachable" --domain lo

@@ -176,7 +176,7 @@ static void print_context(struct report *r, const struct ferry_config *cfg)
         json_str(ferry_device_status());
         printf(", \"device_path\": ");
         json_str(info.device_path);
-        printf("},\n");
+        printf(", \"notify_in_write_bits\": %u},\n", info.notify_in_write_bits);
     } else {
         printf("context with this configuration:\n  %s\n"
                "  mr_mode in effect %s; %u rail%s; operations up to %s, %zu "
@@ -187,6 +187,14 @@ static void print_context(struct report *r, const struct ferry_config *cfg)
                info.why, mode, info.nrails, info.nrails == 1 ? "" : "s", msg,
                info.tx_depth, info.rcache_monitor, ferry_device_status(),
                info.device_path);
+        if (info.notify_in_write_bits != 0)
+            printf("  notifications: carried by their request's last write "
+                   "(remote CQ data) when id and value are below 2^%u, "
+                   "else sent as messages\n",
+                   info.notify_in_write_bits);
+        else
+            printf("  notifications: sent as messages after the data (the "
+                   "provider has no remote CQ data)\n");
     }
     if (strstr(info.device_path, "staged") != NULL)
         warn(r,
