@@ -224,21 +224,11 @@ static int post(struct side *s, size_t off, size_t len, bool data,
     return ret ? fail(data ? "fi_writedata" : "fi_write", (int)ret) : 0;
 }
 
-/* Polls until *arrived reaches want. */
-static int wait_arrived(struct side *s, uint64_t want, uint64_t *done,
-                        uint64_t *arrived)
+/* Polls until *count (done or arrived) reaches want. */
+static int poll_until(struct side *s, const uint64_t *count, uint64_t want,
+                      uint64_t *done, uint64_t *arrived)
 {
-    while (*arrived < want)
-        if (reap(s, done, arrived))
-            return 1;
-    return 0;
-}
-
-/* Polls until every write of this side has completed. */
-static int drain(struct side *s, uint64_t posted, uint64_t *done,
-                 uint64_t *arrived)
-{
-    while (*done < posted)
+    while (*count < want)
         if (reap(s, done, arrived))
             return 1;
     return 0;
@@ -253,14 +243,14 @@ static int pingpong(struct side *s, const struct run *r, int starts)
         if (i == r->warmup)
             t0 = now_ns();
         if ((starts && post(s, 0, r->size, true, &done, &arrived)) ||
-            wait_arrived(s, i + 1, &done, &arrived) ||
+            poll_until(s, &arrived, i + 1, &done, &arrived) ||
             (!starts && post(s, 0, r->size, true, &done, &arrived)))
             return 1;
     }
     if (starts)
         printf("%zu %" PRIu64 " %.3f\n", r->size, r->iters,
                (double)(now_ns() - t0) / (double)r->iters / 2 / 1e3);
-    return drain(s, n, &done, &arrived);
+    return poll_until(s, &done, n, &done, &arrived); /* all delivered */
 }
 
 /* The starting side streams blocks; the other polls until the last. */
@@ -271,7 +261,7 @@ static int stream(struct side *s, const struct run *r, int starts)
     size_t ops = (r->size + r->op - 1) / r->op;
 
     if (!starts)
-        return wait_arrived(s, 1, &done, &arrived);
+        return poll_until(s, &arrived, 1, &done, &arrived);
     for (uint64_t b = 0; b < n; b++) {
         size_t base = (size_t)(b % r->depth) * r->size;
 
@@ -290,7 +280,7 @@ static int stream(struct side *s, const struct run *r, int starts)
             posted++;
         }
     }
-    if (drain(s, posted, &done, &arrived))
+    if (poll_until(s, &done, posted, &done, &arrived))
         return 1;
     printf("%zu %" PRIu64 " %.3f\n", r->size, r->iters,
            (double)r->iters * (double)r->size / (double)(now_ns() - t0));

@@ -455,31 +455,34 @@ START_TEST(test_info_every_provider)
 }
 END_TEST
 
+/* The largest operation of a context on prov with config.max_msg_size
+ * cap, and the provider's own largest. */
+static size_t max_op_with(const char *prov, size_t cap, size_t *provider_max)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+
+    tu_config(&cfg, prov);
+    cfg.max_msg_size = cap;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    *provider_max = ctx->rails[0].info->ep_attr->max_msg_size;
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ferry_context_destroy(ctx);
+    return info.max_msg_size;
+}
+
 /* A cap above the default is the user's to choose, up to the provider's. */
 START_TEST(test_info_larger_operations)
 {
     const char *prov = tu_providers[_i];
-    struct ferry_config cfg;
-    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
-    ferry_context_t *ctx = NULL;
     size_t provider_max;
 
-    tu_config(&cfg, prov);
-    cfg.max_msg_size = SIZE_MAX;
-    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
-                  ferry_last_error());
-    provider_max = ctx->rails[0].info->ep_attr->max_msg_size;
-    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
-    ck_assert_uint_eq(info.max_msg_size, provider_max);
-    ferry_context_destroy(ctx);
-
-    cfg.max_msg_size = 8 * MiB;
-    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
-                  ferry_last_error());
-    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
-    ck_assert_uint_eq(info.max_msg_size,
+    ck_assert_uint_eq(max_op_with(prov, SIZE_MAX, &provider_max),
+                      provider_max);
+    ck_assert_uint_eq(max_op_with(prov, 8 * MiB, &provider_max),
                       provider_max < 8 * MiB ? provider_max : 8 * MiB);
-    ferry_context_destroy(ctx);
 }
 END_TEST
 
