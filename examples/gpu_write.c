@@ -92,9 +92,10 @@ static int run_target(int port_fd)
                                   TIMEOUT_MS)))
         return ex_fail("target", "waiting for the notifications", ret);
     /* The device holds the last iteration's bytes: copy them back to see. */
-    check = malloc(opt_size);
-    if (check == NULL || (ret = ferry_device_copy(check, dev, opt_size)))
-        return ex_fail("target", "copying the device buffer back", FERRY_ENOMEM);
+    if ((check = malloc(opt_size)) == NULL)
+        return ex_fail("target", "allocating the check buffer", FERRY_ENOMEM);
+    if ((ret = ferry_device_copy(check, dev, opt_size)))
+        return ex_fail("target", "copying the device buffer back", ret);
     for (size_t i = 0; i < opt_size; i++)
         bad += check[i] != pattern(i, opt_iterations - 1);
     printf("target: %u notifications; %zu bytes verified on the device: %s\n",

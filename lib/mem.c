@@ -213,23 +213,36 @@ static int register_rails(struct ferry_context *ctx, struct ferry_mem *mem,
     return ret;
 }
 
-/* Host memory [addr, +len) on every rail. */
-static int register_host(struct ferry_context *ctx, struct ferry_mem *mem,
-                         void *addr, size_t len)
+/*
+ * [addr, +len) by virtual address on every rail: host memory, or device
+ * memory of mem->device whose pages the provider resolves (FI_HMEM).
+ */
+static int register_va(struct ferry_context *ctx, struct ferry_mem *mem,
+                       void *addr, size_t len, enum fi_hmem_iface iface)
 {
     struct iovec iov = {.iov_base = addr, .iov_len = len};
     struct fi_mr_attr attr = {
         .mr_iov = &iov,
         .iov_count = 1,
         .access = fi_access(mem->access),
-        .iface = FI_HMEM_SYSTEM,
+        .iface = iface,
     };
+
+    if (iface == FI_HMEM_CUDA)
+        attr.device.cuda = mem->device;
+    return register_rails(ctx, mem, &attr, 0);
+}
+
+/* Host memory [addr, +len) on every rail. */
+static int register_host(struct ferry_context *ctx, struct ferry_mem *mem,
+                         void *addr, size_t len)
+{
     int ret;
 
     if ((ctx->mr_mode & FERRY_MR_ALLOCATED) &&
         (ret = check_allocated(addr, len)))
         return ret;
-    return register_rails(ctx, mem, &attr, 0);
+    return register_va(ctx, mem, addr, len, FI_HMEM_SYSTEM);
 }
 
 static void close_rails(struct ferry_mem *mem)
@@ -246,21 +259,6 @@ static bool exposed(const struct ferry_mem *mem)
 {
     return mem->access &
            (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE);
-}
-
-/* FI_HMEM by virtual address: the provider resolves the device pages. */
-static int register_device_va(struct ferry_context *ctx, struct ferry_mem *mem)
-{
-    struct iovec iov = {.iov_base = mem->addr, .iov_len = mem->len};
-    struct fi_mr_attr attr = {
-        .mr_iov = &iov,
-        .iov_count = 1,
-        .access = fi_access(mem->access),
-        .iface = FI_HMEM_CUDA,
-        .device.cuda = mem->device,
-    };
-
-    return register_rails(ctx, mem, &attr, 0);
 }
 
 /*
@@ -357,7 +355,7 @@ static int register_device(struct ferry_context *ctx, struct ferry_mem *mem)
         }
     }
     if (path == FERRY__DEV_VA)
-        ret = register_device_va(ctx, mem);
+        ret = register_va(ctx, mem, mem->addr, mem->len, FI_HMEM_CUDA);
     if (ret != 0 && path != FERRY__DEV_STAGED) {
         close_rails(mem);
         pthread_mutex_lock(&ctx->lock);

@@ -531,6 +531,17 @@ static unsigned next_rail(struct ferry_req *req, unsigned nrails)
 }
 
 /*
+ * A write between plain memories: no staged chunk of its own and no peer
+ * mirror to sync, so nothing but its writes must land before its
+ * notification.  Only such a request's notification may go before all
+ * its writes came back (ridden on the last one, or sent right behind it).
+ */
+static bool plain_write(const struct ferry_req *req)
+{
+    return req->kind == FERRY__OP_WRITE && !req->sync_mirrors && !req->staged;
+}
+
+/*
  * Whether the request's notification can ride on the write about to be
  * posted on rail, as its remote CQ data: one operation where a write and
  * a message would be two (the target sees the notification in the
@@ -543,9 +554,8 @@ static bool notify_rides(const struct ferry_req *req,
                          const struct ferry__rail *rail,
                          const struct ferry_iov *item, size_t len)
 {
-    return req->notify == FERRY__NOTIFY_PENDING &&
-           req->kind == FERRY__OP_WRITE && !req->sync_mirrors &&
-           !req->staged && req->cur_iov + 1 == req->niov &&
+    return req->notify == FERRY__NOTIFY_PENDING && plain_write(req) &&
+           req->cur_iov + 1 == req->niov &&
            req->cur_off + len == item->len &&
            (req->ops_in_flight == 0 || req->ctx->writes_ordered) &&
            ferry__notify_fits(rail, req->notify_id, req->notify_value);
@@ -715,8 +725,7 @@ void ferry__req_settle(struct ferry_req *req)
             post_syncs(req);
         else if (!syncs_left && req->notify == FERRY__NOTIFY_PENDING &&
                  (req->ops_in_flight == 0 ||
-                  (ctx->notify_ordered && req->kind == FERRY__OP_WRITE &&
-                   !req->sync_mirrors && !req->staged)))
+                  (ctx->notify_ordered && plain_write(req))))
             post_notification(req);
     }
     /* The request ends once everything, its notification included, has
