@@ -1,14 +1,22 @@
 /*
- * Progress: completion queues, error translation, deadlines, waiting, and
- * the optional progress thread.
+ * Progress: completion queues, error translation, deadlines, every call
+ * that waits, and the optional progress thread.  It drives the layers
+ * below and dispatches what comes back to them; none of them calls it.
  */
-#include "ferry-internal.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
+
+#include <rdma/fi_eq.h>
+
+#include "fabric/rails.h"
+#include "xfer/notify.h"
+#include "xfer/stage.h"
+#include "xfer/xfer.h"
 
 #define CQ_BATCH 32
 /* Progress calls without completions after which a rail refused with
@@ -67,7 +75,7 @@ static int read_cq_error(struct ferry_context *ctx, struct ferry__rail *rail)
          * nothing was delivered; the buffer goes back to work. */
         FERRY_LOG_WARN("a receive on domain %s failed: %s",
                    rail->info->domain_attr->name, why);
-        ferry__notify_received(ctx, rail, err.op_context, 0);
+        ferry__notify_received(ferry__xfer_of(ctx), rail, err.op_context, 0);
     } else if (err.op_context != NULL)
         ferry__op_complete(err.op_context, op_error(&err), why);
     else
@@ -95,9 +103,10 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
          * it consumed no receive buffer (ferry does not ask for
          * FI_RX_CQ_DATA mode). */
         if ((e[i].flags & (FI_REMOTE_CQ_DATA | FI_RECV)) == FI_REMOTE_CQ_DATA)
-            ferry__notify_data_received(ctx, rail, e[i].data);
+            ferry__notify_data_received(ferry__xfer_of(ctx), rail, e[i].data);
         else if (e[i].flags & FI_RECV)
-            ferry__notify_received(ctx, rail, e[i].op_context, e[i].len);
+            ferry__notify_received(ferry__xfer_of(ctx), rail, e[i].op_context,
+                                   e[i].len);
         else
             ferry__op_complete(e[i].op_context, 0, NULL);
     }
@@ -109,7 +118,7 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
 static unsigned visit_active(struct ferry_context *ctx)
 {
     uint64_t now = 0;
-    struct ferry_req *req = ctx->active.head;
+    struct ferry_req *req = ctx->xfer.req.active.head;
     unsigned running = 0;
 
     while (req != NULL) {
@@ -142,22 +151,25 @@ static unsigned visit_active(struct ferry_context *ctx)
     return running;
 }
 
-int ferry__progress_poll(struct ferry_context *ctx)
+/* Progress for a caller that waits: none when a progress thread runs. */
+static int progress_poll(struct ferry_context *ctx)
 {
     /* With a progress thread, a second poller only contends with it for
      * the lock and the provider's own locks. */
-    if (ctx->progress_thread_started)
+    if (ctx->progress.started)
         return 0;
     return ferry__progress_locked(ctx);
 }
 
-void ferry__progress_pause(struct ferry_context *ctx, unsigned spins)
+/* Between two polls of a waiting loop (spins counts them). */
+static void progress_pause(struct ferry_context *ctx, unsigned spins)
 {
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
     struct timespec until;
 
     /* Without a progress thread the waiter is the one polling: it lets
      * the peer's process run now and then on a busy machine. */
-    if (!ctx->progress_thread_started) {
+    if (!ctx->progress.started) {
         if (spins % 64 == 0)
             sched_yield();
         return;
@@ -170,19 +182,22 @@ void ferry__progress_pause(struct ferry_context *ctx, unsigned spins)
         until.tv_sec++;
         until.tv_nsec -= 1000000000;
     }
-    pthread_mutex_lock(&ctx->lock);
-    ctx->waiters++;
-    pthread_cond_timedwait(&ctx->progressed, &ctx->lock, &until);
-    ctx->waiters--;
-    pthread_mutex_unlock(&ctx->lock);
+    ferry__lock_acquire(&fab->lock);
+    ctx->progress.waiters++;
+    ferry__lock_wait(&fab->lock, &ctx->progress.progressed, &until);
+    ctx->progress.waiters--;
+    ferry__lock_release(&fab->lock);
 }
 
 int ferry__progress_locked(struct ferry_context *ctx)
 {
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
     int total = 0, err = 0;
 
-    for (unsigned i = 0; i < ctx->nrails; i++) {
-        struct ferry__rail *rail = &ctx->rails[i];
+    FERRY__ASSERT_LOCKED(&fab->lock);
+    for (unsigned i = 0; i < fab->nrails; i++) {
+        struct ferry__rail *rail = &fab->rails[i];
+        struct ferry__txq *tx = ferry__txq_of(ferry__xfer_of(ctx), rail);
         int n = poll_rail(ctx, rail);
 
         if (n < 0)
@@ -192,28 +207,30 @@ int ferry__progress_locked(struct ferry_context *ctx)
         /* A rail whose provider said -FI_EAGAIN is tried again once
          * completions made room, or after a few calls in case what it
          * waited for was not one of ours. */
-        if (rail->post_blocked &&
-            (n > 0 || ++rail->blocked_polls >= EAGAIN_RETRY_POLLS)) {
-            rail->post_blocked = false;
-            rail->blocked_polls = 0;
+        if (tx->post_blocked &&
+            (n > 0 || ++tx->blocked_polls >= EAGAIN_RETRY_POLLS)) {
+            tx->post_blocked = false;
+            tx->blocked_polls = 0;
         }
     }
-    ferry__stage_progress(ctx);
+    if (ferry__stage_progress(ferry__xfer_of(ctx)))
+        ferry__notify_release_held(ferry__xfer_of(ctx));
     /* Deadlines are enforced even when a CQ keeps failing. */
-    ctx->running = visit_active(ctx);
+    ctx->xfer.req.running = visit_active(ctx);
     return err != 0 ? err : total;
 }
 
 int ferry_progress(ferry_context_t *ctx)
 {
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
     int ret;
 
     ferry__error_clear();
     if ((ret = ferry__check_ctx(ctx, "ferry_progress")))
         return ret;
-    pthread_mutex_lock(&ctx->lock);
+    ferry__lock_acquire(&fab->lock);
     ret = ferry__progress_locked(ctx);
-    pthread_mutex_unlock(&ctx->lock);
+    ferry__lock_release(&fab->lock);
     return ret;
 }
 
@@ -229,17 +246,19 @@ static int report(const struct ferry_req *req, int status)
 int ferry_req_test(ferry_req_t *req)
 {
     struct ferry_context *ctx;
+    struct ferry__fabric *fab;
     int ret, status;
 
     ferry__error_clear();
     if ((ret = ferry__check_req(req, "ferry_req_test")))
         return ret;
     ctx = req->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    fab = ferry__fabric_of(ctx);
+    ferry__lock_acquire(&fab->lock);
     if (req->status == FERRY_EINPROGRESS)
-        ret = ferry__progress_poll(ctx);
+        ret = progress_poll(ctx);
     status = req->status;
-    pthread_mutex_unlock(&ctx->lock);
+    ferry__lock_release(&fab->lock);
     if (ret < 0 && status == FERRY_EINPROGRESS)
         return ret;
     return report(req, status);
@@ -266,9 +285,85 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
                                 "ferry_req_wait: %d ms passed; the request is "
                                 "still running",
                                 timeout_ms);
-        ferry__progress_pause(req->ctx, ++spins);
+        progress_pause(req->ctx, ++spins);
     }
 }
+
+/* ---- notifications and counters ------------------------------------------ */
+
+int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
+                      size_t max)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    size_t n;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_notify_poll")))
+        return ret;
+    if (out == NULL && max > 0)
+        return ferry__error(FERRY_EINVAL, "ferry_notify_poll: out is NULL");
+    /* The count comes back as an int: never take more than it can say.
+     * (It used to move up to max and return INT32_MAX, so a caller with
+     * max > INT32_MAX lost every notification past the count.) */
+    if (max > INT32_MAX)
+        max = INT32_MAX;
+    ferry__lock_acquire(&fab->lock);
+    ret = progress_poll(ctx);
+    n = ferry__notify_take(ferry__xfer_of(ctx), out, max);
+    ferry__lock_release(&fab->lock);
+    if (ret < 0 && n == 0)
+        return ret;
+    return (int)n;
+}
+
+int ferry_counter_get(ferry_context_t *ctx, uint64_t id, uint64_t *value)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_counter_get")))
+        return ret;
+    if (value == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_counter_get: value is NULL");
+    ferry__lock_acquire(&fab->lock);
+    ret = progress_poll(ctx);
+    *value = ferry__counter_sum(ferry__xfer_of(ctx), id);
+    ferry__lock_release(&fab->lock);
+    return ret < 0 ? ret : 0;
+}
+
+int ferry_counter_wait(ferry_context_t *ctx, uint64_t id, uint64_t expected,
+                       int timeout_ms)
+{
+    uint64_t until = timeout_ms < 0
+                         ? 0
+                         : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t value = 0;
+    unsigned spins = 0;
+    int ret;
+
+    for (;;) {
+        if ((ret = ferry_counter_get(ctx, id, &value)))
+            return ret;
+        if (value >= expected)
+            return 0;
+        /* The coarse clock lags the precise one the deadline was taken
+         * from: the wait is never cut short, at most a tick long. */
+        if (until != 0 && ferry__now_coarse_ns() >= until)
+            return ferry__error(FERRY_ETIMEDOUT,
+                                "counter %llu reached %llu of %llu within "
+                                "%d ms: notifications are missing (a peer "
+                                "failed or has not sent them yet)",
+                                (unsigned long long)id,
+                                (unsigned long long)value,
+                                (unsigned long long)expected, timeout_ms);
+        progress_pause(ctx, ++spins);
+    }
+}
+
+/* ---- the progress thread ------------------------------------------------- */
 
 /*
  * Sleeps until a rail's CQ descriptor is readable or timeout_ms passes.
@@ -277,21 +372,22 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
  */
 static bool wait_for_events(struct ferry_context *ctx, int timeout_ms)
 {
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
     struct pollfd pfd[FERRY__MAX_RAILS];
     struct fid *fids[FERRY__MAX_RAILS];
     nfds_t n = 0;
     int ret;
 
-    for (unsigned i = 0; i < ctx->nrails; i++) {
-        if (!ctx->rails[i].has_wait_fd)
+    for (unsigned i = 0; i < fab->nrails; i++) {
+        if (!fab->rails[i].has_wait_fd)
             return false;
-        fids[n] = &ctx->rails[i].cq->fid;
-        pfd[n++] = (struct pollfd){.fd = ctx->rails[i].wait_fd,
+        fids[n] = &fab->rails[i].cq->fid;
+        pfd[n++] = (struct pollfd){.fd = fab->rails[i].wait_fd,
                                    .events = POLLIN};
     }
-    pthread_mutex_lock(&ctx->lock);
-    ret = fi_trywait(ctx->rails[0].fabric, fids, (int)n);
-    pthread_mutex_unlock(&ctx->lock);
+    ferry__lock_acquire(&fab->lock);
+    ret = fi_trywait(fab->rails[0].fabric, fids, (int)n);
+    ferry__lock_release(&fab->lock);
     if (ret != 0)
         return true; /* events pending: progress now */
     return poll(pfd, n, timeout_ms) > 0;
@@ -300,32 +396,34 @@ static bool wait_for_events(struct ferry_context *ctx, int timeout_ms)
 static void *progress_main(void *arg)
 {
     struct ferry_context *ctx = arg;
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
     uint64_t last_work = ferry__now_ns();
     const struct timespec nap = {0, IDLE_NAP_NS};
-    bool fd_wait = ctx->nrails > 0;
+    bool fd_wait = fab->nrails > 0;
 
-    for (unsigned i = 0; i < ctx->nrails; i++)
-        fd_wait &= ctx->rails[i].has_wait_fd;
+    for (unsigned i = 0; i < fab->nrails; i++)
+        fd_wait &= fab->rails[i].has_wait_fd;
 
     /* Near the NIC it drives, when the topology said which CPUs those are. */
-    if (ctx->progress_cpus[0] != '\0' &&
-        !ferry__bind_to_cpus(ctx->progress_cpus))
+    if (ctx->progress.cpus[0] != '\0' &&
+        !ferry__bind_to_cpus(ctx->progress.cpus))
         FERRY_LOG_INFO("progress thread left unbound: cannot bind it to "
                        "CPUs %s",
-                       ctx->progress_cpus);
+                       ctx->progress.cpus);
 
-    while (!atomic_load_explicit(&ctx->stopping, memory_order_acquire)) {
+    while (!atomic_load_explicit(&ctx->progress.stopping,
+                                 memory_order_acquire)) {
         int n;
         bool busy;
 
-        pthread_mutex_lock(&ctx->lock);
+        ferry__lock_acquire(&fab->lock);
         n = ferry__progress_locked(ctx);
         /* Requests that ended but wait for operations a dead peer will
          * never complete are no reason to spin. */
-        busy = ctx->running != 0;
-        if (n > 0 && ctx->waiters > 0)
-            pthread_cond_broadcast(&ctx->progressed);
-        pthread_mutex_unlock(&ctx->lock);
+        busy = ctx->xfer.req.running != 0;
+        if (n > 0 && ctx->progress.waiters > 0)
+            pthread_cond_broadcast(&ctx->progress.progressed);
+        ferry__lock_release(&fab->lock);
         if (n > 0 || busy) {
             last_work = ferry__now_ns();
             continue;
@@ -343,8 +441,9 @@ static void *progress_main(void *arg)
                 sched_yield();
             else if (wait_for_events(ctx, IDLE_WAIT_MS))
                 last_work = ferry__now_ns();
-        } else if (atomic_load_explicit(&ctx->exposed_regions,
-                                        memory_order_relaxed) != 0 ||
+        } else if (atomic_load_explicit(
+                       &ferry__reg_of(ctx)->mem.exposed_regions,
+                       memory_order_relaxed) != 0 ||
                    ferry__now_ns() - last_work < IDLE_SPIN_NS)
             sched_yield();
         else
@@ -357,22 +456,22 @@ int ferry__progress_thread_start(struct ferry_context *ctx)
 {
     int ret;
 
-    atomic_store(&ctx->stopping, false);
-    ret = pthread_create(&ctx->progress_thread, NULL, progress_main, ctx);
+    atomic_store(&ctx->progress.stopping, false);
+    ret = pthread_create(&ctx->progress.thread, NULL, progress_main, ctx);
     if (ret != 0)
         return ferry__error(FERRY_ENOMEM,
                             "could not start the progress thread (error %d)",
                             ret);
-    ctx->progress_thread_started = true;
+    ctx->progress.started = true;
     return 0;
 }
 
 void ferry__progress_thread_stop(struct ferry_context *ctx)
 {
-    if (!ctx->progress_thread_started)
+    if (!ctx->progress.started)
         return;
     /* Release pairs with the thread's acquire load: it sees the flag. */
-    atomic_store_explicit(&ctx->stopping, true, memory_order_release);
-    pthread_join(ctx->progress_thread, NULL);
-    ctx->progress_thread_started = false;
+    atomic_store_explicit(&ctx->progress.stopping, true, memory_order_release);
+    pthread_join(ctx->progress.thread, NULL);
+    ctx->progress.started = false;
 }

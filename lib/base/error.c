@@ -1,0 +1,125 @@
+/*
+ * Error codes, their strings, and the per-thread sentence behind
+ * ferry_last_error().
+ */
+#include "base/ferry-internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The sentence explaining the last error this thread got from ferry. */
+static _Thread_local char last_error[512];
+
+const char *ferry_strerror(int err)
+{
+    if (err == 0)
+        return "success";
+    switch (err) {
+#define FERRY__ERRNO_CASE(name, value, text)                                  \
+    case (value):                                                             \
+        return text;
+        FERRY_ERRNO_MAP(FERRY__ERRNO_CASE)
+#undef FERRY__ERRNO_CASE
+    default:
+        return "unknown ferry error";
+    }
+}
+
+const char *ferry_last_error(void)
+{
+    return last_error;
+}
+
+int ferry__error(int err, const char *fmt, ...)
+{
+    va_list ap;
+
+    char sentence[sizeof(last_error)];
+
+    /* Through a local buffer: a caller may pass ferry_last_error() itself
+     * as an argument, to wrap an inner sentence in an outer one. */
+    va_start(ap, fmt);
+    vsnprintf(sentence, sizeof(sentence), fmt, ap);
+    va_end(ap);
+    memcpy(last_error, sentence, sizeof(last_error));
+    FERRY_LOG_DEBUG("error %d (%s): %s", err, ferry_strerror(err), last_error);
+    return err;
+}
+
+void ferry__error_clear(void)
+{
+    last_error[0] = '\0';
+}
+
+int ferry__error_from_fi(int fi_err)
+{
+    switch (-fi_err) {
+    case FI_EINVAL:
+        return FERRY_EINVAL;
+    case FI_ENOMEM:
+        return FERRY_ENOMEM;
+    case FI_EAGAIN:
+        return FERRY_EAGAIN;
+    case FI_ECANCELED:
+        return FERRY_ECANCELED;
+    case FI_ETIMEDOUT:
+        return FERRY_ETIMEDOUT;
+    case FI_ENOSYS:
+    case FI_EOPNOTSUPP:
+        return FERRY_ENOTSUP;
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_ECONNREFUSED:
+        return FERRY_ECONNRESET;
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_EADDRNOTAVAIL:
+        return FERRY_EHOSTUNREACH;
+    case FI_EIO:
+    case FI_EREMOTEIO:
+        return FERRY_EIO;
+    case FI_ENOKEY:
+    case FI_EKEYREJECTED:
+    case FI_EACCES:
+        return FERRY_EPROTO;
+    default:
+        return FERRY_EPROVIDER;
+    }
+}
+
+/* What the sentences call each kind of handle, by its magic number. */
+static const struct {
+    uint32_t magic;
+    const char *name;  /* "<name> is NULL" */
+    const char *live;  /* "not a live <live> (<ended>, or ...)" */
+    const char *ended;
+} handle_kinds[] = {
+    {FERRY__MAGIC_CTX, "context", "ferry context", "destroyed"},
+    {FERRY__MAGIC_PEER, "peer", "ferry peer", "removed"},
+    {FERRY__MAGIC_MEM, "registration", "ferry registration", "deregistered"},
+    {FERRY__MAGIC_RMEM, "remote region", "remote region", "freed"},
+    {FERRY__MAGIC_REQ, "request", "ferry request", "freed"},
+    {FERRY__MAGIC_DLIST, "descriptor list", "descriptor list", "destroyed"},
+    {FERRY__MAGIC_PREP, "prepared transfer", "prepared transfer", "released"},
+};
+
+int ferry__check_handle(const void *handle, uint32_t magic, const char *what)
+{
+    size_t k = 0;
+
+    while (k + 1 < FERRY__ARRAY_LEN(handle_kinds) &&
+           handle_kinds[k].magic != magic)
+        k++;
+    if (handle == NULL)
+        return ferry__error(FERRY_EINVAL, "%s: %s is NULL", what,
+                            handle_kinds[k].name);
+    /* Every handle struct starts with its magic number. */
+    if (*(const uint32_t *)handle != magic)
+        return ferry__error(FERRY_EHANDLE,
+                            "%s: not a live %s (%s, or another kind of "
+                            "handle)",
+                            what, handle_kinds[k].live, handle_kinds[k].ended);
+    return 0;
+}

@@ -1,0 +1,431 @@
+/*
+ * The fabric part of a context (fabric.h): its rails opened from the
+ * chosen provider's domains, the limits they share, and registration on
+ * one rail with ferry's key policy.
+ */
+#include "fabric/fabric.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/fi_cm.h>
+
+#include "base/blob.h"
+
+/*
+ * Bound on retries when the provider says a requested key is taken: the
+ * whole key space of small keys (up to 2 bytes), else this many, which a
+ * counter over 4+ byte keys never needs unless nearly all are taken.
+ */
+#define KEY_RETRIES 65536u
+
+int ferry__rail_fail(int ret, const struct ferry__rail *rail, const char *call)
+{
+    return ferry__error(ferry__error_from_fi(ret),
+                        "%s on provider %s, domain %s failed: %s", call,
+                        rail->info->fabric_attr->prov_name,
+                        rail->info->domain_attr->name, fi_strerror(-ret));
+}
+
+/*
+ * shm names its endpoint after the process id unless given a name, and a
+ * file a dead process left in /dev/shm under a reused id makes
+ * fi_enable fail (EBUSY): give it a name no other process has had.
+ */
+static int name_shm_endpoint(struct ferry__rail *rail)
+{
+    static _Atomic unsigned counter;
+    char name[64];
+
+    if (rail->info->ep_attr->protocol != FI_PROTO_SHM ||
+        rail->info->addr_format != FI_ADDR_STR)
+        return 0;
+    snprintf(name, sizeof(name), "ferry_%d_%llx_%u", (int)getpid(),
+             (unsigned long long)ferry__now_ns(),
+             atomic_fetch_add(&counter, 1));
+    free(rail->info->src_addr);
+    rail->info->src_addr = strdup(name);
+    if (rail->info->src_addr == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory naming an endpoint");
+    rail->info->src_addrlen = strlen(name) + 1;
+    return 0;
+}
+
+/* The rail's endpoint, bound to its address vector and CQ, enabled. */
+static int endpoint_open(struct ferry__rail *rail)
+{
+    int ret;
+
+    if ((ret = name_shm_endpoint(rail)))
+        return ret;
+    if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
+        return ferry__rail_fail(ret, rail, "fi_endpoint");
+    if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
+        return ferry__rail_fail(ret, rail, "fi_ep_bind(av)");
+    if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV)))
+        return ferry__rail_fail(ret, rail, "fi_ep_bind(cq)");
+    if ((ret = fi_enable(rail->ep)))
+        return ferry__rail_fail(ret, rail, "fi_enable");
+    return 0;
+}
+
+static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
+{
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+    struct fi_cq_attr cq_attr = {
+        .format = FI_CQ_FORMAT_DATA,
+        .wait_obj = FI_WAIT_NONE,
+        /* Room for every operation in flight plus incoming messages. */
+        .size = fab->tx_depth + rail->info->rx_attr->size,
+    };
+    int ret;
+
+    if ((ret = fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL)))
+        return ferry__rail_fail(ret, rail, "fi_fabric");
+    if ((ret = fi_domain(rail->fabric, rail->info, &rail->domain, NULL)))
+        return ferry__rail_fail(ret, rail, "fi_domain");
+    if ((ret = fi_av_open(rail->domain, &av_attr, &rail->av, NULL)))
+        return ferry__rail_fail(ret, rail, "fi_av_open");
+    /* A progress thread sleeps on the CQ's file descriptor when idle, if
+     * the provider offers one; otherwise it naps (progress.c). */
+    if (fab->cfg.progress_thread) {
+        cq_attr.wait_obj = FI_WAIT_FD;
+        if (fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL) == 0 &&
+            fi_control(&rail->cq->fid, FI_GETWAIT, &rail->wait_fd) == 0)
+            rail->has_wait_fd = true;
+        else if (rail->cq != NULL) {
+            fi_close(&rail->cq->fid);
+            rail->cq = NULL;
+        }
+        cq_attr.wait_obj = FI_WAIT_NONE;
+    }
+    if (rail->cq == NULL &&
+        (ret = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL)))
+        return ferry__rail_fail(ret, rail, "fi_cq_open");
+    if ((ret = endpoint_open(rail)))
+        return ret;
+    ferry__keyalloc_init(&rail->keys, fab->key_size);
+    return 0;
+}
+
+static void rail_close(struct ferry__rail *rail)
+{
+    /* Children before parents: libfabric refuses to close a domain with
+     * open endpoints (-FI_EBUSY). */
+    if (rail->ep)
+        fi_close(&rail->ep->fid);
+    if (rail->cq)
+        fi_close(&rail->cq->fid);
+    if (rail->av)
+        fi_close(&rail->av->fid);
+    if (rail->domain)
+        fi_close(&rail->domain->fid);
+    if (rail->fabric)
+        fi_close(&rail->fabric->fid);
+    fi_freeinfo(rail->info);
+    memset(rail, 0, sizeof(*rail));
+}
+
+/*
+ * A rail's share of striped bytes: its link speed in Mbit/s when every
+ * rail reports one (fi_info->nic->link_attr), else an equal share.
+ */
+static int64_t rail_weight(const struct ferry__fabric *fab, unsigned r)
+{
+    for (unsigned i = 0; i < fab->nrails; i++) {
+        const struct fid_nic *nic = fab->rails[i].info->nic;
+        if (nic == NULL || nic->link_attr == NULL ||
+            nic->link_attr->speed < 1000000)
+            return 1;
+    }
+    return (int64_t)(fab->rails[r].info->nic->link_attr->speed / 1000000);
+}
+
+/*
+ * The largest operation ferry posts unless config.max_msg_size says
+ * otherwise: on tcp here, 4 MiB blocks move 30-45 % more as 512 KiB-1 MiB
+ * operations than as single ones (docs/performance.md), shm does not
+ * care, and at hundreds of Gbit/s a 1 MiB operation still takes tens of
+ * microseconds against about one to post it.
+ */
+#define DEFAULT_MAX_OP (1u << 20)
+
+/* The limits every rail shares: the most restrictive of them all. */
+static void derive_limits(struct ferry__fabric *fab)
+{
+    const struct fi_info *info = fab->rails[0].info;
+    const struct ferry_config *cfg = &fab->cfg;
+    size_t max_msg = SIZE_MAX, tx = SIZE_MAX, key = SIZE_MAX;
+
+    fab->mr_mode = ferry__mr_mode_from_fi(info->domain_attr->mr_mode) |
+                   cfg->mr_mode_force;
+    for (unsigned i = 0; i < fab->nrails; i++) {
+        const struct fi_info *r = fab->rails[i].info;
+        if (r->ep_attr->max_msg_size < max_msg)
+            max_msg = r->ep_attr->max_msg_size;
+        if (r->tx_attr->size < tx)
+            tx = r->tx_attr->size;
+        if (r->domain_attr->mr_key_size < key)
+            key = r->domain_attr->mr_key_size;
+    }
+    if (cfg->max_msg_size != 0 && cfg->max_msg_size < max_msg)
+        max_msg = cfg->max_msg_size;
+    else if (cfg->max_msg_size == 0 && DEFAULT_MAX_OP < max_msg)
+        max_msg = DEFAULT_MAX_OP;
+    if (cfg->tx_depth != 0 && cfg->tx_depth < tx)
+        tx = cfg->tx_depth;
+    if (cfg->mr_key_size != 0 && cfg->mr_key_size < key)
+        key = cfg->mr_key_size;
+    /* Without FI_MR_RAW a key is a uint64_t whatever the size field says. */
+    if (!(fab->mr_mode & FERRY_MR_RAW) && key > 8)
+        key = 8;
+    fab->max_msg = max_msg ? max_msg : 1;
+    fab->tx_depth = tx ? tx : 1;
+    fab->key_size = key ? key : 1;
+    for (unsigned i = 0; i < fab->nrails; i++)
+        fab->rails[i].weight = rail_weight(fab, i);
+    fab->notify_ordered =
+        fab->nrails == 1 &&
+        (info->tx_attr->msg_order & info->rx_attr->msg_order &
+         FI_ORDER_SAW) != 0;
+    fab->writes_ordered =
+        fab->nrails == 1 &&
+        (info->tx_attr->msg_order & info->rx_attr->msg_order &
+         FI_ORDER_WAW) != 0;
+}
+
+static void explain_choice(struct ferry__fabric *fab,
+                           const struct ferry__selection *sel,
+                           const char *rails_why)
+{
+    const struct fi_info *info = fab->rails[0].info;
+    const char *fp = getenv("FI_PROVIDER");
+    char source[96] = "";
+
+    if (fab->cfg.provider != NULL)
+        snprintf(source, sizeof(source), "; provider named by the config");
+    else if (fp != NULL)
+        snprintf(source, sizeof(source), "; FI_PROVIDER=%s narrowed the "
+                 "search", fp);
+    snprintf(fab->why, sizeof(fab->why),
+             "chose %s on domain %s (fabric %s): %s, best of %zu "
+             "candidate%s%s%s",
+             info->fabric_attr->prov_name, info->domain_attr->name,
+             info->fabric_attr->name, sel->cand[0].verdict, sel->ncand,
+             sel->ncand == 1 ? "" : "s", source, rails_why);
+    for (unsigned r = 1; r < fab->nrails; r++)
+        snprintf(fab->why + strlen(fab->why), sizeof(fab->why) -
+                 strlen(fab->why), "%s%s", r == 1 ? "; further rails: " : ", ",
+                 fab->rails[r].info->domain_attr->name);
+}
+
+/*
+ * A forced FERRY_MR_VIRT_ADDR must be the provider's own: on a provider
+ * that addresses remote memory by offset, every operation would miss
+ * (other forced bits fail loudly where they are used, or only add work).
+ */
+static int check_forced_modes(const struct ferry__fabric *fab)
+{
+    const struct fi_info *info = fab->rails[0].info;
+    unsigned own = ferry__mr_mode_from_fi((uint64_t)info->domain_attr->mr_mode);
+
+    if (!(fab->cfg.mr_mode_force & FERRY_MR_VIRT_ADDR) ||
+        (own & FERRY_MR_VIRT_ADDR))
+        return 0;
+    return ferry__error(FERRY_EINVAL,
+                        "config.mr_mode_force has FERRY_MR_VIRT_ADDR, which "
+                        "provider %s does not use (it addresses remote "
+                        "memory by offset): offer the bit with "
+                        "mr_mode_offer and let the provider choose",
+                        info->fabric_attr->prov_name);
+}
+
+/* A rail on this domain already? */
+static bool domain_taken(const struct ferry__fabric *fab, const char *domain)
+{
+    for (unsigned r = 0; r < fab->nrails; r++)
+        if (strcmp(fab->rails[r].info->domain_attr->name, domain) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Rails: the best candidate, then the next best other domains of the same
+ * provider and address family (one rail per NIC: libfabric lists a domain
+ * once per address family, and two rails on one NIC only share it).
+ */
+static void pick_rails(struct ferry__fabric *fab,
+                       struct ferry__selection *sel)
+{
+    const struct fi_info *first = sel->cand[0].info;
+
+    for (size_t i = 0; i < sel->ncand && fab->nrails < fab->cfg.max_rails;
+         i++) {
+        const struct fi_info *c = sel->cand[i].info;
+
+        if (strcmp(c->fabric_attr->prov_name,
+                   first->fabric_attr->prov_name) != 0 ||
+            c->addr_format != first->addr_format ||
+            domain_taken(fab, c->domain_attr->name))
+            continue;
+        /* Ownership of the fi_info moves to the rail. */
+        fab->rails[fab->nrails].index = fab->nrails;
+        fab->rails[fab->nrails++].info = sel->cand[i].info;
+        sel->cand[i].info = NULL;
+    }
+}
+
+int ferry__fabric_open(struct ferry__fabric *fab,
+                       struct ferry__selection *sel, const char *rails_why)
+{
+    int ret;
+
+    fab->register_local = sel->cand[0].nic;
+    pick_rails(fab, sel);
+    explain_choice(fab, sel, rails_why);
+    derive_limits(fab);
+    fab->register_local |= (fab->mr_mode & FERRY_MR_LOCAL) != 0;
+    ret = check_forced_modes(fab);
+    for (unsigned i = 0; i < fab->nrails && ret == 0; i++)
+        ret = rail_open(fab, &fab->rails[i]);
+    return ret;
+}
+
+void ferry__fabric_close_endpoints(struct ferry__fabric *fab)
+{
+    for (unsigned i = 0; i < fab->nrails; i++) {
+        if (fab->rails[i].ep)
+            fi_close(&fab->rails[i].ep->fid);
+        fab->rails[i].ep = NULL;
+    }
+}
+
+void ferry__fabric_close(struct ferry__fabric *fab)
+{
+    for (unsigned i = 0; i < fab->nrails; i++)
+        rail_close(&fab->rails[i]);
+}
+
+/* ---- registration on one rail --------------------------------------------- */
+
+static int regattr(struct ferry__fabric *fab, struct ferry__rail *rail,
+                   struct fi_mr_attr *attr, uint64_t flags,
+                   struct fid_mr **mr)
+{
+    /*
+     * Whether the provider itself picks keys.  This is the provider's own
+     * mr_mode, not fab->mr_mode: FERRY_MR_PROV_KEY forced on a provider
+     * that honours requested_key (tcp, shm) used to leave every
+     * requested_key at 0, so the second registration failed with
+     * -FI_ENOKEY (reported as FERRY_EPROTO).  Forced, ferry still reads
+     * the key back with fi_mr_key() and treats it as opaque.
+     */
+    bool prov_key = rail->info->domain_attr->mr_mode & FI_MR_PROV_KEY;
+    uint64_t tries = ferry__keyalloc_space(&rail->keys);
+    int ret;
+
+    if (tries > KEY_RETRIES)
+        tries = KEY_RETRIES;
+    for (uint64_t i = 0;; i++) {
+        if (!prov_key)
+            attr->requested_key = ferry__keyalloc_next(&rail->keys);
+        ret = fi_mr_regattr(rail->domain, attr, flags, mr);
+        if (ret != -FI_ENOKEY || prov_key)
+            break;
+        if (i + 1 >= tries)
+            return ferry__error(
+                FERRY_ENOSPC,
+                "no free memory key on domain %s: tried %llu of the %zu-byte "
+                "key space and all are in use; deregister regions or use a "
+                "provider with larger keys",
+                rail->info->domain_attr->name, (unsigned long long)tries,
+                fab->key_size);
+    }
+    if (ret != 0)
+        return ferry__error(ferry__error_from_fi(ret),
+                            "fi_mr_regattr of %s memory on domain %s failed: "
+                            "%s",
+                            attr->iface == FI_HMEM_SYSTEM ? "host" : "CUDA",
+                            rail->info->domain_attr->name, fi_strerror(-ret));
+    return 0;
+}
+
+/* FI_MR_ENDPOINT: a registration is usable only once bound and enabled. */
+static int bind_to_endpoint(struct ferry__rail *rail, struct fid_mr *mr)
+{
+    int ret = fi_mr_bind(mr, &rail->ep->fid, 0);
+
+    if (ret == 0)
+        ret = fi_mr_enable(mr);
+    /* Not implemented (tcp and shm on 1.17 answer -FI_ENOSYS): only a
+     * forced FERRY_MR_ENDPOINT gets here, so say what to change. */
+    if (ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP)
+        return ferry__error(FERRY_ENOTSUP,
+                            "provider %s on domain %s does not implement "
+                            "fi_mr_bind/fi_mr_enable, so it cannot bind "
+                            "registrations to endpoints (FI_MR_ENDPOINT); "
+                            "do not force FERRY_MR_ENDPOINT for it",
+                            rail->info->fabric_attr->prov_name,
+                            rail->info->domain_attr->name);
+    if (ret != 0)
+        return ferry__error(ferry__error_from_fi(ret),
+                            "binding a registration to the endpoint of "
+                            "domain %s (FI_MR_ENDPOINT) failed: %s",
+                            rail->info->domain_attr->name, fi_strerror(-ret));
+    return 0;
+}
+
+int ferry__mr_open(struct ferry__fabric *fab, struct ferry__rail *rail,
+                   struct fi_mr_attr *attr, uint64_t flags,
+                   struct fid_mr **mr)
+{
+    int ret;
+
+    FERRY__ASSERT_LOCKED(&fab->lock);
+    ret = regattr(fab, rail, attr, flags, mr);
+
+    if (ret == 0 && (fab->mr_mode & FERRY_MR_ENDPOINT) &&
+        (ret = bind_to_endpoint(rail, *mr)) != 0) {
+        fi_close(&(*mr)->fid);
+        *mr = NULL;
+    }
+    return ret;
+}
+
+int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    struct ferry__blob_writer w;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_address")))
+        return ret;
+    if (len == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_address: len is NULL");
+    ferry__blob_begin(&w, buf, *len, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, fab->rails[0].info->fabric_attr->prov_name);
+    ferry__blob_put_u16(&w, (uint16_t)fab->nrails);
+    /* The endpoints are FI_THREAD_DOMAIN: fi_getname is serialised with
+     * posting and polling like every other endpoint call. */
+    ferry__lock_acquire(&fab->lock);
+    for (unsigned i = 0; i < fab->nrails && ret == 0; i++) {
+        uint8_t name[FERRY__ADDR_MAX];
+        size_t nlen = sizeof(name);
+
+        ret = fi_getname(&fab->rails[i].ep->fid, name, &nlen);
+        if (ret != 0) {
+            ret = ferry__rail_fail(ret, &fab->rails[i], "fi_getname");
+            break;
+        }
+        ferry__blob_put_u32(&w, fab->rails[i].info->addr_format);
+        ferry__blob_put_u16(&w, (uint16_t)nlen);
+        ferry__blob_put_bytes(&w, name, nlen);
+    }
+    ferry__lock_release(&fab->lock);
+    return ret != 0 ? ret : ferry__blob_end(&w, len);
+}
+

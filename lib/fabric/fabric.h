@@ -1,0 +1,100 @@
+/*
+ * The fabric part of a context: its configuration, the lock, the limits
+ * every rail shares, and one rail (fabric, domain, address vector,
+ * completion queue, endpoint) per domain used; and what is done per rail
+ * alone: opening and closing it, and registering memory on it with
+ * ferry's key policy.
+ *
+ * A context is layered like libfabric's objects: each layer's part
+ * embeds the part below as its first member (this fabric part in the
+ * reg part, that in the xfer part, that in struct ferry_context,
+ * context.h).  So code of a layer reaches its part from any handle's
+ * context by a cast (ferry__fabric_of, ferry__reg_of, ferry__xfer_of)
+ * and never sees the fields of the layers above it.
+ */
+#ifndef FERRY_FABRIC_FABRIC_H
+#define FERRY_FABRIC_FABRIC_H
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "base/ferry-internal.h"
+#include "base/keys.h"
+#include "fabric/provider.h"
+
+struct ferry__rail {
+    unsigned index;
+    struct fi_info *info; /* owned */
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    int wait_fd;      /* the CQ's file descriptor, if has_wait_fd */
+    bool has_wait_fd;
+    struct fid_ep *ep;
+    struct ferry__keyalloc keys;
+    int64_t weight; /* share of striped bytes: link speed in Mbit/s, or 1 */
+};
+
+struct ferry__fabric {
+    uint32_t magic; /* FERRY__MAGIC_CTX: first, as in every handle */
+    /*
+     * Serialises posting, completion handling, registration and request
+     * state of every layer (lock.h).
+     */
+    struct ferry__lock lock;
+    struct ferry_config cfg; /* strings point into the copies below */
+    char cfg_provider[FERRY__NAME_MAX];
+    char cfg_domain[FERRY__NAME_MAX];
+    unsigned mr_mode;   /* FERRY_MR_* in effect */
+    size_t key_size;    /* bytes of key ferry uses */
+    size_t max_msg;     /* largest single operation */
+    size_t tx_depth;
+    bool register_local; /* message buffers need registering (LOCAL, NIC) */
+    /* One rail whose provider transmits and processes sends after the
+     * writes posted before them (FI_ORDER_SAW in tx_attr and rx_attr): a
+     * request's notification may follow its writes without waiting for
+     * their completions (xfer.c). */
+    bool notify_ordered;
+    /* One rail whose provider places writes in order (FI_ORDER_WAW in
+     * tx_attr and rx_attr): a request's last write may carry its
+     * notification while the writes before it are still in flight. */
+    bool writes_ordered;
+    char why[768];
+    unsigned nrails;
+    struct ferry__rail rails[FERRY__MAX_RAILS];
+};
+
+/* The fabric part of a context (the first member of its first member's
+ * first member: see above). */
+static inline struct ferry__fabric *ferry__fabric_of(ferry_context_t *ctx)
+{
+    return (struct ferry__fabric *)(void *)ctx;
+}
+
+/*
+ * Takes the rails from sel (the best candidate, then other domains of the
+ * same provider), says why in fab->why, derives the shared limits and
+ * opens every rail with its endpoint enabled.  fab->cfg is set; on an
+ * error, ferry__fabric_close undoes what was done.
+ */
+int ferry__fabric_open(struct ferry__fabric *fab,
+                       struct ferry__selection *sel, const char *rails_why);
+/* Closes the endpoints: every operation still in flight ends with them. */
+void ferry__fabric_close_endpoints(struct ferry__fabric *fab);
+/* Closes the rest of every rail (after ferry__fabric_close_endpoints and
+ * after everything registered on the domains is closed). */
+void ferry__fabric_close(struct ferry__fabric *fab);
+/* A libfabric call on the rail failed: the error with its sentence. */
+int ferry__rail_fail(int fi_ret, const struct ferry__rail *rail,
+                     const char *call);
+/*
+ * fi_mr_regattr on one rail with ferry's key policy (requested keys that
+ * fit mr_key_size, retried while taken) and FI_MR_ENDPOINT binding.
+ * Caller holds the lock (the domain is FI_THREAD_DOMAIN).
+ */
+int ferry__mr_open(struct ferry__fabric *fab, struct ferry__rail *rail,
+                   struct fi_mr_attr *attr, uint64_t flags,
+                   struct fid_mr **mr);
+
+#endif /* FERRY_FABRIC_FABRIC_H */

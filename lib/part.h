@@ -1,0 +1,37 @@
+/*
+ * struct ferry_context: every layer's part nested (the fabric part in the
+ * reg part in the xfer part, fabric.h says why), then the progress
+ * part.  Only the top of lib/ (context.c, progress.c) includes this.
+ */
+#ifndef FERRY_PART_H
+#define FERRY_PART_H
+
+#include <pthread.h>
+
+#include "xfer/part.h"
+
+/* progress.c: the optional progress thread, and the waiters it wakes. */
+struct ferry__progress_part {
+    pthread_t thread;
+    bool started;
+    char cpus[256];            /* near the first rail's NIC, or "" */
+    pthread_cond_t progressed; /* the thread handled events; under lock */
+    unsigned waiters;          /* threads waiting on it; under lock */
+    atomic_bool stopping;
+};
+
+struct ferry_context {
+    struct ferry__xfer xfer; /* first: ferry__xfer_of & co. cast to it */
+    struct ferry__progress_part progress;
+};
+
+/* The casts of ferry__fabric_of, ferry__reg_of and ferry__xfer_of hold
+ * because each part is its container's first member. */
+_Static_assert(offsetof(struct ferry_context, xfer) == 0,
+               "the xfer part must start the context");
+_Static_assert(offsetof(struct ferry__xfer, reg) == 0,
+               "the reg part must start the xfer part");
+_Static_assert(offsetof(struct ferry__reg, fab) == 0,
+               "the fabric part must start the reg part");
+
+#endif /* FERRY_PART_H */

@@ -1,0 +1,17 @@
+/*
+ * Progress: completion queues, error translation, deadlines, the
+ * optional progress thread, and every call that waits (ferry_req_wait,
+ * ferry_notify_poll, ferry_counter_wait, ...).  Nothing below calls up
+ * to it.
+ */
+#ifndef FERRY_PROGRESS_H
+#define FERRY_PROGRESS_H
+
+#include "part.h"
+
+/* Polls every rail once and enforces deadlines; caller holds the lock. */
+int ferry__progress_locked(struct ferry_context *ctx);
+int ferry__progress_thread_start(struct ferry_context *ctx);
+void ferry__progress_thread_stop(struct ferry_context *ctx);
+
+#endif /* FERRY_PROGRESS_H */

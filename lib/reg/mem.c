@@ -1,0 +1,802 @@
+/*
+ * Memory registration on every rail, and the remote-key blobs that let a
+ * peer reach a region.
+ *
+ * How each mr_mode bit is honoured:
+ *   LOCAL      every operation passes the local registration's desc; iovs
+ *              without lmem get a registration made for the request
+ *   VIRT_ADDR  remote addresses are base + offset, else plain offsets; the
+ *              blob carries the exporter's choice, the importer follows it
+ *   ALLOCATED  the range must be mapped; checked with msync() first so the
+ *              error names the range instead of a provider code
+ *   PROV_KEY   the key is read back with fi_mr_key(); without it ferry
+ *              requests unique keys that fit mr_key_size (keys.c)
+ *   ENDPOINT   the registration is bound to the rail's endpoint and enabled
+ *   RAW        keys longer than 8 bytes travel raw and are mapped on import
+ *              with fi_mr_map_raw()
+ *
+ * Device memory takes the context's device path (devpath.c): a dmabuf
+ * fd, FI_HMEM by virtual address, or staging (xfer/stage.c) when the domain cannot
+ * register it.  A domain without FI_HMEM never sees a device pointer:
+ * libfabric would register it as system memory.
+ *
+ * Remote-key blob fields (after the common header, see blob.c):
+ *   str provider | u32 flags | u32 access | u64 base | u64 len |
+ *   [u64 mirror id, with RKEY_MIRROR] |
+ *   u16 rails | rails x (u64 raw_base | u16 key_len | key bytes)
+ */
+#include "reg/mem.h"
+
+#include "base/blob.h"
+#include "base/keys.h"
+#include "dev/hmem.h"
+#include "reg/peer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define RKEY_VIRT_ADDR 0x1u
+#define RKEY_RAW 0x2u
+#define RKEY_MIRROR 0x4u /* a host mirror of the exporter's device memory */
+
+static void key_from_u64(uint8_t *key, uint64_t v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        key[i] = i < 8 ? (uint8_t)(v >> (8 * i)) : 0;
+}
+
+static uint64_t fi_access(unsigned access)
+{
+    /* Locally a region is both the source of writes and the sink of reads. */
+    uint64_t a = FI_READ | FI_WRITE;
+
+    if (access & FERRY_ACCESS_REMOTE_READ)
+        a |= FI_REMOTE_READ;
+    if (access & FERRY_ACCESS_REMOTE_WRITE)
+        a |= FI_REMOTE_WRITE;
+    return a;
+}
+
+/* FI_MR_ALLOCATED: is every page of the range mapped? */
+static int check_allocated(const void *addr, size_t len)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page - 1);
+    size_t span = (size_t)((uintptr_t)addr + len - start);
+
+    if (msync((void *)start, span, MS_ASYNC) != 0)
+        return ferry__error(FERRY_EINVAL,
+                            "[%p, +%zu) is not entirely mapped memory, and "
+                            "the provider registers only allocated memory "
+                            "(FI_MR_ALLOCATED): allocate the buffer first",
+                            addr, len);
+    return 0;
+}
+
+static int read_key(struct ferry__reg *reg, struct ferry_mem *mem,
+                    unsigned i)
+{
+    struct ferry__rail *rail = &reg->fab.rails[i];
+
+    if (reg->fab.mr_mode & FERRY_MR_RAW) {
+        uint64_t base;
+        size_t len = FERRY__KEY_MAX;
+        int ret = fi_mr_raw_attr(mem->mr[i], &base, mem->key[i], &len, 0);
+        /* Name the mode too: only FI_MR_RAW brings ferry here. */
+        if (ret != 0)
+            return ferry__error(ferry__error_from_fi(ret),
+                                "fi_mr_raw_attr on domain %s failed (raw "
+                                "keys, FI_MR_RAW): %s",
+                                rail->info->domain_attr->name,
+                                fi_strerror(-ret));
+        mem->key_len[i] = len;
+        mem->raw_base[i] = base;
+        return 0;
+    }
+    key_from_u64(mem->key[i], fi_mr_key(mem->mr[i]), 8);
+    mem->key_len[i] = 8;
+    return 0;
+}
+
+/* Registers attr on every rail into mem's per-rail slots. */
+static int register_rails(struct ferry__reg *reg, struct ferry_mem *mem,
+                          struct fi_mr_attr *attr, uint64_t flags)
+{
+    int ret = 0;
+
+    for (unsigned i = 0; i < reg->fab.nrails && ret == 0; i++) {
+        /* The domain is FI_THREAD_DOMAIN: registration is serialised with
+         * posting and polling by the context lock. */
+        ferry__lock_acquire(&reg->fab.lock);
+        ret = ferry__mr_open(&reg->fab, &reg->fab.rails[i], attr, flags,
+                             &mem->mr[i]);
+        if (ret == 0)
+            ret = read_key(reg, mem, i);
+        ferry__lock_release(&reg->fab.lock);
+        if (ret == 0)
+            mem->desc[i] = fi_mr_desc(mem->mr[i]);
+    }
+    return ret;
+}
+
+/*
+ * [addr, +len) by virtual address on every rail: host memory, or device
+ * memory of mem->device whose pages the provider resolves (FI_HMEM).
+ */
+static int register_va(struct ferry__reg *reg, struct ferry_mem *mem,
+                       void *addr, size_t len, enum fi_hmem_iface iface)
+{
+    struct iovec iov = {.iov_base = addr, .iov_len = len};
+    struct fi_mr_attr attr = {
+        .mr_iov = &iov,
+        .iov_count = 1,
+        .access = fi_access(mem->access),
+        .iface = iface,
+    };
+
+    if (iface == FI_HMEM_CUDA)
+        attr.device.cuda = mem->device;
+    return register_rails(reg, mem, &attr, 0);
+}
+
+/* Host memory [addr, +len) on every rail. */
+static int register_host(struct ferry__reg *reg, struct ferry_mem *mem,
+                         void *addr, size_t len)
+{
+    int ret;
+
+    if ((reg->fab.mr_mode & FERRY_MR_ALLOCATED) &&
+        (ret = check_allocated(addr, len)))
+        return ret;
+    return register_va(reg, mem, addr, len, FI_HMEM_SYSTEM);
+}
+
+static void close_rails(struct ferry_mem *mem)
+{
+    for (unsigned i = 0; i < ferry__reg_of(mem->ctx)->fab.nrails; i++) {
+        if (mem->mr[i] != NULL)
+            fi_close(&mem->mr[i]->fid);
+        mem->mr[i] = NULL;
+        mem->desc[i] = NULL;
+    }
+}
+
+static bool exposed(const struct ferry_mem *mem)
+{
+    return mem->access &
+           (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE);
+}
+
+/*
+ * FI_HMEM through a dmabuf fd of the pages (libfabric >= 1.20 headers at
+ * build time; hmem.c checks the run-time version).  FERRY_ENOTSUP when
+ * the driver cannot export this range: the caller falls back to the
+ * virtual-address path.
+ */
+static int register_device_dmabuf(struct ferry__reg *reg,
+                                  struct ferry_mem *mem)
+{
+#ifdef FI_MR_DMABUF
+    const struct ferry__hmem_ops *ops = ferry__hmem();
+    struct fi_mr_dmabuf dmabuf;
+    struct fi_mr_attr attr = {
+        .dmabuf = &dmabuf,
+        .iov_count = 1,
+        .access = fi_access(mem->access),
+        .iface = FI_HMEM_CUDA,
+        .device.cuda = mem->device,
+    };
+    uint64_t offset = 0;
+    int fd = -1;
+    int ret;
+
+    if (ops->dmabuf_fd == NULL)
+        return ferry__error(FERRY_ENOTSUP, "the %s backend exports no dmabuf",
+                            ops->name);
+    if ((ret = ops->dmabuf_fd(mem->addr, mem->len, &fd, &offset)) != 0)
+        return ret;
+    /* libfabric registers [base_addr + offset, +len) of the fd. */
+    dmabuf = (struct fi_mr_dmabuf){.fd = fd,
+                                   .offset = offset,
+                                   .len = mem->len,
+                                   .base_addr = mem->addr - offset};
+    ret = register_rails(reg, mem, &attr, FI_MR_DMABUF);
+    /* The registrations hold their own reference to the buffer. */
+    close(fd);
+    return ret;
+#else
+    (void)reg;
+    (void)mem;
+    return ferry__error(FERRY_ENOTSUP, "ferry was built against libfabric "
+                        "headers without FI_MR_DMABUF (before 1.20)");
+#endif
+}
+
+/*
+ * Staged device memory (the domain cannot register it): nothing to
+ * register for local use, since transfers copy through staging buffers;
+ * with remote access, a pinned host mirror filled from the device is
+ * registered instead and peers reach that.
+ */
+static int register_device_staged(struct ferry__reg *reg,
+                                  struct ferry_mem *mem)
+{
+    const struct ferry__hmem_ops *ops = ferry__hmem();
+    void *mirror = NULL;
+    int ret;
+
+    mem->staged = true;
+    if ((ret = reg->mem.prepare_staging(mem->ctx, mem->device)) != 0 ||
+        !exposed(mem))
+        return ret;
+    if ((ret = ops->host_alloc(mem->len, &mirror)) != 0)
+        return ret;
+    mem->mirror = mirror;
+    if ((ret = ops->copy(mirror, mem->addr, mem->len)) != 0)
+        return ret;
+    ferry__lock_acquire(&reg->fab.lock);
+    mem->mirror_id = ++reg->mem.next_mirror_id;
+    ferry__lock_release(&reg->fab.lock);
+    return register_host(reg, mem, mirror, mem->len);
+}
+
+/*
+ * The context's device path, stepping down when a step fails: dmabuf to
+ * virtual address when the driver exports no dmabuf for the range, and
+ * FI_HMEM to staging when the provider advertises FI_HMEM but refuses
+ * the registration (Debian's shm claims FI_HMEM, yet its libfabric has no
+ * CUDA support).  The step down is logged once per context.
+ */
+static int register_device(struct ferry__reg *reg, struct ferry_mem *mem)
+{
+    enum ferry__dev_path path = reg->mem.dev_path;
+    int ret = 0;
+
+    if (path == FERRY__DEV_DMABUF) {
+        ret = register_device_dmabuf(reg, mem);
+        if (ret == FERRY_ENOTSUP) {
+            FERRY_LOG_INFO("dmabuf registration of [%p, +%zu) is not "
+                           "possible (%s): registering it by virtual address",
+                           (void *)mem->addr, mem->len, ferry_last_error());
+            path = FERRY__DEV_VA;
+        }
+    }
+    if (path == FERRY__DEV_VA)
+        ret = register_va(reg, mem, mem->addr, mem->len, FI_HMEM_CUDA);
+    if (ret != 0 && path != FERRY__DEV_STAGED) {
+        close_rails(mem);
+        ferry__lock_acquire(&reg->fab.lock);
+        if (reg->mem.dev_path != FERRY__DEV_STAGED) {
+            FERRY_LOG_WARN("provider %s advertises FI_HMEM but cannot "
+                           "register CUDA memory (%s): device memory is "
+                           "staged through host buffers from now on",
+                           reg->fab.rails[0].info->fabric_attr->prov_name,
+                           ferry_last_error());
+            snprintf(reg->mem.dev_why, sizeof(reg->mem.dev_why),
+                     "staged through pinned host buffers: provider %s "
+                     "advertises FI_HMEM but refused a CUDA registration",
+                     reg->fab.rails[0].info->fabric_attr->prov_name);
+            reg->mem.dev_path = FERRY__DEV_STAGED;
+        }
+        ferry__lock_release(&reg->fab.lock);
+        path = FERRY__DEV_STAGED;
+    }
+    if (path == FERRY__DEV_STAGED)
+        ret = register_device_staged(reg, mem);
+    else if (ret == 0 && exposed(mem) && mem->device < 32)
+        atomic_fetch_or(&reg->mem.hmem_exposed_devices, 1u << mem->device);
+    mem->path = path;
+    return ret;
+}
+
+static struct ferry_mem *mem_new(struct ferry_context *ctx, void *addr,
+                                 size_t len, unsigned access, bool oneshot)
+{
+    struct ferry_mem *mem = calloc(1, sizeof(*mem));
+
+    if (mem == NULL)
+        return NULL;
+    mem->ctx = ctx;
+    mem->addr = addr;
+    mem->len = len;
+    mem->kind = FERRY_MEM_HOST;
+    mem->device = -1;
+    mem->access = access;
+    mem->oneshot = oneshot;
+    return mem;
+}
+
+/* Publishes a registration, or frees it after a failure. */
+static int mem_finish(struct ferry_mem *mem, int ret, struct ferry_mem **out)
+{
+    if (ret != 0) {
+        ferry__mem_close(mem);
+        return ret;
+    }
+    mem->magic = FERRY__MAGIC_MEM;
+    if (exposed(mem))
+        atomic_fetch_add(&ferry__reg_of(mem->ctx)->mem.exposed_regions, 1);
+    *out = mem;
+    return 0;
+}
+
+int ferry__mem_register(struct ferry_context *ctx, void *addr, size_t len,
+                        unsigned access, bool oneshot, struct ferry_mem **out)
+{
+    struct ferry_mem *mem = mem_new(ctx, addr, len, access, oneshot);
+
+    if (mem == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a registration");
+    return mem_finish(mem, register_host(ferry__reg_of(ctx), mem, addr, len),
+                      out);
+}
+
+/*
+ * What kind of memory addr is, checked against what the caller said:
+ * host memory as CUDA, device memory as host, the wrong ordinal and a
+ * range past the allocation are refused with the facts.  *pi is zeroed
+ * (host) when there is no device backend and the kind is not CUDA.
+ */
+static int classify_memory(struct ferry__reg *reg, void *addr, size_t len,
+                           enum ferry_mem_kind kind, int device,
+                           const char *call, struct ferry__hmem_ptr *pi)
+{
+    const struct ferry__hmem_ops *ops = ferry__hmem();
+    int ret;
+
+    memset(pi, 0, sizeof(*pi));
+    if (ops == NULL) {
+        if (kind != FERRY_MEM_CUDA)
+            return 0; /* without a backend every pointer is host memory */
+        return ferry__error(FERRY_ENOTSUP,
+                            "%s: [%p, +%zu) on CUDA device %d: device memory "
+                            "is not available: %s; register host memory "
+                            "(FERRY_MEM_HOST) instead",
+                            call, addr, len, device, reg->mem.dev_why);
+    }
+    if ((ret = ops->ptr_info(addr, pi)) != 0)
+        return ret;
+    if (kind == FERRY_MEM_CUDA && !pi->device)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: %p is host memory, not memory of a %s "
+                            "device; register it as FERRY_MEM_HOST (or "
+                            "FERRY_MEM_AUTO)",
+                            call, addr, ops->name);
+    if (kind == FERRY_MEM_HOST && pi->device)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: %p is memory of %s device %d, not host "
+                            "memory; register it as FERRY_MEM_CUDA (or "
+                            "FERRY_MEM_AUTO)",
+                            call, addr, ops->name, pi->ordinal);
+    if (!pi->device)
+        return 0;
+    if (kind == FERRY_MEM_CUDA && device != -1 && device != pi->ordinal)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: %p belongs to device %d, not device %d; "
+                            "pass %d (or -1: the pointer's own device)",
+                            call, addr, pi->ordinal, device, pi->ordinal);
+    if ((uintptr_t)addr + len > pi->base + pi->size)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: [%p, +%zu) runs past the end of its device "
+                            "allocation [%p, +%zu)",
+                            call, addr, len, (void *)pi->base, pi->size);
+    return 0;
+}
+
+int ferry__mem_register_any(struct ferry_context *ctx, void *addr, size_t len,
+                            enum ferry_mem_kind kind, int device,
+                            unsigned access, bool oneshot, const char *call,
+                            struct ferry_mem **out)
+{
+    struct ferry__hmem_ptr pi;
+    struct ferry_mem *mem;
+    int ret = classify_memory(ferry__reg_of(ctx), addr, len, kind, device,
+                              call, &pi);
+
+    if (ret != 0)
+        return ret;
+    if (!pi.device)
+        return ferry__mem_register(ctx, addr, len, access, oneshot, out);
+    mem = mem_new(ctx, addr, len, access, oneshot);
+    if (mem == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a registration");
+    mem->kind = FERRY_MEM_CUDA;
+    mem->device = pi.ordinal;
+    mem->buffer_id = pi.buffer_id;
+    return mem_finish(mem, register_device(ferry__reg_of(ctx), mem), out);
+}
+
+void ferry__mem_close_locked(struct ferry_mem *mem)
+{
+    if (mem->magic == FERRY__MAGIC_MEM && exposed(mem))
+        atomic_fetch_sub(&ferry__reg_of(mem->ctx)->mem.exposed_regions, 1);
+    close_rails(mem);
+    /* The mirror is freed only once no registration covers it. */
+    if (mem->mirror != NULL)
+        ferry__hmem()->host_free(mem->mirror);
+    mem->magic = FERRY__MAGIC_DEAD;
+    free(mem);
+}
+
+void ferry__mem_close(struct ferry_mem *mem)
+{
+    struct ferry__reg *reg = ferry__reg_of(mem->ctx);
+
+    ferry__lock_acquire(&reg->fab.lock);
+    ferry__mem_close_locked(mem);
+    ferry__lock_release(&reg->fab.lock);
+}
+
+int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
+                       enum ferry_mem_kind kind, int device, unsigned access,
+                       ferry_mem_t **out)
+{
+    struct ferry__reg *reg = ferry__reg_of(ctx);
+    struct ferry_mem *mem;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_mem_register")))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_mem_register: out is NULL");
+    if (addr == NULL || len == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_mem_register: %s; pass a buffer and its "
+                            "length in bytes",
+                            addr == NULL ? "addr is NULL" : "len is 0");
+    if ((uintptr_t)addr + len < (uintptr_t)addr)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_mem_register: [%p, +%zu) wraps around the "
+                            "address space",
+                            addr, len);
+    if (access & ~(unsigned)(FERRY_ACCESS_REMOTE_READ |
+                             FERRY_ACCESS_REMOTE_WRITE))
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_mem_register: access 0x%x has bits that "
+                            "are not FERRY_ACCESS_REMOTE_READ/WRITE",
+                            access);
+    if (kind != FERRY_MEM_HOST && kind != FERRY_MEM_CUDA &&
+        kind != FERRY_MEM_AUTO)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_mem_register: kind %d is not FERRY_MEM_HOST, "
+                            "FERRY_MEM_CUDA or FERRY_MEM_AUTO",
+                            (int)kind);
+    ret = ferry__mem_register_any(ctx, addr, len, kind, device, access, false,
+                                  "ferry_mem_register", &mem);
+    if (ret != 0)
+        return ret;
+    if (mem->path == FERRY__DEV_STAGED)
+        FERRY_LOG_INFO("[%p, +%zu) on device %d is staged through host "
+                       "buffers: %s",
+                       addr, len, mem->device, reg->mem.dev_why);
+    ferry__lock_acquire(&reg->fab.lock);
+    mem->next = reg->mem.list;
+    if (reg->mem.list)
+        reg->mem.list->prev = mem;
+    reg->mem.list = mem;
+    ferry__lock_release(&reg->fab.lock);
+    *out = mem;
+    return 0;
+}
+
+int ferry_mem_deregister(ferry_mem_t *mem)
+{
+    struct ferry__reg *reg;
+    unsigned users;
+    int ret;
+
+    ferry__error_clear();
+    if (mem == NULL)
+        return 0;
+    if ((ret = ferry__check_mem(mem, "ferry_mem_deregister")))
+        return ret;
+    reg = ferry__reg_of(mem->ctx);
+    ferry__lock_acquire(&reg->fab.lock);
+    /* References are taken under the lock (lock.h), so the count cannot
+     * rise between this check and the unlink. */
+    users = ferry__users_read(&mem->users, &reg->fab.lock);
+    if (users == 0) {
+        if (mem->prev)
+            mem->prev->next = mem->next;
+        else
+            reg->mem.list = mem->next;
+        if (mem->next)
+            mem->next->prev = mem->prev;
+    }
+    ferry__lock_release(&reg->fab.lock);
+    if (users != 0)
+        return ferry__error(FERRY_EBUSY,
+                            "ferry_mem_deregister: [%p, +%zu) has %u "
+                            "user%s: requests with operations in flight or "
+                            "descriptor lists; wait for or free the "
+                            "requests, destroy the lists first",
+                            (void *)mem->addr, mem->len, users,
+                            users == 1 ? "" : "s");
+    ferry__mem_close(mem);
+    return 0;
+}
+
+int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
+{
+    const struct ferry__reg *reg;
+    struct ferry__blob_writer w;
+    unsigned flags = 0;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_mem(mem, "ferry_mem_export")))
+        return ret;
+    if (len == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_mem_export: len is NULL");
+    if (!(mem->access &
+          (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)))
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_mem_export: [%p, +%zu) was registered "
+                            "without remote access; register it with "
+                            "FERRY_ACCESS_REMOTE_READ and/or _WRITE to export "
+                            "it",
+                            (void *)mem->addr, mem->len);
+    reg = ferry__reg_of(mem->ctx);
+    if (reg->fab.mr_mode & FERRY_MR_VIRT_ADDR)
+        flags |= RKEY_VIRT_ADDR;
+    if (reg->fab.mr_mode & FERRY_MR_RAW)
+        flags |= RKEY_RAW;
+    if (mem->mirror != NULL)
+        flags |= RKEY_MIRROR;
+    ferry__blob_begin(&w, blob, *len, FERRY__BLOB_RKEY);
+    ferry__blob_put_str(&w, reg->fab.rails[0].info->fabric_attr->prov_name);
+    ferry__blob_put_u32(&w, flags);
+    ferry__blob_put_u32(&w, mem->access);
+    /* Peers reach a staged region's mirror, registered in its place. */
+    ferry__blob_put_u64(&w, (uint64_t)(uintptr_t)(mem->mirror != NULL
+                                                      ? mem->mirror
+                                                      : mem->addr));
+    ferry__blob_put_u64(&w, mem->len);
+    if (mem->mirror != NULL)
+        ferry__blob_put_u64(&w, mem->mirror_id);
+    ferry__blob_put_u16(&w, (uint16_t)reg->fab.nrails);
+    for (unsigned i = 0; i < reg->fab.nrails; i++) {
+        ferry__blob_put_u64(&w, mem->raw_base[i]);
+        ferry__blob_put_u16(&w, (uint16_t)mem->key_len[i]);
+        ferry__blob_put_bytes(&w, mem->key[i], mem->key_len[i]);
+    }
+    return ferry__blob_end(&w, len);
+}
+
+/* Reads the per-rail keys of a remote-key blob into rmem. */
+static int import_keys(struct ferry__reg *reg, struct ferry__blob_reader *r,
+                       struct ferry_rmem *rmem, bool raw)
+{
+    unsigned rails = ferry__blob_get_u16(r);
+
+    if (r->bad || rails == 0 || rails > FERRY__MAX_RAILS)
+        return ferry__error(FERRY_EBLOB,
+                            "remote-key blob lists %u rails; expected 1 to %d",
+                            rails, FERRY__MAX_RAILS);
+    rmem->nrails = rails < reg->fab.nrails ? rails : reg->fab.nrails;
+    for (unsigned i = 0; i < rails; i++) {
+        uint8_t key[FERRY__KEY_MAX];
+        uint64_t raw_base = ferry__blob_get_u64(r);
+        size_t klen = ferry__blob_get_u16(r);
+
+        if (r->bad || klen == 0 || klen > FERRY__KEY_MAX)
+            return ferry__error(FERRY_EBLOB,
+                                "remote-key blob: rail %u key of %zu bytes is "
+                                "empty, too long or cut short",
+                                i, klen);
+        ferry__blob_get_bytes(r, key, klen);
+        if (r->bad)
+            return ferry__error(FERRY_EBLOB,
+                                "remote-key blob: rail %u key is cut short", i);
+        if (i >= rmem->nrails)
+            continue;
+        if (!raw) {
+            if (klen > 8)
+                return ferry__error(FERRY_EBLOB,
+                                    "remote-key blob: rail %u has a %zu-byte "
+                                    "key without the raw-key flag",
+                                    i, klen);
+            rmem->key[i] = ferry__key_to_u64(key, klen);
+            continue;
+        }
+        int ret = fi_mr_map_raw(reg->fab.rails[i].domain, raw_base, key, klen,
+                                &rmem->key[i], 0);
+        if (ret != 0)
+            return ferry__error(ferry__error_from_fi(ret),
+                                "fi_mr_map_raw of a %zu-byte key on domain %s "
+                                "failed (raw keys, FI_MR_RAW): %s",
+                                klen, reg->fab.rails[i].info->domain_attr->name,
+                                fi_strerror(-ret));
+        rmem->key_mapped[i] = true;
+    }
+    if (r->pos != r->len)
+        return ferry__error(FERRY_EBLOB,
+                            "remote-key blob has %zu bytes after its last "
+                            "field",
+                            r->len - r->pos);
+    return 0;
+}
+
+static void rmem_release(struct ferry_rmem *rmem)
+{
+    struct ferry__reg *reg = ferry__reg_of(rmem->peer->ctx);
+
+    for (unsigned i = 0; i < reg->fab.nrails; i++)
+        if (rmem->key_mapped[i])
+            fi_mr_unmap_key(reg->fab.rails[i].domain, rmem->key[i]);
+    if (rmem->magic == FERRY__MAGIC_RMEM && rmem->mirror)
+        reg->mem.mirror_rmems--;
+    ferry__users_drop(&rmem->peer->rmem_count);
+    rmem->magic = FERRY__MAGIC_DEAD;
+    free(rmem);
+}
+
+static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
+                      struct ferry_rmem *rmem)
+{
+    const char *ours = reg->fab.rails[0].info->fabric_attr->prov_name;
+    bool raw_here = reg->fab.mr_mode & FERRY_MR_RAW;
+    unsigned flags;
+
+    ferry__blob_get_str(r, rmem->provider, sizeof(rmem->provider));
+    flags = ferry__blob_get_u32(r);
+    rmem->access = ferry__blob_get_u32(r);
+    rmem->base = ferry__blob_get_u64(r);
+    rmem->len = ferry__blob_get_u64(r);
+    if (r->bad)
+        return ferry__error(FERRY_EBLOB,
+                            "remote-key blob ends inside its fields: it was "
+                            "truncated");
+    if (strcmp(rmem->provider, ours) != 0)
+        return ferry__error(FERRY_EINCOMPAT,
+                            "remote-key blob was made by a peer using "
+                            "provider '%s' but this context uses '%s': choose "
+                            "the same provider on both sides",
+                            rmem->provider, ours);
+    if (!!(flags & RKEY_RAW) != raw_here)
+        return ferry__error(FERRY_EINCOMPAT,
+                            "remote-key blob %s raw keys (FI_MR_RAW) but this "
+                            "context %s: both sides must use the same "
+                            "provider and mr_mode",
+                            (flags & RKEY_RAW) ? "carries" : "has no",
+                            raw_here ? "uses them" : "does not");
+    if (flags & RKEY_MIRROR)
+        rmem->mirror_id = ferry__blob_get_u64(r);
+    if (flags & ~(RKEY_VIRT_ADDR | RKEY_RAW | RKEY_MIRROR) || rmem->len == 0 ||
+        rmem->base + rmem->len < rmem->base ||
+        rmem->access & ~(unsigned)(FERRY_ACCESS_REMOTE_READ |
+                                   FERRY_ACCESS_REMOTE_WRITE))
+        return ferry__error(FERRY_EBLOB,
+                            "remote-key blob has unknown flags 0x%x, access "
+                            "0x%x or an empty or wrapping region",
+                            flags, rmem->access);
+    rmem->virt_addr = flags & RKEY_VIRT_ADDR;
+    rmem->mirror = flags & RKEY_MIRROR;
+    return import_keys(reg, r, rmem, raw_here);
+}
+
+int ferry_rmem_import(ferry_peer_t *peer, const void *blob, size_t len,
+                      ferry_rmem_t **out)
+{
+    struct ferry__blob_reader r;
+    struct ferry__reg *reg;
+    struct ferry_rmem *rmem;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_rmem_import")))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_rmem_import: out is NULL");
+    if ((ret = ferry__blob_open(&r, blob, len, FERRY__BLOB_RKEY,
+                                "remote-key blob")))
+        return ret;
+    reg = ferry__reg_of(peer->ctx);
+    rmem = calloc(1, sizeof(*rmem));
+    if (rmem == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a remote region");
+    rmem->peer = peer;
+    ferry__lock_acquire(&reg->fab.lock);
+    ferry__users_take(&peer->rmem_count, &reg->fab.lock);
+    ret = parse_rkey(reg, &r, rmem);
+    if (ret == 0) {
+        rmem->magic = FERRY__MAGIC_RMEM;
+        reg->mem.mirror_rmems += rmem->mirror;
+        rmem->next = reg->mem.rlist;
+        if (reg->mem.rlist)
+            reg->mem.rlist->prev = rmem;
+        reg->mem.rlist = rmem;
+    } else {
+        rmem_release(rmem);
+    }
+    ferry__lock_release(&reg->fab.lock);
+    if (ret != 0)
+        return ret;
+    *out = rmem;
+    return 0;
+}
+
+size_t ferry_rmem_length(const ferry_rmem_t *rmem)
+{
+    return rmem != NULL && rmem->magic == FERRY__MAGIC_RMEM ? rmem->len : 0;
+}
+
+int ferry_rmem_free(ferry_rmem_t *rmem)
+{
+    struct ferry__reg *reg;
+    unsigned users;
+    int ret;
+
+    ferry__error_clear();
+    if (rmem == NULL)
+        return 0;
+    if ((ret = ferry__check_rmem(rmem, "ferry_rmem_free")))
+        return ret;
+    reg = ferry__reg_of(rmem->peer->ctx);
+    ferry__lock_acquire(&reg->fab.lock);
+    users = ferry__users_read(&rmem->users, &reg->fab.lock);
+    if (users == 0) {
+        if (rmem->prev)
+            rmem->prev->next = rmem->next;
+        else
+            reg->mem.rlist = rmem->next;
+        if (rmem->next)
+            rmem->next->prev = rmem->prev;
+        rmem_release(rmem);
+    }
+    ferry__lock_release(&reg->fab.lock);
+    if (users != 0)
+        return ferry__error(FERRY_EBUSY,
+                            "ferry_rmem_free: the remote region has %u "
+                            "user%s: requests with operations in flight or "
+                            "descriptor lists; wait for or free the "
+                            "requests, destroy the lists first",
+                            users, users == 1 ? "" : "s");
+    return 0;
+}
+
+void ferry__mems_destroy(struct ferry__reg *reg)
+{
+    while (reg->mem.rlist != NULL) {
+        struct ferry_rmem *next = reg->mem.rlist->next;
+        rmem_release(reg->mem.rlist);
+        reg->mem.rlist = next;
+    }
+    while (reg->mem.list != NULL) {
+        struct ferry_mem *next = reg->mem.list->next;
+        ferry__mem_close(reg->mem.list);
+        reg->mem.list = next;
+    }
+}
+
+const char *ferry_mem_path(const ferry_mem_t *mem)
+{
+    if (mem == NULL || mem->magic != FERRY__MAGIC_MEM)
+        return NULL;
+    switch (mem->kind == FERRY_MEM_CUDA ? mem->path : FERRY__DEV_NONE) {
+    case FERRY__DEV_DMABUF:
+        return "cuda dmabuf";
+    case FERRY__DEV_VA:
+        return "cuda FI_HMEM";
+    case FERRY__DEV_STAGED:
+        return "cuda staged";
+    default:
+        return "host";
+    }
+}
+
+int ferry_mem_refresh(ferry_mem_t *mem)
+{
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_mem(mem, "ferry_mem_refresh")))
+        return ret;
+    if (mem->mirror == NULL)
+        return 0; /* peers reach the memory itself */
+    return ferry__hmem()->copy(mem->mirror, mem->addr, mem->len);
+}

@@ -1,0 +1,189 @@
+/*
+ * Peers: address blobs turned into address-vector entries, one per rail.
+ *
+ * Address blob fields (after the common header, see blob.c):
+ *   str provider | u16 rails | rails x (u32 addr_format | u16 len | bytes)
+ */
+#include "reg/peer.h"
+
+#include "base/blob.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *format_name(uint32_t fmt)
+{
+    switch (fmt) {
+    case FI_SOCKADDR_IN:
+        return "IPv4";
+    case FI_SOCKADDR_IN6:
+        return "IPv6";
+    case FI_SOCKADDR_IB:
+        return "InfiniBand";
+    case FI_ADDR_STR:
+        return "string";
+    default:
+        return "provider-specific";
+    }
+}
+
+/* Reads the blob and inserts each rail's address; under the lock. */
+static int insert_addresses(struct ferry__reg *reg,
+                            struct ferry__blob_reader *r,
+                            struct ferry_peer *peer)
+{
+    const char *ours = reg->fab.rails[0].info->fabric_attr->prov_name;
+    char prov[FERRY__NAME_MAX];
+    unsigned rails;
+
+    FERRY__ASSERT_LOCKED(&reg->fab.lock);
+    ferry__blob_get_str(r, prov, sizeof(prov));
+    rails = ferry__blob_get_u16(r);
+    if (r->bad)
+        return ferry__error(FERRY_EBLOB,
+                            "address blob ends inside its fields: it was "
+                            "truncated");
+    if (strcmp(prov, ours) != 0)
+        return ferry__error(FERRY_EINCOMPAT,
+                            "address blob comes from a peer using provider "
+                            "'%s' but this context uses '%s': choose the same "
+                            "provider on both sides (config.provider or "
+                            "FI_PROVIDER)",
+                            prov, ours);
+    if (rails == 0 || rails > FERRY__MAX_RAILS)
+        return ferry__error(FERRY_EBLOB,
+                            "address blob lists %u rails; a peer has 1 to %d",
+                            rails, FERRY__MAX_RAILS);
+    for (unsigned i = 0; i < rails; i++) {
+        struct ferry__rail *rail = &reg->fab.rails[i];
+        uint8_t name[FERRY__ADDR_MAX];
+        uint32_t fmt = ferry__blob_get_u32(r);
+        size_t len = ferry__blob_get_u16(r);
+        int ret;
+
+        if (r->bad || len > sizeof(name) || len == 0)
+            return ferry__error(FERRY_EBLOB,
+                                "address blob: rail %u address of %zu bytes "
+                                "is empty, too long or cut short",
+                                i, len);
+        ferry__blob_get_bytes(r, name, len);
+        if (r->bad)
+            return ferry__error(FERRY_EBLOB,
+                                "address blob: rail %u address is cut short",
+                                i);
+        /* A peer with more rails than we have: use the common ones. */
+        if (i >= reg->fab.nrails)
+            continue;
+        if (fmt != rail->info->addr_format)
+            return ferry__error(
+                FERRY_EINCOMPAT,
+                "peer's rail %u has an address of the %s family but this "
+                "context's domain %s uses the %s family: pick domains of "
+                "the same family on both sides",
+                i, format_name(fmt), rail->info->domain_attr->name,
+                format_name(rail->info->addr_format));
+        ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
+        if (ret != 1)
+            return ferry__error(FERRY_EPROVIDER,
+                                "fi_av_insert of the peer's rail %u address "
+                                "on domain %s failed: %s",
+                                i, rail->info->domain_attr->name,
+                                fi_strerror(ret < 0 ? -ret : FI_EINVAL));
+    }
+    if (r->pos != r->len)
+        return ferry__error(FERRY_EBLOB,
+                            "address blob has %zu bytes after its last field",
+                            r->len - r->pos);
+    return 0;
+}
+
+int ferry_peer_add(ferry_context_t *ctx, const void *addr, size_t len,
+                   ferry_peer_t **out)
+{
+    struct ferry__reg *reg = ferry__reg_of(ctx);
+    struct ferry__blob_reader r;
+    struct ferry_peer *peer;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_peer_add")))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_peer_add: out is NULL");
+    if ((ret = ferry__blob_open(&r, addr, len, FERRY__BLOB_ADDR,
+                                "address blob")))
+        return ret;
+    peer = calloc(1, sizeof(*peer));
+    if (peer == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a peer");
+    for (unsigned i = 0; i < FERRY__MAX_RAILS; i++)
+        peer->fi_addr[i] = FI_ADDR_NOTAVAIL;
+    ferry__lock_acquire(&reg->fab.lock);
+    ret = insert_addresses(reg, &r, peer);
+    if (ret == 0) {
+        peer->magic = FERRY__MAGIC_PEER;
+        peer->ctx = ctx;
+        peer->next = reg->peers;
+        reg->peers = peer;
+    } else {
+        for (unsigned i = 0; i < reg->fab.nrails; i++)
+            if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL)
+                fi_av_remove(reg->fab.rails[i].av, &peer->fi_addr[i], 1, 0);
+    }
+    ferry__lock_release(&reg->fab.lock);
+    if (ret != 0) {
+        free(peer);
+        return ret;
+    }
+    *out = peer;
+    return 0;
+}
+
+/* Unlinks and frees; under the lock. */
+static void peer_release(struct ferry__reg *reg, struct ferry_peer *peer)
+{
+    for (struct ferry_peer **p = &reg->peers; *p != NULL; p = &(*p)->next) {
+        if (*p == peer) {
+            *p = peer->next;
+            break;
+        }
+    }
+    for (unsigned i = 0; i < reg->fab.nrails; i++)
+        if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL && reg->fab.rails[i].av)
+            fi_av_remove(reg->fab.rails[i].av, &peer->fi_addr[i], 1, 0);
+    peer->magic = FERRY__MAGIC_DEAD;
+    free(peer);
+}
+
+int ferry_peer_remove(ferry_peer_t *peer)
+{
+    struct ferry__reg *reg;
+    unsigned held;
+    int ret;
+
+    ferry__error_clear();
+    if (peer == NULL)
+        return 0;
+    if ((ret = ferry__check_peer(peer, "ferry_peer_remove")))
+        return ret;
+    reg = ferry__reg_of(peer->ctx);
+    ferry__lock_acquire(&reg->fab.lock);
+    held = ferry__users_read(&peer->rmem_count, &reg->fab.lock);
+    if (held == 0)
+        peer_release(reg, peer);
+    ferry__lock_release(&reg->fab.lock);
+    if (held != 0)
+        return ferry__error(FERRY_EBUSY,
+                            "ferry_peer_remove: %u remote region%s imported "
+                            "from this peer %s still held; ferry_rmem_free "
+                            "them first",
+                            held, held == 1 ? "" : "s",
+                            held == 1 ? "is" : "are");
+    return 0;
+}
+
+void ferry__peers_destroy(struct ferry__reg *reg)
+{
+    while (reg->peers != NULL)
+        peer_release(reg, reg->peers);
+}

@@ -1,0 +1,124 @@
+/*
+ * Requests and operations (op.h): operation slots per rail, posting one
+ * RMA, ending a request, the request lists.
+ */
+#include "xfer/op.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_rma.h>
+
+int ferry__txq_open(struct ferry__xfer *x, struct ferry__rail *rail)
+{
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+    size_t depth = x->reg.fab.tx_depth;
+
+    tx->ops = calloc(depth, sizeof(*tx->ops));
+    if (tx->ops == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for %zu op slots",
+                            depth);
+    for (size_t i = 0; i < depth; i++) {
+        tx->ops[i].rail = rail;
+        tx->ops[i].next_free = i + 1 < depth ? &tx->ops[i + 1] : NULL;
+    }
+    tx->free_ops = &tx->ops[0];
+    return 0;
+}
+
+void ferry__txq_close(struct ferry__xfer *x, struct ferry__rail *rail)
+{
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+
+    free(tx->ops);
+    memset(tx, 0, sizeof(*tx));
+}
+
+void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
+                    struct ferry_req *req, enum ferry__op_kind kind,
+                    size_t len)
+{
+    FERRY__ASSERT_LOCKED(&ferry__fabric_of(req->ctx)->lock);
+    tx->free_ops = op->next_free;
+    op->req = req;
+    op->slot = NULL;
+    op->notifies = false;
+    op->kind = kind;
+    op->len = len;
+    tx->ops_in_flight++;
+    req->ops_in_flight++;
+}
+
+void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
+{
+    op->req->ops_in_flight--;
+    op->req = NULL;
+    op->next_free = tx->free_ops;
+    tx->free_ops = op;
+    tx->ops_in_flight--;
+}
+
+ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
+                        struct ferry__op *op, void *local, void *desc,
+                        const struct ferry_rmem *rmem, uint64_t roff,
+                        size_t len, bool notifies, uint64_t data)
+{
+    uint64_t raddr = ferry__rma_addr(rmem, roff);
+    uint64_t key = rmem->key[rail->index];
+    fi_addr_t dest = req->peer->fi_addr[rail->index];
+
+    if (notifies)
+        return fi_writedata(rail->ep, local, len, desc, data, dest, raddr,
+                            key, &op->fi_ctx);
+    if (req->kind == FERRY__OP_WRITE)
+        return fi_write(rail->ep, local, len, desc, dest, raddr, key,
+                        &op->fi_ctx);
+    return fi_read(rail->ep, local, len, desc, dest, raddr, key, &op->fi_ctx);
+}
+
+void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
+{
+    va_list ap;
+
+    FERRY__ASSERT_LOCKED(&ferry__fabric_of(req->ctx)->lock);
+    if (req->status != FERRY_EINPROGRESS)
+        return;
+    req->status = status;
+    if (fmt != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(req->errmsg, sizeof(req->errmsg), fmt, ap);
+        va_end(ap);
+    }
+}
+
+void ferry__req_list_remove(struct ferry_req *r)
+{
+    struct ferry__req_list *l = r->list;
+
+    if (l == NULL)
+        return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        l->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        l->tail = r->prev;
+    r->prev = r->next = NULL;
+    r->list = NULL;
+}
+
+void ferry__req_list_append(struct ferry__req_list *l, struct ferry_req *r)
+{
+    r->prev = l->tail;
+    r->next = NULL;
+    if (l->tail)
+        l->tail->next = r;
+    else
+        l->head = r;
+    l->tail = r;
+    r->list = l;
+}

@@ -1,0 +1,126 @@
+/*
+ * Requests and operations: the types the transfer layer shares, and the
+ * primitives stage.c, notify.c and xfer.c build on: taking an operation
+ * slot, posting one RMA, ending a request, the request lists.
+ *
+ * All of these run with the lock held.  A request is posted chunk by
+ * chunk as operation slots allow, ends once (success, error, deadline or
+ * cancel: the first end wins), and is retired when it has ended and
+ * every operation it posted has come back: only then are its
+ * registrations released, so a cancelled or timed-out request never lets
+ * a buffer go while the provider may still touch it.
+ */
+#ifndef FERRY_XFER_OP_H
+#define FERRY_XFER_OP_H
+
+#include <sys/types.h>
+
+#include "reg/peer.h"
+#include "reg/rcache.h"
+#include "xfer/part.h"
+
+enum ferry__op_kind {
+    FERRY__OP_WRITE,
+    FERRY__OP_READ,
+    FERRY__OP_SEND, /* a notification */
+    FERRY__OP_SYNC, /* a mirror sync message (stage.c) */
+};
+
+/* A notification's or sync's wire bytes, at most (notify.c). */
+#define FERRY__MSG_SIZE 32
+
+struct ferry__stage_slot;
+
+struct ferry__op {
+    struct fi_context2 fi_ctx; /* first: libfabric hands it back */
+    struct ferry_req *req;
+    struct ferry__rail *rail;
+    struct ferry__op *next_free;
+    struct ferry__stage_slot *slot; /* a staged chunk's RMA, else NULL */
+    enum ferry__op_kind kind;
+    bool notifies; /* a write carrying its request's notification */
+    size_t len;
+    uint8_t msg[FERRY__MSG_SIZE]; /* a notification's wire bytes */
+};
+
+/* The registration ferry found (cached) or made (one-shot) for an iov. */
+struct ferry__found {
+    struct ferry_mem *mem;
+    struct ferry__rc_entry *entry; /* cache reference, or NULL: mem is ours */
+};
+
+enum ferry__notify_state {
+    FERRY__NOTIFY_NONE,    /* the request carries none */
+    FERRY__NOTIFY_PENDING, /* to be sent once the data has landed */
+    FERRY__NOTIFY_SENT,    /* in flight */
+    FERRY__NOTIFY_DONE,
+};
+
+struct ferry_req {
+    uint32_t magic;
+    struct ferry_context *ctx;
+    struct ferry_peer *peer;
+    struct ferry_req *prev, *next; /* on the active or the done list */
+    struct ferry__req_list *list;  /* which of the two */
+    enum ferry__op_kind kind;
+    size_t niov;                 /* iovs, or prepared block pairs */
+    struct ferry_iov *iov;       /* copy of the caller's array, or NULL */
+    struct ferry_prep *prep;     /* a prepared request: */
+    uint32_t *lidx, *ridx;       /* its block pairs (one allocation) */
+    struct ferry__found *found;  /* per iov without lmem, or NULL */
+    /* Next byte to post: iov index and offset within it. */
+    size_t cur_iov;
+    size_t cur_off;
+    uint64_t bytes;  /* in all */
+    bool striped;    /* chunks spread over the rails (xfer.c) */
+    size_t chunk;    /* largest operation it posts */
+    unsigned rail;   /* the rail of an unstriped request */
+    int rail_pending; /* rail chosen for the next chunk, or -1 */
+    int64_t credit[FERRY__MAX_RAILS]; /* weighted round robin of chunks */
+    size_t ops_in_flight;
+    uint64_t bytes_done;
+    uint64_t deadline_ns; /* 0: none */
+    enum ferry__notify_state notify;
+    uint64_t notify_id;
+    uint64_t notify_value;
+    /* Writes into remote mirrors (rmem->mirror) are followed by one sync
+     * message per item, sync_next the next item to send one for; the
+     * notification, if any, goes once they are all delivered. */
+    bool sync_mirrors;
+    size_t sync_next;
+    bool staged; /* some of its local memory goes through staging */
+    int status;           /* FERRY_EINPROGRESS, 0 or the error */
+    bool user_freed;      /* free once the provider is done with it */
+    char errmsg[256];
+};
+
+/* The rail's operation slots (tx_depth of them), after the rail opened. */
+int ferry__txq_open(struct ferry__xfer *x, struct ferry__rail *rail);
+/* Frees them, once no operation can come back (endpoint closed). */
+void ferry__txq_close(struct ferry__xfer *x, struct ferry__rail *rail);
+/* The slots of op's rail. */
+static inline struct ferry__txq *ferry__txq_of(struct ferry__xfer *x,
+                                               const struct ferry__rail *rail)
+{
+    return &x->req.tx[rail->index];
+}
+/* Takes op, the rail's first free slot, for req. */
+void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
+                    struct ferry_req *req, enum ferry__op_kind kind,
+                    size_t len);
+/* Gives op's slot back to its rail: its operation came back. */
+void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op);
+/* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem; a
+ * write that notifies carries the request's notification as its remote
+ * CQ data (fi_writedata, data packed by the caller). */
+ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
+                        struct ferry__op *op, void *local, void *desc,
+                        const struct ferry_rmem *rmem, uint64_t roff,
+                        size_t len, bool notifies, uint64_t data);
+/* Ends the request with status unless it has ended already. */
+void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ferry__req_list_remove(struct ferry_req *r);
+void ferry__req_list_append(struct ferry__req_list *l, struct ferry_req *r);
+
+#endif /* FERRY_XFER_OP_H */

@@ -1,0 +1,106 @@
+/*
+ * The xfer part of a context: what the transfer layer keeps per context,
+ * above the reg part it embeds first (fabric.h says why parts nest).
+ * Each module of the layer owns one member; they are declared here
+ * together so that every module's header can include this one without a
+ * circle.
+ */
+#ifndef FERRY_XFER_PART_H
+#define FERRY_XFER_PART_H
+
+#include "reg/part.h"
+
+struct ferry__op;
+struct ferry__recv;
+struct ferry__stage;
+struct ferry_req;
+
+struct ferry__req_list {
+    struct ferry_req *head;
+    struct ferry_req *tail;
+};
+
+/* op.c: a rail's operation slots; at most tx_depth are ever in flight. */
+struct ferry__txq {
+    struct ferry__op *ops;
+    struct ferry__op *free_ops;
+    size_t ops_in_flight;
+    /* The provider refused an operation with -FI_EAGAIN: no request posts
+     * on this rail until its CQ gives completions back (or a few progress
+     * calls pass), so one full queue costs one refused call, not one per
+     * active request per progress call.  Under the lock. */
+    bool post_blocked;
+    unsigned blocked_polls;
+    uint64_t bytes_posted; /* statistics */
+};
+
+/* xfer.c and op.c: requests, and the operation slots of every rail. */
+struct ferry__req_part {
+    struct ferry__req_list active; /* requests with work left or ops out */
+    struct ferry__req_list done;   /* retired, waiting for ferry_req_free */
+    unsigned running;              /* active requests still in progress */
+    unsigned next_rail;    /* rail of the next unstriped request */
+    struct ferry__txq tx[FERRY__MAX_RAILS];
+    uint64_t oneshot_registrations;   /* statistics */
+    uint64_t notifications_in_writes; /* sent as a write's CQ data */
+};
+
+struct ferry__notify_queue {
+    struct ferry_notification *items; /* ring */
+    size_t cap, head, count;
+};
+
+struct ferry__counter {
+    uint64_t id;
+    uint64_t sum;
+    bool used;
+};
+
+/* id -> sum, open addressing, power-of-two capacity. */
+struct ferry__counters {
+    struct ferry__counter *slots;
+    size_t cap, used;
+};
+
+/* A rail's receive buffers for notifications, and the registrations of
+ * them and of the op slots' message buffers where the provider wants
+ * FI_MR_LOCAL. */
+struct ferry__rxq {
+    struct ferry__recv *recvs;
+    struct fid_mr *recv_mr;
+    struct fid_mr *send_mr;
+};
+
+/* notify.c: notifications that arrived, and the counters they feed. */
+struct ferry__notify_part {
+    struct ferry__rxq rx[FERRY__MAX_RAILS];
+    struct ferry__notify_queue queue;
+    /* Arrived while mirror copies were queued (stage.c): delivered once
+     * they are done. */
+    struct ferry__notify_queue held;
+    struct ferry__counters counters;
+    uint64_t received; /* statistics */
+    uint64_t unqueued; /* counted, not queued: the queue was full */
+};
+
+/* stage.c: the staging buffers (made on first need), and statistics. */
+struct ferry__stage_part {
+    struct ferry__stage *stage;
+    uint64_t bytes, chunks, max_in_flight;
+    uint64_t mirror_syncs;
+};
+
+/* All of it under the lock. */
+struct ferry__xfer {
+    struct ferry__reg reg; /* first: the layer below */
+    struct ferry__req_part req;
+    struct ferry__notify_part notify;
+    struct ferry__stage_part stage;
+};
+
+static inline struct ferry__xfer *ferry__xfer_of(ferry_context_t *ctx)
+{
+    return (struct ferry__xfer *)(void *)ctx;
+}
+
+#endif /* FERRY_XFER_PART_H */

@@ -1,0 +1,781 @@
+/*
+ * Transfers: validation of every iov before anything is posted, requests,
+ * and posting in chunks of at most max_msg bytes with at most tx_depth
+ * operations in flight per rail.
+ */
+#include "xfer/xfer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "reg/dlist.h"
+#include "reg/rcache.h"
+#include "xfer/notify.h"
+#include "xfer/stage.h"
+
+#define MIN_STRIPE_CHUNK (1u << 20)
+
+static int check_local(const struct ferry_peer *peer,
+                       const struct ferry_iov *iov, size_t i)
+{
+    const struct ferry_mem *m = iov->lmem;
+    uintptr_t lo = (uintptr_t)iov->local;
+    int ret;
+
+    if (iov->local == NULL)
+        return ferry__error(FERRY_EINVAL, "iov[%zu]: local address is NULL",
+                            i);
+    if (lo + iov->len < lo)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: local [%p, +%zu) wraps around the "
+                            "address space",
+                            i, iov->local, iov->len);
+    if (m == NULL)
+        return 0;
+    if ((ret = ferry__check_mem(m, "iov.lmem")))
+        return ferry__error(ret, "iov[%zu]: lmem is not a live ferry "
+                            "registration (deregistered, or another kind of "
+                            "handle)", i);
+    if (m->ctx != peer->ctx)
+        return ferry__error(FERRY_EHANDLE,
+                            "iov[%zu]: lmem was registered with another "
+                            "context than the peer's",
+                            i);
+    if (lo < (uintptr_t)m->addr ||
+        lo + iov->len > (uintptr_t)m->addr + m->len)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: local [%p, +%zu) is not inside its "
+                            "registration [%p, +%zu)",
+                            i, iov->local, iov->len, (void *)m->addr, m->len);
+    return 0;
+}
+
+static int check_remote(const struct ferry_peer *peer,
+                        const struct ferry_iov *iov, size_t i,
+                        enum ferry__op_kind kind)
+{
+    const struct ferry_rmem *r = iov->rmem;
+    unsigned need = kind == FERRY__OP_WRITE ? FERRY_ACCESS_REMOTE_WRITE
+                                            : FERRY_ACCESS_REMOTE_READ;
+
+    if (r == NULL)
+        return ferry__error(FERRY_EINVAL, "iov[%zu]: rmem is NULL", i);
+    if (r->magic != FERRY__MAGIC_RMEM)
+        return ferry__error(FERRY_EHANDLE,
+                            "iov[%zu]: rmem is not a live remote region "
+                            "(freed, or another kind of handle)",
+                            i);
+    if (r->peer != peer)
+        return ferry__error(FERRY_EHANDLE,
+                            "iov[%zu]: rmem was imported from another peer "
+                            "than the one this request goes to",
+                            i);
+    if (iov->roffset + iov->len < iov->roffset)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: remote offset %llu + length %zu "
+                            "overflows 64 bits",
+                            i, (unsigned long long)iov->roffset, iov->len);
+    if (iov->roffset + iov->len > r->len)
+        return ferry__error(FERRY_ERANGE,
+                            "iov[%zu]: remote offset %llu + length %zu "
+                            "exceeds the %llu-byte region",
+                            i, (unsigned long long)iov->roffset, iov->len,
+                            (unsigned long long)r->len);
+    if (!(r->access & need))
+        return ferry__error(FERRY_EINVAL,
+                            "iov[%zu]: the remote region was exported without "
+                            "%s; the owner must register it with %s",
+                            i,
+                            kind == FERRY__OP_WRITE ? "remote write access"
+                                                    : "remote read access",
+                            kind == FERRY__OP_WRITE
+                                ? "FERRY_ACCESS_REMOTE_WRITE"
+                                : "FERRY_ACCESS_REMOTE_READ");
+    return 0;
+}
+
+static int check_opts(const struct ferry_xfer_opts *opts, const char *call)
+{
+    if (opts == NULL)
+        return 0;
+    if (opts->size == 0 || opts->size > sizeof(*opts))
+        return ferry__error(FERRY_EINVAL,
+                            "%s: opts->size is %zu; initialise opts with "
+                            "FERRY_XFER_OPTS_INIT",
+                            call, opts->size);
+    if (opts->flags & ~(unsigned)FERRY_XFER_NOTIFY)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: opts->flags 0x%x has bits that are not "
+                            "FERRY_XFER_* flags",
+                            call, opts->flags);
+    return 0;
+}
+
+static int check_args(ferry_peer_t *peer, const struct ferry_iov *iov,
+                      size_t n, const struct ferry_xfer_opts *opts,
+                      ferry_req_t **out, enum ferry__op_kind kind)
+{
+    const char *call = kind == FERRY__OP_WRITE ? "ferry_write" : "ferry_read";
+    int ret;
+
+    if ((ret = ferry__check_peer(peer, call)))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "%s: req is NULL", call);
+    if (iov == NULL || n == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: %s; pass at least one iov", call,
+                            iov == NULL ? "iov is NULL" : "n is 0");
+    if (n > SIZE_MAX / sizeof(*iov))
+        return ferry__error(FERRY_EINVAL, "%s: n = %zu iovs is too many",
+                            call, n);
+    if ((ret = check_opts(opts, call)))
+        return ret;
+    for (size_t i = 0; i < n; i++) {
+        if (iov[i].len == 0)
+            return ferry__error(FERRY_EINVAL,
+                                "iov[%zu]: length is 0; every iov moves at "
+                                "least one byte",
+                                i);
+        if ((ret = check_local(peer, &iov[i], i)) ||
+            (ret = check_remote(peer, &iov[i], i, kind)))
+            return ret;
+    }
+    return 0;
+}
+
+static uint64_t deadline_of(const struct ferry__xfer *x,
+                            const struct ferry_xfer_opts *opts)
+{
+    int ms = x->reg.fab.cfg.timeout_ms;
+
+    if (opts != NULL && opts->timeout_ms != 0)
+        ms = opts->timeout_ms;
+    if (ms <= 0)
+        return 0;
+    return ferry__now_ns() + (uint64_t)ms * 1000000u;
+}
+
+/*
+ * References keep regions alive while operations may touch them.  A
+ * prepared request holds its prepared transfer, whose lists hold theirs.
+ * Taken with the lock held (lock.h), dropped anywhere.
+ */
+static void hold_regions(struct ferry_req *req, struct ferry__lock *lock)
+{
+    if (req->prep != NULL) {
+        ferry__users_take(&req->prep->users, lock);
+        return;
+    }
+    for (size_t i = 0; i < req->niov; i++) {
+        if (req->iov[i].lmem)
+            ferry__users_take(&req->iov[i].lmem->users, lock);
+        ferry__users_take(&req->iov[i].rmem->users, lock);
+    }
+}
+
+static void drop_regions(struct ferry_req *req)
+{
+    if (req->prep != NULL) {
+        ferry__users_drop(&req->prep->users);
+        return;
+    }
+    for (size_t i = 0; i < req->niov; i++) {
+        if (req->iov[i].lmem)
+            ferry__users_drop(&req->iov[i].lmem->users);
+        ferry__users_drop(&req->iov[i].rmem->users);
+    }
+}
+
+/* Gives back the registrations ferry found or made for iovs without lmem. */
+static void release_found(struct ferry_req *req)
+{
+    for (size_t i = 0; req->found != NULL && i < req->niov; i++) {
+        if (req->found[i].entry != NULL)
+            ferry__rcache_put(req->found[i].entry);
+        else if (req->found[i].mem != NULL)
+            ferry__mem_close_locked(req->found[i].mem);
+    }
+    free(req->found);
+    req->found = NULL;
+}
+
+static void req_release(struct ferry_req *req)
+{
+    drop_regions(req);
+    release_found(req);
+    free(req->iov);
+    free(req->lidx); /* ridx shares the allocation */
+    req->iov = NULL;
+    req->lidx = req->ridx = NULL;
+    req->prep = NULL;
+    req->niov = 0;
+}
+
+static void req_free(struct ferry_req *req)
+{
+    ferry__req_list_remove(req);
+    req->magic = FERRY__MAGIC_DEAD;
+    free(req);
+}
+
+/*
+ * Registrations for iovs without lmem: from the registration cache, or
+ * made for this request alone when the cache cannot keep them.  Every
+ * operation then passes a desc, whether the provider asks for it or not:
+ * a provider without one would register internally, uncached.
+ */
+static int find_registrations(struct ferry__xfer *x,
+                              struct ferry_req *req)
+{
+    for (size_t i = 0; i < req->niov; i++) {
+        struct ferry__found *f;
+        int ret;
+
+        if (req->iov[i].lmem != NULL)
+            continue;
+        if (req->found == NULL) {
+            req->found = calloc(req->niov, sizeof(*req->found));
+            if (req->found == NULL)
+                return ferry__error(FERRY_ENOMEM,
+                                    "out of memory for registrations");
+        }
+        f = &req->found[i];
+        ret = ferry__rcache_get(req->ctx, req->iov[i].local, req->iov[i].len,
+                                &f->mem, &f->entry);
+        if (ret != 0)
+            return ferry__error(ret, "iov[%zu]: registering the local buffer "
+                                "failed: %s", i, ferry_last_error());
+        if (f->entry == NULL) {
+            ferry__lock_acquire(&x->reg.fab.lock);
+            x->req.oneshot_registrations++;
+            ferry__lock_release(&x->reg.fab.lock);
+        }
+    }
+    return 0;
+}
+
+static struct ferry_req *req_new(struct ferry_peer *peer,
+                                enum ferry__op_kind kind,
+                                const struct ferry_xfer_opts *opts)
+{
+    struct ferry_req *req = calloc(1, sizeof(*req));
+
+    if (req == NULL)
+        return NULL;
+    req->ctx = peer->ctx;
+    req->peer = peer;
+    req->kind = kind;
+    req->status = FERRY_EINPROGRESS;
+    req->rail_pending = -1;
+    req->deadline_ns = deadline_of(ferry__xfer_of(peer->ctx), opts);
+    if (opts != NULL && (opts->flags & FERRY_XFER_NOTIFY)) {
+        req->notify = FERRY__NOTIFY_PENDING;
+        req->notify_id = opts->notify_id;
+        req->notify_value = opts->notify_value;
+    }
+    return req;
+}
+
+/*
+ * The chunk of a striped request: about a quarter of each rail's share,
+ * so that weights can shape the split, and never below MIN_STRIPE_CHUNK,
+ * an operation of the default size (1 MiB; on tcp here 512 KiB-1 MiB
+ * operations move the most, docs/performance.md), nor above max_msg.
+ */
+static size_t stripe_chunk(const struct ferry__xfer *x, uint64_t bytes)
+{
+    uint64_t chunk = bytes / (4u * x->reg.fab.nrails);
+
+    chunk = (chunk + 4095) & ~(uint64_t)4095;
+    if (chunk < MIN_STRIPE_CHUNK)
+        chunk = MIN_STRIPE_CHUNK;
+    return chunk < x->reg.fab.max_msg ? (size_t)chunk : x->reg.fab.max_msg;
+}
+
+/* Publishes the request and posts what the provider takes now. */
+static int req_start(struct ferry_req *req, ferry_req_t **out)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+
+    req->magic = FERRY__MAGIC_REQ;
+    ferry__lock_acquire(&x->reg.fab.lock);
+    /* Large requests are striped over the rails; smaller ones take the
+     * rails in turn, one rail each. */
+    req->striped = x->reg.fab.nrails > 1 &&
+                   req->bytes >= x->reg.fab.cfg.stripe_threshold;
+    req->rail = x->req.next_rail++;
+    req->chunk =
+        req->striped ? stripe_chunk(x, req->bytes) : x->reg.fab.max_msg;
+    /* Writes into a peer's host mirror of device memory tell the peer
+     * what they wrote (post_syncs); only contexts that imported one look. */
+    req->sync_mirrors =
+        req->kind == FERRY__OP_WRITE && x->reg.mem.mirror_rmems > 0;
+    hold_regions(req, &x->reg.fab.lock);
+    ferry__req_list_append(&x->req.active, req);
+    ferry__req_post_pending(req);
+    ferry__req_settle(req);
+    ferry__lock_release(&x->reg.fab.lock);
+    *out = req;
+    return 0;
+}
+
+static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
+                  const struct ferry_xfer_opts *opts, ferry_req_t **out,
+                  enum ferry__op_kind kind)
+{
+    struct ferry_req *req;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = check_args(peer, iov, n, opts, out, kind)))
+        return ret;
+    req = req_new(peer, kind, opts);
+    if (req == NULL || (req->iov = malloc(n * sizeof(*iov))) == NULL) {
+        free(req);
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    }
+    memcpy(req->iov, iov, n * sizeof(*iov));
+    req->niov = n;
+    for (size_t i = 0; i < n; i++)
+        req->bytes += iov[i].len; /* bounded: each iov lies in a region */
+    if ((ret = find_registrations(ferry__xfer_of(peer->ctx), req)) != 0) {
+        struct ferry__lock *lock = &ferry__fabric_of(peer->ctx)->lock;
+
+        ferry__lock_acquire(lock);
+        release_found(req);
+        ferry__lock_release(lock);
+        free(req->iov);
+        free(req);
+        return ret;
+    }
+    return req_start(req, out);
+}
+
+int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
+                    const uint32_t *remote_idx, size_t n,
+                    const struct ferry_xfer_opts *opts, ferry_req_t **out)
+{
+    struct ferry_req *req;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_prep(prep, "ferry_xfer_post")) ||
+        (ret = check_opts(opts, "ferry_xfer_post")))
+        return ret;
+    if (out == NULL || local_idx == NULL || remote_idx == NULL || n == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_xfer_post: req, local_idx and remote_idx "
+                            "must not be NULL and n must be at least 1");
+    if (n > SIZE_MAX / (2 * sizeof(uint32_t)))
+        return ferry__error(FERRY_EINVAL, "ferry_xfer_post: n = %zu is too "
+                            "many blocks", n);
+    if ((ret = ferry__prep_check_indices(prep, local_idx, remote_idx, n)))
+        return ret;
+    req = req_new(prep->peer,
+                  prep->op == FERRY_OP_WRITE ? FERRY__OP_WRITE : FERRY__OP_READ,
+                  opts);
+    /* One allocation for both index arrays, none per block. */
+    if (req == NULL || (req->lidx = malloc(2 * n * sizeof(uint32_t))) == NULL) {
+        free(req);
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    }
+    req->ridx = req->lidx + n;
+    memcpy(req->lidx, local_idx, n * sizeof(uint32_t));
+    memcpy(req->ridx, remote_idx, n * sizeof(uint32_t));
+    req->prep = prep;
+    req->niov = n;
+    req->bytes = ferry__prep_bytes(prep, local_idx, n);
+    return req_start(req, out);
+}
+
+int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
+                      const struct ferry_xfer_opts *opts, ferry_req_t **out)
+{
+    struct ferry_xfer_opts with = FERRY_XFER_OPTS_INIT;
+    struct ferry_req *req;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_notify_send")) ||
+        (ret = check_opts(opts, "ferry_notify_send")))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_notify_send: req is NULL");
+    if (opts != NULL)
+        with.timeout_ms = opts->timeout_ms;
+    with.flags = FERRY_XFER_NOTIFY;
+    with.notify_id = id;
+    with.notify_value = value;
+    req = req_new(peer, FERRY__OP_SEND, &with);
+    if (req == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    return req_start(req, out); /* no data: the notification goes at once */
+}
+
+int ferry_write(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
+                const struct ferry_xfer_opts *opts, ferry_req_t **req)
+{
+    return submit(peer, iov, n, opts, req, FERRY__OP_WRITE);
+}
+
+int ferry_read(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
+               const struct ferry_xfer_opts *opts, ferry_req_t **req)
+{
+    return submit(peer, iov, n, opts, req, FERRY__OP_READ);
+}
+
+/*
+ * The i-th piece of a request: its iov, or its pair of prepared blocks,
+ * with lmem set to the registration it uses (found in the cache or made
+ * for the request when the caller gave none).
+ */
+static void req_item(const struct ferry_req *req, size_t i,
+                     struct ferry_iov *out)
+{
+    if (req->prep == NULL) {
+        *out = req->iov[i];
+        if (out->lmem == NULL && req->found != NULL)
+            out->lmem = req->found[i].mem;
+    } else {
+        struct ferry__block lb, rb;
+
+        ferry__dlist_block(req->prep->local, req->lidx[i], &lb);
+        ferry__dlist_block(req->prep->remote, req->ridx[i], &rb);
+        out->local = lb.mem->addr + lb.offset;
+        out->lmem = lb.mem;
+        out->rmem = rb.rmem;
+        out->roffset = rb.offset;
+        out->len = lb.len;
+    }
+}
+
+/* len more bytes of the current item are on their way. */
+static void advance(struct ferry_req *req, const struct ferry_iov *item,
+                    size_t len)
+{
+    req->rail_pending = -1;
+    req->cur_off += len;
+    if (req->cur_off == item->len) {
+        req->cur_iov++;
+        req->cur_off = 0;
+    }
+}
+
+/*
+ * The rail of the request's next chunk.  A request below the striping
+ * threshold keeps the rail it was given (requests take turns); a striped
+ * one spreads its chunks by smooth weighted round robin, so each rail
+ * carries a share in proportion to its speed.
+ */
+static unsigned next_rail(struct ferry_req *req, unsigned nrails)
+{
+    const struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    int64_t total = 0;
+    unsigned best = 0;
+
+    if (!req->striped || nrails < 2)
+        return req->rail % nrails;
+    for (unsigned r = 0; r < nrails; r++) {
+        req->credit[r] += x->reg.fab.rails[r].weight;
+        total += x->reg.fab.rails[r].weight;
+        if (req->credit[r] > req->credit[best])
+            best = r;
+    }
+    req->credit[best] -= total;
+    return best;
+}
+
+/*
+ * A write between plain memories: no staged chunk of its own and no peer
+ * mirror to sync, so nothing but its writes must land before its
+ * notification.  Only such a request's notification may go before all
+ * its writes came back (ridden on the last one, or sent right behind it).
+ */
+static bool plain_write(const struct ferry_req *req)
+{
+    return req->kind == FERRY__OP_WRITE && !req->sync_mirrors && !req->staged;
+}
+
+/*
+ * Whether the request's notification can ride on the write about to be
+ * posted on rail, as its remote CQ data: one operation where a write and
+ * a message would be two (the target sees the notification in the
+ * write's own completion, after its data).  The write must be the
+ * request's last, every earlier one delivered already or ordered before
+ * it (writes_ordered), no peer mirror may need its sync message first,
+ * and {id, value} must fit the rail's CQ data.
+ */
+static bool notify_rides(const struct ferry_req *req,
+                         const struct ferry__rail *rail,
+                         const struct ferry_iov *item, size_t len)
+{
+    return req->notify == FERRY__NOTIFY_PENDING && plain_write(req) &&
+           req->cur_iov + 1 == req->niov &&
+           req->cur_off + len == item->len &&
+           (req->ops_in_flight == 0 ||
+            ferry__fabric_of(req->ctx)->writes_ordered) &&
+           ferry__notify_fits(rail, req->notify_id, req->notify_value);
+}
+
+void ferry__req_post_pending(struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    while (req->status == FERRY_EINPROGRESS && req->cur_iov < req->niov) {
+        struct ferry_iov item;
+        struct ferry__rail *rail;
+        struct ferry__txq *tx;
+        struct ferry__op *op;
+        void *desc;
+        size_t len;
+        bool notifies;
+        uint64_t data;
+        ssize_t ret;
+
+        req_item(req, req->cur_iov, &item);
+        if (item.lmem != NULL && item.lmem->staged) {
+            ssize_t n = ferry__stage_post(req, &item);
+
+            req->staged = true;
+            if (n <= 0)
+                break; /* no room now, or the request ended */
+            advance(req, &item, (size_t)n);
+            continue;
+        }
+        if (req->rail_pending < 0)
+            req->rail_pending = (int)next_rail(req, item.rmem->nrails);
+        rail = &x->reg.fab.rails[req->rail_pending];
+        tx = ferry__txq_of(x, rail);
+        op = tx->free_ops;
+        if (op == NULL || tx->post_blocked)
+            break; /* every slot in flight, or the provider's queue full:
+                    * progress will post the rest */
+        desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
+        len = item.len - req->cur_off;
+        if (len > req->chunk)
+            len = req->chunk;
+        notifies = notify_rides(req, rail, &item, len);
+        data = notifies ? ferry__notify_pack(rail, req->notify_id,
+                                             req->notify_value)
+                        : 0;
+        ret = ferry__rma_post(req, rail, op,
+                              (uint8_t *)item.local + req->cur_off, desc,
+                              item.rmem, item.roffset + req->cur_off, len,
+                              notifies, data);
+        /* A full provider queue: the next progress call polls the CQ,
+         * which makes room, and posts the rest (on the same rail). */
+        if (ret == -FI_EAGAIN) {
+            tx->post_blocked = true;
+            break;
+        }
+        if (ret != 0) {
+            ferry__req_end(req, ferry__error_from_fi((int)ret),
+                           "posting %s of %zu bytes on rail %u (domain %s) "
+                           "failed: %s",
+                           req->kind == FERRY__OP_WRITE ? "a write" : "a read",
+                           len, rail->index, rail->info->domain_attr->name,
+                           fi_strerror((int)-ret));
+            break;
+        }
+        ferry__op_take(tx, op, req, req->kind, len);
+        if (notifies) {
+            op->notifies = true;
+            req->notify = FERRY__NOTIFY_SENT;
+            x->req.notifications_in_writes++;
+        }
+        tx->bytes_posted += len;
+        advance(req, &item, len);
+    }
+}
+
+/*
+ * After its writes completed, tells the peer which ranges of its host
+ * mirrors they filled (one message per run of contiguous items), so it
+ * copies them to its device before the notification that follows.
+ */
+static void post_syncs(struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+
+    while (req->sync_next < req->niov) {
+        struct ferry_iov item, more;
+        size_t next = req->sync_next + 1;
+        uint64_t end;
+        struct ferry__op *op;
+        ssize_t ret;
+
+        req_item(req, req->sync_next, &item);
+        if (!item.rmem->mirror) {
+            req->sync_next = next;
+            continue;
+        }
+        end = item.roffset + item.len;
+        for (; next < req->niov; next++) {
+            req_item(req, next, &more);
+            if (more.rmem != item.rmem || more.roffset != end)
+                break;
+            end += more.len;
+        }
+        if ((op = tx->free_ops) == NULL)
+            return; /* no slot now: the next progress call goes on */
+        ret = ferry__sync_send(req, rail, op, item.rmem->mirror_id,
+                               item.roffset, end - item.roffset);
+        if (ret == -FI_EAGAIN)
+            return;
+        if (ret != 0) {
+            ferry__req_end(req, ferry__error_from_fi((int)ret),
+                           "telling the peer about data written into its "
+                           "staged device memory failed on domain %s: %s",
+                           rail->info->domain_attr->name,
+                           fi_strerror((int)-ret));
+            return;
+        }
+        ferry__op_take(tx, op, req, FERRY__OP_SYNC, 0);
+        req->sync_next = next;
+    }
+}
+
+/* Sends the request's notification once all its data has landed. */
+static void post_notification(struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+    struct ferry__op *op = tx->free_ops;
+    ssize_t ret;
+
+    if (op == NULL)
+        return; /* no slot now: the next progress call retries */
+    ret = ferry__notify_send(req, rail, op);
+    if (ret == -FI_EAGAIN)
+        return;
+    if (ret != 0) {
+        ferry__req_end(req, ferry__error_from_fi((int)ret),
+                       "sending the notification on domain %s failed: %s",
+                       rail->info->domain_attr->name, fi_strerror((int)-ret));
+        return;
+    }
+    ferry__op_take(tx, op, req, FERRY__OP_SEND, 0);
+    req->notify = FERRY__NOTIFY_SENT;
+}
+
+void ferry__req_settle(struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    bool syncs_left = req->sync_mirrors && req->sync_next < req->niov;
+
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    /* Once every write has come back (FI_DELIVERY_COMPLETE: the data is
+     * visible at the target), the syncs of staged remote memory go.  The
+     * notification goes once every operation has come back, syncs
+     * included, or, for writes between plain memories on a provider that
+     * processes sends after the writes before them (notify_ordered), once
+     * every write is posted (a staged chunk may not be posted yet when
+     * its copy has only started). */
+    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov) {
+        if (syncs_left && req->ops_in_flight == 0)
+            post_syncs(req);
+        else if (!syncs_left && req->notify == FERRY__NOTIFY_PENDING &&
+                 (req->ops_in_flight == 0 ||
+                  (x->reg.fab.notify_ordered && plain_write(req))))
+            post_notification(req);
+    }
+    /* The request ends once everything, its notification included, has
+     * come back. */
+    syncs_left = req->sync_mirrors && req->sync_next < req->niov;
+    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov &&
+        req->ops_in_flight == 0 && req->notify != FERRY__NOTIFY_PENDING &&
+        !syncs_left)
+        req->status = 0;
+    if (req->status == FERRY_EINPROGRESS || req->ops_in_flight != 0 ||
+        req->list != &x->req.active)
+        return;
+    req_release(req);
+    ferry__req_list_remove(req);
+    if (req->user_freed)
+        req_free(req);
+    else
+        ferry__req_list_append(&x->req.done, req);
+}
+
+void ferry__op_complete(struct ferry__op *op, int err, const char *why)
+{
+    struct ferry_req *req = op->req;
+    struct ferry__rail *rail = op->rail;
+    bool staged = op->slot != NULL;
+
+    ferry__op_give_back(ferry__txq_of(ferry__xfer_of(req->ctx), rail), op);
+    if (err != 0)
+        ferry__req_end(req, err, "%s of %zu bytes on domain %s failed: %s",
+                       op->kind == FERRY__OP_SEND    ? "notification"
+                       : op->kind == FERRY__OP_SYNC  ? "staged-memory sync"
+                       : op->kind == FERRY__OP_WRITE ? "write"
+                                                     : "read",
+                       op->len, rail->info->domain_attr->name, why);
+    else if (op->kind == FERRY__OP_SEND)
+        req->notify = FERRY__NOTIFY_DONE;
+    else if (op->kind != FERRY__OP_SYNC) {
+        req->bytes_done += op->len;
+        if (op->notifies)
+            req->notify = FERRY__NOTIFY_DONE;
+    }
+    /* A staged chunk goes on (a read's copy to the device) or frees its
+     * buffer; the slot is still the op's until this call. */
+    if (staged)
+        ferry__stage_rma_done(op, err);
+    ferry__req_settle(req);
+}
+
+int ferry_req_cancel(ferry_req_t *req)
+{
+    struct ferry__lock *lock;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_req(req, "ferry_req_cancel")))
+        return ret;
+    lock = &ferry__fabric_of(req->ctx)->lock;
+    ferry__lock_acquire(lock);
+    ferry__req_end(req, FERRY_ECANCELED,
+                   "cancelled by ferry_req_cancel after %llu bytes",
+                   (unsigned long long)req->bytes_done);
+    ferry__req_settle(req);
+    ferry__lock_release(lock);
+    return 0;
+}
+
+void ferry_req_free(ferry_req_t *req)
+{
+    struct ferry__xfer *x;
+
+    if (req == NULL || req->magic != FERRY__MAGIC_REQ)
+        return;
+    x = ferry__xfer_of(req->ctx);
+    ferry__lock_acquire(&x->reg.fab.lock);
+    ferry__req_end(req, FERRY_ECANCELED, "freed before it ended");
+    ferry__req_settle(req);
+    if (req->list == &x->req.done)
+        req_free(req);
+    else
+        req->user_freed = true; /* freed when its operations come back */
+    ferry__lock_release(&x->reg.fab.lock);
+}
+
+void ferry__reqs_destroy(struct ferry__xfer *x)
+{
+    /* The endpoints are closed: no operation can come back any more. */
+    while (x->req.active.head != NULL) {
+        struct ferry_req *req = x->req.active.head;
+        req_release(req);
+        req_free(req);
+    }
+    while (x->req.done.head != NULL)
+        req_free(x->req.done.head);
+}

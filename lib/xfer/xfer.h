@@ -1,0 +1,21 @@
+/*
+ * Transfers: ferry_write, ferry_read, prepared posts and notifications
+ * become requests (op.h), posted in chunks over the rails as operation
+ * slots allow, settled as their operations come back.  All with the
+ * lock held.
+ */
+#ifndef FERRY_XFER_XFER_H
+#define FERRY_XFER_XFER_H
+
+#include "xfer/op.h"
+
+/* Posts what the request still has to post, as far as slots allow. */
+void ferry__req_post_pending(struct ferry_req *req);
+/* Marks it done if all is posted and back; retires it if ended and idle. */
+void ferry__req_settle(struct ferry_req *req);
+/* An operation came back, with err 0 or the error and its sentence. */
+void ferry__op_complete(struct ferry__op *op, int err, const char *why);
+/* Frees every request (context destruction, after the endpoints closed). */
+void ferry__reqs_destroy(struct ferry__xfer *x);
+
+#endif /* FERRY_XFER_XFER_H */
