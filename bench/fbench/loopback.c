@@ -2,17 +2,25 @@
  * ferry_bench: loopback mode (the target as a child process) and the time
  * bound that keeps any session from hanging.
  */
+#include "loopback.h"
+
 #include "fbench.h"
+#include "initiator.h"
+#include "options.h"
+#include "target.h"
+#include "util.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 /* The target process, killed and reaped on any failure. */
-volatile sig_atomic_t g_child;
+static volatile sig_atomic_t g_child;
 
 static char g_alarm_msg[160];
 

@@ -3,8 +3,16 @@
  * memcpy).
  */
 #include "fbench.h"
+#include "initiator.h"
+#include "loopback.h"
+#include "memcpy.h"
+#include "options.h"
+#include "report.h"
+#include "target.h"
+#include "util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /* HOST:PORT, or HOST and --port. */

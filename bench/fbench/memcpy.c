@@ -1,8 +1,15 @@
 /*
  * ferry_bench: --memcpy: the single-thread memcpy reference for shared memory.
  */
-#include "fbench.h"
+#include "memcpy.h"
 
+#include "options.h"
+#include "pattern.h"
+#include "report.h"
+#include "stats.h"
+#include "util.h"
+
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

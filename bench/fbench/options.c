@@ -2,14 +2,22 @@
  * ferry_bench: command-line options: parsing, defaults that depend on each
  * other, and every check made before anything is allocated.
  */
-#include "fbench.h"
+#include "options.h"
+
+#include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Upper bounds of --threads, --batch-size and --inflight. */
+#define MAX_THREADS 64
+#define MAX_BATCH 65536
+#define MAX_INFLIGHT 1024
 
 static bool parse_size(const char *flag, const char *s, uint64_t *out)
 {

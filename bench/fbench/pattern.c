@@ -1,10 +1,16 @@
 /*
  * ferry_bench: the data patterns A and B and their checkers.
  */
-#include "fbench.h"
+#include "pattern.h"
 
+#include "util.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PAT_SEED UINT64_C(0x6665727279626e63) /* "ferrybnc" */
+#define PAT_B_XOR UINT64_C(0x5a5a5a5a5a5a5a5a)
 
 static uint64_t pattern_word(enum pattern p, uint64_t word)
 {

@@ -2,7 +2,16 @@
  * ferry_bench: the initiator's pingpong runs: half round trips of a write
  * with a notification each way.
  */
+#include "pingpong.h"
+
 #include "fbench.h"
+#include "options.h"
+#include "session.h"
+#include "side.h"
+#include "stats.h"
+#include "util.h"
+
+#include <ferry.h>
 
 #include <stdlib.h>
 

@@ -1,9 +1,17 @@
 /*
  * ferry_bench: output: the human summary, the sweep table, --csv and --json.
  */
+#include "report.h"
+
 #include "fbench.h"
+#include "options.h"
+#include "stats.h"
+#include "util.h"
+
+#include <ferry.h>
 
 #include <inttypes.h>
+#include <stdio.h>
 
 FILE *g_out; /* the human summary: stdout, or stderr with --json */
 

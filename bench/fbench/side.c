@@ -2,7 +2,14 @@
  * ferry_bench: one side of a session: its context, its registered buffer, and
  * the mailbox of control notifications exchanged with the peer.
  */
+#include "side.h"
+
 #include "fbench.h"
+#include "options.h"
+#include "pattern.h"
+#include "util.h"
+
+#include <ferry.h>
 
 #include <sched.h>
 #include <stdlib.h>

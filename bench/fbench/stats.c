@@ -2,8 +2,12 @@
  * ferry_bench: results, latency samples (a fixed reservoir) and the
  * once-a-second line.
  */
-#include "fbench.h"
+#include "stats.h"
 
+#include "options.h"
+#include "util.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,10 +2,19 @@
  * ferry_bench: the target: serves one initiator, verifies what it wrote,
  * answers pings.
  */
+#include "target.h"
+
 #include "fbench.h"
+#include "options.h"
+#include "pattern.h"
+#include "side.h"
+#include "util.h"
+
+#include <ferry.h>
 
 #include <inttypes.h>
 #include <sched.h>
+#include <stdio.h>
 #include <unistd.h>
 
 struct target {

@@ -2,11 +2,23 @@
  * ferry_bench: the initiator's throughput runs: worker threads keeping
  * requests in flight over a grid of slots.
  */
+#include "throughput.h"
+
 #include "fbench.h"
+#include "options.h"
+#include "pattern.h"
+#include "session.h"
+#include "side.h"
+#include "stats.h"
+#include "util.h"
+
+#include <ferry.h>
 
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

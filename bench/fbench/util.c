@@ -2,10 +2,13 @@
  * ferry_bench: small utilities: clocks, messages, sizes and durations for
  * people.
  */
-#include "fbench.h"
+#include "util.h"
+
+#include <ferry.h>
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <time.h>
 

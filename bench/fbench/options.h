@@ -1,0 +1,56 @@
+/*
+ * ferry_bench: command-line options, resolved and checked (options.c).
+ */
+#ifndef FERRY_BENCH_OPTIONS_H
+#define FERRY_BENCH_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DEFAULT_PORT 18520
+
+enum mode { MODE_LOOPBACK, MODE_TARGET, MODE_INITIATOR, MODE_MEMCPY };
+
+struct options {
+    enum mode mode;
+    bool mode_set;
+    const char *initiator_addr; /* HOST[:PORT] as given */
+    unsigned port;
+    bool port_set;
+    const char *provider, *domain;
+    unsigned rails;
+    uint64_t tx_depth; /* 0: the provider's */
+    bool read;
+    uint64_t block;
+    bool block_set;
+    uint64_t batch, threads, inflight;
+    bool batch_set, threads_set, inflight_set;
+    double duration; /* per run, once resolved */
+    bool duration_set;
+    uint64_t iterations; /* 0: run for a duration */
+    double warmup;
+    uint64_t buffer;
+    bool buffer_set;
+    bool cuda; /* --mem: this side's buffer (both sides in loopback) */
+    unsigned cuda_device;
+    const char *mem_text;
+    bool target_mem_set; /* --target-mem: the loopback target's instead */
+    bool target_cuda;
+    unsigned target_cuda_device;
+    const char *target_mem_text;
+    bool notify, validate, json, pingpong;
+    uint64_t sweep_lo, sweep_hi; /* 0: no sweep */
+    const char *sweep_text;
+    const char *csv;
+    int timeout_ms;
+    double time_limit; /* 0: computed */
+};
+
+bool parse_args(int argc, char **argv, struct options *o);
+size_t sweep_count(const struct options *o);
+uint64_t block_of_run(const struct options *o, size_t i);
+bool resolve_options(struct options *o);
+double session_bound_s(const struct options *o);
+
+#endif /* FERRY_BENCH_OPTIONS_H */
