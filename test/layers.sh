@@ -28,8 +28,9 @@
 # The layers of lib/, lowest first.  lib/NAME/ is layer NAME; the files
 # directly in lib/ are layer "top".  A new layer is one word here.
 LAYERS="base dev fabric reg xfer top"
-# lib/oob is above the public API and beside the stack: what it may include.
-OOB_MAY_INCLUDE="base oob"
+# lib/oob is above the public API and beside the stack: what it may include
+# (fabric: the context's configuration, for the shared secret).
+OOB_MAY_INCLUDE="base fabric oob"
 
 # Make check runs scripts with $(SHELL), which may be a plain sh.
 if test -z "${BASH_VERSION:-}"; then

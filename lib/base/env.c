@@ -7,8 +7,12 @@
  * libfabric's off before its first libfabric call, which is when libfabric
  * reads these variables.  A value the user set is left alone.
  */
-#include "base/ferry-internal.h"
+#include "base/env.h"
 
+#include "base/defs.h"
+#include "base/log.h"
+
+#include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 

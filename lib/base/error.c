@@ -2,7 +2,10 @@
  * Error codes, their strings, and the per-thread sentence behind
  * ferry_last_error().
  */
-#include "base/ferry-internal.h"
+#include "base/error.h"
+
+#include "base/defs.h"
+#include "base/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * The context lock (lock.h): the mutex, and in debug builds the holder's
  * identity behind FERRY__ASSERT_LOCKED.
  */
-#include "base/ferry-internal.h"
+#include "base/lock.h"
 
 #ifndef NDEBUG
 /* Its address is the thread's identity: distinct per live thread. */

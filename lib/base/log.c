@@ -1,8 +1,11 @@
 /*
  * FERRY_LOG=warn|info|debug: diagnostics on stderr, one line each.
  */
-#include "base/ferry-internal.h"
+#include "base/log.h"
 
+#include "base/defs.h"
+
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,9 @@
 /*
  * Version of the library and of the libfabric it runs on.
  */
-#include "base/ferry-internal.h"
+#include "base/defs.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 static pthread_once_t version_once = PTHREAD_ONCE_INIT;

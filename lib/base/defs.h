@@ -1,0 +1,31 @@
+/*
+ * What every file of lib/ builds on: the build configuration, the public
+ * API, containers and limits.
+ */
+#ifndef FERRY_BASE_DEFS_H
+#define FERRY_BASE_DEFS_H
+
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+
+#include "ferry.h"
+
+#define ferry__container_of(ptr, type, member)                                \
+    ((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define FERRY__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#define FERRY__MAX_RAILS 8
+#define FERRY__KEY_MAX 64          /* longest raw key carried in a blob */
+#define FERRY__ADDR_MAX 256        /* longest endpoint name carried in a blob */
+#define FERRY__NAME_MAX 64         /* provider / fabric / domain names in blobs */
+/* The API version ferry asks for: the one of the headers it was built with. */
+#define FERRY__FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+
+#endif /* FERRY_BASE_DEFS_H */
