@@ -27,11 +27,10 @@
  * threads.  Each run is repeated (--repeat, default 3) and the one with
  * the best rate kept: on a shared machine, the others lost to neighbours.
  * The verdicts at the end compare against the targets; they are reported,
- * not asserted.  Needs ferry's internals: built with `make bench/rcache_bench`
- * (links lib/libferry-internal.la).
+ * not asserted.  It times ferry's internals, so it links the library's
+ * objects (lib/libferry-core.la) statically.
  */
-#include "ferry-internal.h"
-#include "rcache.h"
+#include "reg/rcache.h"
 
 #include <errno.h>
 #include <linux/io_uring.h>

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Check that libferry.so has no link-time dependency on the CUDA driver or
 # runtime: no DT_NEEDED entry for libcuda, libcudart or libnvidia-*.  ferry
-# loads libcuda.so.1 with dlopen at run time (lib/hmem_cuda.c), so one
+# loads libcuda.so.1 with dlopen at run time (lib/dev/hmem_cuda.c), so one
 # build runs on machines with and without an NVIDIA driver.  Also says
 # whether this build has CUDA support, and for one that has, checks that
 # the dlopen path was compiled in.  Run by `make check`; exit 77 (SKIP)
