@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 const char *const tu_providers[] = {"tcp;ofi_rxm", "shm"};
-const size_t tu_nproviders = sizeof(tu_providers) / sizeof(tu_providers[0]);
+const size_t tu_nproviders = TU_ARRAY_LEN(tu_providers);
 
 void tu_config(struct ferry_config *cfg, const char *prov)
 {
@@ -83,13 +83,17 @@ void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
                       got[i], want[i]);
 }
 
-uint64_t tu_ms_since(uint64_t t0)
+uint64_t tu_now_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - t0) /
-           1000000u;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tu_ms_since(uint64_t t0)
+{
+    return (tu_now_ns() - t0) / 1000000u;
 }
 
 void tu_pair_close(struct tu_pair *p)

@@ -12,6 +12,9 @@
 
 #include "ferry.h"
 
+/* Elements of an array (not a pointer). */
+#define TU_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 /* Remote read and write: what the target regions of the tests grant. */
@@ -57,7 +60,9 @@ size_t tu_check(const void *buf, size_t len, uint64_t seed);
 /* Asserts got == want over len bytes, naming the first difference. */
 void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
                     const char *what);
-/* Milliseconds since t0, a CLOCK_MONOTONIC time in nanoseconds. */
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t tu_now_ns(void);
+/* Milliseconds since t0, a tu_now_ns() time. */
 uint64_t tu_ms_since(uint64_t t0);
 
 /* Page-aligned, zeroed allocation (mmap); tu_free_buf unmaps it. */
