@@ -17,6 +17,15 @@
 const char *const tu_providers[] = {"tcp;ofi_rxm", "shm"};
 const size_t tu_nproviders = TU_ARRAY_LEN(tu_providers);
 
+void tu_clear_ferry_env(void)
+{
+    static const char *const vars[] = {"FERRY_PROVIDER", "FERRY_DOMAIN",
+                                       "FERRY_MAX_RAILS", "FERRY_TIMEOUT_MS"};
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(vars); i++)
+        unsetenv(vars[i]);
+}
+
 void tu_config(struct ferry_config *cfg, const char *prov)
 {
     ck_assert_int_eq(ferry_config_init(cfg), 0);

@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "ferry.h"
@@ -20,9 +21,24 @@
 /* Remote read and write: what the target regions of the tests grant. */
 #define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
 
+/* Asserts that ret is code and that the last error contains phrase. */
+#define TU_EXPECT_ERROR(ret, code, phrase)                                    \
+    do {                                                                      \
+        int ret_ = (ret);                                                     \
+        ck_assert_msg(ret_ == (code), "got %d (%s), expected %s: %s", ret_,   \
+                      ferry_strerror(ret_), #code, ferry_last_error());       \
+        ck_assert_msg(strstr(ferry_last_error(), (phrase)) != NULL,           \
+                      "sentence \"%s\" lacks \"%s\"", ferry_last_error(),     \
+                      (phrase));                                              \
+    } while (0)
+
 /* The providers that really move data on this machine. */
 extern const char *const tu_providers[];
 extern const size_t tu_nproviders;
+
+/* Unsets what ferry_config_init reads: FERRY_PROVIDER, FERRY_DOMAIN,
+ * FERRY_MAX_RAILS and FERRY_TIMEOUT_MS. */
+void tu_clear_ferry_env(void);
 
 /* A config for provider prov over loopback, with a short deadline. */
 void tu_config(struct ferry_config *cfg, const char *prov);
