@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,22 @@ void *tu_alloc_buf(size_t len)
 void tu_free_buf(void *buf, size_t len)
 {
     munmap(buf, len);
+}
+
+void tu_tmp_dir(char *dir, size_t len, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    snprintf(dir, len, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s failed", dir);
+}
+
+void tu_remove_tree(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 
 void tu_write_all(int fd, const void *buf, size_t len)

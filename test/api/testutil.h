@@ -85,6 +85,11 @@ uint64_t tu_ms_since(uint64_t t0);
 void *tu_alloc_buf(size_t len);
 void tu_free_buf(void *buf, size_t len);
 
+/* A fresh directory $TMPDIR/name.XXXXXX (/tmp without TMPDIR), into dir;
+ * tu_remove_tree removes it and what it holds. */
+void tu_tmp_dir(char *dir, size_t len, const char *name);
+void tu_remove_tree(const char *dir);
+
 /* Blocking whole-buffer pipe I/O; assert on failure. */
 void tu_write_all(int fd, const void *buf, size_t len);
 void tu_read_all(int fd, void *buf, size_t len);
