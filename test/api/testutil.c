@@ -37,17 +37,44 @@ void tu_config(struct ferry_config *cfg, const char *prov)
     cfg->timeout_ms = 30000;
 }
 
+ferry_context_t *tu_context_cfg(const struct ferry_config *cfg)
+{
+    ferry_context_t *ctx = NULL;
+    int ret = ferry_context_create(cfg, &ctx);
+
+    ck_assert_msg(ret == 0, "context on %s: %s", cfg->provider,
+                  ferry_last_error());
+    ck_assert_ptr_nonnull(ctx);
+    return ctx;
+}
+
 ferry_context_t *tu_context(const char *prov)
 {
     struct ferry_config cfg;
-    ferry_context_t *ctx = NULL;
-    int ret;
 
     tu_config(&cfg, prov);
-    ret = ferry_context_create(&cfg, &ctx);
-    ck_assert_msg(ret == 0, "context on %s: %s", prov, ferry_last_error());
-    ck_assert_ptr_nonnull(ctx);
-    return ctx;
+    return tu_context_cfg(&cfg);
+}
+
+struct ferry_context_info tu_info(ferry_context_t *ctx)
+{
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+
+    ck_assert_msg(ferry_context_info(ctx, &info) == 0, "%s",
+                  ferry_last_error());
+    return info;
+}
+
+ferry_peer_t *tu_self_peer(ferry_context_t *ctx)
+{
+    uint8_t addr[512];
+    size_t len = sizeof(addr);
+    ferry_peer_t *peer = NULL;
+
+    ck_assert_int_eq(ferry_context_address(ctx, addr, &len), 0);
+    ck_assert_msg(ferry_peer_add(ctx, addr, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    return peer;
 }
 
 void tu_pair_open_threads(struct tu_pair *p, const char *prov,
@@ -113,15 +140,33 @@ void tu_pair_close(struct tu_pair *p)
     memset(p, 0, sizeof(*p));
 }
 
-ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer)
+ferry_mem_t *tu_register(ferry_context_t *ctx, void *buf, size_t len,
+                         unsigned access)
 {
-    uint8_t blob[512];
-    size_t len = sizeof(blob);
-    ferry_rmem_t *rmem = NULL;
+    ferry_mem_t *mem = NULL;
+    int ret = ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0, access,
+                                 &mem);
+
+    ck_assert_msg(ret == 0, "register: %s", ferry_last_error());
+    return mem;
+}
+
+size_t tu_export(ferry_mem_t *mem, uint8_t *blob, size_t cap)
+{
+    size_t len = cap;
     int ret = ferry_mem_export(mem, blob, &len);
 
     ck_assert_msg(ret == 0, "export: %s", ferry_last_error());
-    ret = ferry_rmem_import(peer, blob, len, &rmem);
+    return len;
+}
+
+ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer)
+{
+    uint8_t blob[512];
+    size_t len = tu_export(mem, blob, sizeof(blob));
+    ferry_rmem_t *rmem = NULL;
+    int ret = ferry_rmem_import(peer, blob, len, &rmem);
+
     ck_assert_msg(ret == 0, "import: %s", ferry_last_error());
     return rmem;
 }

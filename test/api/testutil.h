@@ -43,8 +43,13 @@ void tu_clear_ferry_env(void);
 /* A config for provider prov over loopback, with a short deadline. */
 void tu_config(struct ferry_config *cfg, const char *prov);
 
-/* A context from tu_config(prov); asserts success. */
+/* A context from cfg, or from tu_config(prov); assert success. */
+ferry_context_t *tu_context_cfg(const struct ferry_config *cfg);
 ferry_context_t *tu_context(const char *prov);
+/* ferry_context_info of ctx; asserts success. */
+struct ferry_context_info tu_info(ferry_context_t *ctx);
+/* The context as its own peer: enough to import what it exports. */
+ferry_peer_t *tu_self_peer(ferry_context_t *ctx);
 
 /*
  * Two contexts in this process: init (posts) and target (owns memory, runs
@@ -65,6 +70,11 @@ void tu_pair_open_threads(struct tu_pair *p, const char *prov,
                           int target_thread);
 void tu_pair_close(struct tu_pair *p);
 
+/* Registers host memory [buf, +len) granting access; asserts success. */
+ferry_mem_t *tu_register(ferry_context_t *ctx, void *buf, size_t len,
+                         unsigned access);
+/* Exports mem into blob (cap bytes) and returns its length; asserts. */
+size_t tu_export(ferry_mem_t *mem, uint8_t *blob, size_t cap);
 /* Exports mem and imports it through peer; asserts success. */
 ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer);
 
