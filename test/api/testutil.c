@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,99 @@ ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer)
     return rmem;
 }
 
+void tu_fx_open(struct tu_fx *f, const char *prov,
+                const struct ferry_config *base, int init_thread,
+                int target_thread, size_t tlen, size_t llen)
+{
+    memset(f, 0, sizeof(*f));
+    f->stalled = !target_thread;
+    tu_pair_open_threads(&f->p, prov, base, init_thread, target_thread);
+    f->tlen = tlen;
+    f->llen = llen;
+    f->tbuf = tu_alloc_buf(tlen);
+    f->lbuf = tu_alloc_buf(llen);
+    f->tmem = tu_register(f->p.target, f->tbuf, tlen, RW);
+    f->lmem = tu_register(f->p.init, f->lbuf, llen, 0);
+    f->rmem = tu_share(f->tmem, f->p.peer);
+    ck_assert_uint_eq(ferry_rmem_length(f->rmem), tlen);
+}
+
+/* Progresses a stalled target until req ends (60 s at most); frees it. */
+static void drive_target(struct tu_fx *f, ferry_req_t *req, const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+    int ret;
+
+    while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
+        ck_assert_int_ge(ferry_progress(f->p.target), 0);
+        ck_assert_msg(tu_ms_since(t0) < 60000, "%s: still running after 60 s",
+                      what);
+    }
+    ck_assert_msg(ret == 0, "%s: ended with %s: %s", what, ferry_strerror(ret),
+                  ferry_last_error());
+    ferry_req_free(req);
+}
+
+void tu_fx_open_stalled(struct tu_fx *f, const char *prov,
+                        const struct ferry_config *base, size_t tlen,
+                        size_t llen, tu_drive_fn *drive)
+{
+    struct ferry_config cfg;
+    struct ferry_iov iov;
+    ferry_req_t *req;
+    int ret;
+
+    if (base == NULL) {
+        tu_config(&cfg, prov);
+        cfg.max_msg_size = tlen;
+        base = &cfg;
+    }
+    tu_fx_open(f, prov, base, 0, 0, tlen, llen);
+    iov = (struct ferry_iov){f->lbuf, f->lmem, f->rmem, 0, 1};
+    f->lbuf[0] = 0xee;
+    ret = ferry_write(f->p.peer, &iov, 1, NULL, &req);
+    ck_assert_msg(ret == 0, "warm-up write on %s: %s", prov,
+                  ferry_last_error());
+    (drive != NULL ? drive : drive_target)(f, req, "warm-up write");
+    ck_assert_uint_eq(f->tbuf[0], 0xee);
+    f->lbuf[0] = f->tbuf[0] = 0;
+}
+
+void tu_fx_close(struct tu_fx *f)
+{
+    int ret;
+
+    ret = ferry_rmem_free(f->rmem);
+    ck_assert_msg(ret == 0, "rmem_free after the transfers: %s",
+                  ferry_last_error());
+    ret = ferry_mem_deregister(f->lmem);
+    ck_assert_msg(ret == 0, "local deregister after the transfers: %s",
+                  ferry_last_error());
+    ret = ferry_mem_deregister(f->tmem);
+    ck_assert_msg(ret == 0, "target deregister: %s", ferry_last_error());
+    tu_pair_close(&f->p);
+    tu_free_buf(f->tbuf, f->tlen);
+    tu_free_buf(f->lbuf, f->llen);
+}
+
+void tu_xfer_ok(ferry_peer_t *peer, bool write, const struct ferry_iov *iov,
+                size_t n, const char *what)
+{
+    ferry_req_t *req = NULL;
+    int ret = write ? ferry_write(peer, iov, n, NULL, &req)
+                    : ferry_read(peer, iov, n, NULL, &req);
+
+    ck_assert_msg(ret == 0, "%s: posting failed with %s: %s", what,
+                  ferry_strerror(ret), ferry_last_error());
+    ck_assert_ptr_nonnull(req);
+    ret = ferry_req_wait(req, -1);
+    ck_assert_msg(ret == 0, "%s: ended with %s: %s", what,
+                  ferry_strerror(ret), ferry_last_error());
+    /* Testing an ended request again gives the same answer. */
+    ck_assert_int_eq(ferry_req_test(req), 0);
+    ferry_req_free(req);
+}
+
 /* splitmix64: cheap and every byte depends on seed and position. */
 static uint64_t mix(uint64_t x)
 {
@@ -201,6 +295,21 @@ size_t tu_check(const void *buf, size_t len, uint64_t seed)
         if (b[i] != pattern_byte(i, seed))
             return i;
     return SIZE_MAX;
+}
+
+void tu_assert_pattern(const void *buf, size_t len, uint64_t seed,
+                       const char *fmt, ...)
+{
+    size_t bad = tu_check(buf, len, seed);
+    char what[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    ck_assert_msg(bad == SIZE_MAX,
+                  "byte %zu of %zu differs from the pattern: %s", bad, len,
+                  what);
 }
 
 void *tu_alloc_buf(size_t len)

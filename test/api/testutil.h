@@ -6,6 +6,7 @@
 #define FERRY_TESTUTIL_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -78,10 +79,56 @@ size_t tu_export(ferry_mem_t *mem, uint8_t *blob, size_t cap);
 /* Exports mem and imports it through peer; asserts success. */
 ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer);
 
+/*
+ * A pair (tu_pair_open_threads) with a target region of tlen bytes (remote
+ * read and write, imported by the initiator as rmem) and a local region of
+ * llen bytes on the initiator.  stalled: the target has no progress
+ * thread, so nothing lands unless the test progresses it.  tu_fx_close
+ * releases every handle explicitly, so that a reference a finished request
+ * kept shows as a failure.
+ */
+struct tu_fx {
+    struct tu_pair p;
+    bool stalled;
+    uint8_t *tbuf;
+    size_t tlen;
+    ferry_mem_t *tmem;
+    ferry_rmem_t *rmem;
+    uint8_t *lbuf;
+    size_t llen;
+    ferry_mem_t *lmem;
+};
+void tu_fx_open(struct tu_fx *f, const char *prov,
+                const struct ferry_config *base, int init_thread,
+                int target_thread, size_t tlen, size_t llen);
+/*
+ * The same stalled: no progress thread on either side.  base NULL: tu_config
+ * with operations as large as the target region, for tests that reason
+ * about one operation per region-sized transfer.  Connection set-up needs
+ * the target's progress too, so a one-byte write gets it done first, seen
+ * to its end by drive (NULL: progressing the target until it ends), which
+ * asserts it succeeded and frees it; later operations go out when posted.
+ */
+typedef void tu_drive_fn(struct tu_fx *f, ferry_req_t *req, const char *what);
+void tu_fx_open_stalled(struct tu_fx *f, const char *prov,
+                        const struct ferry_config *base, size_t tlen,
+                        size_t llen, tu_drive_fn *drive);
+void tu_fx_close(struct tu_fx *f);
+
+/* Posts iov as a write or read, waits for it and frees it; asserts that
+ * it succeeded, and that testing it again gives the same answer. */
+void tu_xfer_ok(ferry_peer_t *peer, bool write, const struct ferry_iov *iov,
+                size_t n, const char *what);
+
 /* Deterministic pattern from seed; tu_check returns the first bad index or
  * SIZE_MAX when every byte matches. */
 void tu_fill(void *buf, size_t len, uint64_t seed);
 size_t tu_check(const void *buf, size_t len, uint64_t seed);
+/* Asserts that buf[0, len) is pattern seed; the printf-style message
+ * says what it is. */
+void tu_assert_pattern(const void *buf, size_t len, uint64_t seed,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Asserts got == want over len bytes, naming the first difference. */
 void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
