@@ -110,6 +110,18 @@ void tu_pair_open(struct tu_pair *p, const char *prov,
     tu_pair_open_threads(p, prov, base, 0, 1);
 }
 
+void tu_assert_sentence(const char *first, ...)
+{
+    const char *msg = ferry_last_error();
+    va_list ap;
+
+    va_start(ap, first);
+    for (const char *s = first; s != NULL; s = va_arg(ap, const char *))
+        ck_assert_msg(strstr(msg, s) != NULL,
+                      "the sentence lacks \"%s\": \"%s\"", s, msg);
+    va_end(ap);
+}
+
 void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
                     const char *what)
 {

@@ -130,6 +130,10 @@ void tu_assert_pattern(const void *buf, size_t len, uint64_t seed,
                        const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Asserts that the last error holds every one of the given pieces (a
+ * NULL-terminated list). */
+void tu_assert_sentence(const char *first, ...);
+
 /* Asserts got == want over len bytes, naming the first difference. */
 void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
                     const char *what);
