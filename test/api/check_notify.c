@@ -41,18 +41,10 @@ static void assert_quiet(ferry_context_t *ctx, int ms, const char *what)
 
 /* ---- riding on the write ------------------------------------------------ */
 
-static struct ferry_stats stats_of(ferry_context_t *ctx)
-{
-    struct ferry_stats st = FERRY_STATS_INIT;
-
-    ck_assert_int_eq(ferry_context_stats(ctx, &st), 0);
-    return st;
-}
-
 /* Notifications the initiator sent inside writes' remote CQ data. */
 static uint64_t in_writes(ferry_context_t *ctx)
 {
-    return stats_of(ctx).notifications_in_writes;
+    return tu_stats(ctx).notifications_in_writes;
 }
 
 /*
@@ -205,7 +197,7 @@ START_TEST(test_queue_bound)
     ck_assert_msg(got == 5, "%s: %d queued with a bound of 5", prov, got);
     for (int i = 0; i < got; i++)
         ck_assert_uint_eq(out[i].value, (uint64_t)i + 1);
-    v = stats_of(x.p.target).notifications_unqueued;
+    v = tu_stats(x.p.target).notifications_unqueued;
     ck_assert_uint_eq(v, 3);
     /* Room again. */
     req_ok(notify_only(x.p.peer, 3, 100), prov);
@@ -583,7 +575,7 @@ START_TEST(test_thousands_threads)
                       (unsigned long long)th_sum(t, TH_PER_THREAD));
     }
     th_assert_data(x.tbuf, TH_THREADS, TH_PER_THREAD, prov);
-    v = stats_of(x.p.target).notifications_received;
+    v = tu_stats(x.p.target).notifications_received;
     ck_assert_uint_eq(v, TH_THREADS * TH_PER_THREAD);
     free(ty.seen);
     tu_fx_close(&x);

@@ -66,6 +66,15 @@ struct ferry_context_info tu_info(ferry_context_t *ctx)
     return info;
 }
 
+struct ferry_stats tu_stats(ferry_context_t *ctx)
+{
+    struct ferry_stats st = FERRY_STATS_INIT;
+
+    ck_assert_msg(ferry_context_stats(ctx, &st) == 0, "%s",
+                  ferry_last_error());
+    return st;
+}
+
 ferry_peer_t *tu_self_peer(ferry_context_t *ctx)
 {
     uint8_t addr[512];

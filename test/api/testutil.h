@@ -47,8 +47,9 @@ void tu_config(struct ferry_config *cfg, const char *prov);
 /* A context from cfg, or from tu_config(prov); assert success. */
 ferry_context_t *tu_context_cfg(const struct ferry_config *cfg);
 ferry_context_t *tu_context(const char *prov);
-/* ferry_context_info of ctx; asserts success. */
+/* ferry_context_info and ferry_context_stats of ctx; assert success. */
 struct ferry_context_info tu_info(ferry_context_t *ctx);
+struct ferry_stats tu_stats(ferry_context_t *ctx);
 /* The context as its own peer: enough to import what it exports. */
 ferry_peer_t *tu_self_peer(ferry_context_t *ctx);
 

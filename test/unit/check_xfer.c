@@ -20,20 +20,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static struct ferry_stats stats_of(ferry_context_t *ctx)
-{
-    struct ferry_stats st = FERRY_STATS_INIT;
-
-    ck_assert_int_eq(ferry_context_stats(ctx, &st), 0);
-    return st;
-}
-
-/* Bytes the context's first rail has posted. */
-static uint64_t posted0(ferry_context_t *ctx)
-{
-    return stats_of(ctx).bytes_posted[0];
-}
-
 /* Operations of the context's first rail currently out with the provider. */
 static size_t ops_out(ferry_context_t *ctx)
 {
@@ -128,7 +114,7 @@ static void small_msg(const char *prov, bool write)
         tu_fill(f.lbuf, MiB, 0x7070);
     else
         tu_fill(f.tbuf, MiB, 0x7070);
-    posted_before = posted0(f.p.init);
+    posted_before = tu_stats(f.p.init).bytes_posted[0];
     iov = (struct ferry_iov){f.lbuf, f.lmem, f.rmem, 0, MiB};
     ret = write ? ferry_write(f.p.peer, &iov, 1, NULL, &req)
                 : ferry_read(f.p.peer, &iov, 1, NULL, &req);
@@ -139,7 +125,7 @@ static void small_msg(const char *prov, bool write)
      * out at once is the provider's business: shm without CMA moves one
      * delivery-complete write per peer at a time and says -FI_EAGAIN to
      * the next, tcp takes them all.) */
-    posted = posted0(f.p.init) - posted_before;
+    posted = tu_stats(f.p.init).bytes_posted[0] - posted_before;
     out = ops_out(f.p.init);
     ck_assert_uint_eq(posted, req->cur_iov == 1 ? MiB : req->cur_off);
     ck_assert_uint_eq(out, req->ops_in_flight);
@@ -151,7 +137,7 @@ static void small_msg(const char *prov, bool write)
             ck_assert_uint_eq(rail->ops[i].len, 4096);
 
     fx_drive(&f, req, prov);
-    ck_assert_uint_eq(posted0(f.p.init) - posted_before, MiB);
+    ck_assert_uint_eq(tu_stats(f.p.init).bytes_posted[0] - posted_before, MiB);
     ck_assert_uint_eq(rail->ops_in_flight, 0);
     ck_assert_uint_eq(free_slots(f.p.init), f.p.init->tx_depth);
     if (write)
@@ -209,7 +195,7 @@ static void small_depth(const char *prov, bool write)
         tu_fill(write ? iov[i].local : f.tbuf + iov[i].roffset, len,
                 0x8000 + i);
     }
-    posted_before = posted0(f.p.init);
+    posted_before = tu_stats(f.p.init).bytes_posted[0];
     ret = write ? ferry_write(f.p.peer, iov, N, NULL, &req)
                 : ferry_read(f.p.peer, iov, N, NULL, &req);
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
@@ -219,7 +205,8 @@ static void small_depth(const char *prov, bool write)
     ck_assert_uint_le(ops_out(f.p.init), 2);
     ck_assert_uint_lt(req->cur_iov, N);
     fx_drive(&f, req, prov);
-    ck_assert_uint_eq(posted0(f.p.init) - posted_before, total);
+    ck_assert_uint_eq(tu_stats(f.p.init).bytes_posted[0] - posted_before,
+                      total);
     ck_assert_uint_eq(free_slots(f.p.init), 2);
     for (size_t i = 0; i < N; i++)
         tu_assert_pattern(write ? f.tbuf + iov[i].roffset
@@ -313,7 +300,7 @@ static struct ferry_stats no_lmem(const char *prov,
     struct ferry_stats before, after, d = FERRY_STATS_INIT;
 
     tu_fx_open(&f, prov, cfg, 0, 1, MiB, MiB);
-    before = stats_of(f.p.init);
+    before = tu_stats(f.p.init);
     tu_fill(f.lbuf, 100000, 0xa0);
     tu_fill(f.lbuf + 200000, 5000, 0xa1);
     tu_fill(plain, 64 * KiB, 0xa2);
@@ -339,7 +326,7 @@ static struct ferry_stats no_lmem(const char *prov,
     tu_assert_pattern(plain, 64 * KiB, 0xa2, "%s: read into iov[2]", prov);
     tu_assert_pattern(f.lbuf + 300000, 7, 0xa3, "%s: read into iov[3]", prov);
 
-    after = stats_of(f.p.init);
+    after = tu_stats(f.p.init);
     ck_assert_uint_eq(after.oneshot_registrations, oneshots(f.p.init));
     d.rcache_hits = after.rcache_hits - before.rcache_hits;
     d.rcache_misses = after.rcache_misses - before.rcache_misses;
@@ -461,7 +448,7 @@ START_TEST(test_no_lmem_unregistrable)
                   "sentence: '%s'", ferry_last_error());
     ck_assert_ptr_null(strstr(ferry_last_error() + 10, "iov[1]"));
     /* iov[0]'s registration was given back; nothing was posted. */
-    ck_assert_uint_eq(posted0(f.p.init), 0);
+    ck_assert_uint_eq(tu_stats(f.p.init).bytes_posted[0], 0);
     ck_assert_ptr_null(f.p.init->active.head);
     tu_fx_close(&f);
     tu_free_buf(three, page);
@@ -558,7 +545,7 @@ static void assert_nothing_posted(struct tu_fx *f, ferry_req_t *req)
     ferry_context_t *ctx = f->p.init;
 
     ck_assert_ptr_eq(req, (ferry_req_t *)0x1);
-    ck_assert_uint_eq(posted0(ctx), 0);
+    ck_assert_uint_eq(tu_stats(ctx).bytes_posted[0], 0);
     pthread_mutex_lock(&ctx->lock);
     ck_assert_uint_eq(ctx->rails[0].ops_in_flight, 0);
     ck_assert_ptr_null(ctx->active.head);
@@ -793,7 +780,7 @@ START_TEST(test_bad_iov_in_middle_posts_nothing)
     tu_xfer_ok(f.p.peer, true, &iov[4], 1, prov);
     memcpy(want + 400000, f.lbuf + 400000, 100000);
     tu_assert_same(f.tbuf, want, MiB, "target after refused requests");
-    ck_assert_uint_eq(posted0(f.p.init), 100000);
+    ck_assert_uint_eq(tu_stats(f.p.init).bytes_posted[0], 100000);
     tu_fx_close(&f);
     tu_free_buf(want, MiB);
 }
