@@ -9,7 +9,7 @@
 set -eu
 
 builddir=${abs_top_builddir:-${top_builddir:-.}}
-prog=$builddir/test/check_rcache
+prog=$builddir/test/unit/check_rcache
 
 skip() {
 	echo "SKIP: $*"

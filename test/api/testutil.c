@@ -5,7 +5,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,16 @@
 #include <unistd.h>
 
 const char *const tu_providers[] = {"tcp;ofi_rxm", "shm"};
-const size_t tu_nproviders = sizeof(tu_providers) / sizeof(tu_providers[0]);
+const size_t tu_nproviders = TU_ARRAY_LEN(tu_providers);
+
+void tu_clear_ferry_env(void)
+{
+    static const char *const vars[] = {"FERRY_PROVIDER", "FERRY_DOMAIN",
+                                       "FERRY_MAX_RAILS", "FERRY_TIMEOUT_MS"};
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(vars); i++)
+        unsetenv(vars[i]);
+}
 
 void tu_config(struct ferry_config *cfg, const char *prov)
 {
@@ -27,17 +38,53 @@ void tu_config(struct ferry_config *cfg, const char *prov)
     cfg->timeout_ms = 30000;
 }
 
+ferry_context_t *tu_context_cfg(const struct ferry_config *cfg)
+{
+    ferry_context_t *ctx = NULL;
+    int ret = ferry_context_create(cfg, &ctx);
+
+    ck_assert_msg(ret == 0, "context on %s: %s", cfg->provider,
+                  ferry_last_error());
+    ck_assert_ptr_nonnull(ctx);
+    return ctx;
+}
+
 ferry_context_t *tu_context(const char *prov)
 {
     struct ferry_config cfg;
-    ferry_context_t *ctx = NULL;
-    int ret;
 
     tu_config(&cfg, prov);
-    ret = ferry_context_create(&cfg, &ctx);
-    ck_assert_msg(ret == 0, "context on %s: %s", prov, ferry_last_error());
-    ck_assert_ptr_nonnull(ctx);
-    return ctx;
+    return tu_context_cfg(&cfg);
+}
+
+struct ferry_context_info tu_info(ferry_context_t *ctx)
+{
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+
+    ck_assert_msg(ferry_context_info(ctx, &info) == 0, "%s",
+                  ferry_last_error());
+    return info;
+}
+
+struct ferry_stats tu_stats(ferry_context_t *ctx)
+{
+    struct ferry_stats st = FERRY_STATS_INIT;
+
+    ck_assert_msg(ferry_context_stats(ctx, &st) == 0, "%s",
+                  ferry_last_error());
+    return st;
+}
+
+ferry_peer_t *tu_self_peer(ferry_context_t *ctx)
+{
+    uint8_t addr[512];
+    size_t len = sizeof(addr);
+    ferry_peer_t *peer = NULL;
+
+    ck_assert_int_eq(ferry_context_address(ctx, addr, &len), 0);
+    ck_assert_msg(ferry_peer_add(ctx, addr, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    return peer;
 }
 
 void tu_pair_open_threads(struct tu_pair *p, const char *prov,
@@ -72,6 +119,18 @@ void tu_pair_open(struct tu_pair *p, const char *prov,
     tu_pair_open_threads(p, prov, base, 0, 1);
 }
 
+void tu_assert_sentence(const char *first, ...)
+{
+    const char *msg = ferry_last_error();
+    va_list ap;
+
+    va_start(ap, first);
+    for (const char *s = first; s != NULL; s = va_arg(ap, const char *))
+        ck_assert_msg(strstr(msg, s) != NULL,
+                      "the sentence lacks \"%s\": \"%s\"", s, msg);
+    va_end(ap);
+}
+
 void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
                     const char *what)
 {
@@ -83,13 +142,17 @@ void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
                       got[i], want[i]);
 }
 
-uint64_t tu_ms_since(uint64_t t0)
+uint64_t tu_now_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - t0) /
-           1000000u;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tu_ms_since(uint64_t t0)
+{
+    return (tu_now_ns() - t0) / 1000000u;
 }
 
 void tu_pair_close(struct tu_pair *p)
@@ -99,17 +162,128 @@ void tu_pair_close(struct tu_pair *p)
     memset(p, 0, sizeof(*p));
 }
 
-ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer)
+ferry_mem_t *tu_register(ferry_context_t *ctx, void *buf, size_t len,
+                         unsigned access)
 {
-    uint8_t blob[512];
-    size_t len = sizeof(blob);
-    ferry_rmem_t *rmem = NULL;
+    ferry_mem_t *mem = NULL;
+    int ret = ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0, access,
+                                 &mem);
+
+    ck_assert_msg(ret == 0, "register: %s", ferry_last_error());
+    return mem;
+}
+
+size_t tu_export(ferry_mem_t *mem, uint8_t *blob, size_t cap)
+{
+    size_t len = cap;
     int ret = ferry_mem_export(mem, blob, &len);
 
     ck_assert_msg(ret == 0, "export: %s", ferry_last_error());
-    ret = ferry_rmem_import(peer, blob, len, &rmem);
+    return len;
+}
+
+ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer)
+{
+    uint8_t blob[512];
+    size_t len = tu_export(mem, blob, sizeof(blob));
+    ferry_rmem_t *rmem = NULL;
+    int ret = ferry_rmem_import(peer, blob, len, &rmem);
+
     ck_assert_msg(ret == 0, "import: %s", ferry_last_error());
     return rmem;
+}
+
+void tu_fx_open(struct tu_fx *f, const char *prov,
+                const struct ferry_config *base, int init_thread,
+                int target_thread, size_t tlen, size_t llen)
+{
+    memset(f, 0, sizeof(*f));
+    f->stalled = !target_thread;
+    tu_pair_open_threads(&f->p, prov, base, init_thread, target_thread);
+    f->tlen = tlen;
+    f->llen = llen;
+    f->tbuf = tu_alloc_buf(tlen);
+    f->lbuf = tu_alloc_buf(llen);
+    f->tmem = tu_register(f->p.target, f->tbuf, tlen, RW);
+    f->lmem = tu_register(f->p.init, f->lbuf, llen, 0);
+    f->rmem = tu_share(f->tmem, f->p.peer);
+    ck_assert_uint_eq(ferry_rmem_length(f->rmem), tlen);
+}
+
+/* Progresses a stalled target until req ends (60 s at most); frees it. */
+static void drive_target(struct tu_fx *f, ferry_req_t *req, const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+    int ret;
+
+    while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
+        ck_assert_int_ge(ferry_progress(f->p.target), 0);
+        ck_assert_msg(tu_ms_since(t0) < 60000, "%s: still running after 60 s",
+                      what);
+    }
+    ck_assert_msg(ret == 0, "%s: ended with %s: %s", what, ferry_strerror(ret),
+                  ferry_last_error());
+    ferry_req_free(req);
+}
+
+void tu_fx_open_stalled(struct tu_fx *f, const char *prov,
+                        const struct ferry_config *base, size_t tlen,
+                        size_t llen, tu_drive_fn *drive)
+{
+    struct ferry_config cfg;
+    struct ferry_iov iov;
+    ferry_req_t *req;
+    int ret;
+
+    if (base == NULL) {
+        tu_config(&cfg, prov);
+        cfg.max_msg_size = tlen;
+        base = &cfg;
+    }
+    tu_fx_open(f, prov, base, 0, 0, tlen, llen);
+    iov = (struct ferry_iov){f->lbuf, f->lmem, f->rmem, 0, 1};
+    f->lbuf[0] = 0xee;
+    ret = ferry_write(f->p.peer, &iov, 1, NULL, &req);
+    ck_assert_msg(ret == 0, "warm-up write on %s: %s", prov,
+                  ferry_last_error());
+    (drive != NULL ? drive : drive_target)(f, req, "warm-up write");
+    ck_assert_uint_eq(f->tbuf[0], 0xee);
+    f->lbuf[0] = f->tbuf[0] = 0;
+}
+
+void tu_fx_close(struct tu_fx *f)
+{
+    int ret;
+
+    ret = ferry_rmem_free(f->rmem);
+    ck_assert_msg(ret == 0, "rmem_free after the transfers: %s",
+                  ferry_last_error());
+    ret = ferry_mem_deregister(f->lmem);
+    ck_assert_msg(ret == 0, "local deregister after the transfers: %s",
+                  ferry_last_error());
+    ret = ferry_mem_deregister(f->tmem);
+    ck_assert_msg(ret == 0, "target deregister: %s", ferry_last_error());
+    tu_pair_close(&f->p);
+    tu_free_buf(f->tbuf, f->tlen);
+    tu_free_buf(f->lbuf, f->llen);
+}
+
+void tu_xfer_ok(ferry_peer_t *peer, bool write, const struct ferry_iov *iov,
+                size_t n, const char *what)
+{
+    ferry_req_t *req = NULL;
+    int ret = write ? ferry_write(peer, iov, n, NULL, &req)
+                    : ferry_read(peer, iov, n, NULL, &req);
+
+    ck_assert_msg(ret == 0, "%s: posting failed with %s: %s", what,
+                  ferry_strerror(ret), ferry_last_error());
+    ck_assert_ptr_nonnull(req);
+    ret = ferry_req_wait(req, -1);
+    ck_assert_msg(ret == 0, "%s: ended with %s: %s", what,
+                  ferry_strerror(ret), ferry_last_error());
+    /* Testing an ended request again gives the same answer. */
+    ck_assert_int_eq(ferry_req_test(req), 0);
+    ferry_req_free(req);
 }
 
 /* splitmix64: cheap and every byte depends on seed and position. */
@@ -144,6 +318,21 @@ size_t tu_check(const void *buf, size_t len, uint64_t seed)
     return SIZE_MAX;
 }
 
+void tu_assert_pattern(const void *buf, size_t len, uint64_t seed,
+                       const char *fmt, ...)
+{
+    size_t bad = tu_check(buf, len, seed);
+    char what[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    ck_assert_msg(bad == SIZE_MAX,
+                  "byte %zu of %zu differs from the pattern: %s", bad, len,
+                  what);
+}
+
 void *tu_alloc_buf(size_t len)
 {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -156,6 +345,22 @@ void *tu_alloc_buf(size_t len)
 void tu_free_buf(void *buf, size_t len)
 {
     munmap(buf, len);
+}
+
+void tu_tmp_dir(char *dir, size_t len, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    snprintf(dir, len, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s failed", dir);
+}
+
+void tu_remove_tree(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 
 void tu_write_all(int fd, const void *buf, size_t len)

@@ -5,7 +5,8 @@
  * asynchronous copies in order on the engine's threads (held in the queue
  * with userfaultfd where the kernel allows it, to prove they are
  * asynchronous), blocking copies, the errors, and the public
- * ferry_device_* helpers over the simulated backend.
+ * ferry_device_* helpers over the simulated backend.  (How the backend is
+ * chosen, through the API alone: test/api/check_hmem.c.)
  */
 #include "testutil.h"
 
@@ -199,7 +200,7 @@ START_TEST(test_load)
     char why[256], pci[16][32], buf[8];
     int count;
 
-    for (size_t c = 0; c < FERRY__ARRAY_LEN(counts); c++) {
+    for (size_t c = 0; c < TU_ARRAY_LEN(counts); c++) {
         int n = counts[c];
 
         ops = ferry__hmem_sim_load(n, why, sizeof(why));
@@ -946,55 +947,7 @@ START_TEST(test_public_api)
 }
 END_TEST
 
-/* Checks that need a process of their own (the backend is chosen once). */
-static bool own_process(void)
-{
-    const char *fork_mode = getenv("CK_FORK");
-
-    if (fork_mode != NULL && strcmp(fork_mode, "no") == 0) {
-        fprintf(stderr, "check_hmem: CK_FORK=no: the environment checks of "
-                        "the backend choice are skipped\n");
-        return false;
-    }
-    return true;
-}
-
-START_TEST(test_env_selects_sim)
-{
-    int count = 0;
-    void *dev = NULL;
-
-    if (!own_process())
-        return;
-    setenv("FERRY_SIM_DEVICES", "3", 1);
-    ck_assert_ptr_nonnull(ferry_device_backend());
-    ck_assert_str_eq(ferry_device_backend(), "simulated");
-    ck_assert_msg(strstr(ferry_device_status(), "3 devices") != NULL,
-                  "status: %s", ferry_device_status());
-    ck_assert_int_eq(ferry_device_count(&count), 0);
-    ck_assert_int_eq(count, 3);
-    ck_assert_int_eq(ferry_device_alloc(2, 100, &dev), 0);
-    ck_assert_int_eq(ferry_device_free(dev), 0);
-    unsetenv("FERRY_SIM_DEVICES");
-}
-END_TEST
-
 /* Never on by default. */
-START_TEST(test_sim_off_by_default)
-{
-    const char *backend;
-
-    if (!own_process())
-        return;
-    unsetenv("FERRY_SIM_DEVICES");
-    backend = ferry_device_backend();
-    ck_assert_msg(backend == NULL || strcmp(backend, "simulated") != 0,
-                  "the simulated device runs without being asked for");
-    ck_assert_msg(strstr(ferry_device_status(), "simulated") == NULL,
-                  "status: %s", ferry_device_status());
-}
-END_TEST
-
 static Suite *hmem_suite(void)
 {
     Suite *s = suite_create("hmem");
@@ -1012,7 +965,7 @@ static Suite *hmem_suite(void)
 
     tc = tu_tcase(s, "copies", 120);
     tcase_add_loop_test(tc, test_async_roundtrip, 0,
-                        (int)FERRY__ARRAY_LEN(copy_sizes));
+                        (int)TU_ARRAY_LEN(copy_sizes));
     tcase_add_test(tc, test_events_in_order);
     tcase_add_test(tc, test_copies_queue_behind);
     tcase_add_test(tc, test_destroy_with_copies_queued);
@@ -1026,8 +979,6 @@ static Suite *hmem_suite(void)
 
     tc = tu_tcase(s, "public", 30);
     tcase_add_test(tc, test_public_api);
-    tcase_add_test(tc, test_env_selects_sim);
-    tcase_add_test(tc, test_sim_off_by_default);
     return s;
 }
 

@@ -1,6 +1,7 @@
 /*
- * error and log modules: codes, strings, the per-thread sentence, the
- * libfabric error mapping and FERRY_LOG.
+ * error and log modules from inside: ferry's own codes outside errno's
+ * range, the per-thread sentence, the libfabric error mapping and
+ * FERRY_LOG.  (Each code's text and the versions: test/api/check_error.c.)
  */
 #include "testutil.h"
 
@@ -9,36 +10,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const struct {
-    int code;
-    const char *name;
-} codes[] = {
-#define CODE(name, value, text) {FERRY_##name, #name},
-    FERRY_ERRNO_MAP(CODE)
-#undef CODE
-};
-
-START_TEST(test_every_code_has_distinct_text)
-{
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(codes); i++) {
-        const char *s = ferry_strerror(codes[i].code);
-        ck_assert_msg(codes[i].code < 0, "%s is not negative", codes[i].name);
-        ck_assert_msg(s != NULL && s[0] != '\0', "%s has no text",
-                      codes[i].name);
-        ck_assert_str_ne(s, "unknown ferry error");
-        for (size_t j = 0; j < i; j++) {
-            ck_assert_msg(codes[i].code != codes[j].code,
-                          "%s and %s share a value", codes[i].name,
-                          codes[j].name);
-            ck_assert_str_ne(s, ferry_strerror(codes[j].code));
-        }
-    }
-    ck_assert_str_eq(ferry_strerror(0), "success");
-    ck_assert_str_eq(ferry_strerror(-99999), "unknown ferry error");
-    ck_assert_str_eq(ferry_strerror(12345), "unknown ferry error");
-}
-END_TEST
 
 START_TEST(test_codes_match_errno)
 {
@@ -122,26 +93,16 @@ START_TEST(test_log_level_bad_value_keeps_warn)
 }
 END_TEST
 
-START_TEST(test_version)
-{
-    ck_assert_ptr_nonnull(strstr(ferry_version_string(), PACKAGE_VERSION));
-    ck_assert_ptr_nonnull(strstr(ferry_version_string(), "libfabric"));
-    ck_assert_uint_eq(ferry_get_api_version(), FERRY_API_VERSION);
-}
-END_TEST
-
 static Suite *error_suite(void)
 {
     Suite *s = suite_create("error");
     TCase *tc = tcase_create("codes");
 
-    tcase_add_test(tc, test_every_code_has_distinct_text);
     tcase_add_test(tc, test_codes_match_errno);
     tcase_add_test(tc, test_error_records_sentence);
     tcase_add_test(tc, test_long_sentence_is_truncated_safely);
     tcase_add_test(tc, test_last_error_is_per_thread);
     tcase_add_test(tc, test_fi_errors_map);
-    tcase_add_test(tc, test_version);
     suite_add_tcase(s, tc);
     tc = tcase_create("log");
     tcase_add_test(tc, test_log_level_from_env);

@@ -1,12 +1,11 @@
 /*
- * topo module: distance classes and NIC choices on hwloc's saved
- * topologies (test/fixtures/topology) and on synthetic ones this file
- * writes, the NIC map and its errors, XML errors, the live machine, and
- * the sysfs lookup of libfabric domain names.
+ * topo module through the API: distance classes and NIC choices on
+ * hwloc's saved topologies (test/fixtures/topology) and on synthetic ones
+ * this file writes, the NIC map and its errors, XML errors, and a domain
+ * name that is no PCI device.  (The live machine and the sysfs lookup of
+ * domain names in a fake sysfs: test/unit/check_topo.c.)
  */
 #include "testutil.h"
-
-#include "topo.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -26,23 +25,6 @@
 #define ABSENT "0000:fe:1f.7"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-/* A fresh directory under $TMPDIR (or /tmp), into dir. */
-static void make_tmp_dir(char *dir, size_t len)
-{
-    const char *tmp = getenv("TMPDIR");
-
-    snprintf(dir, len, "%s/ferry-topo.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s failed", dir);
-}
-
-static void remove_tree(const char *dir)
-{
-    char cmd[PATH_MAX + 16];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
 
 static char *fixture(const char *name)
 {
@@ -331,7 +313,7 @@ static void synth_write(struct synth *s, const char *spec)
     unsigned cpus, nodes;
 
     memset(s, 0, sizeof(*s));
-    make_tmp_dir(s->dir, sizeof(s->dir));
+    tu_tmp_dir(s->dir, sizeof(s->dir), "ferry-topo");
     snprintf(s->path, sizeof(s->path), "%s/machine.xml", s->dir);
     f = open_memstream(&body, &len);
     for (char c = *spec++; c != '\0'; c = *spec++) {
@@ -364,7 +346,7 @@ static void synth_write(struct synth *s, const char *spec)
 
 static void synth_remove(struct synth *s)
 {
-    remove_tree(s->dir);
+    tu_remove_tree(s->dir);
 }
 
 /* The topology of spec with the GPUs and NICs it holds, given explicitly. */
@@ -925,7 +907,7 @@ START_TEST(test_corrupt_xml_named)
     struct ferry_topo_config cfg = FERRY_TOPO_CONFIG_INIT;
     FILE *f;
 
-    make_tmp_dir(dir, sizeof(dir));
+    tu_tmp_dir(dir, sizeof(dir), "ferry-topo");
     snprintf(path, sizeof(path), "%s/broken.xml", dir);
     f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
@@ -937,7 +919,7 @@ START_TEST(test_corrupt_xml_named)
     load_fails(&cfg, FERRY_EINVAL, "the topology XML file ");
     load_fails(&cfg, FERRY_EINVAL, "broken.xml (from config.xml) is not an "
                                    "hwloc XML topology");
-    remove_tree(dir);
+    tu_remove_tree(dir);
 }
 END_TEST
 
@@ -1027,150 +1009,7 @@ START_TEST(test_api_arguments)
 }
 END_TEST
 
-/* ---- this machine ------------------------------------------------------- */
-
-START_TEST(test_live_machine)
-{
-    ferry_topo_t *topo = NULL;
-    struct ferry_topo_info info;
-    static const hwloc_obj_type_t io_types[] = {
-        HWLOC_OBJ_BRIDGE, HWLOC_OBJ_PCI_DEVICE, HWLOC_OBJ_OS_DEVICE};
-
-    unsetenv("FERRY_TOPOLOGY_XML");
-    ck_assert_msg(ferry_topo_load(NULL, &topo) == 0, "%s", ferry_last_error());
-    info = info_of(topo);
-    ck_assert_ptr_nonnull(strstr(info.summary, "live topology of this "
-                                               "machine"));
-    /* Every bridge, function and OS device is kept (white box). */
-    for (size_t i = 0; i < sizeof(io_types) / sizeof(io_types[0]); i++) {
-        enum hwloc_type_filter_e filter;
-        ck_assert_int_eq(
-            hwloc_topology_get_type_filter(topo->hw, io_types[i], &filter), 0);
-        ck_assert_int_eq(filter, HWLOC_TYPE_FILTER_KEEP_ALL);
-    }
-    for (size_t g = 0; g < info.ngpus; g++)
-        ck_assert_ptr_nonnull(strstr(gpu_nics(topo, g).reason, "GPU "));
-    for (size_t n = 0; n < info.nnics; n++)
-        ck_assert_str_ne(nic_dev(topo, n).cpus, "");
-    ck_assert_uint_ge(info.nnuma, 1);
-    ferry_topo_destroy(topo);
-}
-END_TEST
-
-START_TEST(test_live_current_node)
-{
-    /* Bound to one PU, the thread is on that PU's NUMA node. */
-    ferry_topo_t *topo = NULL;
-    struct ferry_topo_choice mine = FERRY_TOPO_CHOICE_INIT;
-    struct ferry_topo_choice node = FERRY_TOPO_CHOICE_INIT;
-    hwloc_obj_t pu;
-
-    unsetenv("FERRY_TOPOLOGY_XML");
-    ck_assert_int_eq(ferry_topo_load(NULL, &topo), 0);
-    pu = hwloc_get_obj_by_type(topo->hw, HWLOC_OBJ_PU, 0);
-    ck_assert_int_eq(
-        hwloc_set_cpubind(topo->hw, pu->cpuset, HWLOC_CPUBIND_THREAD), 0);
-    ck_assert_msg(ferry_topo_host_nics(topo, FERRY_TOPO_CURRENT_NODE, &mine) ==
-                      0,
-                  "%s", ferry_last_error());
-    ck_assert_int_eq(
-        ferry_topo_host_nics(topo, hwloc_bitmap_first(pu->nodeset), &node), 0);
-    ck_assert_ptr_eq(mine.reason, node.reason);
-    ferry_topo_destroy(topo);
-}
-END_TEST
-
 /* ---- libfabric domain -> PCI address ------------------------------------ */
-
-static void make_path(const char *root, const char *rel)
-{
-    char path[PATH_MAX];
-
-    snprintf(path, sizeof(path), "%s/%s", root, rel);
-    for (char *p = path + strlen(root) + 1; *p != '\0'; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        mkdir(path, 0700);
-        *p = '/';
-    }
-    mkdir(path, 0700);
-}
-
-/* /class/<cls>/<name>/device -> /devices/<target> (NULL: no link). */
-static void fake_class_device(const char *root, const char *cls,
-                              const char *name, const char *target)
-{
-    char rel[PATH_MAX], link[PATH_MAX], dest[PATH_MAX];
-
-    snprintf(rel, sizeof(rel), "class/%s/%s", cls, name);
-    make_path(root, rel);
-    if (target == NULL)
-        return;
-    snprintf(rel, sizeof(rel), "devices/%s", target);
-    make_path(root, rel);
-    snprintf(link, sizeof(link), "%s/class/%s/%s/device", root, cls, name);
-    snprintf(dest, sizeof(dest), "../../../devices/%s", target);
-    ck_assert_int_eq(symlink(dest, link), 0);
-}
-
-/* A sysfs with a virtio NIC, lo, a veth, a ConnectX and an EFA device. */
-static void fake_sysfs_make(char *root, size_t len)
-{
-    make_tmp_dir(root, len);
-    fake_class_device(root, "net", "eth0", "pci0000:00/0000:00:03.0/virtio2");
-    fake_class_device(root, "net", "lo", NULL);
-    fake_class_device(root, "net", "veth0", "virtual/net/veth0");
-    fake_class_device(root, "infiniband", "mlx5_0",
-                      "pci0000:17/0000:17:01.0/0000:18:00.0");
-    fake_class_device(root, "infiniband", "rdmap16s27",
-                      "pci0000:10/0000:10:1b.0");
-}
-
-START_TEST(test_domain_pci_from_sysfs)
-{
-    char root[PATH_MAX], pci[FERRY_TOPO_PCI_LEN];
-
-    fake_sysfs_make(root, sizeof(root));
-    ck_assert_int_eq(ferry__topo_domain_pci_at(root, "mlx5_0", pci,
-                                               sizeof(pci)),
-                     0);
-    ck_assert_str_eq(pci, "0000:18:00.0");
-    /* A virtio NIC: its device is virtioN, below the PCI function. */
-    ck_assert_int_eq(
-        ferry__topo_domain_pci_at(root, "eth0", pci, sizeof(pci)), 0);
-    ck_assert_str_eq(pci, "0000:00:03.0");
-    /* efa names its RDM domain after the device, plus "-rdm". */
-    ck_assert_int_eq(ferry__topo_domain_pci_at(root, "rdmap16s27-rdm", pci,
-                                               sizeof(pci)),
-                     0);
-    ck_assert_str_eq(pci, "0000:10:1b.0");
-
-    ck_assert_int_eq(ferry__topo_domain_pci_at(root, "lo", pci, sizeof(pci)),
-                     FERRY_ENOTSUP);
-    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "lo is not a PCI "
-                                                     "device"));
-    ck_assert_int_eq(
-        ferry__topo_domain_pci_at(root, "veth0", pci, sizeof(pci)),
-        FERRY_ENOTSUP);
-    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "leads to no PCI "
-                                                     "function"));
-    ck_assert_int_eq(
-        ferry__topo_domain_pci_at(root, "mlx5_9", pci, sizeof(pci)),
-        FERRY_ENOENT);
-    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "no network or "
-                                                     "InfiniBand device is "
-                                                     "named mlx5_9"));
-    ck_assert_int_eq(
-        ferry__topo_domain_pci_at(root, "../eth0", pci, sizeof(pci)),
-        FERRY_EINVAL);
-    ck_assert_int_eq(ferry__topo_domain_pci_at(root, "", pci, sizeof(pci)),
-                     FERRY_EINVAL);
-    ck_assert_int_eq(ferry__topo_domain_pci_at(root, "eth0", pci, 12),
-                     FERRY_ENOSPC);
-    remove_tree(root);
-}
-END_TEST
 
 START_TEST(test_domain_pci_loopback)
 {
@@ -1227,9 +1066,6 @@ static Suite *topo_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("live");
-    tcase_add_test(tc, test_live_machine);
-    tcase_add_test(tc, test_live_current_node);
-    tcase_add_test(tc, test_domain_pci_from_sysfs);
     tcase_add_test(tc, test_domain_pci_loopback);
     suite_add_tcase(s, tc);
     return s;

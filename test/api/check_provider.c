@@ -1,102 +1,70 @@
 /*
- * provider and env modules: capability-based choice, refusals that say
- * why, FI_PROVIDER and config honoured, mr_mode bit translation, and
- * libfabric's MR cache turned off before the first libfabric call.
+ * provider selection through the API: the candidates ferry_probe_providers
+ * reports (domain and provider honoured, shared memory only for local
+ * peers), refusals that say why, FI_PROVIDER and the config honoured, and
+ * the mr_mode offered and forced.  (The mr_mode bit translation, the rank
+ * order and libfabric's MR cache: test/unit/check_provider.c.)
  */
 #include "testutil.h"
-
-#include "ferry-internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-START_TEST(test_mr_mode_bits_round_trip)
+/* What ferry_context_create would choose from for cfg: something. */
+static ferry_probe_t *probe_of(const struct ferry_config *cfg)
 {
-    for (unsigned bit = 1; bit <= FERRY_MR_ALL; bit <<= 1) {
-        uint64_t fi = ferry__mr_mode_to_fi(bit);
-        ck_assert_msg(fi != 0, "FERRY_MR bit 0x%x has no libfabric bit", bit);
-        ck_assert_uint_eq(ferry__mr_mode_from_fi(fi), bit);
-    }
-    ck_assert_uint_eq(ferry__mr_mode_to_fi(FERRY_MR_VIRT_ADDR),
-                      FI_MR_VIRT_ADDR);
-    ck_assert_uint_eq(ferry__mr_mode_from_fi(FI_MR_LOCAL | FI_MR_ENDPOINT),
-                      FERRY_MR_LOCAL | FERRY_MR_ENDPOINT);
-    /* The pre-1.5 FI_MR_BASIC means VIRT_ADDR|ALLOCATED|PROV_KEY. */
-    ck_assert_uint_eq(ferry__mr_mode_from_fi(FI_MR_BASIC),
-                      FERRY_MR_VIRT_ADDR | FERRY_MR_ALLOCATED |
-                          FERRY_MR_PROV_KEY);
-}
-END_TEST
+    ferry_probe_t *probe = NULL;
+    int ret = ferry_probe_providers(cfg, &probe);
 
-START_TEST(test_mr_mode_str)
+    ck_assert_msg(ret == 0, "probe: %s", ferry_last_error());
+    ck_assert_uint_ge(ferry_probe_count(probe), 1);
+    return probe;
+}
+
+static struct ferry_provider_report entry(const ferry_probe_t *probe,
+                                          size_t i)
 {
-    char buf[64];
+    struct ferry_provider_report r = FERRY_PROVIDER_REPORT_INIT;
 
-    ck_assert_str_eq(ferry__mr_mode_str(0, buf, sizeof(buf)), "none");
-    ck_assert_str_eq(ferry__mr_mode_str(FERRY_MR_LOCAL | FERRY_MR_RAW, buf,
-                                        sizeof(buf)),
-                     "LOCAL|RAW");
-    /* A short buffer truncates, never overflows. */
-    ck_assert_str_eq(ferry__mr_mode_str(FERRY_MR_ALL, buf, 8), "LOCAL");
+    ck_assert_int_eq(ferry_probe_entry(probe, i, &r), 0);
+    return r;
 }
-END_TEST
 
 START_TEST(test_tcp_domain_honoured)
 {
     struct ferry_config cfg;
-    struct ferry__selection sel;
+    ferry_probe_t *probe;
 
     tu_config(&cfg, "tcp;ofi_rxm");
-    ck_assert_int_eq(ferry__provider_select(&cfg, &sel), 0);
-    ck_assert_uint_ge(sel.ncand, 1);
-    for (size_t i = 0; i < sel.ncand; i++) {
-        ck_assert_str_eq(sel.cand[i].info->domain_attr->name, "lo");
-        ck_assert_str_eq(sel.cand[i].info->fabric_attr->prov_name,
-                         "tcp;ofi_rxm");
-    }
-    ferry__selection_free(&sel);
-}
-END_TEST
+    probe = probe_of(&cfg);
+    for (size_t i = 0; i < ferry_probe_count(probe); i++) {
+        struct ferry_provider_report r = entry(probe, i);
 
-START_TEST(test_loopback_ranks_last)
-{
-    struct ferry_config cfg;
-    struct ferry__selection sel;
-    bool seen_lo = false;
-
-    ck_assert_int_eq(ferry_config_init(&cfg), 0);
-    cfg.provider = "tcp;ofi_rxm";
-    ck_assert_int_eq(ferry__provider_select(&cfg, &sel), 0);
-    for (size_t i = 0; i < sel.ncand; i++) {
-        bool lo = strcmp(sel.cand[i].info->domain_attr->name, "lo") == 0;
-        ck_assert_msg(!seen_lo || lo,
-                      "domain %s ranked after the loopback domain",
-                      sel.cand[i].info->domain_attr->name);
-        seen_lo |= lo;
-        if (i > 0)
-            ck_assert_int_le(sel.cand[i - 1].rank, sel.cand[i].rank);
+        ck_assert_str_eq(r.domain, "lo");
+        ck_assert_str_eq(r.provider, "tcp;ofi_rxm");
     }
-    ferry__selection_free(&sel);
+    ferry_probe_free(probe);
 }
 END_TEST
 
 START_TEST(test_shm_only_when_local_or_asked)
 {
     struct ferry_config cfg;
-    struct ferry__selection sel;
+    ferry_probe_t *probe;
 
     ck_assert_int_eq(ferry_config_init(&cfg), 0);
-    ck_assert_int_eq(ferry__provider_select(&cfg, &sel), 0);
-    for (size_t i = 0; i < sel.ncand; i++)
-        ck_assert_str_ne(sel.cand[i].info->fabric_attr->prov_name, "shm");
-    ck_assert_ptr_nonnull(strstr(sel.refused, "shm: reaches only processes"));
-    ferry__selection_free(&sel);
+    probe = probe_of(&cfg);
+    for (size_t i = 0; i < ferry_probe_count(probe); i++)
+        ck_assert_str_ne(entry(probe, i).provider, "shm");
+    ck_assert_ptr_nonnull(strstr(ferry_probe_refused(probe),
+                                 "shm: reaches only processes"));
+    ferry_probe_free(probe);
 
     /* Every peer local: shared memory outranks the network emulations. */
     cfg.local_only = 1;
-    ck_assert_int_eq(ferry__provider_select(&cfg, &sel), 0);
-    ck_assert_str_eq(sel.cand[0].info->fabric_attr->prov_name, "shm");
-    ferry__selection_free(&sel);
+    probe = probe_of(&cfg);
+    ck_assert_str_eq(entry(probe, 0).provider, "shm");
+    ferry_probe_free(probe);
 }
 END_TEST
 
@@ -158,36 +126,6 @@ START_TEST(test_why_is_one_sentence)
 }
 END_TEST
 
-START_TEST(test_env_turns_mr_cache_off)
-{
-    struct ferry_config cfg;
-    ferry_context_t *ctx;
-
-    unsetenv("FI_MR_CACHE_MAX_COUNT");
-    unsetenv("FI_EFA_MR_CACHE_ENABLE");
-    tu_config(&cfg, "tcp;ofi_rxm");
-    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
-    ck_assert_str_eq(getenv("FI_MR_CACHE_MAX_COUNT"), "0");
-    ck_assert_str_eq(getenv("FI_EFA_MR_CACHE_ENABLE"), "0");
-    ck_assert(!ferry__env_user_set_mr_cache());
-    ferry_context_destroy(ctx);
-}
-END_TEST
-
-START_TEST(test_env_user_value_kept)
-{
-    struct ferry_config cfg;
-    ferry_context_t *ctx;
-
-    setenv("FI_MR_CACHE_MAX_COUNT", "1024", 1);
-    tu_config(&cfg, "tcp;ofi_rxm");
-    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
-    ck_assert_str_eq(getenv("FI_MR_CACHE_MAX_COUNT"), "1024");
-    ck_assert(ferry__env_user_set_mr_cache());
-    ferry_context_destroy(ctx);
-}
-END_TEST
-
 static unsigned shm_mode(unsigned offer)
 {
     struct ferry_config cfg;
@@ -236,14 +174,9 @@ END_TEST
 static Suite *provider_suite(void)
 {
     Suite *s = suite_create("provider");
-    TCase *tc = tcase_create("bits");
+    TCase *tc = tcase_create("select");
 
-    tcase_add_test(tc, test_mr_mode_bits_round_trip);
-    tcase_add_test(tc, test_mr_mode_str);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("select");
     tcase_add_test(tc, test_tcp_domain_honoured);
-    tcase_add_test(tc, test_loopback_ranks_last);
     tcase_add_test(tc, test_shm_only_when_local_or_asked);
     tcase_add_test(tc, test_fi_provider_env_narrows);
     tcase_add_test(tc, test_missing_provider_says_why);
@@ -251,10 +184,6 @@ static Suite *provider_suite(void)
     tcase_add_test(tc, test_why_is_one_sentence);
     tcase_add_test(tc, test_offered_mr_mode_adapts);
     tcase_add_test(tc, test_forced_wire_modes_must_be_the_providers);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("env");
-    tcase_add_test(tc, test_env_turns_mr_cache_off);
-    tcase_add_test(tc, test_env_user_value_kept);
     suite_add_tcase(s, tc);
     return s;
 }

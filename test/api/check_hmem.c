@@ -1,0 +1,76 @@
+/*
+ * The public ferry_device_* helpers' choice of backend: FERRY_SIM_DEVICES
+ * selects the simulated device, which is never on by default.  (The
+ * simulated backend itself: test/unit/check_hmem.c.)
+ */
+#include "testutil.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Checks that need a process of their own (the backend is chosen once). */
+static bool own_process(void)
+{
+    const char *fork_mode = getenv("CK_FORK");
+
+    if (fork_mode != NULL && strcmp(fork_mode, "no") == 0) {
+        fprintf(stderr, "check_hmem: CK_FORK=no: the environment checks of "
+                        "the backend choice are skipped\n");
+        return false;
+    }
+    return true;
+}
+
+START_TEST(test_env_selects_sim)
+{
+    int count = 0;
+    void *dev = NULL;
+
+    if (!own_process())
+        return;
+    setenv("FERRY_SIM_DEVICES", "3", 1);
+    ck_assert_ptr_nonnull(ferry_device_backend());
+    ck_assert_str_eq(ferry_device_backend(), "simulated");
+    ck_assert_msg(strstr(ferry_device_status(), "3 devices") != NULL,
+                  "status: %s", ferry_device_status());
+    ck_assert_int_eq(ferry_device_count(&count), 0);
+    ck_assert_int_eq(count, 3);
+    ck_assert_int_eq(ferry_device_alloc(2, 100, &dev), 0);
+    ck_assert_int_eq(ferry_device_free(dev), 0);
+    unsetenv("FERRY_SIM_DEVICES");
+}
+END_TEST
+
+START_TEST(test_sim_off_by_default)
+{
+    const char *backend;
+
+    if (!own_process())
+        return;
+    unsetenv("FERRY_SIM_DEVICES");
+    backend = ferry_device_backend();
+    ck_assert_msg(backend == NULL || strcmp(backend, "simulated") != 0,
+                  "the simulated device runs without being asked for");
+    ck_assert_msg(strstr(ferry_device_status(), "simulated") == NULL,
+                  "status: %s", ferry_device_status());
+}
+END_TEST
+
+static Suite *hmem_suite(void)
+{
+    Suite *s = suite_create("hmem");
+    TCase *tc = tu_tcase(s, "public", 30);
+
+    tcase_add_test(tc, test_env_selects_sim);
+    tcase_add_test(tc, test_sim_off_by_default);
+    return s;
+}
+
+int main(void)
+{
+    /* The tests choose; the caller's must not leak in. */
+    unsetenv("FERRY_SIM_DEVICES");
+    return tu_run(hmem_suite());
+}

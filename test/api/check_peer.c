@@ -1,0 +1,93 @@
+/*
+ * peer module through the API: a remote-key blob is no address, removing
+ * NULL is a no-op, and destroying a context whose peer still has remote
+ * regions imported closes them all.  (Everything else, with the blobs
+ * built by hand and the peers' fields: test/unit/check_peer.c.)
+ */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TCP "tcp;ofi_rxm"
+
+/* A sentinel that a failed call must leave alone. */
+#define UNTOUCHED ((ferry_peer_t *)(uintptr_t)0x5a5a)
+
+START_TEST(test_add_rkey_blob_as_address)
+{
+    ferry_context_t *ctx = tu_context(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    ferry_mem_t *mem = NULL;
+    void *buf = tu_alloc_buf(4096);
+    uint8_t rkey[512];
+    size_t len = sizeof(rkey);
+    void *copy;
+
+    ck_assert_int_eq(ferry_mem_register(ctx, buf, 4096, FERRY_MEM_HOST, 0,
+                                        FERRY_ACCESS_REMOTE_READ, &mem),
+                     0);
+    ck_assert_int_eq(ferry_mem_export(mem, rkey, &len), 0);
+    /* An exact-size heap copy: a read past len is one ASan reports. */
+    copy = tu_heap_copy(rkey, len);
+    TU_EXPECT_ERROR(ferry_peer_add(ctx, copy, len, &peer), FERRY_EBLOB,
+                    "address blob is a remote-key blob, expected an address "
+                    "blob");
+    free(copy);
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    ferry_context_destroy(ctx);
+    tu_free_buf(buf, 4096);
+}
+END_TEST
+
+START_TEST(test_remove_null)
+{
+    ck_assert_int_eq(ferry_peer_remove(NULL), 0);
+    ck_assert_str_eq(ferry_last_error(), "");
+}
+END_TEST
+
+START_TEST(test_context_destroy_with_rmem_held)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_pair p;
+    ferry_mem_t *mem = NULL;
+    void *buf = tu_alloc_buf(4096);
+
+    /* Destroying the context closes its remote regions too, which point
+     * at their peers: peers must outlive them in the teardown (a use after
+     * free under AddressSanitizer otherwise). */
+    tu_pair_open(&p, prov, NULL);
+    ck_assert_int_eq(ferry_mem_register(p.target, buf, 4096, FERRY_MEM_HOST,
+                                        0, FERRY_ACCESS_REMOTE_READ, &mem),
+                     0);
+    (void)tu_share(mem, p.peer);
+    (void)tu_share(mem, p.peer);
+    TU_EXPECT_ERROR(ferry_peer_remove(p.peer), FERRY_EBUSY,
+                    "2 remote regions imported from this peer are still "
+                    "held");
+    tu_pair_close(&p);
+    tu_free_buf(buf, 4096);
+}
+END_TEST
+
+static Suite *peer_suite(void)
+{
+    Suite *s = suite_create("peer");
+    TCase *tc = tcase_create("add");
+
+    tcase_add_test(tc, test_add_rkey_blob_as_address);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("lifetime");
+    tcase_add_test(tc, test_remove_null);
+    tcase_add_loop_test(tc, test_context_destroy_with_rmem_held, 0,
+                        (int)tu_nproviders);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(peer_suite());
+}

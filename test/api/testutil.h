@@ -1,0 +1,194 @@
+/*
+ * Helpers shared by the Check suites: contexts over loopback providers,
+ * blob exchange, data patterns, and a target in a child process.
+ */
+#ifndef FERRY_TESTUTIL_H
+#define FERRY_TESTUTIL_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "ferry.h"
+
+/* Elements of an array (not a pointer). */
+#define TU_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+/* Remote read and write: what the target regions of the tests grant. */
+#define RW (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE)
+
+/* Asserts that ret is code and that the last error contains phrase. */
+#define TU_EXPECT_ERROR(ret, code, phrase)                                    \
+    do {                                                                      \
+        int ret_ = (ret);                                                     \
+        ck_assert_msg(ret_ == (code), "got %d (%s), expected %s: %s", ret_,   \
+                      ferry_strerror(ret_), #code, ferry_last_error());       \
+        ck_assert_msg(strstr(ferry_last_error(), (phrase)) != NULL,           \
+                      "sentence \"%s\" lacks \"%s\"", ferry_last_error(),     \
+                      (phrase));                                              \
+    } while (0)
+
+/* The providers that really move data on this machine. */
+extern const char *const tu_providers[];
+extern const size_t tu_nproviders;
+
+/* Unsets what ferry_config_init reads: FERRY_PROVIDER, FERRY_DOMAIN,
+ * FERRY_MAX_RAILS and FERRY_TIMEOUT_MS. */
+void tu_clear_ferry_env(void);
+
+/* A config for provider prov over loopback, with a short deadline. */
+void tu_config(struct ferry_config *cfg, const char *prov);
+
+/* A context from cfg, or from tu_config(prov); assert success. */
+ferry_context_t *tu_context_cfg(const struct ferry_config *cfg);
+ferry_context_t *tu_context(const char *prov);
+/* ferry_context_info and ferry_context_stats of ctx; assert success. */
+struct ferry_context_info tu_info(ferry_context_t *ctx);
+struct ferry_stats tu_stats(ferry_context_t *ctx);
+/* The context as its own peer: enough to import what it exports. */
+ferry_peer_t *tu_self_peer(ferry_context_t *ctx);
+
+/*
+ * Two contexts in this process: init (posts) and target (owns memory, runs
+ * a progress thread), and init's peer handle for target.  base may be NULL;
+ * its provider is replaced by prov.
+ */
+struct tu_pair {
+    ferry_context_t *init;
+    ferry_context_t *target;
+    ferry_peer_t *peer;
+};
+void tu_pair_open(struct tu_pair *p, const char *prov,
+                  const struct ferry_config *base);
+/* The same, with each side's progress thread chosen: without one on the
+ * target nothing lands unless the test progresses the target itself. */
+void tu_pair_open_threads(struct tu_pair *p, const char *prov,
+                          const struct ferry_config *base, int init_thread,
+                          int target_thread);
+void tu_pair_close(struct tu_pair *p);
+
+/* Registers host memory [buf, +len) granting access; asserts success. */
+ferry_mem_t *tu_register(ferry_context_t *ctx, void *buf, size_t len,
+                         unsigned access);
+/* Exports mem into blob (cap bytes) and returns its length; asserts. */
+size_t tu_export(ferry_mem_t *mem, uint8_t *blob, size_t cap);
+/* Exports mem and imports it through peer; asserts success. */
+ferry_rmem_t *tu_share(ferry_mem_t *mem, ferry_peer_t *peer);
+
+/*
+ * A pair (tu_pair_open_threads) with a target region of tlen bytes (remote
+ * read and write, imported by the initiator as rmem) and a local region of
+ * llen bytes on the initiator.  stalled: the target has no progress
+ * thread, so nothing lands unless the test progresses it.  tu_fx_close
+ * releases every handle explicitly, so that a reference a finished request
+ * kept shows as a failure.
+ */
+struct tu_fx {
+    struct tu_pair p;
+    bool stalled;
+    uint8_t *tbuf;
+    size_t tlen;
+    ferry_mem_t *tmem;
+    ferry_rmem_t *rmem;
+    uint8_t *lbuf;
+    size_t llen;
+    ferry_mem_t *lmem;
+};
+void tu_fx_open(struct tu_fx *f, const char *prov,
+                const struct ferry_config *base, int init_thread,
+                int target_thread, size_t tlen, size_t llen);
+/*
+ * The same stalled: no progress thread on either side.  base NULL: tu_config
+ * with operations as large as the target region, for tests that reason
+ * about one operation per region-sized transfer.  Connection set-up needs
+ * the target's progress too, so a one-byte write gets it done first, seen
+ * to its end by drive (NULL: progressing the target until it ends), which
+ * asserts it succeeded and frees it; later operations go out when posted.
+ */
+typedef void tu_drive_fn(struct tu_fx *f, ferry_req_t *req, const char *what);
+void tu_fx_open_stalled(struct tu_fx *f, const char *prov,
+                        const struct ferry_config *base, size_t tlen,
+                        size_t llen, tu_drive_fn *drive);
+void tu_fx_close(struct tu_fx *f);
+
+/* Posts iov as a write or read, waits for it and frees it; asserts that
+ * it succeeded, and that testing it again gives the same answer. */
+void tu_xfer_ok(ferry_peer_t *peer, bool write, const struct ferry_iov *iov,
+                size_t n, const char *what);
+
+/* Deterministic pattern from seed; tu_check returns the first bad index or
+ * SIZE_MAX when every byte matches. */
+void tu_fill(void *buf, size_t len, uint64_t seed);
+size_t tu_check(const void *buf, size_t len, uint64_t seed);
+/* Asserts that buf[0, len) is pattern seed; the printf-style message
+ * says what it is. */
+void tu_assert_pattern(const void *buf, size_t len, uint64_t seed,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Asserts that the last error holds every one of the given pieces (a
+ * NULL-terminated list). */
+void tu_assert_sentence(const char *first, ...);
+
+/* Asserts got == want over len bytes, naming the first difference. */
+void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
+                    const char *what);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t tu_now_ns(void);
+/* Milliseconds since t0, a tu_now_ns() time. */
+uint64_t tu_ms_since(uint64_t t0);
+
+/* Page-aligned, zeroed allocation (mmap); tu_free_buf unmaps it. */
+void *tu_alloc_buf(size_t len);
+void tu_free_buf(void *buf, size_t len);
+
+/* A fresh directory $TMPDIR/name.XXXXXX (/tmp without TMPDIR), into dir;
+ * tu_remove_tree removes it and what it holds. */
+void tu_tmp_dir(char *dir, size_t len, const char *name);
+void tu_remove_tree(const char *dir);
+
+/* Blocking whole-buffer pipe I/O; assert on failure. */
+void tu_write_all(int fd, const void *buf, size_t len);
+void tu_read_all(int fd, void *buf, size_t len);
+
+/*
+ * A target in a forked child: it opens a context for prov (with a progress
+ * thread), registers `len` bytes filled with pattern `seed` for remote
+ * read and write, and sends its address and remote-key blobs.  Then it
+ * waits for a command byte: 'v' verifies the buffer against pattern
+ * vseed (given after the command) and answers 1 or 0; 'q' exits.
+ */
+struct tu_child {
+    pid_t pid;
+    int to_child;
+    int from_child;
+    uint8_t addr[512];
+    size_t addr_len;
+    uint8_t rkey[512];
+    size_t rkey_len;
+};
+void tu_child_start(struct tu_child *c, const char *prov, size_t len,
+                    uint64_t seed);
+/* Asks the child to verify its buffer against seed; true if it matches. */
+int tu_child_verify(struct tu_child *c, uint64_t seed);
+/* Tells the child to exit and reaps it; asserts a clean exit. */
+void tu_child_stop(struct tu_child *c);
+
+/* A test case added to s, with its own timeout in seconds. */
+TCase *tu_tcase(Suite *s, const char *name, int timeout);
+
+/*
+ * An exact-size heap copy of buf (free it): a blob passed this way makes
+ * any read past len an out-of-bounds read that AddressSanitizer reports.
+ */
+void *tu_heap_copy(const void *buf, size_t len);
+
+/* Runs a suite and returns the exit code (0 pass, 1 fail). */
+int tu_run(Suite *s);
+
+#endif /* FERRY_TESTUTIL_H */

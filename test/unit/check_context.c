@@ -1,0 +1,397 @@
+/*
+ * context module from inside: the config the context keeps (an older
+ * caller's struct, copied names, the defaults), the info struct against
+ * the context and libfabric, the operation slots and key space of forced
+ * limits, the address blob's bytes, and multi-rail selection.  (The config
+ * and its refusals, the info struct's versioning, the address size
+ * protocol's refusals and handle checks: test/api/check_context.c.)
+ */
+#include "testutil.h"
+
+#include "ferry-internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TCP "tcp;ofi_rxm"
+
+/* ---- create ------------------------------------------------------------ */
+
+START_TEST(test_create_older_smaller_config)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+
+    /* A caller built against an older, shorter struct: what lies past its
+     * size is not read, so the garbage there is ignored. */
+    tu_config(&cfg, TCP);
+    cfg.size = offsetof(struct ferry_config, local_only);
+    cfg.mr_mode_offer = 0xffffu;
+    cfg.timeout_ms = -7;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_str_eq(info.provider, TCP);
+    ck_assert_str_eq(info.domain, "lo");
+    ck_assert_int_eq(ctx->cfg.timeout_ms, 60000);
+    ck_assert_uint_eq(ctx->cfg.size, sizeof(struct ferry_config));
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_create_copies_names)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+    char prov[16], dom[8];
+
+    /* The context keeps its own copies: the caller's strings may go. */
+    strcpy(prov, TCP);
+    strcpy(dom, "lo");
+    tu_config(&cfg, TCP);
+    cfg.provider = prov;
+    cfg.domain = dom;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    memset(prov, 0, sizeof(prov));
+    memset(dom, 0, sizeof(dom));
+    ck_assert_str_eq(ctx->cfg.provider, TCP);
+    ck_assert_str_eq(ctx->cfg.domain, "lo");
+    ck_assert_ptr_ne(ctx->cfg.provider, prov);
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_str_eq(info.domain, "lo");
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_create_null_cfg_uses_defaults)
+{
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+    int ret;
+
+    tu_clear_ferry_env();
+    /* Ferry's defaults, not a narrowing from the user's environment
+     * (libfabric reads it on first use, which is in this process). */
+    unsetenv("FI_PROVIDER");
+    ret = ferry_context_create(NULL, &ctx);
+    ck_assert_msg(ret == 0, "create(NULL): %s", ferry_last_error());
+    ck_assert_ptr_nonnull(ctx);
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_uint_eq(info.nrails, 1);
+    ck_assert_ptr_nonnull(info.provider);
+    ck_assert_int_eq(ctx->cfg.timeout_ms, 60000);
+    ck_assert_uint_eq(ctx->cfg.max_rails, 1);
+    ck_assert_uint_eq(ctx->cfg.mr_mode_offer, FERRY_MR_ALL);
+    /* local_only is off by default, so shared memory is not chosen. */
+    ck_assert_str_ne(info.provider, "shm");
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- info -------------------------------------------------------------- */
+
+START_TEST(test_info_tcp_values)
+{
+    ferry_context_t *ctx = tu_context(TCP);
+    struct ferry_context_info info;
+
+    memset(&info, 0xa5, sizeof(info));
+    info.size = sizeof(info);
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_uint_eq(info.size, sizeof(info));
+    ck_assert_str_eq(info.provider, TCP);
+    ck_assert_ptr_nonnull(info.fabric);
+    ck_assert_str_eq(info.domain, "lo");
+    ck_assert_uint_eq(info.nrails, 1);
+    /* tcp;ofi_rxm on 1.17 asks for no mr_mode bit at all, and none is
+     * forced here. */
+    ck_assert_uint_eq(info.mr_mode, 0);
+    ck_assert_uint_eq(info.mr_key_size, 8);
+    ck_assert_uint_gt(info.max_msg_size, 0);
+    ck_assert_uint_gt(info.tx_depth, 0);
+    ck_assert_uint_gt(info.rx_depth, 0);
+    ck_assert_int_eq(info.hmem, 0);
+    ck_assert_uint_ge(info.fi_version, FI_VERSION(1, 17));
+    ck_assert_uint_eq(info.fi_version, fi_version());
+    ck_assert_ptr_nonnull(strstr(info.why, "chose tcp;ofi_rxm on domain lo"));
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_info_every_provider)
+{
+    const char *prov = tu_providers[_i];
+    ferry_context_t *ctx = tu_context(prov);
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_str_eq(info.provider, prov);
+    ck_assert_uint_eq(info.nrails, 1);
+    ck_assert_uint_eq(info.nrails, ctx->nrails);
+    ck_assert_uint_eq(info.mr_mode, ctx->mr_mode);
+    ck_assert_uint_ge(info.mr_key_size, 1);
+    ck_assert_uint_le(info.mr_key_size, 8); /* no FI_MR_RAW here */
+    /* Operations of 1 MiB by default: both providers take larger ones. */
+    ck_assert_uint_gt(ctx->rails[0].info->ep_attr->max_msg_size, MiB);
+    ck_assert_uint_eq(info.max_msg_size, MiB);
+    ck_assert_uint_gt(info.tx_depth, 0);
+    ck_assert_ptr_eq(info.why, ctx->why);
+    /* Both have 8 bytes of remote CQ data: 32 bits each for id and value. */
+    ck_assert_uint_eq(ctx->rails[0].info->domain_attr->cq_data_size, 8);
+    ck_assert_uint_eq(info.notify_in_write_bits, 32);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* The largest operation of a context on prov with config.max_msg_size
+ * cap, and the provider's own largest. */
+static size_t max_op_with(const char *prov, size_t cap, size_t *provider_max)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+
+    tu_config(&cfg, prov);
+    cfg.max_msg_size = cap;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    *provider_max = ctx->rails[0].info->ep_attr->max_msg_size;
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ferry_context_destroy(ctx);
+    return info.max_msg_size;
+}
+
+/* A cap above the default is the user's to choose, up to the provider's. */
+START_TEST(test_info_larger_operations)
+{
+    const char *prov = tu_providers[_i];
+    size_t provider_max;
+
+    ck_assert_uint_eq(max_op_with(prov, SIZE_MAX, &provider_max),
+                      provider_max);
+    ck_assert_uint_eq(max_op_with(prov, 8 * MiB, &provider_max),
+                      provider_max < 8 * MiB ? provider_max : 8 * MiB);
+}
+END_TEST
+
+START_TEST(test_info_forced_limits)
+{
+    const char *prov = tu_providers[_i];
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+    size_t slots = 0;
+
+    tu_config(&cfg, prov);
+    cfg.max_msg_size = 4096;
+    cfg.tx_depth = 2;
+    cfg.mr_key_size = 2;
+    cfg.mr_mode_force = FERRY_MR_LOCAL;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_uint_eq(info.max_msg_size, 4096);
+    ck_assert_uint_eq(info.tx_depth, 2);
+    ck_assert_uint_eq(info.mr_key_size, 2);
+    ck_assert(info.mr_mode & FERRY_MR_LOCAL);
+    /* The rail really has only two operation slots. */
+    for (struct ferry__op *op = ctx->rails[0].free_ops; op; op = op->next_free)
+        slots++;
+    ck_assert_uint_eq(slots, 2);
+    /* Keys wrap at two bytes. */
+    ck_assert_uint_eq(ferry__keyalloc_space(&ctx->rails[0].keys), 0xffff);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- address ----------------------------------------------------------- */
+
+START_TEST(test_address_size_protocol)
+{
+    const char *prov = tu_providers[_i];
+    ferry_context_t *ctx = tu_context(prov);
+    struct ferry__blob_reader r;
+    uint8_t buf[1024], again[1024];
+    size_t need = 12345, len;
+    char phrase[64];
+
+    /* NULL buffer: ENOSPC and the size needed, whatever *len said. */
+    TU_EXPECT_ERROR(ferry_context_address(ctx, NULL, &need), FERRY_ENOSPC,
+                    "pass a buffer of at least");
+    ck_assert_uint_gt(need, FERRY__BLOB_HEADER_LEN);
+    ck_assert_uint_lt(need, sizeof(buf) - 64);
+    snprintf(phrase, sizeof(phrase), "needs %zu bytes", need);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), phrase));
+
+    /* Every capacity short of it: refused, nothing written past it. */
+    for (size_t cap = 0; cap < need; cap++) {
+        memset(buf, 0xa5, sizeof(buf));
+        len = cap;
+        ck_assert_int_eq(ferry_context_address(ctx, buf, &len), FERRY_ENOSPC);
+        ck_assert_uint_eq(len, need);
+        for (size_t i = cap; i < sizeof(buf); i++)
+            ck_assert_msg(buf[i] == 0xa5,
+                          "capacity %zu: byte %zu was written", cap, i);
+    }
+
+    /* Room enough: exactly `need` bytes, a valid address blob. */
+    memset(buf, 0xa5, sizeof(buf));
+    len = sizeof(buf);
+    ck_assert_int_eq(ferry_context_address(ctx, buf, &len), 0);
+    ck_assert_str_eq(ferry_last_error(), "");
+    ck_assert_uint_eq(len, need);
+    for (size_t i = need; i < sizeof(buf); i++)
+        ck_assert_uint_eq(buf[i], 0xa5);
+    ck_assert_int_eq(ferry__blob_open(&r, buf, len, FERRY__BLOB_ADDR, "addr"),
+                     0);
+    /* Exactly `need` is enough, and the blob does not change. */
+    len = need;
+    ck_assert_int_eq(ferry_context_address(ctx, again, &len), 0);
+    ck_assert_uint_eq(len, need);
+    ck_assert_mem_eq(buf, again, need);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_address_names_provider)
+{
+    const char *prov = tu_providers[_i];
+    ferry_context_t *ctx = tu_context(prov);
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    struct ferry__blob_reader r;
+    uint8_t buf[512];
+    size_t len = sizeof(buf);
+    char name[FERRY__NAME_MAX];
+
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_int_eq(ferry_context_address(ctx, buf, &len), 0);
+    ck_assert_int_eq(ferry__blob_open(&r, buf, len, FERRY__BLOB_ADDR, "addr"),
+                     0);
+    ferry__blob_get_str(&r, name, sizeof(name));
+    ck_assert_str_eq(name, prov);
+    ck_assert_uint_eq(ferry__blob_get_u16(&r), info.nrails);
+    ck_assert_uint_eq(ferry__blob_get_u32(&r), ctx->rails[0].info->addr_format);
+    ck_assert(!r.bad);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- rails ------------------------------------------------------------- */
+
+START_TEST(test_two_rails_when_two_domains)
+{
+    struct ferry_config cfg;
+    struct ferry__selection sel;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+    size_t domains = 0;
+
+    tu_config(&cfg, TCP);
+    cfg.domain = NULL;
+    ck_assert_int_eq(ferry__provider_select(&cfg, &sel), 0);
+    /* Rails are distinct domains of the first candidate's address family
+     * (libfabric lists a domain once per family). */
+    for (size_t i = 0; i < sel.ncand; i++) {
+        const struct fi_info *c = sel.cand[i].info;
+        bool seen = false;
+
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(sel.cand[k].info->domain_attr->name,
+                          c->domain_attr->name) == 0 &&
+                   sel.cand[k].info->addr_format == c->addr_format;
+        if (!seen && strcmp(c->fabric_attr->prov_name, TCP) == 0 &&
+            c->addr_format == sel.cand[0].info->addr_format)
+            domains++;
+    }
+    ferry__selection_free(&sel);
+
+    cfg.max_rails = 2;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_uint_eq(info.nrails, ctx->nrails);
+    if (domains < 2) {
+        /* Only one tcp domain on this host: one rail is all there is. */
+        fprintf(stderr, "note: one tcp;ofi_rxm domain here, two-rail "
+                        "assertion skipped\n");
+        ck_assert_uint_eq(info.nrails, 1);
+    } else {
+        ck_assert_uint_eq(info.nrails, 2);
+        ck_assert_ptr_nonnull(ctx->rails[1].ep);
+        ck_assert_uint_eq(ctx->rails[1].index, 1);
+        /* Two different domains: never two rails on one NIC. */
+        ck_assert_str_ne(ctx->rails[0].info->domain_attr->name,
+                         ctx->rails[1].info->domain_attr->name);
+        ck_assert_str_eq(ctx->rails[1].info->fabric_attr->prov_name, TCP);
+    }
+    ferry_context_destroy(ctx);
+
+    /* max_rails caps: asking for 8 never gives more than there are. */
+    cfg.max_rails = 8;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_uint_eq(info.nrails, domains < 8 ? domains : 8);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_named_domain_one_rail)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx = NULL;
+
+    /* A named domain is one domain: max_rails cannot add others. */
+    tu_config(&cfg, TCP);
+    cfg.max_rails = 4;
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    for (unsigned i = 0; i < info.nrails; i++)
+        ck_assert_str_eq(ctx->rails[i].info->domain_attr->name, "lo");
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+static Suite *context_suite(void)
+{
+    Suite *s = suite_create("context");
+    TCase *tc = tcase_create("create");
+
+    /* Every test starts from an environment without FERRY_* variables,
+     * also when CK_FORK=no runs them all in one process. */
+    tcase_add_checked_fixture(tc, tu_clear_ferry_env, tu_clear_ferry_env);
+    tcase_add_test(tc, test_create_older_smaller_config);
+    tcase_add_test(tc, test_create_copies_names);
+    tcase_add_test(tc, test_create_null_cfg_uses_defaults);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("info");
+    tcase_add_checked_fixture(tc, tu_clear_ferry_env, tu_clear_ferry_env);
+    tcase_add_test(tc, test_info_tcp_values);
+    tcase_add_loop_test(tc, test_info_every_provider, 0, (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_info_larger_operations, 0, (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_info_forced_limits, 0, (int)tu_nproviders);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("address");
+    tcase_add_checked_fixture(tc, tu_clear_ferry_env, tu_clear_ferry_env);
+    tcase_add_loop_test(tc, test_address_size_protocol, 0, (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_address_names_provider, 0,
+                        (int)tu_nproviders);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rails");
+    tcase_add_checked_fixture(tc, tu_clear_ferry_env, tu_clear_ferry_env);
+    tcase_add_test(tc, test_two_rails_when_two_domains);
+    tcase_add_test(tc, test_named_domain_one_rail);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(context_suite());
+}
