@@ -393,7 +393,7 @@ static int reg_once(ferry_context_t *ctx, enum reg_kind kind, int ring,
         struct fid_mr *mr;
 
         /* Keys far from ferry's own. */
-        ret = fi_mr_reg(ctx->rails[0].domain, buf, ENTRY_LEN,
+        ret = fi_mr_reg(ferry__fabric_of(ctx)->rails[0].domain, buf, ENTRY_LEN,
                         FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
                         0, (1ull << 40) + i, 0, &mr, NULL);
         if (ret == 0)

@@ -8,7 +8,9 @@
  */
 #include "testutil.h"
 
-#include "ferry-internal.h"
+#include "part.h"
+#include "xfer/op.h"
+#include "base/blob.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +37,8 @@ START_TEST(test_create_older_smaller_config)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.provider, TCP);
     ck_assert_str_eq(info.domain, "lo");
-    ck_assert_int_eq(ctx->cfg.timeout_ms, 60000);
-    ck_assert_uint_eq(ctx->cfg.size, sizeof(struct ferry_config));
+    ck_assert_int_eq(ferry__fabric_of(ctx)->cfg.timeout_ms, 60000);
+    ck_assert_uint_eq(ferry__fabric_of(ctx)->cfg.size, sizeof(struct ferry_config));
     ferry_context_destroy(ctx);
 }
 END_TEST
@@ -57,9 +59,9 @@ START_TEST(test_create_copies_names)
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     memset(prov, 0, sizeof(prov));
     memset(dom, 0, sizeof(dom));
-    ck_assert_str_eq(ctx->cfg.provider, TCP);
-    ck_assert_str_eq(ctx->cfg.domain, "lo");
-    ck_assert_ptr_ne(ctx->cfg.provider, prov);
+    ck_assert_str_eq(ferry__fabric_of(ctx)->cfg.provider, TCP);
+    ck_assert_str_eq(ferry__fabric_of(ctx)->cfg.domain, "lo");
+    ck_assert_ptr_ne(ferry__fabric_of(ctx)->cfg.provider, prov);
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.domain, "lo");
     ferry_context_destroy(ctx);
@@ -82,9 +84,9 @@ START_TEST(test_create_null_cfg_uses_defaults)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_uint_eq(info.nrails, 1);
     ck_assert_ptr_nonnull(info.provider);
-    ck_assert_int_eq(ctx->cfg.timeout_ms, 60000);
-    ck_assert_uint_eq(ctx->cfg.max_rails, 1);
-    ck_assert_uint_eq(ctx->cfg.mr_mode_offer, FERRY_MR_ALL);
+    ck_assert_int_eq(ferry__fabric_of(ctx)->cfg.timeout_ms, 60000);
+    ck_assert_uint_eq(ferry__fabric_of(ctx)->cfg.max_rails, 1);
+    ck_assert_uint_eq(ferry__fabric_of(ctx)->cfg.mr_mode_offer, FERRY_MR_ALL);
     /* local_only is off by default, so shared memory is not chosen. */
     ck_assert_str_ne(info.provider, "shm");
     ferry_context_destroy(ctx);
@@ -130,17 +132,17 @@ START_TEST(test_info_every_provider)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.provider, prov);
     ck_assert_uint_eq(info.nrails, 1);
-    ck_assert_uint_eq(info.nrails, ctx->nrails);
-    ck_assert_uint_eq(info.mr_mode, ctx->mr_mode);
+    ck_assert_uint_eq(info.nrails, ferry__fabric_of(ctx)->nrails);
+    ck_assert_uint_eq(info.mr_mode, ferry__fabric_of(ctx)->mr_mode);
     ck_assert_uint_ge(info.mr_key_size, 1);
     ck_assert_uint_le(info.mr_key_size, 8); /* no FI_MR_RAW here */
     /* Operations of 1 MiB by default: both providers take larger ones. */
-    ck_assert_uint_gt(ctx->rails[0].info->ep_attr->max_msg_size, MiB);
+    ck_assert_uint_gt(ferry__fabric_of(ctx)->rails[0].info->ep_attr->max_msg_size, MiB);
     ck_assert_uint_eq(info.max_msg_size, MiB);
     ck_assert_uint_gt(info.tx_depth, 0);
-    ck_assert_ptr_eq(info.why, ctx->why);
+    ck_assert_ptr_eq(info.why, ferry__fabric_of(ctx)->why);
     /* Both have 8 bytes of remote CQ data: 32 bits each for id and value. */
-    ck_assert_uint_eq(ctx->rails[0].info->domain_attr->cq_data_size, 8);
+    ck_assert_uint_eq(ferry__fabric_of(ctx)->rails[0].info->domain_attr->cq_data_size, 8);
     ck_assert_uint_eq(info.notify_in_write_bits, 32);
     ferry_context_destroy(ctx);
 }
@@ -158,7 +160,7 @@ static size_t max_op_with(const char *prov, size_t cap, size_t *provider_max)
     cfg.max_msg_size = cap;
     ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
                   ferry_last_error());
-    *provider_max = ctx->rails[0].info->ep_attr->max_msg_size;
+    *provider_max = ferry__fabric_of(ctx)->rails[0].info->ep_attr->max_msg_size;
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ferry_context_destroy(ctx);
     return info.max_msg_size;
@@ -198,11 +200,13 @@ START_TEST(test_info_forced_limits)
     ck_assert_uint_eq(info.mr_key_size, 2);
     ck_assert(info.mr_mode & FERRY_MR_LOCAL);
     /* The rail really has only two operation slots. */
-    for (struct ferry__op *op = ctx->rails[0].free_ops; op; op = op->next_free)
+    for (struct ferry__op *op = ferry__xfer_of(ctx)->req.tx[0].free_ops; op;
+         op = op->next_free)
         slots++;
     ck_assert_uint_eq(slots, 2);
     /* Keys wrap at two bytes. */
-    ck_assert_uint_eq(ferry__keyalloc_space(&ctx->rails[0].keys), 0xffff);
+    ck_assert_uint_eq(
+        ferry__keyalloc_space(&ferry__fabric_of(ctx)->rails[0].keys), 0xffff);
     ferry_context_destroy(ctx);
 }
 END_TEST
@@ -273,7 +277,7 @@ START_TEST(test_address_names_provider)
     ferry__blob_get_str(&r, name, sizeof(name));
     ck_assert_str_eq(name, prov);
     ck_assert_uint_eq(ferry__blob_get_u16(&r), info.nrails);
-    ck_assert_uint_eq(ferry__blob_get_u32(&r), ctx->rails[0].info->addr_format);
+    ck_assert_uint_eq(ferry__blob_get_u32(&r), ferry__fabric_of(ctx)->rails[0].info->addr_format);
     ck_assert(!r.bad);
     ferry_context_destroy(ctx);
 }
@@ -312,7 +316,7 @@ START_TEST(test_two_rails_when_two_domains)
     ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
                   ferry_last_error());
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
-    ck_assert_uint_eq(info.nrails, ctx->nrails);
+    ck_assert_uint_eq(info.nrails, ferry__fabric_of(ctx)->nrails);
     if (domains < 2) {
         /* Only one tcp domain on this host: one rail is all there is. */
         fprintf(stderr, "note: one tcp;ofi_rxm domain here, two-rail "
@@ -320,12 +324,12 @@ START_TEST(test_two_rails_when_two_domains)
         ck_assert_uint_eq(info.nrails, 1);
     } else {
         ck_assert_uint_eq(info.nrails, 2);
-        ck_assert_ptr_nonnull(ctx->rails[1].ep);
-        ck_assert_uint_eq(ctx->rails[1].index, 1);
+        ck_assert_ptr_nonnull(ferry__fabric_of(ctx)->rails[1].ep);
+        ck_assert_uint_eq(ferry__fabric_of(ctx)->rails[1].index, 1);
         /* Two different domains: never two rails on one NIC. */
-        ck_assert_str_ne(ctx->rails[0].info->domain_attr->name,
-                         ctx->rails[1].info->domain_attr->name);
-        ck_assert_str_eq(ctx->rails[1].info->fabric_attr->prov_name, TCP);
+        ck_assert_str_ne(ferry__fabric_of(ctx)->rails[0].info->domain_attr->name,
+                         ferry__fabric_of(ctx)->rails[1].info->domain_attr->name);
+        ck_assert_str_eq(ferry__fabric_of(ctx)->rails[1].info->fabric_attr->prov_name, TCP);
     }
     ferry_context_destroy(ctx);
 
@@ -350,7 +354,7 @@ START_TEST(test_named_domain_one_rail)
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     for (unsigned i = 0; i < info.nrails; i++)
-        ck_assert_str_eq(ctx->rails[i].info->domain_attr->name, "lo");
+        ck_assert_str_eq(ferry__fabric_of(ctx)->rails[i].info->domain_attr->name, "lo");
     ferry_context_destroy(ctx);
 }
 END_TEST

@@ -9,7 +9,8 @@
  */
 #include "dlistutil.h"
 
-#include "ferry-internal.h"
+#include "reg/dlist.h"
+#include "xfer/op.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -109,7 +110,7 @@ START_TEST(test_mixed_entries)
     }
     /* Nothing of the refused posts went out. */
     ck_assert_uint_eq(tu_stats(p.init).bytes_posted[0], posted);
-    ck_assert_ptr_null(p.init->active.head);
+    ck_assert_ptr_null(ferry__xfer_of(p.init)->req.active.head);
     region_assert(&rr, "remote after the refused posts");
     region_assert(&lr, "local after the refused posts");
 
@@ -209,7 +210,7 @@ START_TEST(test_invalid_index)
     /* Nothing was posted: no bytes, no request, no notification, and the
      * target's memory is as it was. */
     ck_assert_uint_eq(tu_stats(p.init).bytes_posted[0], posted);
-    ck_assert_ptr_null(p.init->active.head);
+    ck_assert_ptr_null(ferry__xfer_of(p.init)->req.active.head);
     {
         struct ferry_notification n;
         uint64_t t0 = tu_now_ns();
@@ -327,9 +328,9 @@ static void drain_both(ferry_context_t *init, ferry_context_t *target)
     for (;;) {
         ck_assert_int_ge(ferry_progress(target), 0);
         ck_assert_int_ge(ferry_progress(init), 0);
-        pthread_mutex_lock(&init->lock);
-        out = init->rails[0].ops_in_flight;
-        pthread_mutex_unlock(&init->lock);
+        ferry__lock_acquire(&ferry__fabric_of(init)->lock);
+        out = ferry__xfer_of(init)->req.tx[0].ops_in_flight;
+        ferry__lock_release(&ferry__fabric_of(init)->lock);
         if (out == 0)
             break;
         ck_assert_msg(tu_ms_since(t0) < 60000, "%zu operations still out", out);
@@ -404,7 +405,7 @@ START_TEST(test_release_while_in_flight)
 
     /* Once the target progresses, the operation comes back. */
     drain_both(p.init, p.target);
-    ck_assert_ptr_null(p.init->active.head);
+    ck_assert_ptr_null(ferry__xfer_of(p.init)->req.active.head);
     ck_assert_uint_eq(atomic_load(&prep->users), 0);
     {
         size_t bad = tu_check(rr.buf, STUCK_BLOCK, 0x900001);

@@ -5,7 +5,7 @@
  */
 #include "testutil.h"
 
-#include "ferry-internal.h"
+#include "base/ferry-internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

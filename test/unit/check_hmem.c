@@ -10,7 +10,7 @@
  */
 #include "testutil.h"
 
-#include "hmem.h"
+#include "dev/hmem.h"
 
 #include <errno.h>
 #include <fcntl.h>

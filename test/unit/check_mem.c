@@ -9,7 +9,10 @@
  */
 #include "testutil.h"
 
-#include "ferry-internal.h"
+#include "reg/mem.h"
+#include "base/blob.h"
+#include "base/keys.h"
+#include "reg/peer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,7 +151,7 @@ START_TEST(test_register_null_args)
                                        &mem),
                     FERRY_EINVAL, "len is 0; pass a buffer and its length");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-    ck_assert_ptr_null(ctx->mems);
+    ck_assert_ptr_null(ferry__reg_of(ctx)->mem.list);
     ferry_context_destroy(ctx);
     tu_free_buf(buf, 4096);
 }
@@ -171,7 +174,7 @@ START_TEST(test_register_cuda_not_supported)
     ck_assert_ptr_nonnull(strstr(ferry_last_error(),
                                  "register host memory (FERRY_MEM_HOST)"));
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-    ck_assert_ptr_null(ctx->mems);
+    ck_assert_ptr_null(ferry__reg_of(ctx)->mem.list);
     ferry_context_destroy(ctx);
     tu_free_buf(buf, 4096);
 }
@@ -202,14 +205,14 @@ START_TEST(test_register_fields)
     }
     b = tu_register(ctx, buf, 8192, 0);
     /* Both on the context's list, newest first; unlinking keeps it. */
-    ck_assert_ptr_eq(ctx->mems, b);
+    ck_assert_ptr_eq(ferry__reg_of(ctx)->mem.list, b);
     ck_assert_ptr_eq(b->next, a);
     ck_assert_ptr_eq(a->prev, b);
     ck_assert_int_eq(ferry_mem_deregister(b), 0);
-    ck_assert_ptr_eq(ctx->mems, a);
+    ck_assert_ptr_eq(ferry__reg_of(ctx)->mem.list, a);
     ck_assert_ptr_null(a->prev);
     ck_assert_int_eq(ferry_mem_deregister(a), 0);
-    ck_assert_ptr_null(ctx->mems);
+    ck_assert_ptr_null(ferry__reg_of(ctx)->mem.list);
     ferry_context_destroy(ctx);
     tu_free_buf(buf, 8192);
 }
@@ -288,7 +291,7 @@ START_TEST(test_import_round_trip)
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 1);
     ck_assert_int_eq(ferry_rmem_free(rmem), 0);
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
-    ck_assert_ptr_null(ctx->rmems);
+    ck_assert_ptr_null(ferry__reg_of(ctx)->mem.rlist);
     ferry_context_destroy(ctx);
     tu_free_buf(buf, 3 * 4096);
 }
@@ -444,7 +447,7 @@ START_TEST(test_import_built_blobs)
     ck_assert_ptr_eq(rmem, RMEM_UNTOUCHED);
     /* Every refusal gave its hold on the peer back. */
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
-    ck_assert_ptr_null(ctx->rmems);
+    ck_assert_ptr_null(ferry__reg_of(ctx)->mem.rlist);
     ck_assert_int_eq(ferry_peer_remove(peer), 0);
     ferry_context_destroy(ctx);
 }
@@ -548,7 +551,7 @@ START_TEST(test_provider_refuses_duplicate_key)
                                         FI_REMOTE_WRITE,
                               .requested_key = fi_mr_key(a->mr[0])};
     struct fid_mr *mr = NULL;
-    int ret = fi_mr_regattr(ctx->rails[0].domain, &attr, 0, &mr);
+    int ret = fi_mr_regattr(ferry__fabric_of(ctx)->rails[0].domain, &attr, 0, &mr);
 
     ck_assert_msg(ret == -FI_ENOKEY,
                   "%s accepted a duplicate requested key (%d): ferry's key "
@@ -659,7 +662,7 @@ START_TEST(test_endpoint_forced)
         ck_assert_ptr_nonnull(strstr(ferry_last_error(),
                                      "FERRY_MR_ENDPOINT"));
         ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-        ck_assert_ptr_null(p.target->mems);
+        ck_assert_ptr_null(ferry__reg_of(p.target)->mem.list);
     } else {
         ferry_mem_t *lm = tu_register(p.init, local, 4096, 0);
         ferry_rmem_t *rmem = tu_share(mem, p.peer);
@@ -777,7 +780,7 @@ START_TEST(test_local_forced)
     tu_pair_open(&p, prov, &cfg);
     ck_assert_int_eq(ferry_context_info(p.init, &info), 0);
     ck_assert(info.mr_mode & FERRY_MR_LOCAL);
-    ck_assert(p.init->register_local);
+    ck_assert(ferry__fabric_of(p.init)->register_local);
     rm = tu_register(p.target, remote, 4096, RW);
     lm = tu_register(p.init, local, 4096, 0);
     for (unsigned i = 0; i < info.nrails; i++) {

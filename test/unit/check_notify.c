@@ -9,7 +9,7 @@
  */
 #include "notifyutil.h"
 
-#include "ferry-internal.h"
+#include "xfer/notify.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -222,16 +222,16 @@ START_TEST(test_forced_mr_modes)
     tu_config(&cfg, prov);
     cfg.mr_mode_force = forced_modes[_i].force;
     tu_fx_open(&x, prov, &cfg, 0, 1, 64 * KiB, 64 * KiB);
-    ck_assert_msg(x.p.init->register_local && x.p.target->register_local,
+    ck_assert_msg(ferry__fabric_of(x.p.init)->register_local && ferry__fabric_of(x.p.target)->register_local,
                   "%s: FI_MR_LOCAL forced, yet no local registration", what);
-    ck_assert_ptr_nonnull(x.p.target->rails[0].recv_mr);
-    ck_assert_ptr_nonnull(x.p.init->rails[0].send_mr);
+    ck_assert_ptr_nonnull(ferry__xfer_of(x.p.target)->notify.rx[0].recv_mr);
+    ck_assert_ptr_nonnull(ferry__xfer_of(x.p.init)->notify.rx[0].send_mr);
     /* Two registrations of one domain never share a key. */
-    ck_assert_msg(fi_mr_key(x.p.init->rails[0].recv_mr) !=
-                      fi_mr_key(x.p.init->rails[0].send_mr),
+    ck_assert_msg(fi_mr_key(ferry__xfer_of(x.p.init)->notify.rx[0].recv_mr) !=
+                      fi_mr_key(ferry__xfer_of(x.p.init)->notify.rx[0].send_mr),
                   "%s: message buffers registered with the same key %llu",
                   what,
-                  (unsigned long long)fi_mr_key(x.p.init->rails[0].send_mr));
+                  (unsigned long long)fi_mr_key(ferry__xfer_of(x.p.init)->notify.rx[0].send_mr));
     tu_fill(x.lbuf, 64 * KiB, 0x6060);
     req_ok(notified_write(&x, 0, 0, 64 * KiB, 31, 1), what);
     req_ok(notify_only(x.p.peer, 31, 2), what);

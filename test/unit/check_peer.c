@@ -9,7 +9,10 @@
  */
 #include "testutil.h"
 
-#include "ferry-internal.h"
+#include "reg/peer.h"
+#include "base/blob.h"
+
+#include <rdma/fi_cm.h>
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -48,7 +51,7 @@ static size_t rail_name(ferry_context_t *ctx, unsigned rail, uint8_t *buf,
 {
     size_t len = cap;
 
-    ck_assert_int_eq(fi_getname(&ctx->rails[rail].ep->fid, buf, &len), 0);
+    ck_assert_int_eq(fi_getname(&ferry__fabric_of(ctx)->rails[rail].ep->fid, buf, &len), 0);
     return len;
 }
 
@@ -81,7 +84,7 @@ static void peer_count_is(ferry_context_t *ctx, size_t want)
 {
     size_t n = 0;
 
-    for (struct ferry_peer *p = ctx->peers; p != NULL; p = p->next)
+    for (struct ferry_peer *p = ferry__reg_of(ctx)->peers; p != NULL; p = p->next)
         n++;
     ck_assert_uint_eq(n, want);
 }
@@ -151,9 +154,9 @@ START_TEST(test_add_fills_every_rail)
         else
             ck_assert(peer->fi_addr[i] == FI_ADDR_NOTAVAIL);
     }
-    ck_assert_ptr_eq(a->peers, peer);
+    ck_assert_ptr_eq(ferry__reg_of(a)->peers, peer);
     ck_assert_int_eq(ferry_peer_remove(peer), 0);
-    ck_assert_ptr_null(a->peers);
+    ck_assert_ptr_null(ferry__reg_of(a)->peers);
     ferry_context_destroy(a);
     ferry_context_destroy(b);
 }
@@ -378,7 +381,7 @@ START_TEST(test_built_blob_address_family)
     size_t len;
 
     /* The lo domain chosen by tu_config speaks IPv4. */
-    ck_assert_uint_eq(ctx->rails[0].info->addr_format, FI_SOCKADDR_IN);
+    ck_assert_uint_eq(ferry__fabric_of(ctx)->rails[0].info->addr_format, FI_SOCKADDR_IN);
     len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN6, &sin6,
                      sizeof(sin6), 0);
     TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EINCOMPAT,
@@ -420,7 +423,7 @@ START_TEST(test_multi_rail_peers)
      * the families match; a lo (IPv4) peer for an eth0 context is still
      * IPv4 on rail 0. */
     len = address_of(one, addr, sizeof(addr));
-    if (one->rails[0].info->addr_format == two_a->rails[0].info->addr_format) {
+    if (ferry__fabric_of(one)->rails[0].info->addr_format == ferry__fabric_of(two_a)->rails[0].info->addr_format) {
         ck_assert_msg(ferry_peer_add(two_a, addr, len, &peer) == 0, "%s",
                       ferry_last_error());
         ck_assert(peer->fi_addr[0] != FI_ADDR_NOTAVAIL);
@@ -487,7 +490,7 @@ START_TEST(test_remove_keeps_the_others)
     /* Unlinking from the middle of the list. */
     ck_assert_int_eq(ferry_peer_remove(peer[1]), 0);
     peer_count_is(ctx, 2);
-    for (struct ferry_peer *p = ctx->peers; p != NULL; p = p->next)
+    for (struct ferry_peer *p = ferry__reg_of(ctx)->peers; p != NULL; p = p->next)
         ck_assert(p == peer[0] || p == peer[2]);
     ck_assert_int_eq(ferry_peer_remove(peer[2]), 0);
     ck_assert_int_eq(ferry_peer_remove(peer[0]), 0);

@@ -10,7 +10,8 @@
  */
 #include "progressutil.h"
 
-#include "ferry-internal.h"
+#include "progress.h"
+#include "xfer/op.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -29,9 +30,9 @@ static size_t ops_out(ferry_context_t *ctx)
 {
     size_t n;
 
-    pthread_mutex_lock(&ctx->lock);
-    n = ctx->rails[0].ops_in_flight;
-    pthread_mutex_unlock(&ctx->lock);
+    ferry__lock_acquire(&ferry__fabric_of(ctx)->lock);
+    n = ferry__xfer_of(ctx)->req.tx[0].ops_in_flight;
+    ferry__lock_release(&ferry__fabric_of(ctx)->lock);
     return n;
 }
 
@@ -199,7 +200,7 @@ START_TEST(test_cancel_in_flight)
 
     /* The provider may still read the buffer: it stays registered. */
     ck_assert_uint_eq(req->ops_in_flight, 1);
-    ck_assert_ptr_eq(req->list, &f.p.init->active);
+    ck_assert_ptr_eq(req->list, &ferry__xfer_of(f.p.init)->req.active);
     ret = ferry_mem_deregister(f.lmem);
     ck_assert_msg(ret == FERRY_EBUSY, "deregister gave %s",
                   ferry_strerror(ret));
@@ -207,7 +208,7 @@ START_TEST(test_cancel_in_flight)
 
     /* Once the operation is back, the request retires and lets go. */
     drain_both(f.p.init, f.p.target);
-    ck_assert_ptr_eq(req->list, &f.p.init->done);
+    ck_assert_ptr_eq(req->list, &ferry__xfer_of(f.p.init)->req.done);
     ck_assert_int_eq(ferry_req_test(req), FERRY_ECANCELED);
     ferry_req_free(req);
     tu_fx_close(&f); /* asserts the deregistrations succeed */
@@ -240,7 +241,7 @@ START_TEST(test_cancel_queued)
     ck_assert_int_eq(ferry_mem_deregister(mem2), FERRY_EBUSY);
     ck_assert_int_eq(ferry_req_cancel(queued), 0);
     ck_assert_int_eq(ferry_req_test(queued), FERRY_ECANCELED);
-    ck_assert_ptr_eq(queued->list, &f.p.init->done);
+    ck_assert_ptr_eq(queued->list, &ferry__xfer_of(f.p.init)->req.done);
     /* Nothing of it is out: its own buffer can go now. */
     ck_assert_int_eq(ferry_mem_deregister(mem2), 0);
     ferry_req_free(queued);
@@ -416,7 +417,7 @@ START_TEST(test_threads_post_while_one_progresses)
         /* And the local slice is the thread's pattern throughout. */
         tu_assert_pattern(f.lbuf + t * SLICE, SLICE, 0xa000 + t, "%s", prov);
     }
-    ck_assert_ptr_null(f.p.init->active.head);
+    ck_assert_ptr_null(ferry__xfer_of(f.p.init)->req.active.head);
     tu_fx_close(&f);
 }
 END_TEST
@@ -441,7 +442,7 @@ START_TEST(test_initiator_progress_thread)
     cfg.progress_thread = 1;
     ck_assert_int_eq(ferry_context_create(&cfg, &p.init), 0);
     ck_assert_int_eq(ferry_context_create(&cfg, &p.target), 0);
-    ck_assert(p.init->progress_thread_started);
+    ck_assert(p.init->progress.started);
     ck_assert_int_eq(ferry_context_address(p.target, addr, &alen), 0);
     ck_assert_int_eq(ferry_peer_add(p.init, addr, alen, &p.peer), 0);
     ck_assert_int_eq(ferry_mem_register(p.target, tbuf, N * 64 * KiB,
@@ -478,9 +479,9 @@ START_TEST(test_initiator_progress_thread)
 
         ck_assert_int_eq(ferry_read(p.peer, &iov, 1, NULL, &req[0]), 0);
         for (;;) {
-            pthread_mutex_lock(&p.init->lock);
+            ferry__lock_acquire(&ferry__fabric_of(p.init)->lock);
             st = req[0]->status;
-            pthread_mutex_unlock(&p.init->lock);
+            ferry__lock_release(&ferry__fabric_of(p.init)->lock);
             if (st != FERRY_EINPROGRESS)
                 break;
             ck_assert_msg(tu_now_ns() < until,

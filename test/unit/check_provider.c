@@ -6,7 +6,7 @@
  */
 #include "testutil.h"
 
-#include "ferry-internal.h"
+#include "fabric/provider.h"
 
 #include <stdlib.h>
 #include <string.h>

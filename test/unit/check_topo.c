@@ -7,7 +7,7 @@
  */
 #include "testutil.h"
 
-#include "topo.h"
+#include "dev/topo.h"
 
 #include <limits.h>
 #include <stdio.h>

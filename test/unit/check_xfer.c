@@ -9,7 +9,7 @@
  */
 #include "testutil.h"
 
-#include "ferry-internal.h"
+#include "xfer/xfer.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,8 +25,8 @@ static size_t ops_out(ferry_context_t *ctx)
 {
     size_t n = 0;
 
-    for (size_t i = 0; i < ctx->tx_depth; i++)
-        if (ctx->rails[0].ops[i].req != NULL)
+    for (size_t i = 0; i < ferry__fabric_of(ctx)->tx_depth; i++)
+        if (ferry__xfer_of(ctx)->req.tx[0].ops[i].req != NULL)
             n++;
     return n;
 }
@@ -35,7 +35,7 @@ static size_t free_slots(ferry_context_t *ctx)
 {
     size_t n = 0;
 
-    for (struct ferry__op *op = ctx->rails[0].free_ops; op; op = op->next_free)
+    for (struct ferry__op *op = ferry__xfer_of(ctx)->req.tx[0].free_ops; op; op = op->next_free)
         n++;
     return n;
 }
@@ -53,18 +53,19 @@ static void fx_drive(struct tu_fx *f, ferry_req_t *req, const char *what)
 
     /* The initiator has no progress thread: its state is ours to read. */
     do {
-        struct ferry__rail *rail = &ctx->rails[0];
+        const struct ferry__fabric *fab = ferry__fabric_of(ctx);
+        const struct ferry__txq *tx = &ferry__xfer_of(ctx)->req.tx[0];
 
-        ck_assert_uint_le(rail->ops_in_flight, ctx->tx_depth);
-        ck_assert_uint_eq(ops_out(ctx), rail->ops_in_flight);
-        ck_assert_uint_eq(ops_out(ctx) + free_slots(ctx), ctx->tx_depth);
-        for (size_t i = 0; i < ctx->tx_depth; i++)
-            if (rail->ops[i].req != NULL)
-                ck_assert_msg(rail->ops[i].len >= 1 &&
-                                  rail->ops[i].len <= ctx->max_msg,
+        ck_assert_uint_le(tx->ops_in_flight, fab->tx_depth);
+        ck_assert_uint_eq(ops_out(ctx), tx->ops_in_flight);
+        ck_assert_uint_eq(ops_out(ctx) + free_slots(ctx), fab->tx_depth);
+        for (size_t i = 0; i < fab->tx_depth; i++)
+            if (tx->ops[i].req != NULL)
+                ck_assert_msg(tx->ops[i].len >= 1 &&
+                                  tx->ops[i].len <= fab->max_msg,
                               "%s: an operation of %zu bytes is out; the "
                               "limit is %zu",
-                              what, rail->ops[i].len, ctx->max_msg);
+                              what, tx->ops[i].len, fab->max_msg);
         if (f->stalled)
             ck_assert_int_ge(ferry_progress(f->p.target), 0);
         ret = ferry_req_test(req);
@@ -98,7 +99,7 @@ static void small_msg(const char *prov, bool write)
     struct tu_fx f;
     struct ferry_iov iov;
     ferry_req_t *req;
-    struct ferry__rail *rail;
+    struct ferry__txq *tx;
     uint64_t posted_before, posted;
     size_t out;
     int ret;
@@ -108,8 +109,8 @@ static void small_msg(const char *prov, bool write)
     tu_fx_open_stalled(&f, prov, &cfg, MiB, MiB, fx_drive);
     ck_assert_int_eq(ferry_context_info(f.p.init, &info), 0);
     ck_assert_uint_eq(info.max_msg_size, 4096);
-    ck_assert_uint_eq(f.p.init->max_msg, 4096);
-    rail = &f.p.init->rails[0];
+    ck_assert_uint_eq(ferry__fabric_of(f.p.init)->max_msg, 4096);
+    tx = &ferry__xfer_of(f.p.init)->req.tx[0];
     if (write)
         tu_fill(f.lbuf, MiB, 0x7070);
     else
@@ -132,14 +133,14 @@ static void small_msg(const char *prov, bool write)
     ck_assert_uint_eq(out * 4096 + req->bytes_done, posted);
     ck_assert_msg(out >= 1, "%s: nothing out after 100 progress calls", prov);
     ck_assert_uint_lt(req->bytes_done, MiB);
-    for (size_t i = 0; i < f.p.init->tx_depth; i++)
-        if (rail->ops[i].req != NULL)
-            ck_assert_uint_eq(rail->ops[i].len, 4096);
+    for (size_t i = 0; i < ferry__fabric_of(f.p.init)->tx_depth; i++)
+        if (tx->ops[i].req != NULL)
+            ck_assert_uint_eq(tx->ops[i].len, 4096);
 
     fx_drive(&f, req, prov);
     ck_assert_uint_eq(tu_stats(f.p.init).bytes_posted[0] - posted_before, MiB);
-    ck_assert_uint_eq(rail->ops_in_flight, 0);
-    ck_assert_uint_eq(free_slots(f.p.init), f.p.init->tx_depth);
+    ck_assert_uint_eq(tx->ops_in_flight, 0);
+    ck_assert_uint_eq(free_slots(f.p.init), ferry__fabric_of(f.p.init)->tx_depth);
     if (write)
         tu_assert_pattern(f.tbuf, MiB, 0x7070, "%s: chunked write", prov);
     else
@@ -183,7 +184,7 @@ static void small_depth(const char *prov, bool write)
     tu_fx_open_stalled(&f, prov, &cfg, 4 * MiB, 4 * MiB, fx_drive);
     ck_assert_int_eq(ferry_context_info(f.p.init, &info), 0);
     ck_assert_uint_eq(info.tx_depth, 2);
-    ck_assert_uint_eq(f.p.init->tx_depth, 2);
+    ck_assert_uint_eq(ferry__fabric_of(f.p.init)->tx_depth, 2);
     /* The slot pool holds exactly tx_depth operations. */
     ck_assert_uint_eq(free_slots(f.p.init), 2);
     for (size_t i = 0; i < N; i++) {
@@ -251,7 +252,7 @@ START_TEST(test_small_tx_depth_many_requests)
         ret = ferry_write(f.p.peer, &iov, 1, NULL, &req[i]);
         ck_assert_msg(ret == 0, "%s: request %zu: %s", prov, i,
                       ferry_last_error());
-        ck_assert_uint_le(f.p.init->rails[0].ops_in_flight, 2);
+        ck_assert_uint_le(ferry__xfer_of(f.p.init)->req.tx[0].ops_in_flight, 2);
     }
     until = tu_now_ns() + 60ull * 1000000000u;
     for (size_t i = 0; i < NREQ; i++) {
@@ -259,7 +260,7 @@ START_TEST(test_small_tx_depth_many_requests)
 
         do {
             ret = ferry_req_test(req[i]);
-            ck_assert_uint_le(f.p.init->rails[0].ops_in_flight, 2);
+            ck_assert_uint_le(ferry__xfer_of(f.p.init)->req.tx[0].ops_in_flight, 2);
             ck_assert(tu_now_ns() < until);
         } while (ret == FERRY_EINPROGRESS);
         ck_assert_msg(ret == 0, "%s: request %zu: %s", prov, i,
@@ -280,9 +281,9 @@ static uint64_t oneshots(ferry_context_t *ctx)
 {
     uint64_t n;
 
-    pthread_mutex_lock(&ctx->lock);
-    n = ctx->oneshot_registrations;
-    pthread_mutex_unlock(&ctx->lock);
+    ferry__lock_acquire(&ferry__fabric_of(ctx)->lock);
+    n = ferry__xfer_of(ctx)->req.oneshot_registrations;
+    ferry__lock_release(&ferry__fabric_of(ctx)->lock);
     return n;
 }
 
@@ -335,7 +336,7 @@ static struct ferry_stats no_lmem(const char *prov,
     d.rcache_entries = after.rcache_entries;
     /* One-shot registrations went with their requests; explicit ones are
      * the only ones on the context's list. */
-    ck_assert_ptr_eq(f.p.init->mems, f.lmem);
+    ck_assert_ptr_eq(ferry__reg_of(f.p.init)->mem.list, f.lmem);
     ck_assert_ptr_null(f.lmem->next);
     tu_fx_close(&f);
     tu_free_buf(plain, 64 * KiB);
@@ -383,7 +384,7 @@ START_TEST(test_no_lmem_mr_local)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_msg(info.mr_mode & FERRY_MR_LOCAL, "LOCAL not in effect on %s",
                   prov);
-    ck_assert(ctx->register_local);
+    ck_assert(ferry__fabric_of(ctx)->register_local);
     ferry_context_destroy(ctx);
     d = no_lmem(prov, &cfg);
     assert_cached(&d, prov);
@@ -449,7 +450,7 @@ START_TEST(test_no_lmem_unregistrable)
     ck_assert_ptr_null(strstr(ferry_last_error() + 10, "iov[1]"));
     /* iov[0]'s registration was given back; nothing was posted. */
     ck_assert_uint_eq(tu_stats(f.p.init).bytes_posted[0], 0);
-    ck_assert_ptr_null(f.p.init->active.head);
+    ck_assert_ptr_null(ferry__xfer_of(f.p.init)->req.active.head);
     tu_fx_close(&f);
     tu_free_buf(three, page);
     tu_free_buf(hole + page, page);
@@ -546,11 +547,11 @@ static void assert_nothing_posted(struct tu_fx *f, ferry_req_t *req)
 
     ck_assert_ptr_eq(req, (ferry_req_t *)0x1);
     ck_assert_uint_eq(tu_stats(ctx).bytes_posted[0], 0);
-    pthread_mutex_lock(&ctx->lock);
-    ck_assert_uint_eq(ctx->rails[0].ops_in_flight, 0);
-    ck_assert_ptr_null(ctx->active.head);
-    ck_assert_ptr_null(ctx->done.head);
-    pthread_mutex_unlock(&ctx->lock);
+    ferry__lock_acquire(&ferry__fabric_of(ctx)->lock);
+    ck_assert_uint_eq(ferry__xfer_of(ctx)->req.tx[0].ops_in_flight, 0);
+    ck_assert_ptr_null(ferry__xfer_of(ctx)->req.active.head);
+    ck_assert_ptr_null(ferry__xfer_of(ctx)->req.done.head);
+    ferry__lock_release(&ferry__fabric_of(ctx)->lock);
     ck_assert_uint_eq(atomic_load(&f->lmem->users), 0);
     ck_assert_uint_eq(atomic_load(&f->rmem->users), 0);
 }
@@ -797,9 +798,9 @@ static void drain_both(ferry_context_t *init, ferry_context_t *target)
     for (;;) {
         ck_assert_int_ge(ferry_progress(target), 0);
         ck_assert_int_ge(ferry_progress(init), 0);
-        pthread_mutex_lock(&init->lock);
-        out = init->rails[0].ops_in_flight;
-        pthread_mutex_unlock(&init->lock);
+        ferry__lock_acquire(&ferry__fabric_of(init)->lock);
+        out = ferry__xfer_of(init)->req.tx[0].ops_in_flight;
+        ferry__lock_release(&ferry__fabric_of(init)->lock);
         if (out == 0)
             break;
         ck_assert_msg(tu_now_ns() < until,
@@ -853,8 +854,8 @@ static void busy_while_in_flight(const char *prov, bool write)
     /* EBUSY changed nothing: the handles are still live and linked. */
     ck_assert_uint_eq(f.lmem->magic, FERRY__MAGIC_MEM);
     ck_assert_uint_eq(f.rmem->magic, FERRY__MAGIC_RMEM);
-    ck_assert_ptr_eq(f.p.init->mems, f.lmem);
-    ck_assert_ptr_eq(f.p.init->rmems, f.rmem);
+    ck_assert_ptr_eq(ferry__reg_of(f.p.init)->mem.list, f.lmem);
+    ck_assert_ptr_eq(ferry__reg_of(f.p.init)->mem.rlist, f.rmem);
 
     /* Freeing the request does not release the regions while the provider
      * still holds its operation. */
@@ -865,8 +866,8 @@ static void busy_while_in_flight(const char *prov, bool write)
     /* Let the target progress: the operation comes back, the freed request
      * goes, and then the regions can go (fx_close asserts it). */
     drain_both(f.p.init, f.p.target);
-    ck_assert_ptr_null(f.p.init->active.head);
-    ck_assert_ptr_null(f.p.init->done.head);
+    ck_assert_ptr_null(ferry__xfer_of(f.p.init)->req.active.head);
+    ck_assert_ptr_null(ferry__xfer_of(f.p.init)->req.done.head);
     /* The operation ran to its end on the provider's side. */
     if (write)
         tu_assert_pattern(f.tbuf, STUCK, 0x4242, "%s: drained write", prov);
