@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +57,13 @@ void rail_bytes(ferry_context_t *ctx, uint64_t *r0, uint64_t *r1)
 
     *r0 = s.bytes_posted[0];
     *r1 = s.bytes_posted[1];
+}
+
+void why_says(ferry_context_t *ctx, const char *phrase)
+{
+    const char *why = tu_info(ctx).why;
+
+    ck_assert_msg(strstr(why, phrase) != NULL, "why: %s", why);
 }
 
 /* The fake sysfs of fake_machine. */

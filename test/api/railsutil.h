@@ -19,6 +19,9 @@ void write_all(struct tu_pair *p, size_t len, size_t per_request,
 /* Bytes each of the context's two rails has posted. */
 void rail_bytes(ferry_context_t *ctx, uint64_t *r0, uint64_t *r1);
 
+/* Asserts that the context's why (ferry_context_info) says phrase. */
+void why_says(ferry_context_t *ctx, const char *phrase);
+
 /*
  * The order from the topology, on a fake sysfs and a saved topology.
  * 24em64t has NICs 0000:05:00.0 and 0000:04:00.0, both under the host
