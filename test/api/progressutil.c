@@ -81,7 +81,6 @@ void victim_open(struct victim *v, const char *prov,
     v->buf = tu_alloc_buf(BIG);
 }
 
-
 void victim_finish(struct victim *v, ferry_req_t *req, uint64_t t_post,
                    const char *prov)
 {

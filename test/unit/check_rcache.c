@@ -1890,7 +1890,6 @@ START_TEST(test_unmap_under_writer_lock)
 }
 END_TEST
 
-
 /* ---- the invalidation ring wrapping during a registration ------------------ */
 
 /*
