@@ -67,7 +67,7 @@ static bool acceptable_death(int ret)
 }
 
 void victim_open(struct victim *v, const char *prov,
-                        const struct ferry_config *cfg)
+                 const struct ferry_config *cfg)
 {
     tu_child_start(&v->c, prov, BIG, 0x7070);
     ck_assert_int_eq(ferry_context_create(cfg, &v->ctx), 0);
@@ -81,9 +81,8 @@ void victim_open(struct victim *v, const char *prov,
     v->buf = tu_alloc_buf(BIG);
 }
 
-
 void victim_finish(struct victim *v, ferry_req_t *req, uint64_t t_post,
-                          const char *prov)
+                   const char *prov)
 {
     int ret = ferry_req_wait(req, -1);
     double el = secs_since(t_post);

@@ -49,11 +49,11 @@ static const struct ferry__hmem_ops *cuda_ops(void)
 static void wait_event(const struct ferry__hmem_ops *ops,
                        struct ferry__hmem_event *event)
 {
-    uint64_t start = ferry__now_ns();
+    uint64_t start = tu_now_ns();
     int done;
 
     while ((done = ops->event_done(event)) == 0) {
-        ck_assert_msg(ferry__now_ns() - start < COPY_PATIENCE_NS,
+        ck_assert_msg(tu_now_ns() - start < COPY_PATIENCE_NS,
                       "a copy did not finish in %llu s",
                       (unsigned long long)(COPY_PATIENCE_NS / 1000000000ull));
         sched_yield();

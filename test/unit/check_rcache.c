@@ -74,7 +74,7 @@ static const char *msg(const char *fmt, ...)
 
 static double now_s(void)
 {
-    return (double)ferry__now_ns() / 1e9;
+    return (double)tu_now_ns() / 1e9;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -746,7 +746,7 @@ START_TEST(test_dropped_page_readable_with_monitor_stopped)
     /* Every other thread of this process, ferry's included. */
     d = opendir("/proc/self/task");
     ck_assert_ptr_nonnull(d);
-    while ((de = readdir(d)) != NULL && s->n < (int)FERRY__ARRAY_LEN(s->tids))
+    while ((de = readdir(d)) != NULL && s->n < (int)TU_ARRAY_LEN(s->tids))
         if (de->d_name[0] != '.' && atoi(de->d_name) != me)
             s->tids[s->n++] = atoi(de->d_name);
     closedir(d);
@@ -1274,7 +1274,7 @@ static const char *disk_dir(void)
 {
     static const char *const dirs[] = {".", "/var/tmp", "/tmp"};
 
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(dirs); i++) {
+    for (size_t i = 0; i < TU_ARRAY_LEN(dirs); i++) {
         struct statfs sfs;
         if (statfs(dirs[i], &sfs) == 0 && sfs.f_type != TMPFS_MAGIC &&
             access(dirs[i], W_OK) == 0)
@@ -1356,7 +1356,7 @@ START_TEST(test_invalidate_preserves_errno)
     static const int values[] = {1234, 0, EINTR, ENOMEM};
 
     rig_open(&r, "tcp;ofi_rxm", NULL, false, MiB);
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(values); i++) {
+    for (size_t i = 0; i < TU_ARRAY_LEN(values); i++) {
         put_check(&r, buf, 8 * PG, i, "cache it");
         errno = values[i];
         ferry_mem_invalidate(buf, 8 * PG); /* marks an entry */
@@ -1659,7 +1659,7 @@ static void *loop_worker_main(void *arg)
 
     rh_participate();
     while (now_s() < w->until || w->iterations < w->min_iterations) {
-        size_t size = sizes[rng_next(&rng) % FERRY__ARRAY_LEN(sizes)];
+        size_t size = sizes[rng_next(&rng) % TU_ARRAY_LEN(sizes)];
         uint64_t seed = w->idx * 1000003ull + w->iterations;
         bool explicit_reg = w->iterations % 4 == 3;
         uint8_t *buf;
@@ -1889,7 +1889,6 @@ START_TEST(test_unmap_under_writer_lock)
     rig_close(&r);
 }
 END_TEST
-
 
 /* ---- the invalidation ring wrapping during a registration ------------------ */
 
