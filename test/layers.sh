@@ -17,7 +17,8 @@
 #  4. No circle among bench/fbench's modules.
 #
 # A quoted include resolves in the including file's directory, then (for
-# files under test/ only) test/, then lib/, then include/; one that resolves
+# files under test/api and test/unit) test/api/, (for files under test/)
+# test/, then lib/, then include/; one that resolves
 # nowhere is an error.  "config.h" (made by configure) is always fine.
 # System includes (<...>) are not looked at.  Includes inside #if blocks
 # count; includes inside comments do not.
@@ -248,7 +249,8 @@ function is_test(f) {
 function search_dirs(f,    d, s) {
 	d = dirname(f)
 	s = d "/"
-	if (f ~ /^test\/api\// && d != "test/api")
+	# test/unit suites share the helpers of test/api (their -I).
+	if (f ~ /^test\/(api|unit)\// && d != "test/api")
 		s = s " test/api/"
 	if (is_test(f) && d != "test")
 		s = s " test/"

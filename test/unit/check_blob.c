@@ -5,7 +5,8 @@
  */
 #include "testutil.h"
 
-#include "ferry-internal.h"
+#include "base/blob.h"
+#include "base/keys.h"
 
 #include <string.h>
 

@@ -14,7 +14,7 @@
  */
 #include "testutil.h"
 
-#include "hmem.h"
+#include "dev/hmem.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  */
 #include "oobutil.h"
 
-#include "ferry-internal.h"
+#include "base/blob.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

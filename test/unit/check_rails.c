@@ -6,7 +6,8 @@
  */
 #include "railsutil.h"
 
-#include "ferry-internal.h"
+#include "part.h"
+#include "fabric/rails.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -22,10 +23,10 @@ START_TEST(test_two_domains_two_rails)
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_uint_eq(tu_info(ctx).nrails, 2);
     /* One rail per domain, never the same NIC twice. */
-    ck_assert_str_ne(ctx->rails[0].info->domain_attr->name,
-                     ctx->rails[1].info->domain_attr->name);
-    ck_assert_uint_eq(ctx->rails[0].info->addr_format,
-                      ctx->rails[1].info->addr_format);
+    ck_assert_str_ne(ferry__fabric_of(ctx)->rails[0].info->domain_attr->name,
+                     ferry__fabric_of(ctx)->rails[1].info->domain_attr->name);
+    ck_assert_uint_eq(ferry__fabric_of(ctx)->rails[0].info->addr_format,
+                      ferry__fabric_of(ctx)->rails[1].info->addr_format);
     ck_assert_ptr_nonnull(strstr(tu_info(ctx).why, "further rails: "));
     ferry_context_destroy(ctx);
 }
@@ -41,8 +42,8 @@ START_TEST(test_shares_follow_weights)
     tu_pair_open(&p, TCP, &cfg);
     /* As if rail 0 were three times as fast (white-box: tcp reports no
      * link speed, so both weights are 1). */
-    p.init->rails[0].weight = 3;
-    p.init->rails[1].weight = 1;
+    ferry__fabric_of(p.init)->rails[0].weight = 3;
+    ferry__fabric_of(p.init)->rails[1].weight = 1;
     write_all(&p, 64u << 20, 64u << 20, 14);
     rail_bytes(p.init, &r0, &r1);
     ck_assert_uint_eq(r0, 48u << 20);
@@ -64,10 +65,10 @@ START_TEST(test_progress_thread_near_first_rail)
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     /* 24em64t's NICs sit on socket 0: CPUs 0,2,4,...,22; of this
      * machine's CPUs only 0 is among them. */
-    ck_assert_str_eq(ctx->progress_cpus, "0,2,4,6,8,10,12,14,16,18,20,22");
+    ck_assert_str_eq(ctx->progress.cpus, "0,2,4,6,8,10,12,14,16,18,20,22");
     /* The thread binds itself as it starts: wait until it has run. */
     for (int i = 0; i < 1000; i++) {
-        ck_assert_int_eq(pthread_getaffinity_np(ctx->progress_thread,
+        ck_assert_int_eq(pthread_getaffinity_np(ctx->progress.thread,
                                                 sizeof(set), &set),
                          0);
         if (!CPU_ISSET(1, &set))

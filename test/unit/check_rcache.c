@@ -29,8 +29,9 @@
 
 #include "rcache_hooks.h"
 
-#include "ferry-internal.h"
-#include "rcache.h"
+#include "reg/rcache.h"
+#include "reg/monitor.h"
+#include "xfer/op.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -295,7 +296,7 @@ struct rc_head {
 static pthread_mutex_t *writer_lock(ferry_context_t *ctx, size_t max_entries,
                                     size_t max_bytes)
 {
-    struct rc_head *h = (struct rc_head *)ctx->rcache;
+    struct rc_head *h = (struct rc_head *)ferry__reg_of(ctx)->rcache;
 
     ck_assert_ptr_nonnull(h);
     ck_assert_msg(h->ctx == ctx && h->max_entries == max_entries &&
@@ -1335,7 +1336,7 @@ START_TEST(test_cache_disabled)
     tu_config(&cfg, tu_providers[_i]);
     cfg.registration_cache = 0;
     rig_open(&r, tu_providers[_i], &cfg, false, 4 * MiB);
-    ck_assert_ptr_null(r.p.init->rcache);
+    ck_assert_ptr_null(ferry__reg_of(r.p.init)->rcache);
     s = stats(r.p.init);
     for (int i = 0; i < 5; i++)
         put_check(&r, buf + (i % 2) * PG, 4 * PG, (uint64_t)i,

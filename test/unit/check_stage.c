@@ -8,8 +8,8 @@
  */
 #include "stageutil.h"
 
-#include "ferry-internal.h"
-#include "hmem.h"
+#include "xfer/stage.h"
+#include "dev/hmem.h"
 
 /*
  * 8 MiB through 4 slots of 256 KiB: the chunks overlap.  Loop index:
