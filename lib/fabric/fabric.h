@@ -54,7 +54,7 @@ struct ferry__fabric {
     /* One rail whose provider transmits and processes sends after the
      * writes posted before them (FI_ORDER_SAW in tx_attr and rx_attr): a
      * request's notification may follow its writes without waiting for
-     * their completions (xfer.c). */
+     * their completions (xfer/xfer.c). */
     bool notify_ordered;
     /* One rail whose provider places writes in order (FI_ORDER_WAW in
      * tx_attr and rx_attr): a request's last write may carry its

@@ -15,10 +15,10 @@
  *   RAW        keys longer than 8 bytes travel raw and are mapped on import
  *              with fi_mr_map_raw()
  *
- * Device memory takes the context's device path (devpath.c): a dmabuf
- * fd, FI_HMEM by virtual address, or staging (xfer/stage.c) when the domain cannot
- * register it.  A domain without FI_HMEM never sees a device pointer:
- * libfabric would register it as system memory.
+ * Device memory takes the context's device path (fabric/devpath.c): a
+ * dmabuf fd, FI_HMEM by virtual address, or staging (xfer/stage.c) when
+ * the domain cannot register it.  A domain without FI_HMEM never sees a
+ * device pointer: libfabric would register it as system memory.
  *
  * Remote-key blob fields (after the common header, see blob.c):
  *   str provider | u32 flags | u32 access | u64 base | u64 len |

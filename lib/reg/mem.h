@@ -19,7 +19,7 @@ struct ferry_mem {
     bool oneshot; /* made by a transfer for an iov without lmem */
     /*
      * Device memory the domain cannot register: transfers stage it
-     * through host buffers (stage.c), and with remote access the
+     * through host buffers (xfer/stage.c), and with remote access the
      * registrations below are of `mirror`, a pinned host copy peers
      * reach instead, identified to them by mirror_id.
      */
@@ -47,7 +47,7 @@ struct ferry_rmem {
     unsigned access; /* FERRY_ACCESS_* the exporter granted */
     bool virt_addr;  /* remote addresses are base + offset */
     /* A host mirror of device memory (staged on the exporter's side):
-     * written data reaches the device when ferry says so (stage.c). */
+     * written data reaches the device when ferry says so (xfer/stage.c). */
     bool mirror;
     uint64_t mirror_id;
     _Atomic unsigned users;
