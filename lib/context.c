@@ -1,15 +1,14 @@
 /*
- * The context, the composition root: its configuration, then each
- * layer's part opened in order (the rails, the transfer layer's
+ * The context, the composition root: its configuration adopted, then
+ * each layer's part opened in order (the rails, the transfer layer's
  * operation slots and receive buffers on them, the device path, the
  * registration cache, the progress thread) and closed in reverse, and
  * the calls that report on all of it.
  */
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fabric/config.h"
 #include "fabric/rails.h"
 #include "part.h"
 #include "progress.h"
@@ -20,163 +19,6 @@
 #include "xfer/notify.h"
 #include "xfer/stage.h"
 #include "xfer/xfer.h"
-
-#define DEFAULT_TIMEOUT_MS 60000
-#define DEFAULT_RCACHE_ENTRIES 16384
-#define DEFAULT_RCACHE_BYTES (64ull << 30)
-#define DEFAULT_STRIPE_THRESHOLD (128u << 10)
-#define DEFAULT_NOTIFY_QUEUE (1u << 20)
-#define DEFAULT_STAGING_BUFFERS 8
-#define DEFAULT_STAGING_CHUNK (1u << 20)
-#define MAX_STAGING_BUFFERS 256
-
-
-/*
- * Reads a whole number in [min, max] from the environment: 1 when set, 0
- * when unset, FERRY_EINVAL when malformed.  `min` exists so the range the
- * sentence names is the one ferry accepts: FERRY_MAX_RAILS=0 used to pass
- * here ("between 0 and 8") only to be refused by ferry_context_create.
- */
-static int env_uint(const char *name, long min, long max, long *out)
-{
-    const char *v = getenv(name);
-    char *end;
-    long n;
-
-    if (v == NULL)
-        return 0;
-    errno = 0;
-    n = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n < min || n > max)
-        return ferry__error(FERRY_EINVAL,
-                            "%s=%s is not a whole number between %ld and %ld",
-                            name, v, min, max);
-    *out = n;
-    return 1;
-}
-
-/* The defaults, before the environment is consulted. */
-static void config_defaults(struct ferry_config *cfg)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->size = sizeof(*cfg);
-    cfg->max_rails = 1;
-    cfg->mr_mode_offer = FERRY_MR_ALL;
-    cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
-    cfg->registration_cache = 1;
-    cfg->rcache_max_entries = DEFAULT_RCACHE_ENTRIES;
-    cfg->rcache_max_bytes = DEFAULT_RCACHE_BYTES;
-    cfg->cuda_device = -1;
-    cfg->stripe_threshold = DEFAULT_STRIPE_THRESHOLD;
-    cfg->notify_queue_max = DEFAULT_NOTIFY_QUEUE;
-    cfg->staging_buffers = DEFAULT_STAGING_BUFFERS;
-    cfg->staging_chunk = DEFAULT_STAGING_CHUNK;
-}
-
-int ferry_config_init(struct ferry_config *cfg)
-{
-    long n;
-    int ret;
-
-    ferry__error_clear();
-    if (cfg == NULL)
-        return ferry__error(FERRY_EINVAL, "ferry_config_init: cfg is NULL");
-    config_defaults(cfg);
-    cfg->provider = getenv("FERRY_PROVIDER");
-    cfg->domain = getenv("FERRY_DOMAIN");
-    ret = env_uint("FERRY_MAX_RAILS", 1, FERRY__MAX_RAILS, &n);
-    if (ret < 0)
-        return ret;
-    if (ret > 0)
-        cfg->max_rails = (unsigned)n;
-    ret = env_uint("FERRY_TIMEOUT_MS", 0, INT_MAX, &n);
-    if (ret < 0)
-        return ret;
-    if (ret > 0)
-        cfg->timeout_ms = (int)n;
-    ret = env_uint("FERRY_STAGING_BUFFERS", 1, MAX_STAGING_BUFFERS, &n);
-    if (ret < 0)
-        return ret;
-    if (ret > 0)
-        cfg->staging_buffers = (size_t)n;
-    ret = env_uint("FERRY_STAGING_CHUNK", 4096, 1l << 30, &n);
-    if (ret < 0)
-        return ret;
-    if (ret > 0)
-        cfg->staging_chunk = (size_t)n;
-    return 0;
-}
-
-static int copy_name(char *dst, const char *src, const char *field)
-{
-    if (src == NULL)
-        return 0;
-    if (strlen(src) >= FERRY__NAME_MAX)
-        return ferry__error(FERRY_EINVAL,
-                            "config.%s is %zu characters long; at most %d "
-                            "fit",
-                            field, strlen(src), FERRY__NAME_MAX - 1);
-    strcpy(dst, src);
-    return 0;
-}
-
-/* Copies and checks the caller's config into fab->cfg. */
-static int adopt_config(struct ferry__fabric *fab,
-                        const struct ferry_config *user)
-{
-    struct ferry_config *cfg = &fab->cfg;
-    int ret;
-
-    /* A caller's config was already through ferry_config_init: only a
-     * missing one takes the environment here. */
-    if (user == NULL && (ret = ferry_config_init(cfg)) != 0)
-        return ret;
-    if (user != NULL) {
-        config_defaults(cfg);
-        if (user->size == 0 || user->size > sizeof(*cfg))
-            return ferry__error(
-                FERRY_EINVAL,
-                "config.size is %zu; call ferry_config_init() on the config "
-                "first (this ferry expects at most %zu)",
-                user->size, sizeof(*cfg));
-        memcpy(cfg, user, user->size);
-        cfg->size = sizeof(*cfg);
-    }
-    if (cfg->max_rails < 1 || cfg->max_rails > FERRY__MAX_RAILS)
-        return ferry__error(FERRY_EINVAL,
-                            "config.max_rails is %u; use 1 to %d",
-                            cfg->max_rails, FERRY__MAX_RAILS);
-    if ((cfg->mr_mode_offer | cfg->mr_mode_force) & ~FERRY_MR_ALL)
-        return ferry__error(FERRY_EINVAL,
-                            "config.mr_mode_offer/force hold bits 0x%x that "
-                            "are not FERRY_MR_* flags (0x%x)",
-                            (cfg->mr_mode_offer | cfg->mr_mode_force) &
-                                ~FERRY_MR_ALL,
-                            FERRY_MR_ALL);
-    if (cfg->timeout_ms < 0)
-        return ferry__error(FERRY_EINVAL,
-                            "config.timeout_ms is %d; use 0 (no deadline) "
-                            "or a positive number of milliseconds",
-                            cfg->timeout_ms);
-    if (cfg->staging_buffers < 1 || cfg->staging_buffers > MAX_STAGING_BUFFERS ||
-        cfg->staging_chunk < 4096 || cfg->staging_chunk > (1u << 30))
-        return ferry__error(FERRY_EINVAL,
-                            "config.staging_buffers is %zu and "
-                            "config.staging_chunk %zu; use 1 to %d buffers "
-                            "of 4 KiB to 1 GiB",
-                            cfg->staging_buffers, cfg->staging_chunk,
-                            MAX_STAGING_BUFFERS);
-    if (cfg->mr_key_size > FERRY__KEY_MAX)
-        return ferry__error(FERRY_EINVAL,
-                            "config.mr_key_size is %zu; at most %d bytes",
-                            cfg->mr_key_size, FERRY__KEY_MAX);
-    if ((ret = copy_name(fab->cfg_provider, cfg->provider, "provider")) ||
-        (ret = copy_name(fab->cfg_domain, cfg->domain, "domain")))
-        return ret;
-    cfg->provider = cfg->provider ? fab->cfg_provider : NULL;
-    cfg->domain = cfg->domain ? fab->cfg_domain : NULL;
-    return 0;
-}
 
 /* The transfer layer's operation slots and receive buffers per rail.
  * Under the lock: registering the receive buffers takes it. */
@@ -223,7 +65,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     fab = &reg->fab;
     ferry__lock_init(&fab->lock);
     pthread_cond_init(&ctx->progress.progressed, NULL);
-    ret = adopt_config(fab, cfg);
+    ret = ferry__config_adopt(fab, cfg);
     if (ret == 0)
         ret = ferry__provider_select(&fab->cfg, &sel);
     if (ret != 0) {
