@@ -14,14 +14,9 @@
 
 #include "base/blob.h"
 
-/*
- * Bound on retries when the provider says a requested key is taken: the
- * whole key space of small keys (up to 2 bytes), else this many, which a
- * counter over 4+ byte keys never needs unless nearly all are taken.
- */
-#define KEY_RETRIES 65536u
-
-int ferry__rail_fail(int ret, const struct ferry__rail *rail, const char *call)
+/* A libfabric call on the rail failed: the error with its sentence. */
+static int rail_fail(int ret, const struct ferry__rail *rail,
+                     const char *call)
 {
     return ferry__error(ferry__error_from_fi(ret),
                         "%s on provider %s, domain %s failed: %s", call,
@@ -61,13 +56,13 @@ static int endpoint_open(struct ferry__rail *rail)
     if ((ret = name_shm_endpoint(rail)))
         return ret;
     if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
-        return ferry__rail_fail(ret, rail, "fi_endpoint");
+        return rail_fail(ret, rail, "fi_endpoint");
     if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
-        return ferry__rail_fail(ret, rail, "fi_ep_bind(av)");
+        return rail_fail(ret, rail, "fi_ep_bind(av)");
     if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV)))
-        return ferry__rail_fail(ret, rail, "fi_ep_bind(cq)");
+        return rail_fail(ret, rail, "fi_ep_bind(cq)");
     if ((ret = fi_enable(rail->ep)))
-        return ferry__rail_fail(ret, rail, "fi_enable");
+        return rail_fail(ret, rail, "fi_enable");
     return 0;
 }
 
@@ -83,11 +78,11 @@ static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
     int ret;
 
     if ((ret = fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL)))
-        return ferry__rail_fail(ret, rail, "fi_fabric");
+        return rail_fail(ret, rail, "fi_fabric");
     if ((ret = fi_domain(rail->fabric, rail->info, &rail->domain, NULL)))
-        return ferry__rail_fail(ret, rail, "fi_domain");
+        return rail_fail(ret, rail, "fi_domain");
     if ((ret = fi_av_open(rail->domain, &av_attr, &rail->av, NULL)))
-        return ferry__rail_fail(ret, rail, "fi_av_open");
+        return rail_fail(ret, rail, "fi_av_open");
     /* A progress thread sleeps on the CQ's file descriptor when idle, if
      * the provider offers one; otherwise it naps (progress.c). */
     if (fab->cfg.progress_thread) {
@@ -103,7 +98,7 @@ static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
     }
     if (rail->cq == NULL &&
         (ret = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL)))
-        return ferry__rail_fail(ret, rail, "fi_cq_open");
+        return rail_fail(ret, rail, "fi_cq_open");
     if ((ret = endpoint_open(rail)))
         return ret;
     ferry__keyalloc_init(&rail->keys, fab->key_size);
@@ -308,7 +303,14 @@ void ferry__fabric_close(struct ferry__fabric *fab)
         rail_close(&fab->rails[i]);
 }
 
-/* ---- registration on one rail --------------------------------------------- */
+/* ---- registration on one rail -------------------------------------------- */
+
+/*
+ * Bound on retries when the provider says a requested key is taken: the
+ * whole key space of small keys (up to 2 bytes), else this many, which a
+ * counter over 4+ byte keys never needs unless nearly all are taken.
+ */
+#define KEY_RETRIES 65536u
 
 static int regattr(struct ferry__fabric *fab, struct ferry__rail *rail,
                    struct fi_mr_attr *attr, uint64_t flags,
@@ -418,7 +420,7 @@ int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
 
         ret = fi_getname(&fab->rails[i].ep->fid, name, &nlen);
         if (ret != 0) {
-            ret = ferry__rail_fail(ret, &fab->rails[i], "fi_getname");
+            ret = rail_fail(ret, &fab->rails[i], "fi_getname");
             break;
         }
         ferry__blob_put_u32(&w, fab->rails[i].info->addr_format);

@@ -85,9 +85,6 @@ void ferry__fabric_close_endpoints(struct ferry__fabric *fab);
 /* Closes the rest of every rail (after ferry__fabric_close_endpoints and
  * after everything registered on the domains is closed). */
 void ferry__fabric_close(struct ferry__fabric *fab);
-/* A libfabric call on the rail failed: the error with its sentence. */
-int ferry__rail_fail(int fi_ret, const struct ferry__rail *rail,
-                     const char *call);
 /*
  * fi_mr_regattr on one rail with ferry's key policy (requested keys that
  * fit mr_key_size, retried while taken) and FI_MR_ENDPOINT binding.

@@ -1,6 +1,6 @@
 /*
  * Requests and operations (op.h): operation slots per rail, posting one
- * RMA, ending a request, the request lists.
+ * RMA, ending a request.
  */
 #include "xfer/op.h"
 
@@ -91,34 +91,4 @@ void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
         vsnprintf(req->errmsg, sizeof(req->errmsg), fmt, ap);
         va_end(ap);
     }
-}
-
-void ferry__req_list_remove(struct ferry_req *r)
-{
-    struct ferry__req_list *l = r->list;
-
-    if (l == NULL)
-        return;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        l->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        l->tail = r->prev;
-    r->prev = r->next = NULL;
-    r->list = NULL;
-}
-
-void ferry__req_list_append(struct ferry__req_list *l, struct ferry_req *r)
-{
-    r->prev = l->tail;
-    r->next = NULL;
-    if (l->tail)
-        l->tail->next = r;
-    else
-        l->head = r;
-    l->tail = r;
-    r->list = l;
 }

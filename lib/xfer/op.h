@@ -1,7 +1,7 @@
 /*
  * Requests and operations: the types the transfer layer shares, and the
  * primitives stage.c, notify.c and xfer.c build on: taking an operation
- * slot, posting one RMA, ending a request, the request lists.
+ * slot and giving it back, posting one RMA, ending a request.
  *
  * All of these run with the lock held.  A request is posted chunk by
  * chunk as operation slots allow, ends once (success, error, deadline or
@@ -120,7 +120,5 @@ ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
 /* Ends the request with status unless it has ended already. */
 void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void ferry__req_list_remove(struct ferry_req *r);
-void ferry__req_list_append(struct ferry__req_list *l, struct ferry_req *r);
 
 #endif /* FERRY_XFER_OP_H */

@@ -159,34 +159,61 @@ static uint64_t deadline_of(const struct ferry__xfer *x,
     return ferry__now_ns() + (uint64_t)ms * 1000000u;
 }
 
+static void list_remove(struct ferry_req *r)
+{
+    struct ferry__req_list *l = r->list;
+
+    if (l == NULL)
+        return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        l->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        l->tail = r->prev;
+    r->prev = r->next = NULL;
+    r->list = NULL;
+}
+
+static void list_append(struct ferry__req_list *l, struct ferry_req *r)
+{
+    r->prev = l->tail;
+    r->next = NULL;
+    if (l->tail)
+        l->tail->next = r;
+    else
+        l->head = r;
+    l->tail = r;
+    r->list = l;
+}
+
 /*
  * References keep regions alive while operations may touch them.  A
  * prepared request holds its prepared transfer, whose lists hold theirs.
- * Taken with the lock held (lock.h), dropped anywhere.
+ * Taken with the lock held (lock.h): `take_under` is that lock; dropped
+ * anywhere: `take_under` is NULL.
  */
-static void hold_regions(struct ferry_req *req, struct ferry__lock *lock)
+static void users_change(_Atomic unsigned *users,
+                         struct ferry__lock *take_under)
 {
-    if (req->prep != NULL) {
-        ferry__users_take(&req->prep->users, lock);
-        return;
-    }
-    for (size_t i = 0; i < req->niov; i++) {
-        if (req->iov[i].lmem)
-            ferry__users_take(&req->iov[i].lmem->users, lock);
-        ferry__users_take(&req->iov[i].rmem->users, lock);
-    }
+    if (take_under != NULL)
+        ferry__users_take(users, take_under);
+    else
+        ferry__users_drop(users);
 }
 
-static void drop_regions(struct ferry_req *req)
+static void hold_regions(struct ferry_req *req, struct ferry__lock *take_under)
 {
     if (req->prep != NULL) {
-        ferry__users_drop(&req->prep->users);
+        users_change(&req->prep->users, take_under);
         return;
     }
     for (size_t i = 0; i < req->niov; i++) {
         if (req->iov[i].lmem)
-            ferry__users_drop(&req->iov[i].lmem->users);
-        ferry__users_drop(&req->iov[i].rmem->users);
+            users_change(&req->iov[i].lmem->users, take_under);
+        users_change(&req->iov[i].rmem->users, take_under);
     }
 }
 
@@ -205,7 +232,7 @@ static void release_found(struct ferry_req *req)
 
 static void req_release(struct ferry_req *req)
 {
-    drop_regions(req);
+    hold_regions(req, NULL); /* drops them */
     release_found(req);
     free(req->iov);
     free(req->lidx); /* ridx shares the allocation */
@@ -217,7 +244,7 @@ static void req_release(struct ferry_req *req)
 
 static void req_free(struct ferry_req *req)
 {
-    ferry__req_list_remove(req);
+    list_remove(req);
     req->magic = FERRY__MAGIC_DEAD;
     free(req);
 }
@@ -315,7 +342,7 @@ static int req_start(struct ferry_req *req, ferry_req_t **out)
     req->sync_mirrors =
         req->kind == FERRY__OP_WRITE && x->reg.mem.mirror_rmems > 0;
     hold_regions(req, &x->reg.fab.lock);
-    ferry__req_list_append(&x->req.active, req);
+    list_append(&x->req.active, req);
     ferry__req_post_pending(req);
     ferry__req_settle(req);
     ferry__lock_release(&x->reg.fab.lock);
@@ -698,11 +725,11 @@ void ferry__req_settle(struct ferry_req *req)
         req->list != &x->req.active)
         return;
     req_release(req);
-    ferry__req_list_remove(req);
+    list_remove(req);
     if (req->user_freed)
         req_free(req);
     else
-        ferry__req_list_append(&x->req.done, req);
+        list_append(&x->req.done, req);
 }
 
 void ferry__op_complete(struct ferry__op *op, int err, const char *why)
