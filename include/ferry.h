@@ -133,6 +133,13 @@ struct ferry_config {
      */
     size_t staging_buffers;
     size_t staging_chunk;
+    /*
+     * A host name or address peers are reached at (where the bootstrap
+     * connects or listens): the domain on the interface the kernel routes
+     * to it comes first (loopback for 127.0.0.1), and the choice sentence
+     * says so.  NULL: FERRY_PEER_HOST, else no preference.
+     */
+    const char *peer_host;
 };
 
 /*
@@ -218,6 +225,10 @@ struct ferry_provider_report {
     size_t mr_key_size;
     size_t max_msg_size;
     size_t tx_depth;
+    /* What the provider is, from its name on this libfabric: "rxm
+     * (reliable datagrams) over tcp's connected endpoints (on libfabric
+     * 1.17 the reliable-datagram tcp provider is called net)". */
+    const char *about;
 };
 #define FERRY_PROVIDER_REPORT_INIT {.size = sizeof(struct ferry_provider_report)}
 
@@ -231,6 +242,11 @@ FERRY_API int ferry_probe_entry(const ferry_probe_t *probe, size_t i,
                                 struct ferry_provider_report *report);
 /* "verbs: no device or interface available; ..." or "". */
 FERRY_API const char *ferry_probe_refused(const ferry_probe_t *probe);
+/* The same, one provider at a time: how many, and the i-th provider name
+ * with its reason (valid while probe lives).  Returns 0 or FERRY_EINVAL. */
+FERRY_API size_t ferry_probe_refusal_count(const ferry_probe_t *probe);
+FERRY_API int ferry_probe_refusal(const ferry_probe_t *probe, size_t i,
+                                  const char **provider, const char **reason);
 FERRY_API void ferry_probe_free(ferry_probe_t *probe);
 
 /*

@@ -11,8 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The sentence explaining the last error this thread got from ferry. */
-static _Thread_local char last_error[512];
+/* The sentence explaining the last error this thread got from ferry: room
+ * for a refusal that names every provider libfabric has. */
+static _Thread_local char last_error[4096];
 
 const char *ferry_strerror(int err)
 {
@@ -34,17 +35,39 @@ const char *ferry_last_error(void)
     return last_error;
 }
 
+/*
+ * Ends a sentence of `full` bytes that did not fit in buf[cap] at the last
+ * word boundary, saying how much was left out, rather than mid-word.
+ */
+static void end_cleanly(char *buf, size_t cap, size_t full)
+{
+    char tail[64];
+    size_t keep, tail_len;
+
+    snprintf(tail, sizeof(tail), " [... %zu more characters left out]",
+             full);
+    tail_len = strlen(tail);
+    keep = cap - 1 - tail_len;
+    while (keep > 0 && buf[keep] != ' ')
+        keep--;
+    snprintf(tail, sizeof(tail), " [... %zu more characters left out]",
+             full - keep);
+    memcpy(buf + keep, tail, strlen(tail) + 1);
+}
+
 int ferry__error(int err, const char *fmt, ...)
 {
     va_list ap;
-
     char sentence[sizeof(last_error)];
+    int full;
 
     /* Through a local buffer: a caller may pass ferry_last_error() itself
      * as an argument, to wrap an inner sentence in an outer one. */
     va_start(ap, fmt);
-    vsnprintf(sentence, sizeof(sentence), fmt, ap);
+    full = vsnprintf(sentence, sizeof(sentence), fmt, ap);
     va_end(ap);
+    if (full >= (int)sizeof(sentence))
+        end_cleanly(sentence, sizeof(sentence), (size_t)full);
     memcpy(last_error, sentence, sizeof(last_error));
     FERRY_LOG_DEBUG("error %d (%s): %s", err, ferry_strerror(err), last_error);
     return err;

@@ -72,6 +72,7 @@ int ferry_config_init(struct ferry_config *cfg)
     config_defaults(cfg);
     cfg->provider = getenv("FERRY_PROVIDER");
     cfg->domain = getenv("FERRY_DOMAIN");
+    cfg->peer_host = getenv("FERRY_PEER_HOST");
     ret = env_uint("FERRY_MAX_RAILS", 1, FERRY__MAX_RAILS, &n);
     if (ret < 0)
         return ret;
@@ -158,9 +159,11 @@ int ferry__config_adopt(struct ferry__fabric *fab,
                             "config.mr_key_size is %zu; at most %d bytes",
                             cfg->mr_key_size, FERRY__KEY_MAX);
     if ((ret = copy_name(fab->cfg_provider, cfg->provider, "provider")) ||
-        (ret = copy_name(fab->cfg_domain, cfg->domain, "domain")))
+        (ret = copy_name(fab->cfg_domain, cfg->domain, "domain")) ||
+        (ret = copy_name(fab->cfg_peer_host, cfg->peer_host, "peer_host")))
         return ret;
     cfg->provider = cfg->provider ? fab->cfg_provider : NULL;
     cfg->domain = cfg->domain ? fab->cfg_domain : NULL;
+    cfg->peer_host = cfg->peer_host ? fab->cfg_peer_host : NULL;
     return 0;
 }

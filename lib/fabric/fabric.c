@@ -5,6 +5,8 @@
  */
 #include "fabric/fabric.h"
 
+#include "fabric/about.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,19 +199,26 @@ static void explain_choice(struct ferry__fabric *fab,
 {
     const struct fi_info *info = fab->rails[0].info;
     const char *fp = getenv("FI_PROVIDER");
-    char source[96] = "";
+    const char *prov = info->fabric_attr->prov_name;
+    char source[FERRY__NAME_MAX + 320] = "", about[256];
 
-    if (fab->cfg.provider != NULL)
-        snprintf(source, sizeof(source), "; provider named by the config");
+    ferry__provider_about(prov, fi_version(), about, sizeof(about));
+    if (fab->cfg.provider != NULL && strcmp(fab->cfg.provider, prov) != 0)
+        snprintf(source, sizeof(source),
+                 "; provider '%s' named by the config, which here is %s: %s",
+                 fab->cfg.provider, prov, about);
+    else if (fab->cfg.provider != NULL)
+        snprintf(source, sizeof(source),
+                 "; provider named by the config (%s)", about);
     else if (fp != NULL)
         snprintf(source, sizeof(source), "; FI_PROVIDER=%s narrowed the "
                  "search", fp);
     snprintf(fab->why, sizeof(fab->why),
              "chose %s on domain %s (fabric %s): %s, best of %zu "
              "candidate%s%s%s",
-             info->fabric_attr->prov_name, info->domain_attr->name,
-             info->fabric_attr->name, sel->cand[0].verdict, sel->ncand,
-             sel->ncand == 1 ? "" : "s", source, rails_why);
+             prov, info->domain_attr->name, info->fabric_attr->name,
+             sel->cand[0].verdict, sel->ncand, sel->ncand == 1 ? "" : "s",
+             source, rails_why);
     for (unsigned r = 1; r < fab->nrails; r++)
         snprintf(fab->why + strlen(fab->why), sizeof(fab->why) -
                  strlen(fab->why), "%s%s", r == 1 ? "; further rails: " : ", ",
@@ -254,16 +263,13 @@ static bool domain_taken(const struct ferry__fabric *fab, const char *domain)
 static void pick_rails(struct ferry__fabric *fab,
                        struct ferry__selection *sel)
 {
-    const struct fi_info *first = sel->cand[0].info;
+    /* A copy: the rail takes cand[0]'s fi_info and NULLs it there. */
+    const struct ferry__candidate first = sel->cand[0];
 
     for (size_t i = 0; i < sel->ncand && fab->nrails < fab->cfg.max_rails;
          i++) {
-        const struct fi_info *c = sel->cand[i].info;
-
-        if (strcmp(c->fabric_attr->prov_name,
-                   first->fabric_attr->prov_name) != 0 ||
-            c->addr_format != first->addr_format ||
-            domain_taken(fab, c->domain_attr->name))
+        if (!ferry__rail_mates(&first, &sel->cand[i]) ||
+            domain_taken(fab, sel->cand[i].info->domain_attr->name))
             continue;
         /* Ownership of the fi_info moves to the rail. */
         fab->rails[fab->nrails].index = fab->nrails;

@@ -46,6 +46,7 @@ struct ferry__fabric {
     struct ferry_config cfg; /* strings point into the copies below */
     char cfg_provider[FERRY__NAME_MAX];
     char cfg_domain[FERRY__NAME_MAX];
+    char cfg_peer_host[FERRY__NAME_MAX];
     unsigned mr_mode;   /* FERRY_MR_* in effect */
     size_t key_size;    /* bytes of key ferry uses */
     size_t max_msg;     /* largest single operation */
@@ -60,7 +61,7 @@ struct ferry__fabric {
      * tx_attr and rx_attr): a request's last write may carry its
      * notification while the writes before it are still in flight. */
     bool writes_ordered;
-    char why[768];
+    char why[2048];
     unsigned nrails;
     struct ferry__rail rails[FERRY__MAX_RAILS];
 };

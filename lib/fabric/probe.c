@@ -5,11 +5,14 @@
  */
 #include "fabric/provider.h"
 
+#include "fabric/about.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 struct ferry_probe {
     struct ferry__selection sel;
+    char (*about)[256]; /* one per candidate */
 };
 
 int ferry_probe_providers(const struct ferry_config *cfg,
@@ -37,6 +40,15 @@ int ferry_probe_providers(const struct ferry_config *cfg,
         free(probe);
         return ret;
     }
+    probe->about = calloc(probe->sel.ncand + 1, sizeof(*probe->about));
+    if (probe->about == NULL) {
+        ferry_probe_free(probe);
+        return ferry__error(FERRY_ENOMEM, "out of memory for a probe");
+    }
+    for (size_t i = 0; i < probe->sel.ncand; i++)
+        ferry__provider_about(probe->sel.cand[i].info->fabric_attr->prov_name,
+                              fi_version(), probe->about[i],
+                              sizeof(probe->about[i]));
     *out = probe;
     return 0;
 }
@@ -74,6 +86,7 @@ int ferry_probe_entry(const ferry_probe_t *probe, size_t i,
     out.mr_key_size = info->domain_attr->mr_key_size;
     out.max_msg_size = info->ep_attr->max_msg_size;
     out.tx_depth = info->tx_attr->size;
+    out.about = probe->about[i];
     /* Only as much as the caller's struct holds. */
     memcpy(report, &out, out.size);
     return 0;
@@ -84,10 +97,32 @@ const char *ferry_probe_refused(const ferry_probe_t *probe)
     return probe != NULL ? probe->sel.refused : "";
 }
 
+size_t ferry_probe_refusal_count(const ferry_probe_t *probe)
+{
+    return probe != NULL ? probe->sel.nrefusals : 0;
+}
+
+int ferry_probe_refusal(const ferry_probe_t *probe, size_t i,
+                        const char **provider, const char **reason)
+{
+    ferry__error_clear();
+    if (probe == NULL || provider == NULL || reason == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_probe_refusal: probe, "
+                                          "provider or reason is NULL");
+    if (i >= probe->sel.nrefusals)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_probe_refusal: refusal %zu of %zu", i,
+                            probe->sel.nrefusals);
+    *provider = probe->sel.refusals[i].provider;
+    *reason = probe->sel.refusals[i].reason;
+    return 0;
+}
+
 void ferry_probe_free(ferry_probe_t *probe)
 {
     if (probe == NULL)
         return;
     ferry__selection_free(&probe->sel);
+    free(probe->about);
     free(probe);
 }

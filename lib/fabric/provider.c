@@ -13,16 +13,17 @@
 #include "fabric/provider.h"
 
 #include "dev/hmem.h"
+#include "fabric/about.h"
+#include "fabric/mr_mode.h"
+#include "fabric/refusal.h"
+#include "fabric/route.h"
+#include "fabric/shm_space.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define REQUIRED_CAPS                                                         \
-    (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG)
 
 
 enum transport_class {
@@ -31,64 +32,6 @@ enum transport_class {
     CLASS_HOST_NET = 2,
     CLASS_LEGACY = 3,
 };
-
-static const struct {
-    unsigned ferry;
-    uint64_t fi;
-    const char *name;
-} mr_bits[] = {
-    {FERRY_MR_LOCAL, FI_MR_LOCAL, "LOCAL"},
-    {FERRY_MR_VIRT_ADDR, FI_MR_VIRT_ADDR, "VIRT_ADDR"},
-    {FERRY_MR_ALLOCATED, FI_MR_ALLOCATED, "ALLOCATED"},
-    {FERRY_MR_PROV_KEY, FI_MR_PROV_KEY, "PROV_KEY"},
-    {FERRY_MR_ENDPOINT, FI_MR_ENDPOINT, "ENDPOINT"},
-    {FERRY_MR_RAW, FI_MR_RAW, "RAW"},
-    {FERRY_MR_HMEM, FI_MR_HMEM, "HMEM"},
-};
-
-unsigned ferry__mr_mode_from_fi(uint64_t fi_mr_mode)
-{
-    unsigned m = 0;
-
-    /* FI_MR_BASIC is the pre-1.5 spelling of these three bits. */
-    if (fi_mr_mode == FI_MR_BASIC)
-        fi_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(mr_bits); i++)
-        if (fi_mr_mode & mr_bits[i].fi)
-            m |= mr_bits[i].ferry;
-    return m;
-}
-
-uint64_t ferry__mr_mode_to_fi(unsigned ferry_mr_mode)
-{
-    uint64_t m = 0;
-
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(mr_bits); i++)
-        if (ferry_mr_mode & mr_bits[i].ferry)
-            m |= mr_bits[i].fi;
-    return m;
-}
-
-const char *ferry__mr_mode_str(unsigned mr_mode, char *buf, size_t len)
-{
-    size_t used = 0;
-
-    buf[0] = '\0';
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(mr_bits); i++) {
-        size_t need = strlen(mr_bits[i].name) + (used ? 1 : 0);
-
-        if (!(mr_mode & mr_bits[i].ferry))
-            continue;
-        if (used + need >= len)
-            break; /* whole names only */
-        snprintf(buf + used, len - used, "%s%s", used ? "|" : "",
-                 mr_bits[i].name);
-        used += need;
-    }
-    if (used == 0)
-        snprintf(buf, len, "none");
-    return buf;
-}
 
 static bool is_nic_protocol(uint32_t proto)
 {
@@ -181,169 +124,32 @@ static bool shm_allowed(const struct ferry_config *cfg)
            env_asks_for("shm");
 }
 
+/* fi_getinfo hints asking for everything ferry needs from prov (NULL:
+ * any provider). */
 static struct fi_info *make_hints(const struct ferry_config *cfg,
-                                  const char *prov, bool full)
+                                  const char *prov)
 {
     struct fi_info *h = fi_allocinfo();
 
     if (h == NULL)
         return NULL;
     h->ep_attr->type = FI_EP_RDM;
-    if (full) {
-        h->caps = REQUIRED_CAPS;
-        /* Every operation ferry posts carries a fi_context2 it owns. */
-        h->mode = FI_CONTEXT | FI_CONTEXT2;
-        /* FI_MR_HMEM only where FI_HMEM is asked for (select_hmem). */
-        h->domain_attr->mr_mode = ferry__mr_mode_to_fi(
-            (cfg->mr_mode_offer | cfg->mr_mode_force) & ~FERRY_MR_HMEM);
-        h->domain_attr->threading = FI_THREAD_DOMAIN;
-        /* A write completes when its data is visible at the target, not
-         * merely sent: that is what a caller of ferry_req_wait expects. */
-        h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-        h->domain_attr->resource_mgmt = FI_RM_ENABLED;
-        if (cfg->domain != NULL)
-            h->domain_attr->name = strdup(cfg->domain);
-    } else {
-        h->mode = ~0ull; /* accept any mode: only asking what exists */
-        h->domain_attr->mr_mode = (int)ferry__mr_mode_to_fi(FERRY_MR_ALL);
-    }
+    h->caps = FERRY__REQUIRED_CAPS;
+    /* Every operation ferry posts carries a fi_context2 it owns. */
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    /* FI_MR_HMEM only where FI_HMEM is asked for (select_hmem). */
+    h->domain_attr->mr_mode = ferry__mr_mode_to_fi(
+        (cfg->mr_mode_offer | cfg->mr_mode_force) & ~FERRY_MR_HMEM);
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    /* A write completes when its data is visible at the target, not
+     * merely sent: that is what a caller of ferry_req_wait expects. */
+    h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+    if (cfg->domain != NULL)
+        h->domain_attr->name = strdup(cfg->domain);
     if (prov != NULL)
         h->fabric_attr->prov_name = strdup(prov);
     return h;
-}
-
-static void append(char *buf, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void append(char *buf, size_t cap, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    va_list ap;
-
-    if (used + 1 >= cap)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, cap - used, fmt, ap);
-    va_end(ap);
-}
-
-/*
- * Why provider `prov` gave no usable candidate: asks fi_getinfo again with
- * fewer demands and names the first missing capability.
- */
-static void explain_refusal(const struct ferry_config *cfg, const char *prov,
-                            char *out, size_t cap)
-{
-    struct fi_info *h = make_hints(cfg, prov, false), *all = NULL, *p;
-    uint64_t caps = 0;
-    bool any = false;
-
-    if (h == NULL)
-        return;
-    if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, 0, h, &all) != 0 ||
-        all == NULL) {
-        snprintf(out, cap, "%s: no device or interface available", prov);
-        fi_freeinfo(h);
-        return;
-    }
-    for (p = all; p != NULL; p = p->next) {
-        any = true;
-        caps |= p->caps;
-    }
-    if (!any)
-        snprintf(out, cap, "%s: no reliable-datagram endpoint", prov);
-    else if (!(caps & FI_RMA))
-        snprintf(out, cap, "%s: lacks FI_RMA", prov);
-    else if ((caps & REQUIRED_CAPS) != REQUIRED_CAPS)
-        snprintf(out, cap, "%s: lacks RMA read/write or messages", prov);
-    else if (cfg->domain != NULL)
-        snprintf(out, cap, "%s: no domain named '%s'", prov, cfg->domain);
-    else
-        snprintf(out, cap,
-                 "%s: needs an mr_mode or mode ferry was told not to offer, "
-                 "or cannot complete writes on delivery "
-                 "(FI_DELIVERY_COMPLETE)",
-                 prov);
-    fi_freeinfo(all);
-    fi_freeinfo(h);
-}
-
-static bool seen_provider(const struct ferry__selection *sel, const char *name)
-{
-    for (size_t i = 0; i < sel->ncand; i++) {
-        const char *p = sel->cand[i].info->fabric_attr->prov_name;
-        if (strcmp(p, name) == 0 ||
-            (strncmp(p, name, strlen(name)) == 0 && p[strlen(name)] == ';'))
-            return true;
-    }
-    return false;
-}
-
-/*
- * The RDMA providers people look for first, named when libfabric did not
- * load them at all (it skips a provider whose device or library is
- * missing), so "why not verbs?" has an answer.  Only a message: nothing
- * is chosen by name.
- */
-static void explain_unloaded(struct ferry__selection *sel,
-                             const struct fi_info *loaded)
-{
-    static const char *const wanted[] = {"verbs", "efa", "cxi", "psm3",
-                                         "opx"};
-
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(wanted); i++) {
-        bool found = false;
-
-        for (const struct fi_info *p = loaded; p != NULL && !found;
-             p = p->next)
-            found = p->fabric_attr->prov_name != NULL &&
-                    strcmp(p->fabric_attr->prov_name, wanted[i]) == 0;
-        if (!found && !seen_provider(sel, wanted[i]))
-            append(sel->refused, sizeof(sel->refused),
-                   "%s%s: not loaded by libfabric (no device or driver, or "
-                   "not built in)",
-                   sel->refused[0] ? "; " : "", wanted[i]);
-    }
-}
-
-/* Lists providers libfabric loaded that gave nothing usable, with why. */
-static void explain_missing(const struct ferry_config *cfg,
-                            struct ferry__selection *sel, bool shm_refused)
-{
-    struct fi_info *h = fi_allocinfo(), *provs = NULL;
-    char why[160];
-
-    if (h == NULL)
-        return;
-    if (cfg->provider != NULL) {
-        if (sel->ncand == 0) {
-            explain_refusal(cfg, cfg->provider, why, sizeof(why));
-            append(sel->refused, sizeof(sel->refused), "%s", why);
-        }
-        fi_freeinfo(h);
-        return;
-    }
-    if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, FI_PROV_ATTR_ONLY, h,
-                   &provs) == 0) {
-        for (struct fi_info *p = provs; p != NULL; p = p->next) {
-            const char *name = p->fabric_attr->prov_name;
-            if (name == NULL || seen_provider(sel, name))
-                continue;
-            if (strncmp(name, "ofi_", 4) == 0)
-                continue; /* utility/hook layers appear stacked on a core */
-            if (strcmp(name, "shm") == 0 && shm_refused)
-                snprintf(why, sizeof(why),
-                         "shm: reaches only processes on this host (set "
-                         "local_only or ask for it by name)");
-            else
-                explain_refusal(cfg, name, why, sizeof(why));
-            append(sel->refused, sizeof(sel->refused), "%s%s",
-                   sel->refused[0] ? "; " : "", why);
-        }
-        explain_unloaded(sel, provs);
-        fi_freeinfo(provs);
-    }
-    fi_freeinfo(h);
 }
 
 static int rank_of(const struct fi_info *info)
@@ -369,8 +175,48 @@ static int by_rank(const void *a, const void *b)
     return x->rank - y->rank;
 }
 
+/* What ranks and describes a candidate besides its own fi_info. */
+struct rank_facts {
+    const char *domain;              /* the config's domain, or NULL */
+    const struct ferry__route *route; /* to the config's peer host, or NULL */
+    const char *shm_room;            /* "/dev/shm has ... free" */
+};
+
+/*
+ * Candidates of a transport over the host network stack whose interface
+ * is off the route to the peer come after all others (the ranks above
+ * stay below 10^6).  Hardware NICs are left alone: the bootstrap often
+ * runs over a management network while RDMA NICs sit on subnets of their
+ * own, and their rank already puts them first.
+ */
+#define RANK_OFF_ROUTE 1000000
+
+static void route_verdict(const struct rank_facts *f,
+                          struct ferry__candidate *c)
+{
+    const struct ferry__route *r = f->route;
+    size_t used = strlen(c->verdict);
+
+    switch (ferry__route_match(r, c->info)) {
+    case FERRY__ROUTE_ON:
+        snprintf(c->verdict + used, sizeof(c->verdict) - used,
+                 "; the interface that routes to peer host %s", r->host);
+        break;
+    case FERRY__ROUTE_OFF:
+        c->rank += RANK_OFF_ROUTE;
+        c->off_route = true;
+        snprintf(c->verdict + used, sizeof(c->verdict) - used,
+                 "; not on the route to peer host %s (that leaves from %s%s%s)",
+                 r->host, r->local_text, r->ifname[0] ? " on " : "",
+                 r->ifname);
+        break;
+    default:
+        break;
+    }
+}
+
 static int add_candidate(struct ferry__selection *sel, const struct fi_info *p,
-                         const char *domain)
+                         const struct rank_facts *f)
 {
     struct ferry__candidate *c;
 
@@ -378,13 +224,14 @@ static int add_candidate(struct ferry__selection *sel, const struct fi_info *p,
         if (same_domain(sel->cand[i].info, p))
             return 0; /* libfabric lists variants of one domain */
     /* Some utility providers (rxm on 1.17) ignore the domain name hint. */
-    if (domain != NULL && strcmp(p->domain_attr->name, domain) != 0)
+    if (f->domain != NULL && strcmp(p->domain_attr->name, f->domain) != 0)
         return 0;
     c = realloc(sel->cand, (sel->ncand + 1) * sizeof(*c));
     if (c == NULL)
         return FERRY_ENOMEM;
     sel->cand = c;
     c = &sel->cand[sel->ncand];
+    memset(c, 0, sizeof(*c));
     c->info = fi_dupinfo(p);
     if (c->info == NULL)
         return FERRY_ENOMEM;
@@ -392,9 +239,13 @@ static int add_candidate(struct ferry__selection *sel, const struct fi_info *p,
      * libfabric lists a provider's preferred domains first. */
     c->rank = rank_of(p) * 1000 + (int)sel->ncand;
     c->nic = classify(p) == CLASS_NIC;
-    snprintf(c->verdict, sizeof(c->verdict), "%s%s",
+    snprintf(c->verdict, sizeof(c->verdict), "%s%s%s%s",
              class_words(classify(p)),
-             is_loopback(p) ? " on a loopback interface" : "");
+             is_loopback(p) ? " on a loopback interface" : "",
+             classify(p) == CLASS_SHM ? "; " : "",
+             classify(p) == CLASS_SHM ? f->shm_room : "");
+    if (f->route != NULL && classify(p) >= CLASS_HOST_NET)
+        route_verdict(f, c);
     sel->ncand++;
     return 0;
 }
@@ -414,7 +265,7 @@ static void select_hmem(const struct ferry_config *cfg,
     if (ferry__hmem() == NULL ||
         !((cfg->mr_mode_offer | cfg->mr_mode_force) & FERRY_MR_HMEM))
         return;
-    hints = make_hints(cfg, cfg->provider, true);
+    hints = make_hints(cfg, cfg->provider);
     if (hints == NULL)
         return;
     hints->caps |= FI_HMEM;
@@ -437,16 +288,51 @@ static void select_hmem(const struct ferry_config *cfg,
     fi_freeinfo(infos);
 }
 
+/*
+ * Keeps the candidates of infos that ferry may use; shm only where peers
+ * are local and /dev/shm has room for it.
+ */
+static int add_candidates(const struct ferry_config *cfg,
+                          struct ferry__selection *sel,
+                          const struct fi_info *infos,
+                          const struct ferry__route *route, bool *shm_refused)
+{
+    char shm_room[320];
+    struct rank_facts f = {cfg->domain, route, shm_room};
+    bool shm_fits = ferry__shm_space_check(shm_room, sizeof(shm_room));
+    int ret;
+
+    for (const struct fi_info *p = infos; p != NULL; p = p->next) {
+        if (classify(p) == CLASS_SHM && !shm_allowed(cfg)) {
+            *shm_refused = true;
+            continue;
+        }
+        if (classify(p) == CLASS_SHM && !shm_fits) {
+            if (!ferry__refused_already(sel, p->fabric_attr->prov_name))
+                ferry__refuse(sel, p->fabric_attr->prov_name, "%s",
+                              shm_room);
+            continue;
+        }
+        if ((ret = add_candidate(sel, p, &f)) != 0)
+            return ret;
+    }
+    return 0;
+}
+
 int ferry__provider_select(const struct ferry_config *cfg,
                            struct ferry__selection *sel)
 {
     struct fi_info *hints, *infos = NULL;
+    struct ferry__route route;
     bool shm_refused = false;
     int ret;
 
     memset(sel, 0, sizeof(*sel));
     ferry__env_prepare();
-    hints = make_hints(cfg, cfg->provider, true);
+    if (cfg->peer_host != NULL &&
+        (ret = ferry__route_to(cfg->peer_host, &route)) != 0)
+        return ret;
+    hints = make_hints(cfg, cfg->provider);
     if (hints == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory building hints");
     ret = fi_getinfo(FERRY__FI_VERSION, NULL, NULL, 0, hints, &infos);
@@ -454,20 +340,14 @@ int ferry__provider_select(const struct ferry_config *cfg,
     if (ret != 0 && ret != -FI_ENODATA)
         return ferry__error(ferry__error_from_fi(ret),
                             "fi_getinfo failed: %s", fi_strerror(-ret));
-    for (struct fi_info *p = infos; p != NULL; p = p->next) {
-        if (classify(p) == CLASS_SHM && !shm_allowed(cfg)) {
-            shm_refused = true;
-            continue;
-        }
-        ret = add_candidate(sel, p, cfg->domain);
-        if (ret != 0) {
-            fi_freeinfo(infos);
-            ferry__selection_free(sel);
-            return ferry__error(ret, "out of memory listing providers");
-        }
-    }
+    ret = add_candidates(cfg, sel, infos,
+                         cfg->peer_host != NULL ? &route : NULL, &shm_refused);
     fi_freeinfo(infos);
-    explain_missing(cfg, sel, shm_refused);
+    if (ret != 0) {
+        ferry__selection_free(sel);
+        return ferry__error(ret, "out of memory listing providers");
+    }
+    ferry__explain_refusals(cfg, sel, shm_refused);
     if (sel->ncand == 0) {
         const char *fp = getenv("FI_PROVIDER");
         return ferry__error(
@@ -483,6 +363,15 @@ int ferry__provider_select(const struct ferry_config *cfg,
     select_hmem(cfg, sel);
     qsort(sel->cand, sel->ncand, sizeof(*sel->cand), by_rank);
     return 0;
+}
+
+bool ferry__rail_mates(const struct ferry__candidate *first,
+                       const struct ferry__candidate *c)
+{
+    return strcmp(c->info->fabric_attr->prov_name,
+                  first->info->fabric_attr->prov_name) == 0 &&
+           c->info->addr_format == first->info->addr_format &&
+           c->off_route == first->off_route;
 }
 
 void ferry__selection_free(struct ferry__selection *sel)

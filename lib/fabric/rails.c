@@ -45,7 +45,6 @@ static bool candidate_pci(const struct fi_info *info, char *pci, size_t len)
 /* Candidates that could be rails together with cand[0], in rank order. */
 static size_t rail_group(const struct ferry__selection *sel, size_t *idx)
 {
-    const struct fi_info *first = sel->cand[0].info;
     size_t n = 0;
 
     for (size_t i = 0; i < sel->ncand && n < FERRY__RAIL_CANDIDATES; i++) {
@@ -55,10 +54,7 @@ static size_t rail_group(const struct ferry__selection *sel, size_t *idx)
         for (size_t k = 0; k < n && !dup; k++)
             dup = strcmp(sel->cand[idx[k]].info->domain_attr->name,
                          c->domain_attr->name) == 0;
-        if (!dup &&
-            strcmp(c->fabric_attr->prov_name, first->fabric_attr->prov_name) ==
-                0 &&
-            c->addr_format == first->addr_format)
+        if (!dup && ferry__rail_mates(&sel->cand[0], &sel->cand[i]))
             idx[n++] = i;
     }
     return n;

@@ -8,6 +8,7 @@
 #include "base/ferry-internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,13 +35,37 @@ END_TEST
 
 START_TEST(test_long_sentence_is_truncated_safely)
 {
-    char big[2000];
+    static char big[6000];
+    char want[64];
+    const char *e;
+    size_t kept;
 
-    memset(big, 'x', sizeof(big) - 1);
-    big[sizeof(big) - 1] = '\0';
+    /* A sentence far too long: cut between words, the count at the end. */
+    for (size_t i = 0; i + 1 < sizeof(big); i++)
+        big[i] = i % 10 == 9 ? ' ' : 'x';
     ferry__error(FERRY_EINVAL, "%s", big);
-    ck_assert_uint_gt(strlen(ferry_last_error()), 100);
-    ck_assert_uint_lt(strlen(ferry_last_error()), sizeof(big) - 1);
+    e = ferry_last_error();
+    ck_assert_uint_gt(strlen(e), 3000);
+    ck_assert_uint_lt(strlen(e), 4096);
+    ck_assert_msg(strstr(e, "xxxxxxxxx [... ") != NULL,
+                  "not cut after a whole word: ...%s", e + strlen(e) - 60);
+    /* 5999 characters, kept up to a space: the rest is counted. */
+    kept = (size_t)(strstr(e, " [... ") - e);
+    snprintf(want, sizeof(want), " [... %zu more characters left out]",
+             sizeof(big) - 1 - kept);
+    ck_assert_str_eq(e + kept, want);
+}
+END_TEST
+
+START_TEST(test_refusal_sized_sentence_is_whole)
+{
+    static char big[3000];
+
+    /* A long refusal list (every provider libfabric has) fits whole. */
+    memset(big, 'y', sizeof(big) - 1);
+    ferry__error(FERRY_ENOPROVIDER, "no provider: %s.", big);
+    ck_assert_uint_eq(strlen(ferry_last_error()), strlen(big) + 14);
+    ck_assert_int_eq(ferry_last_error()[strlen(ferry_last_error()) - 1], '.');
 }
 END_TEST
 
@@ -101,6 +126,7 @@ static Suite *error_suite(void)
     tcase_add_test(tc, test_codes_match_errno);
     tcase_add_test(tc, test_error_records_sentence);
     tcase_add_test(tc, test_long_sentence_is_truncated_safely);
+    tcase_add_test(tc, test_refusal_sized_sentence_is_whole);
     tcase_add_test(tc, test_last_error_is_per_thread);
     tcase_add_test(tc, test_fi_errors_map);
     suite_add_tcase(s, tc);

@@ -22,10 +22,6 @@ START_TEST(test_mr_mode_bits_round_trip)
                       FI_MR_VIRT_ADDR);
     ck_assert_uint_eq(ferry__mr_mode_from_fi(FI_MR_LOCAL | FI_MR_ENDPOINT),
                       FERRY_MR_LOCAL | FERRY_MR_ENDPOINT);
-    /* The pre-1.5 FI_MR_BASIC means VIRT_ADDR|ALLOCATED|PROV_KEY. */
-    ck_assert_uint_eq(ferry__mr_mode_from_fi(FI_MR_BASIC),
-                      FERRY_MR_VIRT_ADDR | FERRY_MR_ALLOCATED |
-                          FERRY_MR_PROV_KEY);
 }
 END_TEST
 

@@ -1,0 +1,24 @@
+/*
+ * Sizes in words.
+ */
+#include "base/units.h"
+
+#include <stdio.h>
+
+const char *ferry__bytes_words(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const unit[] = {"B",   "KiB", "MiB",
+                                       "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+
+    while (v >= 1024.0 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0 || v >= 100.0 || v == (double)(uint64_t)v)
+        snprintf(buf, len, "%.0f %s", v, unit[u]);
+    else
+        snprintf(buf, len, "%.1f %s", v, unit[u]);
+    return buf;
+}

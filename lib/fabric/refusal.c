@@ -1,0 +1,332 @@
+/*
+ * Why providers were refused.  Each reason comes from asking libfabric
+ * again with fewer demands, or from the filters that kept a provider out
+ * (FI_PROVIDER, the config's provider name), never from an assumption
+ * about a provider's name.
+ */
+#include "fabric/refusal.h"
+
+#include "fabric/mr_mode.h"
+#include "fabric/shm_space.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NAMES 64
+
+/*
+ * The RDMA providers people look for first: libfabric does not list them
+ * at all when their device or library is missing, so their names are
+ * known here to say so, and are not taken for typing mistakes.
+ */
+static const char *const rdma_providers[] = {"verbs", "efa", "cxi", "psm3",
+                                             "opx"};
+
+void ferry__refuse(struct ferry__selection *sel, const char *provider,
+                   const char *fmt, ...)
+{
+    struct ferry__refusal *r;
+    size_t used = strlen(sel->refused);
+    va_list ap;
+
+    if (sel->nrefusals == FERRY__MAX_REFUSALS)
+        return;
+    r = &sel->refusals[sel->nrefusals++];
+    snprintf(r->provider, sizeof(r->provider), "%s", provider);
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+    va_end(ap);
+    snprintf(sel->refused + used, sizeof(sel->refused) - used, "%s%s: %s",
+             used ? "; " : "", r->provider, r->reason);
+}
+
+bool ferry__refused_already(const struct ferry__selection *sel,
+                            const char *provider)
+{
+    for (size_t i = 0; i < sel->nrefusals; i++)
+        if (strcmp(sel->refusals[i].provider, provider) == 0)
+            return true;
+    return false;
+}
+
+/* Whether `name` is one of the comma-separated names of list[0, len). */
+static bool listed(const char *list, const char *name, size_t name_len)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+
+        if (n == name_len && strncmp(p, name, n) == 0)
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+bool ferry__fi_provider_excludes(const char *filter, const char *prov_name)
+{
+    bool negated, named;
+
+    if (filter == NULL || *filter == '\0')
+        return false;
+    negated = *filter == '^';
+    filter += negated;
+    named = listed(filter, prov_name, strlen(prov_name)) ||
+            listed(filter, prov_name, strcspn(prov_name, ";"));
+    return negated ? named : !named;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+
+    if (lb >= FERRY__ARRAY_LEN(row))
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *ferry__nearest_name(const char *name, const char *const *names)
+{
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+
+    for (size_t i = 0; names[i] != NULL; i++) {
+        size_t d = edit_distance(name, names[i]);
+
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    /* "tcpp" -> "tcp", "verb" -> "verbs"; "xyz" suggests nothing. */
+    return best_d <= (strlen(name) + 2) / 3 ? best : NULL;
+}
+
+/* The provider names libfabric has, hooks left out, into names[]. */
+static size_t provider_names(const struct fi_info *provs, const char **names,
+                             size_t cap)
+{
+    size_t n = 0;
+
+    for (const struct fi_info *p = provs; p != NULL && n + 1 < cap;
+         p = p->next) {
+        const char *name = p->fabric_attr->prov_name;
+        bool dup = false;
+
+        if (name == NULL || strncmp(name, "ofi_hook_", 9) == 0)
+            continue;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = strcmp(names[i], name) == 0;
+        if (!dup)
+            names[n++] = name;
+    }
+    names[n] = NULL;
+    return n;
+}
+
+/* Whether a candidate of sel came from provider `name` (or a stack on it). */
+static bool seen_provider(const struct ferry__selection *sel, const char *name)
+{
+    size_t len = strlen(name);
+
+    for (size_t i = 0; i < sel->ncand; i++) {
+        const char *p = sel->cand[i].info->fabric_attr->prov_name;
+
+        if (strncmp(p, name, len) == 0 && (p[len] == '\0' || p[len] == ';'))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Why provider `prov` gave no usable candidate: asks fi_getinfo again with
+ * fewer demands and names the first missing capability.
+ */
+static void explain_one(const struct ferry_config *cfg,
+                        struct ferry__selection *sel, const char *prov)
+{
+    struct fi_info *h = fi_allocinfo(), *all = NULL;
+    uint64_t caps = 0;
+
+    if (h == NULL)
+        return;
+    /* Only the endpoint type and the name: what exists at all. */
+    h->ep_attr->type = FI_EP_RDM;
+    h->mode = ~0ull;
+    h->domain_attr->mr_mode = (int)ferry__mr_mode_to_fi(FERRY_MR_ALL);
+    h->fabric_attr->prov_name = strdup(prov);
+    if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, 0, h, &all) != 0 ||
+        all == NULL) {
+        ferry__refuse(sel, prov, "no device or interface available");
+        fi_freeinfo(h);
+        return;
+    }
+    for (struct fi_info *p = all; p != NULL; p = p->next)
+        caps |= p->caps;
+    if (!(caps & FI_RMA))
+        ferry__refuse(sel, prov, "lacks FI_RMA");
+    else if ((caps & FERRY__REQUIRED_CAPS) != FERRY__REQUIRED_CAPS)
+        ferry__refuse(sel, prov, "lacks RMA read/write or messages");
+    else if (cfg->domain != NULL)
+        ferry__refuse(sel, prov, "no domain named '%s'", cfg->domain);
+    else
+        ferry__refuse(sel, prov,
+                      "needs an mr_mode or mode ferry was told not to offer, "
+                      "or cannot complete writes on delivery "
+                      "(FI_DELIVERY_COMPLETE)");
+    fi_freeinfo(all);
+    fi_freeinfo(h);
+}
+
+/* "tcp, net, udp, shm" into buf. */
+static void join_names(const char *const *names, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; names[i] != NULL; i++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "",
+                 names[i]);
+}
+
+/*
+ * A name given to ferry or to libfabric that libfabric does not have at
+ * all: says so, lists what it has, and suggests the nearest.  Returns
+ * whether `wanted` ("tcp;ofi_rxm" checks each part) had such a part.
+ */
+static bool refuse_unknown(struct ferry__selection *sel, const char *who,
+                           const char *wanted, const char *const *names)
+{
+    char part[FERRY__NAME_MAX], have[512];
+    const char *p = wanted, *near;
+
+    while (*p) {
+        size_t n = strcspn(p, ";,");
+        bool known = false;
+
+        snprintf(part, sizeof(part), "%.*s", (int)n, p);
+        p += n + (p[n] != '\0');
+        for (size_t i = 0; names[i] != NULL && !known; i++)
+            known = strcmp(names[i], part) == 0;
+        for (size_t i = 0; i < FERRY__ARRAY_LEN(rdma_providers) && !known; i++)
+            known = strcmp(rdma_providers[i], part) == 0; /* unloaded */
+        if (known || part[0] == '\0')
+            continue;
+        near = ferry__nearest_name(part, names);
+        join_names(names, have, sizeof(have));
+        ferry__refuse(sel, who,
+                      "libfabric has no provider named '%s'%s%s%s (it has "
+                      "%s)",
+                      part, near ? "; did you mean '" : "", near ? near : "",
+                      near ? "'?" : "", have);
+        return true;
+    }
+    return false;
+}
+
+/* The RDMA providers libfabric did not load, so "why not verbs?" has an
+ * answer.  Only a message: nothing is chosen by name. */
+static void explain_unloaded(struct ferry__selection *sel,
+                             const char *const *names)
+{
+    for (size_t i = 0; i < FERRY__ARRAY_LEN(rdma_providers); i++) {
+        bool found = false;
+
+        for (size_t k = 0; names[k] != NULL && !found; k++)
+            found = strcmp(names[k], rdma_providers[i]) == 0;
+        if (!found && !seen_provider(sel, rdma_providers[i]))
+            ferry__refuse(sel, rdma_providers[i],
+                          "not loaded by libfabric (no device or driver, or "
+                          "not built in)");
+    }
+}
+
+/* shm was left out because peers may be remote; /dev/shm's room is said
+ * too, so the report shows it whichever way shm goes. */
+static void refuse_shm_remote(struct ferry__selection *sel)
+{
+    char room[320];
+
+    ferry__shm_space_check(room, sizeof(room));
+    ferry__refuse(sel, "shm",
+                  "reaches only processes on this host (set local_only or "
+                  "ask for it by name); %s",
+                  room);
+}
+
+/* Every loaded provider that gave nothing usable, with why. */
+static void explain_all(const struct ferry_config *cfg,
+                        struct ferry__selection *sel, bool shm_refused,
+                        const char *const *names)
+{
+    const char *filter = getenv("FI_PROVIDER");
+
+    for (size_t i = 0; names[i] != NULL; i++) {
+        const char *name = names[i];
+
+        if (seen_provider(sel, name) || ferry__refused_already(sel, name) ||
+            strncmp(name, "ofi_", 4) == 0 ||
+            strcmp(name, "off_coll") == 0)
+            continue; /* utility layers appear stacked on a core */
+        if (ferry__fi_provider_excludes(filter, name))
+            ferry__refuse(sel, name, "excluded by FI_PROVIDER=%s", filter);
+        else if (strcmp(name, "shm") == 0 && shm_refused)
+            refuse_shm_remote(sel);
+        else
+            explain_one(cfg, sel, name);
+    }
+    explain_unloaded(sel, names);
+}
+
+/* The provider the config names exists but gave nothing. */
+static void explain_named(const struct ferry_config *cfg,
+                          struct ferry__selection *sel, const char *filter)
+{
+    if (ferry__refused_already(sel, cfg->provider))
+        return; /* shm, for want of room */
+    if (ferry__fi_provider_excludes(filter, cfg->provider))
+        ferry__refuse(sel, cfg->provider, "excluded by FI_PROVIDER=%s",
+                      filter);
+    else
+        explain_one(cfg, sel, cfg->provider);
+}
+
+void ferry__explain_refusals(const struct ferry_config *cfg,
+                             struct ferry__selection *sel, bool shm_refused)
+{
+    struct fi_info *h = fi_allocinfo(), *provs = NULL;
+    const char *names[MAX_NAMES] = {NULL};
+    const char *filter = getenv("FI_PROVIDER");
+
+    if (h == NULL)
+        return;
+    if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, FI_PROV_ATTR_ONLY, h,
+                   &provs) == 0)
+        provider_names(provs, names, MAX_NAMES);
+    if (filter != NULL)
+        refuse_unknown(sel, "FI_PROVIDER", filter + (*filter == '^'), names);
+    if (cfg->provider == NULL)
+        explain_all(cfg, sel, shm_refused, names);
+    else if (sel->ncand == 0 &&
+             !refuse_unknown(sel, cfg->provider, cfg->provider, names))
+        explain_named(cfg, sel, filter);
+    fi_freeinfo(provs);
+    fi_freeinfo(h);
+}
