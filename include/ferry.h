@@ -102,8 +102,12 @@ struct ferry_config {
     const char *oob_token;
     /*
      * Registration cache for iovs given without lmem (default on).  Its
-     * bounds (defaults 16384 entries, 64 GiB) come from
-     * FERRY_RCACHE_MAX_ENTRIES / FERRY_RCACHE_MAX_BYTES too.
+     * bounds (defaults 16384 entries, 64 GiB): past either, unused
+     * entries are evicted (ferry_stats' rcache_evictions), and a range
+     * larger than rcache_max_bytes is registered for its request only.
+     * ferry_config_init takes them from FERRY_RCACHE_MAX_ENTRIES and
+     * FERRY_RCACHE_MAX_BYTES (whole numbers, at least 1; bytes without a
+     * suffix).
      */
     int registration_cache;
     size_t rcache_max_entries;
@@ -137,8 +141,11 @@ struct ferry_config {
 
 /*
  * Fills cfg with defaults, then applies FERRY_PROVIDER, FERRY_DOMAIN,
- * FERRY_MAX_RAILS and FERRY_TIMEOUT_MS from the environment.
- * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed.
+ * FERRY_MAX_RAILS, FERRY_TIMEOUT_MS, FERRY_STAGING_BUFFERS,
+ * FERRY_STAGING_CHUNK, FERRY_RCACHE_MAX_ENTRIES and FERRY_RCACHE_MAX_BYTES
+ * from the environment.
+ * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed
+ * (the sentence names the variable, its value and the range accepted).
  */
 FERRY_API int ferry_config_init(struct ferry_config *cfg);
 
