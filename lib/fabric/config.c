@@ -134,7 +134,11 @@ int ferry_config_init(struct ferry_config *cfg)
                    &cfg->rcache_max_bytes);
     if (ret < 0)
         return ret;
-    return 0;
+    /* Not a config field: env.c reads it once per process, before
+     * libfabric's first call (ferry.h, ferry_fi_mr_cache_state).  But a
+     * value that is neither 0 nor 1 is refused here like any other
+     * malformed variable, rather than only warned about there. */
+    return ferry__env_check_keep_fi_mr_cache();
 }
 
 static int copy_name(char *dst, const char *src, const char *field)
