@@ -102,8 +102,12 @@ struct ferry_config {
     const char *oob_token;
     /*
      * Registration cache for iovs given without lmem (default on).  Its
-     * bounds (defaults 16384 entries, 64 GiB) come from
-     * FERRY_RCACHE_MAX_ENTRIES / FERRY_RCACHE_MAX_BYTES too.
+     * bounds (defaults 16384 entries, 64 GiB): past either, unused
+     * entries are evicted (ferry_stats' rcache_evictions), and a range
+     * larger than rcache_max_bytes is registered for its request only.
+     * ferry_config_init takes them from FERRY_RCACHE_MAX_ENTRIES and
+     * FERRY_RCACHE_MAX_BYTES (whole numbers, at least 1; bytes without a
+     * suffix).
      */
     int registration_cache;
     size_t rcache_max_entries;
@@ -144,10 +148,54 @@ struct ferry_config {
 
 /*
  * Fills cfg with defaults, then applies FERRY_PROVIDER, FERRY_DOMAIN,
- * FERRY_MAX_RAILS and FERRY_TIMEOUT_MS from the environment.
- * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed.
+ * FERRY_MAX_RAILS, FERRY_TIMEOUT_MS, FERRY_STAGING_BUFFERS,
+ * FERRY_STAGING_CHUNK, FERRY_RCACHE_MAX_ENTRIES and FERRY_RCACHE_MAX_BYTES
+ * from the environment, and checks FERRY_KEEP_FI_MR_CACHE (below).
+ * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed
+ * (the sentence names the variable, its value and what it accepts).
  */
 FERRY_API int ferry_config_init(struct ferry_config *cfg);
+
+/*
+ * libfabric's own registration cache.  It can deadlock with malloc/madvise
+ * hooks (Open MPI's under mimalloc: libfabric #10879), and ferry caches
+ * registrations itself, so before its first libfabric call ferry sets
+ * FI_MR_CACHE_MAX_COUNT=0 and FI_EFA_MR_CACHE_ENABLE=0 in the process
+ * environment, each unless it is already set.  The environment is the
+ * process's: this turns the cache off for every other libfabric user in
+ * the process too (aws-ofi-nccl, another library's libfabric backend).
+ *
+ * FERRY_KEEP_FI_MR_CACHE=1 in the environment makes ferry set neither
+ * (then libfabric also caches ferry's registrations, and the deadlock
+ * above is possible again).  0 or unset: the default.  Any other value is
+ * refused by ferry_config_init (FERRY_EINVAL), and ignored with a warning
+ * where ferry decides without one.
+ *
+ * ferry decides once per process, at its first libfabric call or the
+ * first call of the two functions below, whichever comes first, so set
+ * the variable before either; it is not a config field because libfabric
+ * itself reads its variables only once, when it initialises, and a
+ * context's config could not change them.  For the same reason, if another
+ * library initialised libfabric in this process before ferry's first
+ * call, ferry's setting comes too late: set FI_MR_CACHE_MAX_COUNT=0
+ * yourself then.
+ */
+enum ferry_fi_mr_cache {
+    FERRY_FI_MR_CACHE_OFF = 0,  /* ferry set both variables to 0 */
+    FERRY_FI_MR_CACHE_USER = 1, /* one or both were set before ferry looked:
+                                   left as they were (ferry set the other
+                                   to 0, unless FERRY_KEEP_FI_MR_CACHE=1) */
+    FERRY_FI_MR_CACHE_KEPT = 2, /* FERRY_KEEP_FI_MR_CACHE=1: ferry set none */
+};
+/* What ferry did, deciding now if it had not yet. */
+FERRY_API enum ferry_fi_mr_cache ferry_fi_mr_cache_state(void);
+/*
+ * The same in one sentence naming the variables and their values, e.g.
+ * "ferry turned libfabric's MR cache off for this process
+ * (FI_MR_CACHE_MAX_COUNT=0, FI_EFA_MR_CACHE_ENABLE=0);
+ * FERRY_KEEP_FI_MR_CACHE=1 leaves it on".  Static, never NULL.
+ */
+FERRY_API const char *ferry_fi_mr_cache_status(void);
 
 /*
  * Opens a context: provider selection, then fabric, domain, endpoint,

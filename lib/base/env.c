@@ -4,37 +4,128 @@
  *
  * libfabric's own registration caches deadlock with malloc/madvise hooks
  * (libfabric #10879, #9594, #5554).  ferry keeps its own cache, so it turns
- * libfabric's off before its first libfabric call, which is when libfabric
- * reads these variables.  A value the user set is left alone.
+ * libfabric's off before its first libfabric call: libfabric reads these
+ * variables once, when it initialises (ofi_monitors_init, from fi_ini).
+ * A value the user set is left alone, and FERRY_KEEP_FI_MR_CACHE=1 makes
+ * ferry set none of them.  The environment is the process's, so this also
+ * turns the cache off for any other libfabric user in it; that is why the
+ * opt-out exists, and why it is a variable and not a config field: the
+ * choice is made once per process, possibly before any config is seen.
  */
 #include "base/env.h"
 
 #include "base/defs.h"
+#include "base/error.h"
 #include "base/log.h"
 
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#define KEEP_VAR "FERRY_KEEP_FI_MR_CACHE"
+
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+/* Written once, inside env_once; read only after it. */
 static bool user_set_mr_cache;
+static enum ferry_fi_mr_cache mr_cache_state;
+static char mr_cache_status[512];
 
 static const char *const mr_cache_vars[] = {
     "FI_MR_CACHE_MAX_COUNT",  /* util cache: tcp, rxm, shm, verbs... */
     "FI_EFA_MR_CACHE_ENABLE", /* efa's own switch */
 };
 
+/* FERRY_KEEP_FI_MR_CACHE: 1 to keep, 0 when unset or "0", -1 otherwise. */
+static int parse_keep(const char *v)
+{
+    if (v == NULL || strcmp(v, "0") == 0)
+        return 0;
+    if (strcmp(v, "1") == 0)
+        return 1;
+    return -1;
+}
+
+/* Appends to a NUL-terminated buffer, truncating. */
+static void append(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    va_list ap;
+
+    if (len + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
 static void prepare(void)
 {
+    const char *keep_v = getenv(KEEP_VAR);
+    int keep = parse_keep(keep_v);
+    /* Each variable's fate, listed for the sentence. */
+    char user[256] = "", set[128] = "", unset[128] = "";
+
+    if (keep < 0)
+        /* ferry_config_init refuses the value; this is the path of a
+         * process that reaches libfabric without it (a probe with a config
+         * made before the variable was set, or the query functions). */
+        FERRY_LOG_WARN("%s=%.64s is neither 1 (leave libfabric's MR cache "
+                       "on) nor 0 (let ferry turn it off): ignored, ferry "
+                       "turns it off",
+                       KEEP_VAR, keep_v);
     for (size_t i = 0; i < FERRY__ARRAY_LEN(mr_cache_vars); i++) {
-        if (getenv(mr_cache_vars[i]) != NULL) {
+        const char *name = mr_cache_vars[i], *v = getenv(name);
+
+        if (v != NULL) {
             user_set_mr_cache = true;
-            continue;
+            append(user, sizeof(user), "%s%s=%.64s", *user ? ", " : "",
+                   name, v);
+        } else if (keep > 0) {
+            append(unset, sizeof(unset), "%s%s", *unset ? " and " : "",
+                   name);
+        } else {
+            /* setenv is not thread-safe against getenv; this runs once,
+             * before any libfabric call of ours, inside pthread_once. */
+            setenv(name, "0", 0);
+            append(set, sizeof(set), "%s%s=0", *set ? ", " : "", name);
         }
-        /* setenv is not thread-safe against getenv; this runs once, before
-         * any libfabric call of ours, inside pthread_once. */
-        setenv(mr_cache_vars[i], "0", 0);
     }
+    if (user_set_mr_cache) {
+        mr_cache_state = FERRY_FI_MR_CACHE_USER;
+        append(mr_cache_status, sizeof(mr_cache_status),
+               "libfabric's MR cache left as the user set it (%s)", user);
+        if (*set)
+            append(mr_cache_status, sizeof(mr_cache_status),
+                   "; ferry set %s", set);
+        if (*unset)
+            append(mr_cache_status, sizeof(mr_cache_status),
+                   "; %s left unset because %s=1", unset, KEEP_VAR);
+    } else if (keep > 0) {
+        mr_cache_state = FERRY_FI_MR_CACHE_KEPT;
+        append(mr_cache_status, sizeof(mr_cache_status),
+               "libfabric's MR cache left on because %s=1 (%s unset: "
+               "libfabric's defaults)",
+               KEEP_VAR, unset);
+    } else {
+        mr_cache_state = FERRY_FI_MR_CACHE_OFF;
+        append(mr_cache_status, sizeof(mr_cache_status),
+               "ferry turned libfabric's MR cache off for this process "
+               "(%s); ",
+               set);
+        if (keep < 0)
+            append(mr_cache_status, sizeof(mr_cache_status),
+                   "%s=%.64s was ignored: 1 would leave it on", KEEP_VAR,
+                   keep_v);
+        else
+            append(mr_cache_status, sizeof(mr_cache_status),
+                   "%s=1 leaves it on", KEEP_VAR);
+    }
+    FERRY_LOG_INFO("%s", mr_cache_status);
 }
 
 void ferry__env_prepare(void)
@@ -46,6 +137,31 @@ bool ferry__env_user_set_mr_cache(void)
 {
     ferry__env_prepare();
     return user_set_mr_cache;
+}
+
+int ferry__env_check_keep_fi_mr_cache(void)
+{
+    const char *v = getenv(KEEP_VAR);
+
+    if (parse_keep(v) < 0)
+        return ferry__error(FERRY_EINVAL,
+                            "%s=%s is neither 1 (leave libfabric's MR cache "
+                            "on for the whole process) nor 0 (let ferry turn "
+                            "it off, the default)",
+                            KEEP_VAR, v);
+    return 0;
+}
+
+enum ferry_fi_mr_cache ferry_fi_mr_cache_state(void)
+{
+    ferry__env_prepare();
+    return mr_cache_state;
+}
+
+const char *ferry_fi_mr_cache_status(void)
+{
+    ferry__env_prepare();
+    return mr_cache_status;
 }
 
 static uint64_t clock_ns(clockid_t clock)

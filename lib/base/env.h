@@ -8,12 +8,20 @@
 #include <stdint.h>
 
 /*
- * Turns libfabric's own MR caches off (unless the user set the variables)
- * before ferry's first libfabric call.  Idempotent and thread-safe.
+ * Turns libfabric's own MR caches off (unless the user set the variables,
+ * or FERRY_KEEP_FI_MR_CACHE=1) before ferry's first libfabric call: the
+ * first call decides for the process.  Idempotent and thread-safe.
+ * ferry_fi_mr_cache_state() and _status() (ferry.h) report what it did.
  */
 void ferry__env_prepare(void);
-/* True when the user, not ferry, set the variable that controls the cache. */
+/* True when the user, not ferry, set a variable that controls the cache. */
 bool ferry__env_user_set_mr_cache(void);
+/*
+ * FERRY_KEEP_FI_MR_CACHE as ferry_config_init checks it: 0 when unset, 0
+ * or 1; FERRY_EINVAL, with the sentence, for anything else.  Reads only:
+ * the decision is ferry__env_prepare's.
+ */
+int ferry__env_check_keep_fi_mr_cache(void);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t ferry__now_ns(void);

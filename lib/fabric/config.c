@@ -43,6 +43,35 @@ static int env_uint(const char *name, long min, long max, long *out)
     return 1;
 }
 
+/*
+ * env_uint for a size_t field: a whole number in [min, SIZE_MAX], with
+ * `unit` and `hint` in the sentence.  strtoull would take "-1" as the
+ * largest value, so a minus sign is refused before it parses.
+ */
+static int env_size(const char *name, size_t min, const char *unit,
+                    const char *hint, size_t *out)
+{
+    const char *v = getenv(name);
+    unsigned long long n = 0;
+    char *end = NULL;
+    bool ok;
+
+    if (v == NULL)
+        return 0;
+    errno = 0;
+    ok = strchr(v, '-') == NULL;
+    if (ok)
+        n = strtoull(v, &end, 10);
+    if (!ok || errno != 0 || end == v || *end != '\0' || n < min ||
+        n > SIZE_MAX)
+        return ferry__error(FERRY_EINVAL,
+                            "%s=%s is not a whole number of %s between %zu "
+                            "and %zu%s",
+                            name, v, unit, min, (size_t)SIZE_MAX, hint);
+    *out = (size_t)n;
+    return 1;
+}
+
 /* The defaults, before the environment is consulted. */
 static void config_defaults(struct ferry_config *cfg)
 {
@@ -93,7 +122,24 @@ int ferry_config_init(struct ferry_config *cfg)
         return ret;
     if (ret > 0)
         cfg->staging_chunk = (size_t)n;
-    return 0;
+    /* 0 is refused rather than taken as "no caching": the cache would
+     * still hold one entry (rcache.c); registration_cache = 0 turns it
+     * off. */
+    ret = env_size("FERRY_RCACHE_MAX_ENTRIES", 1, "entries",
+                   " (to cache nothing, set config.registration_cache = 0)",
+                   &cfg->rcache_max_entries);
+    if (ret < 0)
+        return ret;
+    ret = env_size("FERRY_RCACHE_MAX_BYTES", 1, "bytes",
+                   " (no suffixes: 64 GiB is 68719476736)",
+                   &cfg->rcache_max_bytes);
+    if (ret < 0)
+        return ret;
+    /* Not a config field: env.c reads it once per process, before
+     * libfabric's first call (ferry.h, ferry_fi_mr_cache_state).  But a
+     * value that is neither 0 nor 1 is refused here like any other
+     * malformed variable, rather than only warned about there. */
+    return ferry__env_check_keep_fi_mr_cache();
 }
 
 static int copy_name(char *dst, const char *src, const char *field)

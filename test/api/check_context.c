@@ -39,6 +39,9 @@ START_TEST(test_config_defaults)
     ck_assert_uint_eq(cfg.tx_depth, 0);
     ck_assert_int_eq(cfg.timeout_ms, 60000);
     ck_assert_int_eq(cfg.progress_thread, 0);
+    ck_assert_int_eq(cfg.registration_cache, 1);
+    ck_assert_uint_eq(cfg.rcache_max_entries, 16384);
+    ck_assert_uint_eq(cfg.rcache_max_bytes, (size_t)64 << 30);
 }
 END_TEST
 
@@ -68,6 +71,35 @@ START_TEST(test_config_env_applied)
 }
 END_TEST
 
+START_TEST(test_config_env_rcache_bounds)
+{
+    struct ferry_config cfg;
+
+    tu_clear_ferry_env();
+    setenv("FERRY_RCACHE_MAX_ENTRIES", "7", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    ck_assert_uint_eq(cfg.rcache_max_entries, 7);
+    /* Each variable sets its own bound only. */
+    ck_assert_uint_eq(cfg.rcache_max_bytes, (size_t)64 << 30);
+
+    setenv("FERRY_RCACHE_MAX_BYTES", "1048576", 1);
+    setenv("FERRY_RCACHE_MAX_ENTRIES", "1", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    ck_assert_uint_eq(cfg.rcache_max_entries, 1);
+    ck_assert_uint_eq(cfg.rcache_max_bytes, 1048576);
+
+    /* Beyond 32 bits, and the largest size_t. */
+    unsetenv("FERRY_RCACHE_MAX_ENTRIES");
+    setenv("FERRY_RCACHE_MAX_BYTES", "274877906944", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    ck_assert_uint_eq(cfg.rcache_max_entries, 16384);
+    ck_assert_uint_eq(cfg.rcache_max_bytes, (size_t)256 << 30);
+    setenv("FERRY_RCACHE_MAX_BYTES", "18446744073709551615", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    ck_assert_uint_eq(cfg.rcache_max_bytes, SIZE_MAX);
+}
+END_TEST
+
 static const struct {
     const char *var;
     const char *value;
@@ -82,6 +114,19 @@ static const struct {
     {"FERRY_TIMEOUT_MS", "-5", "between 0 and"},
     {"FERRY_TIMEOUT_MS", "soon", "between 0 and"},
     {"FERRY_TIMEOUT_MS", "99999999999", "between 0 and"},
+    {"FERRY_RCACHE_MAX_ENTRIES", "0", "config.registration_cache = 0"},
+    {"FERRY_RCACHE_MAX_ENTRIES", "-1", "whole number of entries between 1"},
+    {"FERRY_RCACHE_MAX_ENTRIES", "many", "whole number of entries between 1"},
+    {"FERRY_RCACHE_MAX_ENTRIES", "12k", "whole number of entries between 1"},
+    {"FERRY_RCACHE_MAX_ENTRIES", "", "whole number of entries between 1"},
+    {"FERRY_RCACHE_MAX_ENTRIES", "99999999999999999999",
+     "whole number of entries between 1"},
+    {"FERRY_RCACHE_MAX_BYTES", "0", "whole number of bytes between 1"},
+    {"FERRY_RCACHE_MAX_BYTES", "-4096", "whole number of bytes between 1"},
+    {"FERRY_RCACHE_MAX_BYTES", "64G", "no suffixes"},
+    {"FERRY_RCACHE_MAX_BYTES", "1e9", "whole number of bytes between 1"},
+    {"FERRY_RCACHE_MAX_BYTES", "18446744073709551616",
+     "whole number of bytes between 1"},
 };
 
 START_TEST(test_config_env_malformed)
@@ -387,6 +432,7 @@ static Suite *context_suite(void)
 
     tcase_add_test(tc, test_config_defaults);
     tcase_add_test(tc, test_config_env_applied);
+    tcase_add_test(tc, test_config_env_rcache_bounds);
     tcase_add_loop_test(tc, test_config_env_malformed, 0,
                         (int)TU_ARRAY_LEN(bad_env));
     tcase_add_test(tc, test_config_init_null);

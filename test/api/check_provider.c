@@ -2,13 +2,21 @@
  * provider selection through the API: the candidates ferry_probe_providers
  * reports (domain and provider honoured, shared memory only for local
  * peers), refusals that say why, FI_PROVIDER and the config honoured, and
- * the mr_mode offered and forced.  (The mr_mode bit translation, the rank
- * order and libfabric's MR cache: test/unit/check_provider.c.)
+ * the mr_mode offered and forced.  What ferry does to libfabric's own MR
+ * cache (FI_MR_CACHE_MAX_COUNT, FERRY_KEEP_FI_MR_CACHE) and reports
+ * through ferry_fi_mr_cache_state/_status.  (The mr_mode bit translation
+ * and the rank order: test/unit/check_provider.c.)
  */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define TCP "tcp;ofi_rxm"
+#define KEEP "FERRY_KEEP_FI_MR_CACHE"
+#define MAX_COUNT "FI_MR_CACHE_MAX_COUNT"
+#define EFA "FI_EFA_MR_CACHE_ENABLE"
 
 /* What ferry_context_create would choose from for cfg: something. */
 static ferry_probe_t *probe_of(const struct ferry_config *cfg)
@@ -171,6 +179,171 @@ START_TEST(test_forced_wire_modes_must_be_the_providers)
 }
 END_TEST
 
+/* ---- libfabric's MR cache ------------------------------------------------ */
+
+/*
+ * ferry decides about libfabric's MR cache once per process: these checks
+ * need a fresh process each, which Check gives them (it forks every test
+ * from a runner that never calls ferry) unless CK_FORK=no.
+ */
+static bool own_process(void)
+{
+    const char *fork_mode = getenv("CK_FORK");
+
+    if (fork_mode != NULL && strcmp(fork_mode, "no") == 0) {
+        fprintf(stderr, "check_provider: CK_FORK=no: the checks of "
+                        "libfabric's MR cache variables are skipped\n");
+        return false;
+    }
+    return true;
+}
+
+/* The environment as ferry finds it: each value, or NULL to unset. */
+static void mr_cache_env(const char *keep, const char *max_count,
+                         const char *efa)
+{
+    const char *const names[] = {KEEP, MAX_COUNT, EFA};
+    const char *const values[] = {keep, max_count, efa};
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(names); i++) {
+        if (values[i] != NULL)
+            setenv(names[i], values[i], 1);
+        else
+            unsetenv(names[i]);
+    }
+}
+
+/* The way in that matters: a context, ferry's first libfabric call. */
+static void open_and_close_context(void)
+{
+    ferry_context_destroy(tu_context(TCP));
+}
+
+#define ASSERT_UNSET(var)                                                     \
+    ck_assert_msg(getenv(var) == NULL, "ferry set %s=%s", (var), getenv(var))
+
+#define ASSERT_STATUS_HAS(phrase)                                             \
+    ck_assert_msg(strstr(ferry_fi_mr_cache_status(), (phrase)) != NULL,       \
+                  "status \"%s\" lacks \"%s\"", ferry_fi_mr_cache_status(),  \
+                  (phrase))
+
+START_TEST(test_fi_mr_cache_turned_off)
+{
+    if (!own_process())
+        return;
+    mr_cache_env(NULL, NULL, NULL);
+    open_and_close_context();
+    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ck_assert_str_eq(getenv(EFA), "0");
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
+    ASSERT_STATUS_HAS("ferry turned libfabric's MR cache off for this process "
+                      "(FI_MR_CACHE_MAX_COUNT=0, FI_EFA_MR_CACHE_ENABLE=0)");
+    ASSERT_STATUS_HAS("FERRY_KEEP_FI_MR_CACHE=1 leaves it on");
+}
+END_TEST
+
+START_TEST(test_fi_mr_cache_keep_zero_is_the_default)
+{
+    if (!own_process())
+        return;
+    mr_cache_env("0", NULL, NULL);
+    open_and_close_context();
+    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ck_assert_str_eq(getenv(EFA), "0");
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
+}
+END_TEST
+
+START_TEST(test_fi_mr_cache_kept)
+{
+    if (!own_process())
+        return;
+    mr_cache_env("1", NULL, NULL);
+    open_and_close_context();
+    ASSERT_UNSET(MAX_COUNT);
+    ASSERT_UNSET(EFA);
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_KEPT);
+    ASSERT_STATUS_HAS("libfabric's MR cache left on because "
+                      "FERRY_KEEP_FI_MR_CACHE=1");
+}
+END_TEST
+
+START_TEST(test_fi_mr_cache_user_value_kept)
+{
+    if (!own_process())
+        return;
+    mr_cache_env(NULL, "1024", NULL);
+    open_and_close_context();
+    ck_assert_str_eq(getenv(MAX_COUNT), "1024");
+    ck_assert_str_eq(getenv(EFA), "0"); /* the one the user left unset */
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_USER);
+    ASSERT_STATUS_HAS("libfabric's MR cache left as the user set it "
+                      "(FI_MR_CACHE_MAX_COUNT=1024)");
+    ASSERT_STATUS_HAS("ferry set FI_EFA_MR_CACHE_ENABLE=0");
+}
+END_TEST
+
+START_TEST(test_fi_mr_cache_user_value_and_keep)
+{
+    if (!own_process())
+        return;
+    /* A user's 0 is a user's value too; with the opt-out ferry sets none. */
+    mr_cache_env("1", "0", NULL);
+    open_and_close_context();
+    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ASSERT_UNSET(EFA);
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_USER);
+    ASSERT_STATUS_HAS("left as the user set it (FI_MR_CACHE_MAX_COUNT=0)");
+    ASSERT_STATUS_HAS("FI_EFA_MR_CACHE_ENABLE left unset because "
+                      "FERRY_KEEP_FI_MR_CACHE=1");
+}
+END_TEST
+
+START_TEST(test_fi_mr_cache_decided_once)
+{
+    if (!own_process())
+        return;
+    /* Asking decides, before any context... */
+    mr_cache_env(NULL, NULL, NULL);
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
+    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    /* ...for the whole process: a later change is not looked at. */
+    mr_cache_env("1", NULL, NULL);
+    open_and_close_context();
+    ASSERT_UNSET(MAX_COUNT);
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
+}
+END_TEST
+
+static const char *const bad_keep[] = {"yes", "2", "", "true", " 1", "1x"};
+
+START_TEST(test_fi_mr_cache_bad_keep_refused)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+    char named[64];
+
+    if (!own_process())
+        return;
+    mr_cache_env(bad_keep[_i], NULL, NULL);
+    snprintf(named, sizeof(named), "FERRY_KEEP_FI_MR_CACHE=%s is neither 1",
+             bad_keep[_i]);
+    TU_EXPECT_ERROR(ferry_config_init(&cfg), FERRY_EINVAL, named);
+    tu_assert_sentence("nor 0", NULL);
+    setenv("FERRY_PROVIDER", TCP, 1);
+    TU_EXPECT_ERROR(ferry_context_create(NULL, &ctx), FERRY_EINVAL, named);
+    ck_assert_ptr_null(ctx);
+    unsetenv("FERRY_PROVIDER");
+    /* Where ferry decides without a config, the value is ignored with a
+     * warning: ferry turns the cache off, the safe side. */
+    ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
+    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    snprintf(named, sizeof(named), "FERRY_KEEP_FI_MR_CACHE=%s was ignored",
+             bad_keep[_i]);
+    ASSERT_STATUS_HAS(named);
+}
+END_TEST
+
 static Suite *provider_suite(void)
 {
     Suite *s = suite_create("provider");
@@ -184,6 +357,17 @@ static Suite *provider_suite(void)
     tcase_add_test(tc, test_why_is_one_sentence);
     tcase_add_test(tc, test_offered_mr_mode_adapts);
     tcase_add_test(tc, test_forced_wire_modes_must_be_the_providers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fi_mr_cache");
+    tcase_add_test(tc, test_fi_mr_cache_turned_off);
+    tcase_add_test(tc, test_fi_mr_cache_keep_zero_is_the_default);
+    tcase_add_test(tc, test_fi_mr_cache_kept);
+    tcase_add_test(tc, test_fi_mr_cache_user_value_kept);
+    tcase_add_test(tc, test_fi_mr_cache_user_value_and_keep);
+    tcase_add_test(tc, test_fi_mr_cache_decided_once);
+    tcase_add_loop_test(tc, test_fi_mr_cache_bad_keep_refused, 0,
+                        (int)TU_ARRAY_LEN(bad_keep));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -21,8 +21,12 @@ const size_t tu_nproviders = TU_ARRAY_LEN(tu_providers);
 
 void tu_clear_ferry_env(void)
 {
-    static const char *const vars[] = {"FERRY_PROVIDER", "FERRY_DOMAIN",
-                                       "FERRY_MAX_RAILS", "FERRY_TIMEOUT_MS"};
+    static const char *const vars[] = {
+        "FERRY_PROVIDER",           "FERRY_DOMAIN",
+        "FERRY_MAX_RAILS",          "FERRY_TIMEOUT_MS",
+        "FERRY_STAGING_BUFFERS",    "FERRY_STAGING_CHUNK",
+        "FERRY_RCACHE_MAX_ENTRIES", "FERRY_RCACHE_MAX_BYTES",
+        "FERRY_KEEP_FI_MR_CACHE"};
 
     for (size_t i = 0; i < TU_ARRAY_LEN(vars); i++)
         unsetenv(vars[i]);

@@ -38,7 +38,8 @@ extern const char *const tu_providers[];
 extern const size_t tu_nproviders;
 
 /* Unsets what ferry_config_init reads: FERRY_PROVIDER, FERRY_DOMAIN,
- * FERRY_MAX_RAILS and FERRY_TIMEOUT_MS. */
+ * FERRY_MAX_RAILS, FERRY_TIMEOUT_MS, FERRY_STAGING_*, FERRY_RCACHE_*,
+ * FERRY_KEEP_FI_MR_CACHE. */
 void tu_clear_ferry_env(void);
 
 /* A config for provider prov over loopback, with a short deadline. */

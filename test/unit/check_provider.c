@@ -67,6 +67,7 @@ START_TEST(test_env_turns_mr_cache_off)
 
     unsetenv("FI_MR_CACHE_MAX_COUNT");
     unsetenv("FI_EFA_MR_CACHE_ENABLE");
+    unsetenv("FERRY_KEEP_FI_MR_CACHE");
     tu_config(&cfg, "tcp;ofi_rxm");
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_str_eq(getenv("FI_MR_CACHE_MAX_COUNT"), "0");
@@ -82,6 +83,7 @@ START_TEST(test_env_user_value_kept)
     ferry_context_t *ctx;
 
     setenv("FI_MR_CACHE_MAX_COUNT", "1024", 1);
+    unsetenv("FERRY_KEEP_FI_MR_CACHE");
     tu_config(&cfg, "tcp;ofi_rxm");
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_str_eq(getenv("FI_MR_CACHE_MAX_COUNT"), "1024");

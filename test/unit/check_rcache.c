@@ -5,7 +5,8 @@
  *
  *  semantics  hits, misses, sub-ranges, overlaps; every way memory
  *             changes under a cached range (munmap, mmap MAP_FIXED,
- *             mremap, madvise, brk) invalidates it; caps and eviction;
+ *             mremap, madvise, brk) invalidates it; caps and eviction
+ *             (from the config and from FERRY_RCACHE_MAX_*);
  *             a registration used by a request in flight stays open;
  *             explicit invalidation without the monitor; file-backed
  *             memory and a disabled cache register per request.
@@ -944,6 +945,77 @@ START_TEST(test_cap_bytes)
         tu_free_buf(bufs[i], len);
     tu_free_buf(big, 4 * len);
     rig_close(&r);
+}
+END_TEST
+
+/*
+ * The bounds from the environment: FERRY_RCACHE_MAX_ENTRIES and
+ * FERRY_RCACHE_MAX_BYTES, read by ferry_config_init (through tu_config,
+ * which the rig's NULL base takes), cap the cache of the context made from
+ * that config.  With the defaults (16384 entries, 64 GiB) none of these
+ * transfers would evict.
+ */
+START_TEST(test_env_cap_entries)
+{
+    struct rig r;
+    uint8_t *bufs[8];
+    struct ferry_stats s, a;
+
+    setenv("FERRY_RCACHE_MAX_ENTRIES", "3", 1);
+    rig_open(&r, tu_providers[_i], NULL, false, 4 * MiB);
+    s = stats(r.p.init);
+    for (int i = 0; i < 8; i++) {
+        bufs[i] = tu_alloc_buf(2 * PG);
+        put_check(&r, bufs[i], 2 * PG, (uint64_t)i, "distinct buffer");
+        ck_assert_msg(stats(r.p.init).rcache_entries <= 3,
+                      "FERRY_RCACHE_MAX_ENTRIES=3, yet %llu entries after "
+                      "%d buffers",
+                      (unsigned long long)stats(r.p.init).rcache_entries,
+                      i + 1);
+    }
+    a = stats(r.p.init);
+    ck_assert_uint_eq(a.rcache_misses - s.rcache_misses, 8);
+    ck_assert_uint_eq(a.rcache_evictions - s.rcache_evictions, 5);
+    ck_assert_uint_eq(a.oneshot_registrations, s.oneshot_registrations);
+    EXPECT_LIVE(r.p.init, 3u, 6 * PG, "3 of the 8 stay");
+    for (int i = 0; i < 8; i++)
+        tu_free_buf(bufs[i], 2 * PG);
+    rig_close(&r);
+    unsetenv("FERRY_RCACHE_MAX_ENTRIES");
+}
+END_TEST
+
+START_TEST(test_env_cap_bytes)
+{
+    struct rig r;
+    size_t len = 16 * PG;
+    uint8_t *bufs[6], *big;
+    struct ferry_stats s, a;
+    char v[32];
+
+    snprintf(v, sizeof(v), "%zu", 2 * len);
+    setenv("FERRY_RCACHE_MAX_BYTES", v, 1);
+    rig_open(&r, tu_providers[_i], NULL, false, 4 * MiB);
+    s = stats(r.p.init);
+    for (int i = 0; i < 6; i++) {
+        bufs[i] = tu_alloc_buf(len);
+        put_check(&r, bufs[i], len, (uint64_t)i, "distinct buffer");
+        ck_assert_uint_le(stats(r.p.init).rcache_bytes, 2 * len);
+    }
+    a = stats(r.p.init);
+    ck_assert_uint_eq(a.rcache_misses - s.rcache_misses, 6);
+    ck_assert_uint_eq(a.rcache_evictions - s.rcache_evictions, 4);
+    EXPECT_LIVE(r.p.init, 2u, 2 * len, "2 of the 6 fit");
+    /* Larger than the cap: registered for its request only. */
+    big = tu_alloc_buf(3 * len);
+    s = stats(r.p.init);
+    put_check(&r, big, 3 * len, 0x60, "larger than FERRY_RCACHE_MAX_BYTES");
+    EXPECT_DELTA(r.p.init, s, 0, 1, 1, "larger than the cap: a one-shot");
+    for (int i = 0; i < 6; i++)
+        tu_free_buf(bufs[i], len);
+    tu_free_buf(big, 3 * len);
+    rig_close(&r);
+    unsetenv("FERRY_RCACHE_MAX_BYTES");
 }
 END_TEST
 
@@ -2503,6 +2575,8 @@ static Suite *rcache_suite(void)
     tcase_add_loop_test(tc, test_sbrk_shrink, 0, 1);
     tcase_add_loop_test(tc, test_cap_entries, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_cap_bytes, SEMANTICS_FIRST, np);
+    tcase_add_loop_test(tc, test_env_cap_entries, SEMANTICS_FIRST, np);
+    tcase_add_loop_test(tc, test_env_cap_bytes, SEMANTICS_FIRST, np);
     tcase_add_loop_test(tc, test_reference_dropped_by_another_thread,
                         SEMANTICS_FIRST, SEMANTICS_FIRST + 1);
     tcase_add_loop_test(tc, test_forked_child, SEMANTICS_FIRST,
