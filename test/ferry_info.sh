@@ -52,6 +52,47 @@ FI_MR_CACHE_MAX_COUNT=100 says 0 "libfabric's own MR cache is enabled by the env
 FERRY_NO_USERFAULTFD=1 says 0 "invalidated only when the program calls ferry_mem_invalidate()"
 says 2 "usage:" --bogus
 
+# Names: a mistyped provider gets the nearest real one; a provider that
+# FI_PROVIDER filtered out says so instead of "no device".
+FERRY_PROVIDER=tcpp says 1 "libfabric has no provider named 'tcpp'; did you mean 'tcp'?"
+FI_PROVIDER=verbs says 1 "tcp: excluded by FI_PROVIDER=verbs"
+FI_PROVIDER=tcpp says 1 "FI_PROVIDER: libfabric has no provider named 'tcpp'"
+says 0 "tcp;ofi_rxm: rxm (reliable datagrams) over tcp's connected endpoints"
+# The domain on the route to the peer, and the sentence says so.
+FERRY_PEER_HOST=127.0.0.1 says 0 "chose tcp;ofi_rxm on domain lo" --provider 'tcp;ofi_rxm'
+FERRY_PEER_HOST=127.0.0.1 says 0 "the interface that routes to peer host 127.0.0.1" --provider 'tcp;ofi_rxm'
+FERRY_PEER_HOST=no-such-host.invalid says 1 "peer host 'no-such-host.invalid' does not resolve"
+# /dev/shm's room is reported whichever way shm goes.
+says 0 "/dev/shm has "
+says 0 "/dev/shm has " --local
+# libfabric's MR cache: what ferry did to it, and the opt-out.
+says 0 "ferry turned libfabric's MR cache off for this process"
+FERRY_KEEP_FI_MR_CACHE=1 says 0 "left on because FERRY_KEEP_FI_MR_CACHE=1"
+FERRY_KEEP_FI_MR_CACHE=yes says 2 "FERRY_KEEP_FI_MR_CACHE=yes is neither 1"
+# Nothing false about device memory: no blanket "not supported".
+if "$tool" 2>&1 | grep -F "not supported by this ferry release" >/dev/null; then
+	fail "ferry_info still claims device memory is unsupported"
+else
+	echo "PASS: ferry_info makes no blanket claim about device memory"
+fi
+
+# Candidates are grouped by provider: one heading per provider however
+# many domains and addresses it has, and limits a person can read.
+"$tool" >"$tmp/text" 2>&1 || true
+headings=$(grep -c "^  [* ] tcp;ofi_rxm: " "$tmp/text" || true)
+if test "$headings" -eq 1; then
+	echo "PASS: tcp;ofi_rxm is one group"
+else
+	cat "$tmp/text"
+	fail "tcp;ofi_rxm appears as $headings headings, expected 1"
+fi
+if grep -E "up to unlimited|[0-9]{7,} GiB" "$tmp/text" >/dev/null; then
+	grep -E "up to unlimited|[0-9]{7,} GiB" "$tmp/text"
+	fail "limits printed as raw numbers"
+else
+	echo "PASS: limits are readable"
+fi
+
 # --json is one well-formed object.
 if command -v python3 >/dev/null 2>&1; then
 	"$tool" --json >"$tmp/json" 2>/dev/null
@@ -60,6 +101,16 @@ if command -v python3 >/dev/null 2>&1; then
 	else
 		cat "$tmp/json"
 		fail "ferry_info --json printed invalid JSON"
+	fi
+	# refused is a list of {provider, reason}.
+	if python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["refused"]
+assert isinstance(r, list) and r, r
+assert all(set(e) == {"provider", "reason"} and e["reason"] for e in r), r
+assert any(e["provider"] == "verbs" for e in r), r' "$tmp/json"; then
+		echo "PASS: --json refused is a list of {provider, reason}"
+	else
+		fail "ferry_info --json: refused is not a list of {provider, reason}"
 	fi
 fi
 exit $status

@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,67 +81,182 @@ static const char *mr_mode_words(unsigned m, char *buf, size_t len)
     return buf;
 }
 
+/*
+ * A limit in words: providers report "no limit" as SIZE_MAX or as values
+ * near it (sockets: 2^64 - 2^30), which no message reaches.
+ */
 static void size_words(size_t v, char *buf, size_t len)
 {
-    if (v == SIZE_MAX)
-        snprintf(buf, len, "unlimited");
-    else if (v >= (1ull << 30))
-        snprintf(buf, len, "%zu GiB", v >> 30);
-    else if (v >= (1u << 20))
-        snprintf(buf, len, "%zu MiB", v >> 20);
-    else
-        snprintf(buf, len, "%zu B", v);
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    size_t u = 0;
+
+    if ((uint64_t)v >= (1ull << 50)) {
+        snprintf(buf, len, "no limit");
+        return;
+    }
+    while (u + 1 < sizeof(unit) / sizeof(unit[0]) && v >= 1024 &&
+           v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%zu %s", v, unit[u]);
+}
+
+static void print_candidate_json(const struct ferry_provider_report *p,
+                                 bool first)
+{
+    char mode[64];
+
+    mr_mode_words(p->mr_mode, mode, sizeof(mode));
+    printf("%s\n    {\"provider\": ", first ? "" : ",");
+    json_str(p->provider);
+    printf(", \"about\": ");
+    json_str(p->about);
+    printf(", \"domain\": ");
+    json_str(p->domain);
+    printf(", \"fabric\": ");
+    json_str(p->fabric);
+    printf(", \"chosen\": %s, \"verdict\": ", p->chosen ? "true" : "false");
+    json_str(p->verdict);
+    printf(", \"mr_mode\": ");
+    json_str(mode);
+    printf(", \"mr_key_size\": %zu, \"max_msg_size\": %zu, \"tx_depth\": %zu}",
+           p->mr_key_size, p->max_msg_size, p->tx_depth);
+}
+
+static void print_refusals_json(const ferry_probe_t *probe)
+{
+    size_t n = ferry_probe_refusal_count(probe);
+
+    printf("  \"refused\": [");
+    for (size_t i = 0; i < n; i++) {
+        const char *prov, *reason;
+
+        ferry_probe_refusal(probe, i, &prov, &reason);
+        printf("%s\n    {\"provider\": ", i ? "," : "");
+        json_str(prov);
+        printf(", \"reason\": ");
+        json_str(reason);
+        printf("}");
+    }
+    printf("%s],\n", n ? "\n  " : "");
+}
+
+static void print_refusals_text(const ferry_probe_t *probe)
+{
+    size_t n = ferry_probe_refusal_count(probe);
+
+    printf("refused:%s\n", n ? "" : " none");
+    for (size_t i = 0; i < n; i++) {
+        const char *prov, *reason;
+
+        ferry_probe_refusal(probe, i, &prov, &reason);
+        printf("  %s: %s\n", prov, reason);
+    }
+}
+
+/*
+ * One provider's candidates, which libfabric lists once per address of
+ * each domain: its name and what it is, then each domain with its
+ * fabrics (addresses), then the limits and the verdict of its best one.
+ */
+static void print_group_text(const ferry_probe_t *probe, size_t n,
+                             const char *prov, bool *done)
+{
+    struct ferry_provider_report best = FERRY_PROVIDER_REPORT_INIT;
+    char mode[64], msg[32], domains[1024] = "";
+    bool chosen = false, first_found = false;
+    size_t count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
+        size_t used = strlen(domains);
+        bool domain_seen = false;
+
+        ferry_probe_entry(probe, i, &p);
+        if (done[i] || strcmp(p.provider, prov) != 0)
+            continue;
+        done[i] = true;
+        count++;
+        chosen |= p.chosen;
+        if (!first_found) {
+            best = p;
+            first_found = true;
+        }
+        /* This domain printed already: add the fabric to its list. */
+        for (size_t k = 0; k < i && !domain_seen; k++) {
+            struct ferry_provider_report q = FERRY_PROVIDER_REPORT_INIT;
+
+            ferry_probe_entry(probe, k, &q);
+            domain_seen = strcmp(q.provider, prov) == 0 &&
+                          strcmp(q.domain, p.domain) == 0;
+        }
+        if (domain_seen && used > 0 && domains[used - 1] == ')')
+            snprintf(domains + used - 1, sizeof(domains) - used + 1,
+                     ", %s%s)", p.fabric, p.chosen ? " <- chosen" : "");
+        else
+            snprintf(domains + used, sizeof(domains) - used, "%s%s (%s%s)",
+                     used ? ", " : "", p.domain, p.fabric,
+                     p.chosen ? " <- chosen" : "");
+    }
+    mr_mode_words(best.mr_mode, mode, sizeof(mode));
+    size_words(best.max_msg_size, msg, sizeof(msg));
+    printf("  %s %s: %s\n"
+           "      domains (fabrics): %s\n"
+           "      mr_mode %s, %zu-byte keys, messages up to %s, %zu in "
+           "flight%s\n"
+           "      %s%s\n",
+           chosen ? "*" : " ", prov, best.about, domains, mode,
+           best.mr_key_size, msg, best.tx_depth,
+           count > 1 ? " (its best domain)" : "", best.verdict,
+           chosen ? ": ferry would use this one" : "");
 }
 
 static void print_providers(struct report *r, const ferry_probe_t *probe)
 {
-    size_t n = ferry_probe_count(probe);
+    size_t n = ferry_probe_count(probe), nprov = 0;
+    bool *done = calloc(n + 1, sizeof(*done));
 
-    if (r->json)
+    if (r->json) {
         printf("  \"providers\": [");
-    else
-        printf("providers ferry would consider, best first:\n");
+        for (size_t i = 0; i < n; i++) {
+            struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
+
+            ferry_probe_entry(probe, i, &p);
+            print_candidate_json(&p, i == 0);
+        }
+        printf("%s],\n", n ? "\n  " : "");
+        print_refusals_json(probe);
+        free(done);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
-        char mode[64], msg[32];
+        bool seen = false;
 
         ferry_probe_entry(probe, i, &p);
-        mr_mode_words(p.mr_mode, mode, sizeof(mode));
-        size_words(p.max_msg_size, msg, sizeof(msg));
-        if (r->json) {
-            printf("%s\n    {\"provider\": ", i ? "," : "");
-            json_str(p.provider);
-            printf(", \"domain\": ");
-            json_str(p.domain);
-            printf(", \"fabric\": ");
-            json_str(p.fabric);
-            printf(", \"chosen\": %s, \"verdict\": ", p.chosen ? "true" : "false");
-            json_str(p.verdict);
-            printf(", \"mr_mode\": ");
-            json_str(mode);
-            printf(", \"mr_key_size\": %zu, \"max_msg_size\": %zu, "
-                   "\"tx_depth\": %zu}",
-                   p.mr_key_size, p.max_msg_size, p.tx_depth);
-            continue;
+        for (size_t k = 0; k < i && !seen; k++) {
+            struct ferry_provider_report q = FERRY_PROVIDER_REPORT_INIT;
+
+            ferry_probe_entry(probe, k, &q);
+            seen = strcmp(q.provider, p.provider) == 0;
         }
-        printf("  %s %-14s domain %-8s fabric %-16s mr_mode %s, %zu-byte "
-               "keys, messages up to %s, %zu in flight\n"
-               "      %s%s\n",
-               p.chosen ? "*" : " ", p.provider, p.domain, p.fabric, mode,
-               p.mr_key_size, msg, p.tx_depth, p.verdict,
-               p.chosen ? ": ferry would use this one" : "");
+        nprov += !seen;
     }
-    if (r->json) {
-        printf("%s],\n  \"refused\": ", n ? "\n  " : "");
-        json_str(ferry_probe_refused(probe));
-        printf(",\n");
-    } else {
-        if (n == 0)
-            printf("  none\n");
-        printf("refused: %s\n", ferry_probe_refused(probe)[0]
-                                    ? ferry_probe_refused(probe)
-                                    : "none");
+    printf("providers ferry would consider, best first (%zu candidate%s: "
+           "provider, domain and address; from %zu provider%s):\n",
+           n, n == 1 ? "" : "s", nprov, nprov == 1 ? "" : "s");
+    for (size_t i = 0; i < n && done != NULL; i++) {
+        struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
+
+        ferry_probe_entry(probe, i, &p);
+        if (!done[i])
+            print_group_text(probe, n, p.provider, done);
     }
+    if (n == 0)
+        printf("  none\n");
+    print_refusals_text(probe);
+    free(done);
 }
 
 static void print_context(struct report *r, const struct ferry_config *cfg)
@@ -282,6 +398,14 @@ static void print_environment(struct report *r)
     static const char *const cache_vars[] = {"FI_MR_CACHE_MAX_COUNT",
                                              "FI_EFA_MR_CACHE_ENABLE"};
 
+    if (r->json) {
+        printf("  \"fi_mr_cache\": {\"state\": %d, \"status\": ",
+               (int)ferry_fi_mr_cache_state());
+        json_str(ferry_fi_mr_cache_status());
+        printf("},\n");
+    } else {
+        printf("libfabric's MR cache: %s\n", ferry_fi_mr_cache_status());
+    }
     for (size_t i = 0; i < 2; i++) {
         const char *v = getenv(cache_vars[i]);
         if (v != NULL && strcmp(v, "0") != 0)
@@ -291,10 +415,6 @@ static void print_environment(struct report *r)
                  "unset it and let ferry cache registrations",
                  cache_vars[i]);
     }
-    /* This release registers host memory only. */
-    warn(r,
-         "device (CUDA) memory is not supported by this ferry release: "
-         "transfers use host memory");
 }
 
 static int usage(void)

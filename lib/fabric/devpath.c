@@ -6,6 +6,7 @@
 #include "fabric/devpath.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "dev/hmem.h"
 
@@ -36,9 +37,14 @@ enum ferry__dev_path ferry__dev_path_choose(const struct ferry__dev_facts *f,
         /* libfabric would register a device pointer as host memory. */
         snprintf(why, len,
                  "staged through pinned host buffers: domain %s of provider "
-                 "%s does not register device memory (no FI_HMEM; Debian's "
-                 "libfabric is built without CUDA)",
-                 f->domain, f->provider);
+                 "%s does not register device memory (no FI_HMEM; %s)",
+                 f->domain, f->provider,
+                 f->fi_has_cuda
+                     ? "libfabric has CUDA support, but this provider does "
+                       "not offer it here, or libfabric could not load the "
+                       "CUDA driver"
+                     : "the libfabric loaded was built without CUDA "
+                       "support: it has no hmem_cuda parameters");
         return FERRY__DEV_STAGED;
     }
     if (f->built_with_dmabuf && f->fi_runtime >= V120 &&
@@ -62,6 +68,21 @@ enum ferry__dev_path ferry__dev_path_choose(const struct ferry__dev_facts *f,
     return FERRY__DEV_VA;
 }
 
+bool ferry__fi_has_cuda(void)
+{
+    struct fi_param *params = NULL;
+    int n = 0;
+    bool cuda = false;
+
+    if (fi_getparams(&params, &n) != 0)
+        return false;
+    for (int i = 0; i < n && !cuda; i++)
+        cuda = strstr(params[i].name, "HMEM_CUDA") != NULL ||
+               strstr(params[i].name, "hmem_cuda") != NULL;
+    fi_freeparams(params);
+    return cuda;
+}
+
 void ferry__dev_path_init(const struct ferry__fabric *fab,
                           enum ferry__dev_path *path, char *why, size_t len)
 {
@@ -73,6 +94,7 @@ void ferry__dev_path_init(const struct ferry__fabric *fab,
         .provider = fi->fabric_attr->prov_name,
         .domain = fi->domain_attr->name,
         .domain_hmem = true,
+        .fi_has_cuda = ferry__fi_has_cuda(),
 #ifdef FI_MR_DMABUF
         .built_with_dmabuf = true,
 #endif

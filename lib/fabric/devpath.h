@@ -25,6 +25,9 @@ struct ferry__dev_facts {
     const char *backend_why;
     const char *provider, *domain;
     bool domain_hmem;       /* the domain was opened with FI_HMEM */
+    /* libfabric's CUDA support, read from its parameters (the
+     * hmem_cuda_* ones exist only in a libfabric built with CUDA). */
+    bool fi_has_cuda;
     bool built_with_dmabuf; /* FI_MR_DMABUF in the headers ferry built with */
     uint32_t fi_runtime;    /* fi_version() */
     uint32_t fi_requested;  /* the API version ferry asked fi_getinfo for */
@@ -32,6 +35,8 @@ struct ferry__dev_facts {
 enum ferry__dev_path ferry__dev_path_choose(const struct ferry__dev_facts *f,
                                             char *why, size_t len);
 const char *ferry__dev_path_name(enum ferry__dev_path path);
+/* Whether the libfabric loaded was built with CUDA support. */
+bool ferry__fi_has_cuda(void);
 /* The path of fab's domains and device backend, and why, into why. */
 void ferry__dev_path_init(const struct ferry__fabric *fab,
                           enum ferry__dev_path *path, char *why, size_t len);

@@ -77,31 +77,31 @@ bool ferry__fi_provider_excludes(const char *filter, const char *prov_name)
     return negated ? named : !named;
 }
 
+/* Edits (insert, delete, replace, swap two neighbours) from a to b. */
 static size_t edit_distance(const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b), row[64];
+    size_t la = strlen(a), lb = strlen(b), d[FERRY__NAME_MAX][FERRY__NAME_MAX];
 
-    if (lb >= FERRY__ARRAY_LEN(row))
+    if (la >= FERRY__NAME_MAX || lb >= FERRY__NAME_MAX)
         return SIZE_MAX;
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
     for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-
-        row[0] = i;
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
         for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
 
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+                a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
         }
-    }
-    return row[lb];
+    return d[la][lb];
 }
 
 const char *ferry__nearest_name(const char *name, const char *const *names)
@@ -176,7 +176,15 @@ static void explain_one(const struct ferry_config *cfg,
     h->fabric_attr->prov_name = strdup(prov);
     if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, 0, h, &all) != 0 ||
         all == NULL) {
-        ferry__refuse(sel, prov, "no device or interface available");
+        char room[320];
+
+        /* libfabric's shm offers nothing when /dev/shm is nearly full
+         * (1.17 on): say that rather than "no device". */
+        if (strcmp(prov, "shm") == 0 &&
+            !ferry__shm_space_check(room, sizeof(room)))
+            ferry__refuse(sel, prov, "%s", room);
+        else
+            ferry__refuse(sel, prov, "no device or interface available");
         fi_freeinfo(h);
         return;
     }

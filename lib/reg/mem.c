@@ -247,8 +247,8 @@ static int register_device_staged(struct ferry__reg *reg,
  * The context's device path, stepping down when a step fails: dmabuf to
  * virtual address when the driver exports no dmabuf for the range, and
  * FI_HMEM to staging when the provider advertises FI_HMEM but refuses
- * the registration (Debian's shm claims FI_HMEM, yet its libfabric has no
- * CUDA support).  The step down is logged once per context.
+ * the registration (Debian's shm claims FI_HMEM, yet that libfabric was
+ * built without CUDA support).  The step down is logged once per context.
  */
 static int register_device(struct ferry__reg *reg, struct ferry_mem *mem)
 {

@@ -134,6 +134,108 @@ START_TEST(test_why_is_one_sentence)
 }
 END_TEST
 
+START_TEST(test_mistyped_provider_suggested)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    cfg.provider = "tcpp";
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), FERRY_ENOPROVIDER);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(ferry_last_error(),
+                         "libfabric has no provider named 'tcpp'; did you "
+                         "mean 'tcp'? (it has ") != NULL,
+                  "%s", ferry_last_error());
+    ck_assert_ptr_null(strstr(ferry_last_error(), "no device"));
+}
+END_TEST
+
+START_TEST(test_filtered_out_is_not_no_device)
+{
+    ferry_probe_t *probe;
+    const char *prov, *reason;
+    bool tcp_said = false;
+
+    /* A fresh process (Check forks): libfabric reads it on first use. */
+    setenv("FI_PROVIDER", "verbs", 1);
+    ck_assert_int_eq(ferry_probe_providers(NULL, &probe), 0);
+    ck_assert_uint_eq(ferry_probe_count(probe), 0);
+    for (size_t i = 0; i < ferry_probe_refusal_count(probe); i++) {
+        ck_assert_int_eq(ferry_probe_refusal(probe, i, &prov, &reason), 0);
+        if (strcmp(prov, "tcp") == 0) {
+            ck_assert_str_eq(reason, "excluded by FI_PROVIDER=verbs");
+            tcp_said = true;
+        }
+        if (strcmp(prov, "verbs") == 0)
+            ck_assert_ptr_nonnull(strstr(reason, "not loaded by libfabric"));
+        ck_assert_ptr_null(strstr(reason, "libfabric has no provider"));
+    }
+    ck_assert(tcp_said);
+    /* The list and the sentence agree. */
+    ck_assert_ptr_nonnull(strstr(ferry_probe_refused(probe),
+                                 "tcp: excluded by FI_PROVIDER=verbs"));
+    /* Out of range and NULL arguments are refused with a sentence. */
+    ck_assert_int_eq(ferry_probe_refusal(probe, ferry_probe_refusal_count(probe),
+                                         &prov, &reason),
+                     FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "refusal"));
+    ck_assert_int_eq(ferry_probe_refusal(probe, 0, NULL, &reason),
+                     FERRY_EINVAL);
+    ck_assert_int_eq(ferry_probe_refusal(NULL, 0, &prov, &reason),
+                     FERRY_EINVAL);
+    ck_assert_uint_eq(ferry_probe_refusal_count(NULL), 0);
+    ferry_probe_free(probe);
+}
+END_TEST
+
+START_TEST(test_peer_host_picks_the_routing_domain)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx;
+
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    cfg.provider = "tcp;ofi_rxm";
+    cfg.peer_host = "127.0.0.1";
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    ck_assert_str_eq(info.domain, "lo");
+    ck_assert_ptr_nonnull(strstr(info.why, "routes to peer host 127.0.0.1"));
+    ferry_context_destroy(ctx);
+    /* From the environment too. */
+    setenv("FERRY_PEER_HOST", "127.0.0.1", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    ck_assert_str_eq(cfg.peer_host, "127.0.0.1");
+    unsetenv("FERRY_PEER_HOST");
+    /* A host that does not resolve is refused with its name. */
+    cfg.peer_host = "no-such-host.invalid";
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "no-such-host.invalid"));
+}
+END_TEST
+
+START_TEST(test_named_stack_is_explained)
+{
+    struct ferry_config cfg;
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    ferry_context_t *ctx;
+
+    /* "tcp" names the tcp provider or a stack on it; which one ran, and
+     * what it is, is in the sentence. */
+    tu_config(&cfg, "tcp");
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    if (strcmp(info.provider, "tcp") != 0)
+        ck_assert_msg(strstr(info.why, "provider 'tcp' named by the config, "
+                                       "which here is ") != NULL,
+                      "%s", info.why);
+    ck_assert_ptr_nonnull(strstr(info.why, "tcp"));
+    ck_assert_ptr_nonnull(strstr(info.why, "named by the config"));
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
 static unsigned shm_mode(unsigned offer)
 {
     struct ferry_config cfg;
@@ -354,6 +456,10 @@ static Suite *provider_suite(void)
     tcase_add_test(tc, test_fi_provider_env_narrows);
     tcase_add_test(tc, test_missing_provider_says_why);
     tcase_add_test(tc, test_unknown_domain_named);
+    tcase_add_test(tc, test_mistyped_provider_suggested);
+    tcase_add_test(tc, test_filtered_out_is_not_no_device);
+    tcase_add_test(tc, test_peer_host_picks_the_routing_domain);
+    tcase_add_test(tc, test_named_stack_is_explained);
     tcase_add_test(tc, test_why_is_one_sentence);
     tcase_add_test(tc, test_offered_mr_mode_adapts);
     tcase_add_test(tc, test_forced_wire_modes_must_be_the_providers);

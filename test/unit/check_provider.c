@@ -6,7 +6,12 @@
  */
 #include "testutil.h"
 
+#include "base/units.h"
+#include "fabric/about.h"
 #include "fabric/provider.h"
+#include "fabric/refusal.h"
+#include "fabric/route.h"
+#include "fabric/shm_space.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +97,152 @@ START_TEST(test_env_user_value_kept)
 }
 END_TEST
 
+/* ---- names: FI_PROVIDER's filter, suggestions, descriptions ---------- */
+
+START_TEST(test_fi_provider_filter)
+{
+    /* Unset or empty: nothing is excluded. */
+    ck_assert(!ferry__fi_provider_excludes(NULL, "tcp"));
+    ck_assert(!ferry__fi_provider_excludes("", "tcp"));
+    /* A list keeps what it names, and stacks on what it names. */
+    ck_assert(ferry__fi_provider_excludes("verbs", "tcp"));
+    ck_assert(ferry__fi_provider_excludes("verbs", "tcp;ofi_rxm"));
+    ck_assert(!ferry__fi_provider_excludes("verbs,tcp", "tcp"));
+    ck_assert(!ferry__fi_provider_excludes("verbs,tcp", "tcp;ofi_rxm"));
+    ck_assert(!ferry__fi_provider_excludes("tcp;ofi_rxm", "tcp;ofi_rxm"));
+    /* Whole names only: "tc" is not "tcp". */
+    ck_assert(ferry__fi_provider_excludes("tc", "tcp"));
+    /* '^' negates the whole list. */
+    ck_assert(ferry__fi_provider_excludes("^tcp,shm", "tcp;ofi_rxm"));
+    ck_assert(ferry__fi_provider_excludes("^tcp,shm", "shm"));
+    ck_assert(!ferry__fi_provider_excludes("^tcp,shm", "verbs;ofi_rxm"));
+}
+END_TEST
+
+START_TEST(test_nearest_name)
+{
+    static const char *const names[] = {"tcp", "net", "udp", "shm",
+                                        "sockets", "ofi_rxm", NULL};
+    static const char *const none[] = {NULL};
+
+    ck_assert_str_eq(ferry__nearest_name("tcpp", names), "tcp");
+    ck_assert_str_eq(ferry__nearest_name("socket", names), "sockets");
+    ck_assert_str_eq(ferry__nearest_name("smh", names), "shm");
+    ck_assert_str_eq(ferry__nearest_name("ofi_rmx", names), "ofi_rxm");
+    /* Nothing near: no suggestion rather than a wild one. */
+    ck_assert_ptr_null(ferry__nearest_name("verbs", names));
+    ck_assert_ptr_null(ferry__nearest_name("tcp", none));
+}
+END_TEST
+
+START_TEST(test_provider_about)
+{
+    char buf[256];
+
+    /* 1.17: "tcp;ofi_rxm" is rxm over tcp, the native one is "net". */
+    ferry__provider_about("tcp;ofi_rxm", FI_VERSION(1, 17), buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "rxm"));
+    ck_assert_ptr_nonnull(strstr(buf, "tcp's connected endpoints"));
+    ck_assert_ptr_nonnull(strstr(buf, "is called net"));
+    ferry__provider_about("net", FI_VERSION(1, 17), buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "called tcp from 1.18"));
+    /* 1.18 on: "tcp" alone is the reliable-datagram provider. */
+    ferry__provider_about("tcp", FI_VERSION(1, 18), buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "reliable-datagram tcp provider"));
+    ferry__provider_about("tcp;ofi_rxm", FI_VERSION(2, 6), buf, sizeof(buf));
+    ck_assert_ptr_null(strstr(buf, "net"));
+    ferry__provider_about("udp;ofi_rxd", FI_VERSION(2, 6), buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "rxd"));
+    ck_assert_ptr_nonnull(strstr(buf, "UDP"));
+    /* An unknown name is named, not guessed at. */
+    ferry__provider_about("zzz", FI_VERSION(2, 6), buf, sizeof(buf));
+    ck_assert_str_eq(buf, "the zzz provider");
+}
+END_TEST
+
+/* ---- /dev/shm's room, sizes in words ------------------------------------ */
+
+START_TEST(test_shm_space)
+{
+    char why[512];
+
+    ck_assert(ferry__shm_space_ok(8ull << 30, 12ull << 30, why, sizeof(why)));
+    ck_assert_str_eq(why, "/dev/shm has 8 GiB free of 12 GiB");
+    /* Nearly full: refused with the numbers and what to do. */
+    ck_assert(!ferry__shm_space_ok(5ull << 20, 64ull << 20, why, sizeof(why)));
+    ck_assert_ptr_nonnull(strstr(why, "/dev/shm has only 5 MiB free of 64 MiB"));
+    ck_assert_ptr_nonnull(strstr(why, "SIGBUS"));
+    ck_assert_ptr_nonnull(strstr(why, "free at least 64 MiB"));
+    ck_assert(!ferry__shm_space_ok(0, 1ull << 30, why, sizeof(why)));
+    /* At the bound exactly: enough. */
+    ck_assert(ferry__shm_space_ok(FERRY__SHM_NEED, 1ull << 30, why,
+                                  sizeof(why)));
+    /* Unreadable: left to libfabric, but said. */
+    ck_assert(ferry__shm_space_ok(UINT64_MAX, 0, why, sizeof(why)));
+    ck_assert_ptr_nonnull(strstr(why, "cannot be examined"));
+}
+END_TEST
+
+START_TEST(test_bytes_words)
+{
+    char b[32];
+
+    ck_assert_str_eq(ferry__bytes_words(0, b, sizeof(b)), "0 B");
+    ck_assert_str_eq(ferry__bytes_words(1023, b, sizeof(b)), "1023 B");
+    ck_assert_str_eq(ferry__bytes_words(1024, b, sizeof(b)), "1 KiB");
+    ck_assert_str_eq(ferry__bytes_words(3ull << 29, b, sizeof(b)), "1.5 GiB");
+    ck_assert_str_eq(ferry__bytes_words(UINT64_MAX, b, sizeof(b)), "16 EiB");
+}
+END_TEST
+
+/* ---- the route to a peer ------------------------------------------------ */
+
+START_TEST(test_route_to_loopback)
+{
+    struct ferry__route r;
+    struct ferry_config cfg;
+    struct ferry__selection sel;
+
+    ck_assert_int_eq(ferry__route_to("127.0.0.1", &r), 0);
+    ck_assert_str_eq(r.local_text, "127.0.0.1");
+    ck_assert_str_eq(r.ifname, "lo");
+    /* Every tcp candidate on lo is on the route, and only those. */
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    cfg.provider = "tcp;ofi_rxm";
+    ck_assert_int_eq(ferry__provider_select(&cfg, &sel), 0);
+    for (size_t i = 0; i < sel.ncand; i++) {
+        const struct fi_info *c = sel.cand[i].info;
+        bool lo = strcmp(c->domain_attr->name, "lo") == 0;
+
+        ck_assert_int_eq(ferry__route_match(&r, c),
+                         lo ? FERRY__ROUTE_ON : FERRY__ROUTE_OFF);
+    }
+    ferry__selection_free(&sel);
+    /* With the peer host, lo is chosen and the others are not rail mates. */
+    cfg.peer_host = "127.0.0.1";
+    ck_assert_int_eq(ferry__provider_select(&cfg, &sel), 0);
+    ck_assert_str_eq(sel.cand[0].info->domain_attr->name, "lo");
+    ck_assert_ptr_nonnull(strstr(sel.cand[0].verdict,
+                                 "routes to peer host 127.0.0.1"));
+    for (size_t i = 1; i < sel.ncand; i++)
+        if (strcmp(sel.cand[i].info->domain_attr->name, "lo") != 0)
+            ck_assert(!ferry__rail_mates(&sel.cand[0], &sel.cand[i]));
+    ferry__selection_free(&sel);
+}
+END_TEST
+
+START_TEST(test_route_refuses_bad_host)
+{
+    struct ferry__route r;
+
+    ck_assert_int_eq(ferry__route_to("no-such-host.invalid", &r),
+                     FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(),
+                                 "'no-such-host.invalid' does not resolve"));
+    ck_assert_int_eq(ferry__route_to("", &r), FERRY_EINVAL);
+}
+END_TEST
+
 static Suite *provider_suite(void)
 {
     Suite *s = suite_create("provider");
@@ -102,6 +253,17 @@ static Suite *provider_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("select");
     tcase_add_test(tc, test_loopback_ranks_last);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("names");
+    tcase_add_test(tc, test_fi_provider_filter);
+    tcase_add_test(tc, test_nearest_name);
+    tcase_add_test(tc, test_provider_about);
+    tcase_add_test(tc, test_shm_space);
+    tcase_add_test(tc, test_bytes_words);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("route");
+    tcase_add_test(tc, test_route_to_loopback);
+    tcase_add_test(tc, test_route_refuses_bad_host);
     suite_add_tcase(s, tc);
     tc = tcase_create("env");
     tcase_add_test(tc, test_env_turns_mr_cache_off);

@@ -122,6 +122,13 @@ START_TEST(test_path_choice)
     ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
                      FERRY__DEV_STAGED);
     ck_assert_ptr_nonnull(strstr(why, "mlx5_0"));
+    /* Why there is no FI_HMEM comes from what libfabric has. */
+    ck_assert_ptr_nonnull(strstr(why, "built without CUDA support"));
+    f.fi_has_cuda = true;
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_STAGED);
+    ck_assert_ptr_nonnull(strstr(why, "libfabric has CUDA support, but"));
+    ck_assert_ptr_null(strstr(why, "without CUDA"));
     f.backend = NULL;
     f.backend_why = "libcuda.so.1 not found";
     ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
