@@ -1,7 +1,8 @@
 #!/bin/sh
 # Run tools/ferry_topo on hwloc's saved topologies (test/fixtures/topology)
 # with fixed GPUs and NICs and compare its output with
-# test/topo_expected/<case>; then check that it runs on this machine, and
+# test/topo_expected/<case>; check that --rdma overrides what the topology
+# says of RDMA; then check that it runs on this machine, and
 # that it refuses a missing XML file, a malformed NIC map and bad options
 # with a message.  Run by `make check` (also inside `make distcheck`).
 set -eu
@@ -36,6 +37,21 @@ same() {
 	else
 		fail "ferry_topo $* differs from test/topo_expected/$case_name" \
 			"(if the change is right, copy the new output there)"
+	fi
+}
+
+# says WORDS ARGS...: ferry_topo ARGS must succeed and print WORDS.
+says() {
+	words=$1
+	shift
+	if ! (cd "$fixtures" && "$tool" "$@") >"$tmp/out" 2>&1; then
+		cat "$tmp/out"
+		fail "ferry_topo $* exited with an error"
+	elif grep -F -- "$words" "$tmp/out" >/dev/null; then
+		echo "PASS: ferry_topo $* says \"$words\""
+	else
+		cat "$tmp/out"
+		fail "ferry_topo $*: the output does not say \"$words\""
 	fi
 }
 
@@ -81,6 +97,11 @@ fi
 gpus24=0000:06:00.0,0000:14:00.0,0000:11:00.0
 nics24=0000:05:00.0,0000:04:00.0
 same 24em64t.txt --xml 24em64t-2n6c2t-pci.xml --gpus $gpus24 --nics $nics24
+# Told that libfabric offers RDMA on eth0 alone, ferry believes it.
+says 'GPU1        NIC1, NIC0' --xml 24em64t-2n6c2t-pci.xml \
+	--gpus $gpus24 --nics $nics24 --rdma eth0
+says 'NUMA 0  eth2, ib0, mlx4_0  libfabric reports no RDMA' \
+	--xml 24em64t-2n6c2t-pci.xml --gpus $gpus24 --nics $nics24 --rdma eth0
 
 # 16intel64 has no GPU: two virtual functions behind one switch stand in
 # for GPUs sharing its two NICs; a third "GPU" is not in the topology and
