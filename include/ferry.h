@@ -736,6 +736,21 @@ struct ferry_topo_config {
      * giving the offset (from 0) of the error and what was expected there.
      */
     const char *nic_map;
+    /*
+     * What libfabric reports: the NICs on which a provider offers RDMA
+     * (verbs, efa, cxi, psm3...), named as in nic_map or by a libfabric
+     * domain named after a device ("mlx5_0-xrc", "rdmap16s27-rdm").  NULL
+     * and 0: ferry judges each NIC by the topology (an InfiniBand or
+     * OpenFabrics device, or the PCI IDs of an RDMA NIC: see
+     * lib/dev/topo.c).  Otherwise these NICs and no others count as
+     * RDMA-capable, whatever the topology shows (tcp over a ConnectX is
+     * still TCP; 0 entries: none is); entries that name none of the NICs
+     * are ignored, so every domain libfabric lists may be passed.  A NULL
+     * entry is refused with FERRY_EINVAL.  At the same distance, GPUs and
+     * NUMA nodes take RDMA-capable NICs before the others.
+     */
+    const char *const *rdma_nics;
+    size_t nrdma_nics;
 };
 #define FERRY_TOPO_CONFIG_INIT {.size = sizeof(struct ferry_topo_config)}
 
@@ -779,6 +794,11 @@ struct ferry_topo_device {
      * list of PU OS indexes ("0-7,16-23"); "" when not in the topology. */
     const char *cpuset;
     const char *cpus;
+    /* NICs: 1 if ferry counts it RDMA-capable, and the evidence either way
+     * ("OpenFabrics device", "InfiniBand PCI class", "plain ethernet",
+     * "libfabric reports RDMA"...); GPUs: 0 and "". */
+    int rdma;
+    const char *rdma_why;
 };
 #define FERRY_TOPO_DEVICE_INIT {.size = sizeof(struct ferry_topo_device)}
 
@@ -808,8 +828,11 @@ struct ferry_topo_choice {
  * The NICs for GPU gpu: those at its nearest class, every one carrying a
  * fair share of the GPUs that compete for it (one primary each where
  * possible; the others follow as further rails), unless the NIC map pins
- * them.  A GPU not in the topology gets the least loaded NICs.  Valid
- * while topo lives.  Returns 0 or FERRY_EINVAL.
+ * them.  Among them the RDMA-capable ones (see config.rdma_nics) compete
+ * for the primary and come first; plain ones follow.  A nearer plain NIC still
+ * wins over a farther RDMA-capable one, and the reason says so.  A GPU not
+ * in the topology gets the least loaded NICs.  Valid while topo lives.
+ * Returns 0 or FERRY_EINVAL.
  */
 FERRY_API int ferry_topo_gpu_nics(const ferry_topo_t *topo, size_t gpu,
                                   struct ferry_topo_choice *choice);
@@ -818,9 +841,10 @@ FERRY_API int ferry_topo_gpu_nics(const ferry_topo_t *topo, size_t gpu,
 #define FERRY_TOPO_CURRENT_NODE (-1)
 /*
  * The NICs nearest host memory on NUMA node numa_node (an OS index, or
- * FERRY_TOPO_CURRENT_NODE).  Valid while topo lives.  Returns 0 or
- * FERRY_EINVAL (no such node; or, for the current node, a topology read
- * from a file, or a thread free to run on several nodes).
+ * FERRY_TOPO_CURRENT_NODE), RDMA-capable ones first.  Valid while topo
+ * lives.  Returns 0 or FERRY_EINVAL (no such node; or, for the current
+ * node, a topology read from a file, or a thread free to run on several
+ * nodes).
  */
 FERRY_API int ferry_topo_host_nics(const ferry_topo_t *topo, int numa_node,
                                    struct ferry_topo_choice *choice);

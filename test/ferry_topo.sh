@@ -1,7 +1,8 @@
 #!/bin/sh
 # Run tools/ferry_topo on hwloc's saved topologies (test/fixtures/topology)
 # with fixed GPUs and NICs and compare its output with
-# test/topo_expected/<case>; then check that it runs on this machine, and
+# test/topo_expected/<case>; check that --rdma overrides what the topology
+# says of RDMA; then check that it runs on this machine, and
 # that it refuses a missing XML file, a malformed NIC map and bad options
 # with a message.  Run by `make check` (also inside `make distcheck`).
 set -eu
@@ -39,6 +40,21 @@ same() {
 	fi
 }
 
+# says WORDS ARGS...: ferry_topo ARGS must succeed and print WORDS.
+says() {
+	words=$1
+	shift
+	if ! (cd "$fixtures" && "$tool" "$@") >"$tmp/out" 2>&1; then
+		cat "$tmp/out"
+		fail "ferry_topo $* exited with an error"
+	elif grep -F -- "$words" "$tmp/out" >/dev/null; then
+		echo "PASS: ferry_topo $* says \"$words\""
+	else
+		cat "$tmp/out"
+		fail "ferry_topo $*: the output does not say \"$words\""
+	fi
+}
+
 # refused CODE WORDS ARGS...: ferry_topo ARGS must exit with CODE and say
 # WORDS on stderr.
 refused() {
@@ -58,8 +74,11 @@ refused() {
 	fi
 }
 
-# Socket 1 of 32em64t: GPUs and the ConnectX-4 on one root port (PIX), the
-# Ethernet pair on another (PHB); GPU 03:00.0 on socket 0 (SYS).
+# Socket 1 of 32em64t: GPUs 84:00.x and the ConnectX-4 on one root port
+# (PIX), GPU 83:00.0 on a second and the Ethernet pair on a third (PHB);
+# GPU 03:00.0 on socket 0 (SYS).  Where the ConnectX-4 (InfiniBand, mlx5_0)
+# is as near as the Ethernet pair (GPUs 03:00.0 and 83:00.0) it comes
+# first, so it is every GPU's primary and the pair follows as rails.
 gpus32=0000:03:00.0,0000:83:00.0,0000:84:00.0,0000:84:00.1
 nics32=0000:81:00.0,0000:81:00.1,0000:04:00.0
 same 32em64t.txt --xml 32em64t-2n8c2t-pci-normalio.xml --gpus $gpus32 --nics $nics32
@@ -72,9 +91,17 @@ if command -v python3 >/dev/null 2>&1; then
 	fi
 fi
 
-# 24em64t: both sockets' GPUs share the two NICs of socket 0.
-same 24em64t.txt --xml 24em64t-2n6c2t-pci.xml \
-	--gpus 0000:06:00.0,0000:14:00.0,0000:11:00.0 --nics 0000:05:00.0,0000:04:00.0
+# 24em64t: both sockets' GPUs share the two NICs of socket 0, each on its
+# own root port: every GPU takes the Mellanox HCA (InfiniBand, mlx4_0) first
+# and eth0 (an Intel 82576) second.
+gpus24=0000:06:00.0,0000:14:00.0,0000:11:00.0
+nics24=0000:05:00.0,0000:04:00.0
+same 24em64t.txt --xml 24em64t-2n6c2t-pci.xml --gpus $gpus24 --nics $nics24
+# Told that libfabric offers RDMA on eth0 alone, ferry believes it.
+says 'GPU1        NIC1, NIC0' --xml 24em64t-2n6c2t-pci.xml \
+	--gpus $gpus24 --nics $nics24 --rdma eth0
+says 'NUMA 0  eth2, ib0, mlx4_0  libfabric reports no RDMA' \
+	--xml 24em64t-2n6c2t-pci.xml --gpus $gpus24 --nics $nics24 --rdma eth0
 
 # 16intel64 has no GPU: two virtual functions behind one switch stand in
 # for GPUs sharing its two NICs; a third "GPU" is not in the topology and

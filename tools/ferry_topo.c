@@ -2,7 +2,7 @@
  * ferry_topo: which NICs ferry gives each GPU, and why.
  *
  *   ferry_topo [--xml FILE] [--gpus PCI,...] [--nics NIC,...] [--map MAP]
- *              [--json]
+ *              [--rdma NIC,...] [--json]
  *
  * Prints the GPU x NIC matrix of distance classes (like `nvidia-smi topo
  * -m`), the GPUs and NICs with the CPUs near them, the NICs chosen for
@@ -10,7 +10,9 @@
  * Without --xml it reads this machine (or FERRY_TOPOLOGY_XML); without
  * --gpus/--nics it finds them in the topology.  A NIC may also be given
  * by its libfabric domain or interface name (mlx5_0, eth0), looked up in
- * sysfs.  --map pins NICs to GPUs, as FERRY_NIC_MAP does.
+ * sysfs.  --map pins NICs to GPUs, as FERRY_NIC_MAP does.  --rdma says
+ * which NICs libfabric offers RDMA on (fi_info lists them); without it the
+ * topology tells RDMA-capable NICs from plain ethernet.
  *
  * Uses only the public API (include/ferry.h).
  */
@@ -26,7 +28,7 @@
 
 static const char usage[] =
     "usage: ferry_topo [--xml FILE] [--gpus PCI,...] [--nics NIC,...]\n"
-    "                  [--map MAP] [--json]\n"
+    "                  [--map MAP] [--rdma NIC,...] [--json]\n"
     "  --xml FILE   read an hwloc XML topology (lstopo --whole-io FILE.xml)\n"
     "               instead of this machine\n"
     "  --gpus LIST  GPUs by PCI address (0000:17:00.0); default: the GPUs\n"
@@ -36,6 +38,11 @@ static const char usage[] =
     "               machine only); default: the NICs found in the topology\n"
     "  --map MAP    pin NICs to GPUs: \"0:mlx5_0,mlx5_1;1:mlx5_2\" (see\n"
     "               FERRY_NIC_MAP in ferry.h)\n"
+    "  --rdma LIST  the NICs libfabric offers RDMA on (PCI addresses, device\n"
+    "               or domain names: mlx5_0, rdmap16s27-rdm); they and no\n"
+    "               others count as RDMA-capable.  Default: judged from the\n"
+    "               topology (OpenFabrics devices, InfiniBand, RDMA NICs'\n"
+    "               PCI IDs)\n"
     "  --json       print JSON instead of text\n";
 
 /* A comma-separated list, split in place. */
@@ -128,6 +135,8 @@ static void print_device(const char *role, size_t i,
         printf("  NUMA %d", d->numa_node);
     if (d->names[0] != '\0')
         printf("  %s", d->names);
+    if (d->rdma_why[0] != '\0')
+        printf("  %s%s", d->rdma ? "RDMA-capable: " : "", d->rdma_why);
     printf("\n");
 }
 
@@ -225,6 +234,14 @@ static void json_device(const struct ferry_topo_device *d, size_t i)
     json_string(d->cpus);
 }
 
+static void json_nic(const struct ferry_topo_device *d, size_t i)
+{
+    json_device(d, i);
+    printf(", \"rdma\": %s, \"rdma_why\": ", d->rdma ? "true" : "false");
+    json_string(d->rdma_why);
+    printf("}");
+}
+
 static void json_choice(const struct ferry_topo_choice *c)
 {
     printf(", \"nics\": [");
@@ -265,8 +282,7 @@ static void print_json(const ferry_topo_t *topo)
         struct ferry_topo_device d = FERRY_TOPO_DEVICE_INIT;
         ferry_topo_nic(topo, n, &d);
         printf("%s\n    ", n ? "," : "");
-        json_device(&d, n);
-        printf("}");
+        json_nic(&d, n);
     }
     printf("\n  ],\n  \"numa_nodes\": [");
     for (size_t i = 0; i < info.nnuma; i++) {
@@ -282,7 +298,7 @@ static void print_json(const ferry_topo_t *topo)
 
 struct options {
     struct ferry_topo_config cfg;
-    struct list gpus, nics;
+    struct list gpus, nics, rdma;
     bool json;
 };
 
@@ -294,6 +310,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"gpus", required_argument, NULL, 'g'},
         {"nics", required_argument, NULL, 'n'},
         {"map", required_argument, NULL, 'm'},
+        {"rdma", required_argument, NULL, 'r'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -307,7 +324,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             break;
         case 'g':
         case 'n':
-            if (!split(optarg, c == 'g' ? &o->gpus : &o->nics)) {
+        case 'r':
+            if (!split(optarg, c == 'g'   ? &o->gpus
+                               : c == 'n' ? &o->nics
+                                          : &o->rdma)) {
                 fprintf(stderr, "ferry_topo: out of memory\n");
                 return EXIT_FAILURE;
             }
@@ -351,6 +371,8 @@ int main(int argc, char **argv)
         o.cfg.ngpus = o.gpus.n;
         o.cfg.nics = o.nics.items;
         o.cfg.nnics = o.nics.n;
+        o.cfg.rdma_nics = o.rdma.items;
+        o.cfg.nrdma_nics = o.rdma.n;
         ret = ferry_topo_load(&o.cfg, &topo);
     }
     if (ret < 0)
@@ -364,5 +386,6 @@ int main(int argc, char **argv)
     free(nic_addrs);
     list_free(&o.gpus);
     list_free(&o.nics);
+    list_free(&o.rdma);
     return ret < 0 ? EXIT_FAILURE : ret;
 }

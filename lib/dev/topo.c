@@ -24,15 +24,44 @@
  * bridges on a machine with several NUMA nodes: ferry does not claim
  * nearness it cannot see.
  *
+ * Which NICs can do RDMA (classify_nics).  At the same distance a NIC that
+ * does RDMA (InfiniBand, RoCE, iWARP, EFA, Slingshot) is worth more than
+ * plain ethernet, which libfabric drives only through the host's TCP/IP
+ * stack.  The evidence, strongest first:
+ *   what libfabric reports, when the caller passes it (config.rdma_nics):
+ *     it alone decides then, for it knows which provider opens which NIC
+ *     (tcp over a ConnectX is still TCP; a ConnectX without its RDMA
+ *     driver has no verbs domain)
+ *   an OpenFabrics OS device below the function (mlx5_0, bnxt_re0, irdma0,
+ *     rdmap16s27 of EFA, hfi1_0): the kernel's RDMA stack drives it (not
+ *     Cisco's usnic_0, which hwloc files there too but which does no RMA)
+ *   the PCI class: InfiniBand (0207; 0c06 on old HCAs), fabric controller
+ *     (0208: Omni-Path)
+ *   the IDs of a network function (class 02xx) from an RDMA vendor
+ *     (rdma_ids): every Mellanox/NVIDIA one (15b3: ConnectX does RoCE in
+ *     ethernet mode), Amazon EFA (1d0f:efa*, not the ENA ethernet
+ *     1d0f:ec2*), Broadcom BCM575xx/576xx (RoCE), Intel E810 and X722
+ *     (irdma), HPE Slingshot's Cassini (17db:0501, 1590:0371: cxi)
+ * Anything else is plain: "plain ethernet" for an ethernet function, "no
+ * sign of RDMA" for others and for a NIC the topology lacks.  The older
+ * RDMA NICs the table leaves out (Broadcom 573xx/574xx, whose IDs mix with
+ * tg3's plain ones, Marvell qedr, Chelsio) count once their driver shows
+ * an OpenFabrics device, as it does on any machine where they can be used.
+ *
  * How NICs are chosen for GPUs (assign_gpus).  A GPU's candidates are the
- * NICs at its nearest class.  GPUs pinned by the NIC map take their NICs
- * first.  Then, fewest candidates first (a GPU with one choice must not
- * lose it to one with many), each GPU takes as primary its candidate with
- * the fewest primary users so far, the lowest index on a tie.  Its other
- * candidates follow as further rails in round-robin order after the
- * primary, so that second rails spread as evenly as primaries.  A GPU
- * missing from the topology is UNKNOWN to every NIC: all are candidates,
- * and it gets the least loaded.
+ * NICs at its nearest class and, when some of those can do RDMA, only
+ * those.  Distance comes first: a plain NIC nearer than every RDMA-capable
+ * one is still chosen, and the reason then names the nearest RDMA-capable
+ * NIC, which the NIC map can pin.  GPUs pinned by the NIC map take their
+ * NICs first.  Then, fewest candidates first (a GPU with one choice must
+ * not lose it to one with many), each GPU takes as primary its candidate
+ * with the fewest primary users so far, the lowest index on a tie.  Its
+ * other candidates follow as further rails in round-robin order after the
+ * primary, so that second rails spread as evenly as primaries, and then
+ * the plain NICs of its class in the same order.  A GPU missing from the
+ * topology is UNKNOWN to every NIC: all are candidates, and it gets the
+ * least loaded.  A NUMA node's NICs are those at its nearest class,
+ * RDMA-capable ones first.
  */
 #include "dev/topo.h"
 
@@ -199,6 +228,56 @@ static bool is_network_osdev(hwloc_obj_t osdev)
 static bool is_nic(hwloc_obj_t pcidev)
 {
     return has_osdev(pcidev, is_network_osdev);
+}
+
+static bool is_openfabrics_osdev(hwloc_obj_t osdev)
+{
+    return osdev->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+}
+
+/* hwloc files Cisco's usNIC (usnic_0) as OpenFabrics too: it does no RMA. */
+static bool is_rdma_osdev(hwloc_obj_t osdev)
+{
+    return is_openfabrics_osdev(osdev) &&
+           (osdev->name == NULL || strncmp(osdev->name, "usnic", 5) != 0);
+}
+
+/* Network functions of RDMA vendors, by PCI IDs (see the top of the file). */
+static const struct {
+    unsigned vendor, first, last; /* device IDs first..last */
+    const char *what;
+} rdma_ids[] = {
+    {0x15b3, 0x0000, 0xffff, "RoCE on Mellanox/NVIDIA ethernet"},
+    {0x1d0f, 0xefa0, 0xefaf, "Amazon EFA"},
+    {0x14e4, 0x1750, 0x1752, "RoCE on Broadcom BCM575xx"},
+    {0x14e4, 0x1760, 0x1763, "RoCE on Broadcom BCM576xx"},
+    {0x14e4, 0x1800, 0x1807, "RoCE on Broadcom BCM575xx"},
+    {0x8086, 0x1591, 0x1593, "irdma on Intel E810"},
+    {0x8086, 0x1599, 0x159b, "irdma on Intel E810"},
+    {0x8086, 0x37ce, 0x37d3, "irdma on Intel X722"},
+    {0x17db, 0x0501, 0x0501, "cxi on HPE Slingshot"},
+    {0x1590, 0x0371, 0x0371, "cxi on HPE Slingshot"},
+};
+
+/* Why the topology says NIC function o does RDMA, or NULL if it does not. */
+static const char *rdma_evidence(hwloc_obj_t o)
+{
+    const struct hwloc_pcidev_attr_s *p = &o->attr->pcidev;
+
+    if (has_osdev(o, is_rdma_osdev))
+        return "OpenFabrics device";
+    if (p->class_id == 0x0207 || p->class_id == 0x0c06)
+        return "InfiniBand PCI class";
+    if (p->class_id == 0x0208)
+        return "fabric controller PCI class";
+    if (p->class_id >> 8 != 0x02) /* not a network controller */
+        return NULL;
+    for (size_t i = 0; i < FERRY__ARRAY_LEN(rdma_ids); i++)
+        if (p->vendor_id == rdma_ids[i].vendor &&
+            p->device_id >= rdma_ids[i].first &&
+            p->device_id <= rdma_ids[i].last)
+            return rdma_ids[i].what;
+    return NULL;
 }
 
 /* GPUs and NICs are found, named and explained the same way. */
@@ -518,19 +597,45 @@ static size_t count_at(const enum ferry_topo_class *row, size_t nnics,
     return k;
 }
 
-/* The NICs at class cls, in index order from `first` round to first - 1. */
-static int choose_at(const enum ferry_topo_class *row, size_t nnics,
+/* Whether some NIC at class cls can do RDMA: then only those compete. */
+static bool rdma_at(const struct ferry_topo *t,
+                    const enum ferry_topo_class *row, enum ferry_topo_class cls)
+{
+    for (size_t n = 0; n < t->nnics; n++)
+        if (row[n] == cls && t->nics[n].rdma)
+            return true;
+    return false;
+}
+
+/* Whether NIC n is a candidate: at class cls, and RDMA-capable if rdma. */
+static bool candidate(const struct ferry_topo *t,
+                      const enum ferry_topo_class *row, size_t n,
+                      enum ferry_topo_class cls, bool rdma)
+{
+    return row[n] == cls && (!rdma || t->nics[n].rdma);
+}
+
+/*
+ * The NICs at class cls, the RDMA-capable ones first, each kind in index
+ * order from `first` round to first - 1.
+ */
+static int choose_at(const struct ferry_topo *t,
+                     const enum ferry_topo_class *row,
                      enum ferry_topo_class cls, size_t first,
                      struct ferry__topo_choice *c)
 {
+    size_t nnics = t->nnics;
+
     c->distance = cls;
     c->nics = malloc(count_at(row, nnics, cls) * sizeof(*c->nics));
     if (c->nics == NULL)
         return out_of_memory();
-    for (size_t i = 0; i < nnics; i++) {
-        size_t n = (first + i) % nnics;
-        if (row[n] == cls)
-            c->nics[c->n++] = n;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < nnics; i++) {
+            size_t n = (first + i) % nnics;
+            if (row[n] == cls && t->nics[n].rdma == (pass == 0))
+                c->nics[c->n++] = n;
+        }
     }
     return 0;
 }
@@ -705,6 +810,58 @@ static int parse_nic_map(struct ferry_topo *t, const char *text,
     return 0;
 }
 
+/* ---- RDMA-capable NICs (see the top of the file) ------------------------ */
+
+/*
+ * Whether `name`, from config.rdma_nics, names NIC d: as the NIC map does,
+ * or as a libfabric domain named after one of its devices with a suffix
+ * (verbs' "mlx5_0-xrc", efa's "rdmap16s27-rdm").
+ */
+static bool names_rdma_nic(const struct ferry__topo_dev *d, const char *name)
+{
+    const char *dash = strrchr(name, '-');
+
+    return names_nic(d, name, strlen(name)) ||
+           (dash != NULL && names_nic(d, name, (size_t)(dash - name)));
+}
+
+static const char *plain_evidence(const struct ferry__topo_dev *d)
+{
+    if (d->obj == NULL)
+        return "no sign of RDMA: not in the topology";
+    return d->obj->attr->pcidev.class_id == 0x0200 ? "plain ethernet"
+                                                   : "no sign of RDMA";
+}
+
+static int classify_nics(struct ferry_topo *t,
+                         const struct ferry_topo_config *cfg)
+{
+    bool told = cfg->rdma_nics != NULL || cfg->nrdma_nics > 0;
+
+    for (size_t i = 0; i < cfg->nrdma_nics; i++)
+        if (cfg->rdma_nics == NULL || cfg->rdma_nics[i] == NULL)
+            return ferry__error(FERRY_EINVAL,
+                                "config.rdma_nics[%zu] is NULL; give a PCI "
+                                "address or a device name such as mlx5_0",
+                                i);
+    for (size_t n = 0; n < t->nnics; n++) {
+        struct ferry__topo_dev *d = &t->nics[n];
+
+        if (told) {
+            for (size_t i = 0; i < cfg->nrdma_nics && !d->rdma; i++)
+                d->rdma = names_rdma_nic(d, cfg->rdma_nics[i]);
+            d->rdma_why = d->rdma ? "libfabric reports RDMA"
+                                  : "libfabric reports no RDMA";
+        } else {
+            d->rdma_why = d->obj != NULL ? rdma_evidence(d->obj) : NULL;
+            d->rdma = d->rdma_why != NULL;
+            if (!d->rdma)
+                d->rdma_why = plain_evidence(d);
+        }
+    }
+    return 0;
+}
+
 /* ---- choosing NICs for GPUs (see the top of the file) ------------------- */
 
 struct pending {
@@ -721,13 +878,27 @@ static int fewest_candidates_first(const void *x, const void *y)
     return a->gpu < b->gpu ? -1 : a->gpu > b->gpu;
 }
 
-static size_t least_loaded(const enum ferry_topo_class *row, size_t nnics,
-                           enum ferry_topo_class cls, const unsigned *load)
+static size_t count_candidates(const struct ferry_topo *t,
+                               const enum ferry_topo_class *row,
+                               enum ferry_topo_class cls, bool rdma)
+{
+    size_t k = 0;
+
+    for (size_t n = 0; n < t->nnics; n++)
+        k += candidate(t, row, n, cls, rdma);
+    return k;
+}
+
+static size_t least_loaded(const struct ferry_topo *t,
+                           const enum ferry_topo_class *row,
+                           enum ferry_topo_class cls, bool rdma,
+                           const unsigned *load)
 {
     size_t pick = SIZE_MAX;
 
-    for (size_t n = 0; n < nnics; n++)
-        if (row[n] == cls && (pick == SIZE_MAX || load[n] < load[pick]))
+    for (size_t n = 0; n < t->nnics; n++)
+        if (candidate(t, row, n, cls, rdma) &&
+            (pick == SIZE_MAX || load[n] < load[pick]))
             pick = n;
     return pick;
 }
@@ -741,16 +912,19 @@ static int assign_free_gpus(struct ferry_topo *t, unsigned *load,
         if (t->gpu_choice[g].pinned)
             continue;
         const enum ferry_topo_class *row = gpu_row(t, g);
+        enum ferry_topo_class best = nearest(row, t->nnics);
         order[nfree].gpu = g;
-        order[nfree++].ncand = count_at(row, t->nnics, nearest(row, t->nnics));
+        order[nfree++].ncand =
+            count_candidates(t, row, best, rdma_at(t, row, best));
     }
     qsort(order, nfree, sizeof(*order), fewest_candidates_first);
     for (size_t i = 0; i < nfree; i++) {
         size_t g = order[i].gpu;
         const enum ferry_topo_class *row = gpu_row(t, g);
         enum ferry_topo_class best = nearest(row, t->nnics);
-        size_t primary = least_loaded(row, t->nnics, best, load);
-        int ret = choose_at(row, t->nnics, best, primary, &t->gpu_choice[g]);
+        size_t primary =
+            least_loaded(t, row, best, rdma_at(t, row, best), load);
+        int ret = choose_at(t, row, best, primary, &t->gpu_choice[g]);
 
         if (ret != 0)
             return ret;
@@ -798,6 +972,107 @@ static void put_distance(FILE *f, enum ferry_topo_class cls, bool gpu_missing)
         fprintf(f, ": the %s is not in the topology",
                 gpu_missing ? "GPU" : "NIC");
     fputc(')', f);
+}
+
+/*
+ * A NIC's short name: its RDMA device (mlx5_0), else its first OS device
+ * (eth0), else its PCI address.
+ */
+static void put_label(FILE *f, const struct ferry__topo_dev *nic)
+{
+    const char *first = NULL;
+
+    for (hwloc_obj_t c = nic->obj ? nic->obj->io_first_child : NULL;
+         c != NULL; c = c->next_sibling) {
+        if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == NULL)
+            continue;
+        if (is_rdma_osdev(c)) {
+            fprintf(f, "%s", c->name);
+            return;
+        }
+        if (first == NULL)
+            first = c->name;
+    }
+    fprintf(f, "%s", first != NULL ? first : nic->pci);
+}
+
+static void put_why(FILE *f, bool rdma, const char *why)
+{
+    fprintf(f, " (%s%s)", rdma ? "RDMA-capable: " : "", why);
+}
+
+/* "mlx5_0 and mlx5_1 (RDMA-capable: OpenFabrics device)": c's NICs of one
+ * kind, each run of the same evidence followed by it. */
+static void put_kind(FILE *f, const struct ferry_topo *t,
+                     const struct ferry__topo_choice *c, bool rdma)
+{
+    const char *why = NULL;
+    size_t count = 0, k = 0;
+
+    for (size_t i = 0; i < c->n; i++)
+        count += t->nics[c->nics[i]].rdma == rdma;
+    for (size_t i = 0; i < c->n; i++) {
+        const struct ferry__topo_dev *d = &t->nics[c->nics[i]];
+
+        if (d->rdma != rdma)
+            continue;
+        if (why != NULL && strcmp(why, d->rdma_why) != 0)
+            put_why(f, rdma, why);
+        fprintf(f, "%s", list_sep(k++, count));
+        put_label(f, d);
+        why = d->rdma_why;
+    }
+    if (why != NULL)
+        put_why(f, rdma, why);
+}
+
+/*
+ * "; mlx5_0 (RDMA-capable: OpenFabrics device) before eth0 (plain
+ * ethernet) at the same distance", when ferry's choice c holds both kinds.
+ */
+static void put_rdma_first(FILE *f, const struct ferry_topo *t,
+                           const struct ferry__topo_choice *c)
+{
+    if (c->pinned || c->n == 0 || !t->nics[c->nics[0]].rdma ||
+        t->nics[c->nics[c->n - 1]].rdma)
+        return;
+    fprintf(f, "; ");
+    put_kind(f, t, c, true);
+    fprintf(f, " before ");
+    put_kind(f, t, c, false);
+    fprintf(f, " at the same distance");
+}
+
+/*
+ * When distance made a plain NIC ferry's first choice while an RDMA-capable
+ * one exists farther away: says so, and names the nearest such NIC.  pin
+ * ends the sentence (how to choose that one instead), or is "".
+ */
+static void put_rdma_farther(FILE *f, const struct ferry_topo *t,
+                             const enum ferry_topo_class *row,
+                             const struct ferry__topo_choice *c,
+                             const char *pin)
+{
+    const struct ferry__topo_dev *first;
+    size_t best = SIZE_MAX;
+
+    if (c->pinned || c->n == 0 || t->nics[c->nics[0]].rdma)
+        return;
+    for (size_t n = 0; n < t->nnics; n++)
+        if (t->nics[n].rdma && (best == SIZE_MAX || row[n] < row[best]))
+            best = n;
+    if (best == SIZE_MAX)
+        return;
+    first = &t->nics[c->nics[0]];
+    fprintf(f, "; ");
+    put_label(f, first);
+    fprintf(f,
+            " (%s) is nearer than any RDMA-capable NIC, and distance comes "
+            "first: the nearest of those is ",
+            first->rdma_why);
+    put_label(f, &t->nics[best]);
+    fprintf(f, " (RDMA-capable: %s; %s)%s", t->nics[best].rdma_why,
+            class_names[row[best]], pin);
 }
 
 static size_t primary_of(const struct ferry_topo *t, size_t g)
@@ -872,6 +1147,8 @@ static void put_gpu_reason(FILE *f, const struct ferry_topo *t, size_t g,
             fprintf(f, " (%s)", class_names[row[c->nics[i]]]);
         put_sharers(f, t, g, c->nics[i]);
     }
+    put_rdma_first(f, t, c);
+    put_rdma_farther(f, t, row, c, ", which the NIC map can pin");
 }
 
 static int explain_gpus(struct ferry_topo *t, const char *map_origin)
@@ -893,6 +1170,7 @@ static int explain_gpus(struct ferry_topo *t, const char *map_origin)
 /* ---- host memory: NICs per NUMA node ------------------------------------ */
 
 static void put_numa_reason(FILE *f, const struct ferry_topo *t, int node,
+                            const enum ferry_topo_class *row,
                             const struct ferry__topo_choice *c)
 {
     fprintf(f, "NUMA node %d: ", node);
@@ -907,6 +1185,8 @@ static void put_numa_reason(FILE *f, const struct ferry_topo *t, int node,
     }
     fputc(' ', f);
     put_distance(f, c->distance, false);
+    put_rdma_first(f, t, c);
+    put_rdma_farther(f, t, row, c, "");
 }
 
 static int choose_for_node(struct ferry_topo *t, hwloc_obj_t node,
@@ -919,12 +1199,12 @@ static int choose_for_node(struct ferry_topo *t, hwloc_obj_t node,
     for (size_t n = 0; n < t->nnics; n++)
         row[n] = class_between(node, t->nics[n].obj);
     if (t->nnics > 0)
-        ret = choose_at(row, t->nnics, nearest(row, t->nnics), 0, c);
+        ret = choose_at(t, row, nearest(row, t->nnics), 0, c);
     if (ret == 0)
         ret = text_open(&txt);
     if (ret != 0)
         return ret;
-    put_numa_reason(txt.f, t, (int)node->os_index, c);
+    put_numa_reason(txt.f, t, (int)node->os_index, row, c);
     return text_finish(&txt, &c->reason);
 }
 
@@ -1089,6 +1369,8 @@ static int build(struct ferry_topo *t, const struct ferry_topo_config *cfg)
         ret = load_devs(t->hw, &nic_role, cfg->nics, cfg->nnics, &t->nics,
                         &t->nnics);
     if (ret == 0)
+        ret = classify_nics(t, cfg);
+    if (ret == 0)
         ret = compute_distances(t);
     if (ret != 0)
         return ret;
@@ -1236,6 +1518,8 @@ static int get_dev(const ferry_topo_t *t, const struct ferry__topo_dev *devs,
         .numa_node = d->numa_node,
         .cpuset = d->cpuset ? d->cpuset : "",
         .cpus = d->cpus ? d->cpus : "",
+        .rdma = d->rdma,
+        .rdma_why = d->rdma_why ? d->rdma_why : "",
     };
     return copy_sized(out, &full, sizeof(full), "ferry_topo_device: dev");
 }

@@ -22,11 +22,17 @@ struct ferry__topo_dev {
     char *cpuset; /* CPUs near it, hwloc bitmap string; NULL: unknown; owned */
     char *cpus;   /* the same as a list ("0-7,16-23"); NULL: unknown; owned */
     int numa_node; /* OS index of its one local NUMA node, or -1 */
+    /* NICs only (topo.c, classify_nics): whether it can do RDMA, and the
+     * evidence either way ("OpenFabrics device", "plain ethernet"). */
+    bool rdma;
+    const char *rdma_why; /* static */
 };
 
 /* The NICs chosen for a GPU or a NUMA node, and why. */
 struct ferry__topo_choice {
-    size_t *nics; /* indices into ferry_topo.nics, primary first; owned */
+    /* indices into ferry_topo.nics, primary first; those at the primary's
+     * class RDMA-capable first, then plain ones; owned */
+    size_t *nics;
     size_t n;
     enum ferry_topo_class distance; /* of the primary; UNKNOWN when n is 0 */
     bool pinned;  /* set by the NIC map, not chosen by ferry */

@@ -9,8 +9,10 @@
  * points that lookup at another tree (tests, offline study).  Domains with
  * no PCI device (lo) keep their place after the NICs.  When the topology
  * cannot say (no NIC, an unbound thread), the ranking stays as it was and
- * the reason says why.  The CPUs near the first rail's NIC are where the
- * progress thread runs.
+ * the reason says why.  Which NICs count as RDMA-capable, first among
+ * equals, is the provider ranking's verdict (candidate.nic), not the
+ * topology's guess from PCI IDs.  The CPUs near the first rail's NIC are
+ * where the progress thread runs.
  *
  * CUDA numbers devices fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
  * so a CUDA ordinal is not the topology's GPU index: with a device backend
@@ -126,9 +128,9 @@ void ferry__rails_order(const struct ferry_config *cfg,
     size_t idx[FERRY__RAIL_CANDIDATES], at[FERRY__RAIL_CANDIDATES];
     size_t order[FERRY__RAIL_CANDIDATES], norder = 0;
     char pcis[FERRY__RAIL_CANDIDATES][FERRY_TOPO_PCI_LEN];
-    const char *nics[FERRY__RAIL_CANDIDATES];
+    const char *nics[FERRY__RAIL_CANDIDATES], *rdma[FERRY__RAIL_CANDIDATES];
     char note[128];
-    size_t n = rail_group(sel, idx), nnics = 0;
+    size_t n = rail_group(sel, idx), nnics = 0, nrdma = 0;
     ferry_topo_t *topo;
     int ret;
 
@@ -140,6 +142,8 @@ void ferry__rails_order(const struct ferry_config *cfg,
         if (candidate_pci(sel->cand[idx[i]].info, pcis[nnics],
                           sizeof(pcis[0]))) {
             nics[nnics] = pcis[nnics];
+            if (sel->cand[idx[i]].nic)
+                rdma[nrdma++] = pcis[nnics];
             at[nnics++] = i;
         }
     if (nnics == 0) {
@@ -150,6 +154,10 @@ void ferry__rails_order(const struct ferry_config *cfg,
     tc.xml = cfg->topology_xml;
     tc.nics = nics;
     tc.nnics = nnics;
+    /* RDMA-capable is what the provider ranking said of each domain, not
+     * what the PCI IDs say: tcp over a ConnectX is still TCP. */
+    tc.rdma_nics = rdma;
+    tc.nrdma_nics = nrdma;
     if ((ret = ferry_topo_load(&tc, &topo)) != 0) {
         snprintf(why, len, "; rails in rank order: the topology is "
                  "unavailable (%s)", ferry_last_error());

@@ -172,10 +172,25 @@ static void expect_balanced(const ferry_topo_t *topo)
  *   H  a PCIe host bridge; holds S and functions
  *   S  a PCI-to-PCI bridge (a root port, or a switch port); the same
  *   G  an NVIDIA GPU function (10de, class 0302)
- *   N  a ConnectX NIC function (15b3, class 0207) with OS device mlx5_<k>
  *   C  an Intel display function (8086, class 0380) with OpenCL device
  *   V  a BMC's VGA function (ASPEED 1a03, class 0300), not a GPU
  *   X  an NVMe drive (144d, class 0108)
+ * and NICs, NIC k (counted from 0 in spec order) with devices named by k:
+ *   N  a ConnectX (15b3, InfiniBand class 0207) with OS device mlx5_<k>
+ *   E  an Intel I350 (8086:1521, ethernet 0200) with eth<k>: plain
+ *   R  a ConnectX-5 in ethernet mode (15b3:1017) with only ens<k>
+ *   W  a Broadcom BCM57414 (14e4:16d7, not in ferry's table) with eth<k>
+ *      and the OpenFabrics device bnxt_re<k>
+ *   U  a Cisco VIC (1137:0043) with eth<k> and usnic_<k>: plain
+ *   F  an Amazon EFA (1d0f:efa1) with no OS device
+ *   A  an Amazon ENA (1d0f:ec20) with eth<k>: plain
+ *   B  a Broadcom BCM57508 (14e4:1750) with eth<k>
+ *   T  a Broadcom BCM5720 (14e4:165f, tg3) with eth<k>: plain
+ *   I  an Intel E810 (8086:1592) with eth<k>
+ *   Y  an HPE Slingshot Cassini 2 (1590:0371) with hsn<k>
+ *   O  an Omni-Path HFI (8086:24f0, fabric class 0208), no OS device
+ *   K  a serial-bus InfiniBand HCA (15b3:6746, class 0c06), no OS device
+ *   Q  an "other network" function (1af4:1041, class 0280) with eth<k>
  * Bus numbers follow the nesting, as firmware assigns them, so the
  * functions come out in PCI address order.
  */
@@ -189,39 +204,80 @@ struct synth {
     const char *nic_list[64];
 };
 
+/* OS device types in hwloc XML: network, OpenFabrics, co-processor. */
+#define NET 2
+#define OFED 3
+#define COPROC 5
+
+static const struct {
+    char kind;
+    const char *type;
+    bool nic;
+    const char *dev[2]; /* its OS devices: names, then k but for COPROC */
+    int dev_type[2];
+} kinds[] = {
+    {'G', "0302 [10de:20b0] [10de:1450] a1", false, {NULL, NULL}, {0, 0}},
+    {'C', "0380 [8086:0bd5] [8086:0000] 2f", false, {"opencl0d0", NULL},
+     {COPROC, 0}},
+    {'V', "0300 [1a03:2000] [1a03:2000] 41", false, {NULL, NULL}, {0, 0}},
+    {'X', "0108 [144d:a80a] [144d:a801] 00", false, {NULL, NULL}, {0, 0}},
+    {'N', "0207 [15b3:101b] [15b3:0007] 00", true, {"mlx5_", NULL},
+     {OFED, 0}},
+    {'E', "0200 [8086:1521] [8086:0001] 01", true, {"eth", NULL},
+     {NET, 0}},
+    {'R', "0200 [15b3:1017] [15b3:0007] 00", true, {"ens", NULL},
+     {NET, 0}},
+    {'W', "0200 [14e4:16d7] [14e4:1402] 01", true, {"eth", "bnxt_re"},
+     {NET, OFED}},
+    {'U', "0200 [1137:0043] [1137:0085] a2", true, {"eth", "usnic_"},
+     {NET, OFED}},
+    {'F', "0200 [1d0f:efa1] [1d0f:0000] 00", true, {NULL, NULL}, {0, 0}},
+    {'A', "0200 [1d0f:ec20] [1d0f:0000] 00", true, {"eth", NULL},
+     {NET, 0}},
+    {'B', "0200 [14e4:1750] [14e4:d751] 11", true, {"eth", NULL},
+     {NET, 0}},
+    {'T', "0200 [14e4:165f] [1028:1f5b] 00", true, {"eth", NULL},
+     {NET, 0}},
+    {'I', "0200 [8086:1592] [8086:0002] 02", true, {"eth", NULL},
+     {NET, 0}},
+    {'Y', "0200 [1590:0371] [1590:0001] 02", true, {"hsn", NULL},
+     {NET, 0}},
+    {'O', "0208 [8086:24f0] [8086:2628] 11", true, {NULL, NULL}, {0, 0}},
+    {'K', "0c06 [15b3:6746] [103c:1781] b0", true, {NULL, NULL}, {0, 0}},
+    {'Q', "0280 [1af4:1041] [1af4:1100] 01", true, {"eth", NULL},
+     {NET, 0}},
+};
+
 static void put_function(struct synth *s, FILE *f, char kind, unsigned bus,
                          unsigned dev)
 {
-    static const struct {
-        char kind;
-        const char *type;
-    } types[] = {
-        {'G', "0302 [10de:20b0] [10de:1450] a1"},
-        {'N', "0207 [15b3:101b] [15b3:0007] 00"},
-        {'C', "0380 [8086:0bd5] [8086:0000] 2f"},
-        {'V', "0300 [1a03:2000] [1a03:2000] 41"},
-        {'X', "0108 [144d:a80a] [144d:a801] 00"},
-    };
-    char pci[FERRY_TOPO_PCI_LEN];
+    char pci[FERRY_TOPO_PCI_LEN], name[32];
     size_t i = 0;
 
-    while (types[i].kind != kind)
+    while (kinds[i].kind != kind) {
         i++;
+        ck_assert_msg(i < TU_ARRAY_LEN(kinds), "spec: no kind '%c'", kind);
+    }
     snprintf(pci, sizeof(pci), "0000:%02x:%02x.0", bus, dev);
-    fprintf(f, "<object type=\"PCIDev\" pci_busid=\"%s\" pci_type=\"%s\">\n",
-            pci, types[i].type);
+    fprintf(f,
+            "<object type=\"PCIDev\" pci_busid=\"%s\" pci_type=\"%s\">\n",
+            pci, kinds[i].type);
+    for (size_t d = 0; d < 2 && kinds[i].dev[d] != NULL; d++) {
+        bool coproc = kinds[i].dev_type[d] == COPROC;
+
+        snprintf(name, sizeof(name), "%s", kinds[i].dev[d]);
+        if (!coproc)
+            snprintf(name + strlen(name), sizeof(name) - strlen(name), "%u",
+                     s->nnics);
+        fprintf(f,
+                "<object type=\"OSDev\" name=\"%s\" osdev_type=\"%d\"%s/>\n",
+                name, kinds[i].dev_type[d],
+                coproc ? " subtype=\"OpenCL\"" : "");
+    }
     if (kind == 'G')
         memcpy(s->gpus[s->ngpus++], pci, sizeof(pci));
-    if (kind == 'N') {
-        fprintf(f,
-                "<object type=\"OSDev\" name=\"mlx5_%u\" "
-                "osdev_type=\"3\"/>\n",
-                s->nnics);
+    if (kinds[i].nic)
         memcpy(s->nics[s->nnics++], pci, sizeof(pci));
-    }
-    if (kind == 'C')
-        fprintf(f, "<object type=\"OSDev\" name=\"opencl0d0\" "
-                   "subtype=\"OpenCL\" osdev_type=\"5\"/>\n");
     fprintf(f, "</object>\n");
 }
 
@@ -405,16 +461,30 @@ START_TEST(test_fixture_discovery_and_classes)
     expect_class(topo, 2, 1, PHB);
     expect_class(topo, 3, 0, PIX);
 
-    /* The two GPUs with one PIX NIC go first and share it; the others
-     * take the Ethernet ports and keep every NIC as a further rail. */
+    /* The InfiniBand NIC is RDMA-capable (its OpenFabrics device says
+     * so), the Ethernet pair (Intel I350) is not. */
+    ck_assert_int_eq(nic_dev(topo, 0).rdma, 1);
+    ck_assert_str_eq(nic_dev(topo, 0).rdma_why, "OpenFabrics device");
+    ck_assert_int_eq(nic_dev(topo, 1).rdma, 0);
+    ck_assert_str_eq(nic_dev(topo, 1).rdma_why, "plain ethernet");
+    ck_assert_int_eq(gpu_dev(topo, 0).rdma, 0);
+    ck_assert_str_eq(gpu_dev(topo, 0).rdma_why, "");
+
+    /* The two GPUs with one PIX NIC have it.  The others see all three
+     * NICs at one distance: the RDMA-capable one first, though it is
+     * loaded, then the Ethernet pair as further rails. */
     EXPECT_NICS(topo, 2, 0);
     EXPECT_NICS(topo, 3, 0);
-    EXPECT_NICS(topo, 0, 1, 2, 0);
-    EXPECT_NICS(topo, 1, 2, 0, 1);
+    EXPECT_NICS(topo, 0, 0, 1, 2);
+    EXPECT_NICS(topo, 1, 0, 1, 2);
     expect_reason(topo, 2, "GPU 0000:84:00.0: NIC 0000:04:00.0 (ib0, mlx5_0) "
                            "behind the same PCIe switch (PIX), shared with "
-                           "GPU 3");
-    expect_balanced(topo);
+                           "GPUs 0, 1 and 3");
+    expect_reason(topo, 1, "GPU 0000:83:00.0: NIC 0000:04:00.0 (ib0, mlx5_0) "
+                           "under the same PCIe host bridge (PHB)");
+    expect_reason(topo, 1, "; mlx5_0 (RDMA-capable: OpenFabrics device) "
+                           "before eth0 and eth1 (plain ethernet) at the "
+                           "same distance");
     ferry_topo_destroy(topo);
 }
 END_TEST
@@ -439,10 +509,17 @@ START_TEST(test_fixture_cpus_and_numa)
     expect_class(topo, 0, 1, PHB);
     expect_class(topo, 1, 0, SYS);
     expect_class(topo, 2, 1, SYS);
+    /* Both NICs are on socket 0, at one distance from each GPU: every GPU
+     * takes the InfiniBand one (mlx4_0) first, not eth0. */
     EXPECT_NICS(topo, 0, 0, 1);
-    EXPECT_NICS(topo, 1, 1, 0);
+    EXPECT_NICS(topo, 1, 0, 1);
     EXPECT_NICS(topo, 2, 0, 1);
-    expect_balanced(topo);
+    expect_reason(topo, 1, "GPU 0000:14:00.0: NIC 0000:05:00.0 (eth2, ib0, "
+                           "mlx4_0) attached to another NUMA node, across "
+                           "sockets (SYS), shared with GPUs 0 and 2; NIC "
+                           "0000:04:00.0 (eth0) as second rail; mlx4_0 "
+                           "(RDMA-capable: OpenFabrics device) before eth0 "
+                           "(plain ethernet) at the same distance");
     ferry_topo_destroy(topo);
 }
 END_TEST
@@ -539,7 +616,9 @@ START_TEST(test_fixture_host_memory)
     ck_assert_str_eq(c.reason,
                      "NUMA node 0: NICs 0000:04:00.0 (ib0, mlx5_0), "
                      "0000:81:00.0 (eth0) and 0000:81:00.1 (eth1) attached "
-                     "to another NUMA node, across sockets (SYS)");
+                     "to another NUMA node, across sockets (SYS); mlx5_0 "
+                     "(RDMA-capable: OpenFabrics device) before eth0 and "
+                     "eth1 (plain ethernet) at the same distance");
     ck_assert_int_eq(ferry_topo_host_nics(topo, 7, &c), FERRY_EINVAL);
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "NUMA node 7 is not"));
     /* The calling thread runs on this machine, not on that one. */
@@ -769,7 +848,198 @@ START_TEST(test_synth_missing_nic)
     EXPECT_NICS(topo, 0, 0);
     EXPECT_NICS(topo, 1, 1);
     ck_assert_int_eq(nic_dev(topo, 2).in_topology, 0);
+    ck_assert_int_eq(nic_dev(topo, 2).rdma, 0);
+    ck_assert_str_eq(nic_dev(topo, 2).rdma_why,
+                     "no sign of RDMA: not in the topology");
     ferry_topo_destroy(topo);
+    synth_remove(&s);
+}
+END_TEST
+
+/* ---- RDMA-capable NICs before plain ethernet ---------------------------- */
+
+static const struct {
+    char kind; /* of synth's spec */
+    int rdma;
+    const char *why;
+} nic_kinds[] = {
+    {'N', 1, "OpenFabrics device"},
+    {'E', 0, "plain ethernet"},
+    {'R', 1, "RoCE on Mellanox/NVIDIA ethernet"},
+    {'W', 1, "OpenFabrics device"},
+    {'U', 0, "plain ethernet"},
+    {'F', 1, "Amazon EFA"},
+    {'A', 0, "plain ethernet"},
+    {'B', 1, "RoCE on Broadcom BCM575xx"},
+    {'T', 0, "plain ethernet"},
+    {'I', 1, "irdma on Intel E810"},
+    {'Y', 1, "cxi on HPE Slingshot"},
+    {'O', 1, "fabric controller PCI class"},
+    {'K', 1, "InfiniBand PCI class"},
+    {'Q', 0, "no sign of RDMA"},
+};
+
+START_TEST(test_rdma_evidence)
+{
+    struct synth s;
+    struct ferry_topo_device d;
+    char spec[64];
+    ferry_topo_t *topo;
+
+    snprintf(spec, sizeof(spec), "P[" ROOT("S[S[G]S[%c]]") "]",
+             nic_kinds[_i].kind);
+    topo = synth_load(&s, spec, NULL);
+    d = nic_dev(topo, 0);
+    ck_assert_msg(d.rdma == nic_kinds[_i].rdma &&
+                      strcmp(d.rdma_why, nic_kinds[_i].why) == 0,
+                  "NIC '%c': rdma %d (%s), expected %d (%s)",
+                  nic_kinds[_i].kind, d.rdma, d.rdma_why, nic_kinds[_i].rdma,
+                  nic_kinds[_i].why);
+    ferry_topo_destroy(topo);
+    synth_remove(&s);
+}
+END_TEST
+
+START_TEST(test_rdma_first_at_same_distance)
+{
+    /* Two GPUs behind a switch with a plain NIC (eth0) and an InfiniBand
+     * one (mlx5_1): both take mlx5_1 first, though its index is higher
+     * and one of them would have had eth0 to itself. */
+    struct synth s;
+    struct ferry_topo_choice c = FERRY_TOPO_CHOICE_INIT;
+    char want[512];
+    ferry_topo_t *topo =
+        synth_load(&s, "P[" ROOT("S[S[G]S[G]S[E]S[N]]") "]", NULL);
+
+    expect_class(topo, 0, 0, PIX);
+    expect_class(topo, 0, 1, PIX);
+    EXPECT_NICS(topo, 0, 1, 0);
+    EXPECT_NICS(topo, 1, 1, 0);
+    snprintf(want, sizeof(want),
+             "GPU %s: NIC %s (mlx5_1) behind the same PCIe switch (PIX), "
+             "shared with GPU 1; NIC %s (eth0) as second rail; mlx5_1 "
+             "(RDMA-capable: OpenFabrics device) before eth0 (plain "
+             "ethernet) at the same distance",
+             s.gpus[0], s.nics[1], s.nics[0]);
+    ck_assert_str_eq(gpu_nics(topo, 0).reason, want);
+    /* Host memory too. */
+    ck_assert_int_eq(ferry_topo_host_nics(topo, 0, &c), 0);
+    ck_assert_uint_eq(c.nnics, 2);
+    ck_assert_uint_eq(c.nics[0], 1);
+    ck_assert_ptr_nonnull(strstr(c.reason, "; mlx5_1 (RDMA-capable: "
+                                           "OpenFabrics device) before eth0 "
+                                           "(plain ethernet) at the same "
+                                           "distance"));
+    ferry_topo_destroy(topo);
+    synth_remove(&s);
+}
+END_TEST
+
+START_TEST(test_rdma_nics_share_the_gpus)
+{
+    /* Two RDMA-capable NICs and a plain one behind the GPUs' switch: the
+     * RDMA ones take one GPU each, the plain one follows as last rail. */
+    struct synth s;
+    ferry_topo_t *topo =
+        synth_load(&s, "P[" ROOT("S[S[G]S[G]S[N]S[E]S[R]]") "]", NULL);
+
+    EXPECT_NICS(topo, 0, 0, 2, 1);
+    EXPECT_NICS(topo, 1, 2, 0, 1);
+    expect_reason(topo, 0, "; mlx5_0 (RDMA-capable: OpenFabrics device) and "
+                           "ens2 (RDMA-capable: RoCE on Mellanox/NVIDIA "
+                           "ethernet) before eth1 (plain ethernet) at the "
+                           "same distance");
+    expect_balanced(topo);
+    ferry_topo_destroy(topo);
+    synth_remove(&s);
+}
+END_TEST
+
+START_TEST(test_nearer_plain_nic_wins)
+{
+    /* A plain NIC behind the GPU's switch, an InfiniBand one under
+     * another host bridge of the socket: distance comes first, and the
+     * reason names the RDMA-capable NIC farther away.  The NIC map can
+     * pin it, and then says nothing of the plain one. */
+    struct synth s;
+    struct ferry_topo_choice c = FERRY_TOPO_CHOICE_INIT;
+    ferry_topo_t *topo =
+        synth_load(&s, "P[" ROOT("S[S[G]S[E]]") ROOT("S[N]") "]", NULL);
+
+    expect_class(topo, 0, 0, PIX);
+    expect_class(topo, 0, 1, NODE);
+    EXPECT_NICS(topo, 0, 0);
+    expect_reason(topo, 0, "(eth0) behind the same PCIe switch (PIX); eth0 "
+                           "(plain ethernet) is nearer than any RDMA-capable "
+                           "NIC, and distance comes first: the nearest of "
+                           "those is mlx5_1 (RDMA-capable: OpenFabrics "
+                           "device; NODE), which the NIC map can pin");
+    /* The NUMA node sees both at NODE: mlx5_1 first. */
+    ck_assert_int_eq(ferry_topo_host_nics(topo, 0, &c), 0);
+    ck_assert_uint_eq(c.nics[0], 1);
+    ferry_topo_destroy(topo);
+
+    topo = load(s.path, s.gpu_list, 1, s.nic_list, 2, "0:mlx5_1,eth0");
+    EXPECT_NICS(topo, 0, 1, 0);
+    ck_assert_ptr_null(strstr(gpu_nics(topo, 0).reason, "nearer than"));
+    ferry_topo_destroy(topo);
+    synth_remove(&s);
+}
+END_TEST
+
+START_TEST(test_rdma_nics_from_libfabric)
+{
+    /* What libfabric reports decides alone: here it says RDMA on eth0
+     * (say, soft-RoCE) and not on the ConnectX. */
+    struct synth s;
+    struct ferry_topo_config cfg = FERRY_TOPO_CONFIG_INIT;
+    const char *eth[] = {"eth0"}, *domains[] = {"mlx5_9", "mlx5_1-xrc"};
+    const char *null[] = {NULL};
+    ferry_topo_t *topo;
+
+    synth_write(&s, "P[" ROOT("S[S[G]S[E]S[N]]") "]");
+    cfg.xml = s.path;
+    cfg.nic_map = "";
+    cfg.rdma_nics = eth;
+    cfg.nrdma_nics = 1;
+    ck_assert_msg(ferry_topo_load(&cfg, &topo) == 0, "%s", ferry_last_error());
+    EXPECT_NICS(topo, 0, 0, 1);
+    ck_assert_int_eq(nic_dev(topo, 0).rdma, 1);
+    ck_assert_str_eq(nic_dev(topo, 0).rdma_why, "libfabric reports RDMA");
+    ck_assert_int_eq(nic_dev(topo, 1).rdma, 0);
+    ck_assert_str_eq(nic_dev(topo, 1).rdma_why, "libfabric reports no RDMA");
+    expect_reason(topo, 0, "; eth0 (RDMA-capable: libfabric reports RDMA) "
+                           "before mlx5_1 (libfabric reports no RDMA) at the "
+                           "same distance");
+    ferry_topo_destroy(topo);
+
+    /* An empty list: no NIC is RDMA-capable, the ranking is by load
+     * alone, and the reason says nothing of RDMA. */
+    cfg.nrdma_nics = 0;
+    ck_assert_int_eq(ferry_topo_load(&cfg, &topo), 0);
+    EXPECT_NICS(topo, 0, 0, 1);
+    ck_assert_int_eq(nic_dev(topo, 1).rdma, 0);
+    ck_assert_ptr_null(strstr(gpu_nics(topo, 0).reason, "RDMA"));
+    ferry_topo_destroy(topo);
+
+    /* A libfabric domain name with its suffix, or the PCI address; a name
+     * of no NIC is ignored. */
+    cfg.rdma_nics = domains;
+    cfg.nrdma_nics = 2;
+    ck_assert_int_eq(ferry_topo_load(&cfg, &topo), 0);
+    EXPECT_NICS(topo, 0, 1, 0);
+    ferry_topo_destroy(topo);
+    cfg.rdma_nics = &s.nic_list[1];
+    cfg.nrdma_nics = 1;
+    ck_assert_int_eq(ferry_topo_load(&cfg, &topo), 0);
+    EXPECT_NICS(topo, 0, 1, 0);
+    ck_assert_int_eq(nic_dev(topo, 0).rdma, 0);
+    ferry_topo_destroy(topo);
+
+    cfg.rdma_nics = null;
+    load_fails(&cfg, FERRY_EINVAL, "config.rdma_nics[0] is NULL");
+    cfg.rdma_nics = NULL;
+    load_fails(&cfg, FERRY_EINVAL, "config.rdma_nics[0] is NULL");
     synth_remove(&s);
 }
 END_TEST
@@ -1047,6 +1317,14 @@ static Suite *topo_suite(void)
     tcase_add_test(tc, test_synth_discovery_rules);
     tcase_add_test(tc, test_synth_missing_gpu);
     tcase_add_test(tc, test_synth_missing_nic);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rdma");
+    tcase_add_loop_test(tc, test_rdma_evidence, 0, TU_ARRAY_LEN(nic_kinds));
+    tcase_add_test(tc, test_rdma_first_at_same_distance);
+    tcase_add_test(tc, test_rdma_nics_share_the_gpus);
+    tcase_add_test(tc, test_nearer_plain_nic_wins);
+    tcase_add_test(tc, test_rdma_nics_from_libfabric);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("nic_map");

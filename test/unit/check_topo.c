@@ -1,7 +1,8 @@
 /*
  * topo module from inside: the live machine's topology keeps every I/O
  * object (hwloc's type filters), a thread bound to a PU is on that PU's
- * node, and the sysfs lookup of libfabric domain names in a fake sysfs
+ * node, every choice on the saved topologies puts RDMA-capable NICs first,
+ * and the sysfs lookup of libfabric domain names in a fake sysfs
  * (ferry__topo_domain_pci_at).  (Everything seen through the API:
  * test/api/check_topo.c.)
  */
@@ -49,6 +50,9 @@ START_TEST(test_live_machine)
 
         ck_assert_int_eq(ferry_topo_nic(topo, n, &d), 0);
         ck_assert_str_ne(d.cpus, "");
+        /* Every NIC is judged, RDMA-capable or not, with the evidence. */
+        ck_assert_str_ne(d.rdma_why, "");
+        ck_assert_int_eq(d.rdma, topo->nics[n].rdma);
     }
     ck_assert_uint_ge(info.nnuma, 1);
     ferry_topo_destroy(topo);
@@ -74,6 +78,71 @@ START_TEST(test_live_current_node)
     ck_assert_int_eq(
         ferry_topo_host_nics(topo, hwloc_bitmap_first(pu->nodeset), &node), 0);
     ck_assert_ptr_eq(mine.reason, node.reason);
+    ferry_topo_destroy(topo);
+}
+END_TEST
+
+/* ---- RDMA-capable NICs first -------------------------------------------- */
+
+/*
+ * Choice c, for a GPU whose classes are row (NULL for a NUMA node), keeps
+ * the rule: one class, RDMA-capable NICs before plain ones, and a plain
+ * primary only when no NIC at its class can do RDMA.  Returns whether it
+ * holds both kinds.
+ */
+static bool check_choice(const struct ferry_topo *t,
+                         const enum ferry_topo_class *row,
+                         const struct ferry__topo_choice *c)
+{
+    bool plain = false, rdma_near = false;
+
+    for (size_t n = 0; row != NULL && n < t->nnics; n++)
+        rdma_near |= row[n] == c->distance && t->nics[n].rdma;
+    for (size_t i = 0; i < c->n; i++) {
+        const struct ferry__topo_dev *d = &t->nics[c->nics[i]];
+
+        if (row != NULL)
+            ck_assert_int_eq(row[c->nics[i]], c->distance);
+        ck_assert_msg(!(plain && d->rdma),
+                      "RDMA-capable NIC %zu after a plain one: %s",
+                      c->nics[i], c->reason);
+        plain |= !d->rdma;
+    }
+    ck_assert_msg(c->n == 0 || t->nics[c->nics[0]].rdma || !rdma_near,
+                  "a plain primary beside an RDMA-capable NIC: %s",
+                  c->reason);
+    return c->n > 0 && t->nics[c->nics[0]].rdma && plain;
+}
+
+static const struct {
+    const char *xml;
+    bool mixed; /* some choice holds both kinds */
+} saved[] = {
+    {"16intel64-manyVFs.xml", false},
+    {"24em64t-2n6c2t-pci.xml", true},
+    {"32em64t-2n8c2t-pci-normalio.xml", true},
+};
+
+START_TEST(test_saved_choices_rdma_first)
+{
+    const char *dir = getenv("FERRY_TEST_TOPOLOGY_DIR");
+    struct ferry_topo_config cfg = FERRY_TOPO_CONFIG_INIT;
+    char path[PATH_MAX];
+    ferry_topo_t *topo = NULL;
+    bool mixed = false;
+
+    ck_assert_msg(dir != NULL, "FERRY_TEST_TOPOLOGY_DIR is not set");
+    snprintf(path, sizeof(path), "%s/%s", dir, saved[_i].xml);
+    cfg.xml = path;
+    cfg.nic_map = "";
+    ck_assert_msg(ferry_topo_load(&cfg, &topo) == 0, "%s", ferry_last_error());
+    for (size_t g = 0; g < topo->ngpus; g++)
+        mixed |= check_choice(topo, &topo->distance[g * topo->nnics],
+                              &topo->gpu_choice[g]);
+    for (size_t i = 0; i < topo->nnuma; i++)
+        mixed |= check_choice(topo, NULL, &topo->numa_choice[i]);
+    ck_assert_msg(mixed == saved[_i].mixed, "%s: %s choice mixes kinds",
+                  saved[_i].xml, mixed ? "a" : "no");
     ferry_topo_destroy(topo);
 }
 END_TEST
@@ -178,6 +247,11 @@ static Suite *topo_suite(void)
     tcase_add_test(tc, test_live_machine);
     tcase_add_test(tc, test_live_current_node);
     tcase_add_test(tc, test_domain_pci_from_sysfs);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("saved");
+    tcase_add_loop_test(tc, test_saved_choices_rdma_first, 0,
+                        TU_ARRAY_LEN(saved));
     suite_add_tcase(s, tc);
     return s;
 }
