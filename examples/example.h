@@ -43,16 +43,17 @@ static inline size_t ex_parse_size(const char *s)
 }
 
 /*
- * A config for processes on one host: the environment's provider, else
- * tcp over loopback, which always works; a target gets a progress thread.
+ * A config for processes on one host: the provider and domain come from
+ * the environment (FERRY_PROVIDER, FERRY_DOMAIN, FI_PROVIDER) like
+ * everything else, else ferry chooses by capability; the peer is reached
+ * at 127.0.0.1, so the domain that routes there (loopback) comes first.
+ * A target gets a progress thread.
  */
 static inline void ex_local_config(struct ferry_config *cfg, bool target)
 {
     ferry_config_init(cfg);
-    if (cfg->provider == NULL && getenv("FI_PROVIDER") == NULL) {
-        cfg->provider = "tcp;ofi_rxm";
-        cfg->domain = "lo";
-    }
+    if (cfg->peer_host == NULL)
+        cfg->peer_host = "127.0.0.1";
     cfg->local_only = 1;
     cfg->progress_thread = target;
 }

@@ -30,7 +30,12 @@ runs "kv_transfer (pull): OK" "$ex/kv_transfer" demo --mode pull
 runs "kv_transfer (push): OK" "$ex/kv_transfer" demo --mode push
 runs "sequence 3 complete" "$ex/kv_transfer" demo --mode push
 FERRY_PROVIDER=shm runs "demo: OK" "$ex/hello_write" demo --size 4M --iterations 2
+# The provider comes from the environment: tcp (rxm over tcp on libfabric
+# 1.17, its own tcp provider from 1.18), over loopback (the peer's route).
+FERRY_PROVIDER=tcp runs "on domain lo" "$ex/hello_write" demo --size 4M --iterations 2
+FERRY_PROVIDER=tcp runs "kv_transfer (push): OK" "$ex/kv_transfer" demo --mode push
 # No GPU here: it says so and runs on the simulated device.
 runs "verified on the device: OK" "$ex/gpu_write" --size 8M --iterations 2
+FERRY_PROVIDER=tcp runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2
 FERRY_PROVIDER=shm runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2
 exit $status

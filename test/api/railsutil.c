@@ -69,6 +69,17 @@ void why_says(ferry_context_t *ctx, const char *phrase)
 /* The fake sysfs of fake_machine. */
 static char sysfs[256];
 
+static void remove_sysfs(void)
+{
+    char cmd[sizeof(sysfs) + 16];
+
+    if (sysfs[0] == '\0')
+        return;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sysfs);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", sysfs);
+}
+
 static void link_device(const char *name, const char *target)
 {
     char path[2 * PATH_MAX], dest[PATH_MAX];
@@ -98,6 +109,9 @@ void fake_machine(struct ferry_config *cfg)
     snprintf(eth, sizeof(eth), "%s", tu_info(probe).domain);
     ferry_context_destroy(probe);
     tu_tmp_dir(sysfs, sizeof(sysfs), "ferry-sysfs");
+    /* Check forks each test and the child exits through exit(): the tree
+     * goes with the process that made it. */
+    atexit(remove_sysfs);
     link_device(eth, "pci0000:00/0000:00:04.0/0000:04:00.0");
     link_device("lo", "pci0000:00/0000:00:05.0/0000:05:00.0");
     setenv("FERRY_SYSFS_ROOT", sysfs, 1);

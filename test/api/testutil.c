@@ -322,6 +322,36 @@ size_t tu_check(const void *buf, size_t len, uint64_t seed)
     return SIZE_MAX;
 }
 
+size_t tu_assert_landed_prefix(const void *buf, const void *before,
+                               size_t len, size_t piece, uint64_t seed,
+                               const char *what)
+{
+    const uint8_t *b = buf, *old = before;
+    size_t npieces = (len + piece - 1) / piece, landed = 0;
+
+    for (size_t p = 0; p < npieces; p++) {
+        size_t at = p * piece, n = len - at < piece ? len - at : piece;
+        bool is_new = true, is_old = true;
+
+        for (size_t i = at; i < at + n && (is_new || is_old); i++) {
+            is_new &= b[i] == pattern_byte(i, seed);
+            is_old &= b[i] == old[i];
+        }
+        ck_assert_msg(is_new || is_old,
+                      "%s: piece %zu of %zu ([%zu, +%zu)) landed in part",
+                      what, p, npieces, at, n);
+        ck_assert_msg(!is_new || is_old || landed == p,
+                      "%s: piece %zu landed after piece %zu did not", what,
+                      p, landed);
+        if (is_new && landed == p)
+            landed++;
+    }
+    ck_assert_msg(landed >= 1, "%s: not even the first piece, in flight, "
+                               "landed",
+                  what);
+    return landed;
+}
+
 void tu_assert_pattern(const void *buf, size_t len, uint64_t seed,
                        const char *fmt, ...)
 {

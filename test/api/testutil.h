@@ -132,6 +132,19 @@ void tu_assert_pattern(const void *buf, size_t len, uint64_t seed,
                        const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/*
+ * What a write of pattern `seed` over buf[0, len) may leave when it was
+ * cancelled (or freed) in flight: ferry posts its pieces of `piece` bytes
+ * in order, and one the provider pushed back (-FI_EAGAIN) stays queued in
+ * ferry and is dropped by the cancel.  So buf must be some pieces of the
+ * new pattern, at least the first (it was in flight), then pieces exactly
+ * as `before` (a copy of buf taken before the write), never a piece in
+ * part.  Returns how many pieces landed; fails the test naming `what`.
+ */
+size_t tu_assert_landed_prefix(const void *buf, const void *before,
+                               size_t len, size_t piece, uint64_t seed,
+                               const char *what);
+
 /* Asserts that the last error holds every one of the given pieces (a
  * NULL-terminated list). */
 void tu_assert_sentence(const char *first, ...);

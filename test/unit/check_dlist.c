@@ -352,6 +352,8 @@ START_TEST(test_release_while_in_flight)
     ferry_prep_t *prep;
     ferry_req_t *req;
     uint32_t li[2] = {0, 1}, ri[2] = {1, 0};
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    uint8_t *before;
     uint64_t t0;
     int ret;
 
@@ -379,6 +381,9 @@ START_TEST(test_release_while_in_flight)
     ck_assert(tu_check(rr.buf + STUCK_BLOCK, 4096, 0x900000) == SIZE_MAX);
 
     /* The big block cannot land while the target sleeps. */
+    before = malloc(STUCK_BLOCK);
+    ck_assert_ptr_nonnull(before);
+    memcpy(before, rr.buf, STUCK_BLOCK);
     req = post(prep, &li[1], &ri[1], 1, NULL, prov);
     for (int i = 0; i < 1000; i++)
         ck_assert_int_ge(ferry_progress(p.init), 0);
@@ -407,11 +412,14 @@ START_TEST(test_release_while_in_flight)
     drain_both(p.init, p.target);
     ck_assert_ptr_null(ferry__xfer_of(p.init)->req.active.head);
     ck_assert_uint_eq(atomic_load(&prep->users), 0);
-    {
-        size_t bad = tu_check(rr.buf, STUCK_BLOCK, 0x900001);
-        ck_assert_msg(bad == SIZE_MAX, "%s: drained block, byte %zu", prov,
-                      bad);
-    }
+    /* What was posted landed whole; what the provider pushed back stayed
+     * queued in ferry and went with the cancel (libfabric 2.x's shm takes
+     * one 1 MiB write to a target that does not progress, then answers
+     * -FI_EAGAIN). */
+    ck_assert_int_eq(ferry_context_info(p.init, &info), 0);
+    tu_assert_landed_prefix(rr.buf, before, STUCK_BLOCK, info.max_msg_size,
+                            0x900001, prov);
+    free(before);
     release(prep);
     tl_destroy(&l);
     tl_destroy(&r);
