@@ -27,49 +27,38 @@ in_small_shm() {
 }
 
 status=0
-code=0
-in_small_shm 8m "$tool" --provider shm --local >"$tmp/full" 2>&1 || code=$?
-if test "$code" -eq 1 && grep -F "/dev/shm has only 8 MiB free of 8 MiB" "$tmp/full" >/dev/null &&
-	grep -F "shm: " "$tmp/full" >/dev/null; then
-	echo "PASS: an 8 MiB /dev/shm refuses shm, saying how much is free"
-else
-	cat "$tmp/full"
-	echo "FAIL: ferry_info --provider shm with an 8 MiB /dev/shm (exit $code)"
-	status=1
-fi
 
+# expect NAME CODE WORDS SIZE ARGS...: ferry_info ARGS, with a SIZE tmpfs
+# over /dev/shm, exits with CODE and prints WORDS.
+expect() {
+	name=$1 want=$2 words=$3 size=$4
+	shift 4
+	code=0
+	in_small_shm "$size" "$tool" "$@" >"$tmp/out" 2>&1 || code=$?
+	if test "$code" -eq "$want" && grep -F -- "$words" "$tmp/out" >/dev/null; then
+		echo "PASS: $name"
+	else
+		cat "$tmp/out"
+		echo "FAIL: $name: ferry_info $* with a $size /dev/shm exited $code" \
+			"(expected $want) or does not say \"$words\""
+		status=1
+	fi
+}
+
+expect "an 8 MiB /dev/shm refuses shm, saying how much is free" 1 \
+	"shm: /dev/shm has only 8 MiB free of 8 MiB" 8m --provider shm --local
 # Room for libfabric's own check (it offers shm) but not for ferry's: the
 # region could not grow, so ferry refuses it all the same.
-code=0
-in_small_shm 40m "$tool" --provider shm --local >"$tmp/tight" 2>&1 || code=$?
-if test "$code" -eq 1 && grep -F "/dev/shm has only 40 MiB free of 40 MiB" "$tmp/tight" >/dev/null; then
-	echo "PASS: a 40 MiB /dev/shm refuses shm too"
-else
-	cat "$tmp/tight"
-	echo "FAIL: ferry_info --provider shm with a 40 MiB /dev/shm (exit $code)"
-	status=1
-fi
-
+expect "a 40 MiB /dev/shm refuses shm too" 1 \
+	"/dev/shm has only 40 MiB free of 40 MiB" 40m --provider shm --local
 # Without naming shm, a local context falls back to another provider.
-code=0
-in_small_shm 8m "$tool" --local >"$tmp/fallback" 2>&1 || code=$?
-if test "$code" -eq 0 && grep -F "/dev/shm has only" "$tmp/fallback" >/dev/null &&
-	! grep -E "^  \* shm: " "$tmp/fallback" >/dev/null; then
-	echo "PASS: with /dev/shm full, a local context takes another provider"
-else
-	cat "$tmp/fallback"
-	echo "FAIL: ferry_info --local with an 8 MiB /dev/shm (exit $code)"
+expect "with /dev/shm full, a local context takes another provider" 0 \
+	": ferry would use this one" 8m --local
+if grep -E "^  \* shm: " "$tmp/out" >/dev/null; then
+	echo "FAIL: shm chosen with an 8 MiB /dev/shm"
 	status=1
 fi
-
 # Room enough: shm is chosen and its verdict says how much is free.
-code=0
-in_small_shm 256m "$tool" --provider shm --local >"$tmp/room" 2>&1 || code=$?
-if test "$code" -eq 0 && grep -F "/dev/shm has 256 MiB free of 256 MiB" "$tmp/room" >/dev/null; then
-	echo "PASS: a 256 MiB /dev/shm is enough, and said"
-else
-	cat "$tmp/room"
-	echo "FAIL: ferry_info --provider shm with a 256 MiB /dev/shm (exit $code)"
-	status=1
-fi
+expect "a 256 MiB /dev/shm is enough, and said" 0 \
+	"/dev/shm has 256 MiB free of 256 MiB" 256m --provider shm --local
 exit $status
