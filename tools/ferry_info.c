@@ -156,66 +156,77 @@ static void print_refusals_text(const ferry_probe_t *probe)
 }
 
 /*
- * One provider's candidates, which libfabric lists once per address of
- * each domain: its name and what it is, then each domain with its
- * fabrics (addresses), then the limits and the verdict of its best one.
+ * Whether an entry of the probe before `i` is of provider prov, and on
+ * domain `domain` when that is not NULL.
+ */
+static bool earlier_has(const ferry_probe_t *probe, size_t i,
+                        const char *prov, const char *domain)
+{
+    for (size_t k = 0; k < i; k++) {
+        struct ferry_provider_report q = FERRY_PROVIDER_REPORT_INIT;
+
+        ferry_probe_entry(probe, k, &q);
+        if (strcmp(q.provider, prov) == 0 &&
+            (domain == NULL || strcmp(q.domain, domain) == 0))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The candidates of the provider of entry `first` (its best; libfabric
+ * lists one per address of each domain): its name and what it is, then
+ * each domain with its fabrics (addresses), then the limits and the
+ * verdict of the best one.
  */
 static void print_group_text(const ferry_probe_t *probe, size_t n,
-                             const char *prov, bool *done)
+                             size_t first)
 {
     struct ferry_provider_report best = FERRY_PROVIDER_REPORT_INIT;
-    char mode[64], msg[32], domains[1024] = "";
-    bool chosen = false, first_found = false;
+    char mode[64], msg[32];
     size_t count = 0;
 
-    for (size_t i = 0; i < n; i++) {
-        struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
-        size_t used = strlen(domains);
-        bool domain_seen = false;
+    /* Entries come best first: the group's first is its best, and the
+     * chosen one is the best of all. */
+    ferry_probe_entry(probe, first, &best);
+    printf("  %s %s: %s\n      domains (fabrics): ", best.chosen ? "*" : " ",
+           best.provider, best.about);
+    for (size_t i = first; i < n; i++) {
+        struct ferry_provider_report d = FERRY_PROVIDER_REPORT_INIT;
+        const char *sep = "";
 
-        ferry_probe_entry(probe, i, &p);
-        if (done[i] || strcmp(p.provider, prov) != 0)
+        ferry_probe_entry(probe, i, &d);
+        if (strcmp(d.provider, best.provider) != 0 ||
+            earlier_has(probe, i, d.provider, d.domain))
             continue;
-        done[i] = true;
-        count++;
-        chosen |= p.chosen;
-        if (!first_found) {
-            best = p;
-            first_found = true;
-        }
-        /* This domain printed already: add the fabric to its list. */
-        for (size_t k = 0; k < i && !domain_seen; k++) {
-            struct ferry_provider_report q = FERRY_PROVIDER_REPORT_INIT;
+        /* A domain, first seen here, with every fabric (address) of it. */
+        printf("%s%s (", i > first ? ", " : "", d.domain);
+        for (size_t k = i; k < n; k++) {
+            struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
 
-            ferry_probe_entry(probe, k, &q);
-            domain_seen = strcmp(q.provider, prov) == 0 &&
-                          strcmp(q.domain, p.domain) == 0;
+            ferry_probe_entry(probe, k, &p);
+            if (strcmp(p.provider, d.provider) != 0 ||
+                strcmp(p.domain, d.domain) != 0)
+                continue;
+            printf("%s%s%s", sep, p.fabric, p.chosen ? " <- chosen" : "");
+            sep = ", ";
+            count++;
         }
-        if (domain_seen && used > 0 && domains[used - 1] == ')')
-            snprintf(domains + used - 1, sizeof(domains) - used + 1,
-                     ", %s%s)", p.fabric, p.chosen ? " <- chosen" : "");
-        else
-            snprintf(domains + used, sizeof(domains) - used, "%s%s (%s%s)",
-                     used ? ", " : "", p.domain, p.fabric,
-                     p.chosen ? " <- chosen" : "");
+        printf(")");
     }
     mr_mode_words(best.mr_mode, mode, sizeof(mode));
     size_words(best.max_msg_size, msg, sizeof(msg));
-    printf("  %s %s: %s\n"
-           "      domains (fabrics): %s\n"
-           "      mr_mode %s, %zu-byte keys, messages up to %s, %zu in "
+    printf("\n      mr_mode %s, %zu-byte keys, messages up to %s, %zu in "
            "flight%s\n"
            "      %s%s\n",
-           chosen ? "*" : " ", prov, best.about, domains, mode,
-           best.mr_key_size, msg, best.tx_depth,
+           mode, best.mr_key_size, msg, best.tx_depth,
            count > 1 ? " (its best domain)" : "", best.verdict,
-           chosen ? ": ferry would use this one" : "");
+           best.chosen ? ": ferry would use this one" : "");
 }
 
 static void print_providers(struct report *r, const ferry_probe_t *probe)
 {
     size_t n = ferry_probe_count(probe), nprov = 0;
-    bool *done = calloc(n + 1, sizeof(*done));
 
     if (r->json) {
         printf("  \"providers\": [");
@@ -227,36 +238,27 @@ static void print_providers(struct report *r, const ferry_probe_t *probe)
         }
         printf("%s],\n", n ? "\n  " : "");
         print_refusals_json(probe);
-        free(done);
         return;
     }
     for (size_t i = 0; i < n; i++) {
         struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
-        bool seen = false;
 
         ferry_probe_entry(probe, i, &p);
-        for (size_t k = 0; k < i && !seen; k++) {
-            struct ferry_provider_report q = FERRY_PROVIDER_REPORT_INIT;
-
-            ferry_probe_entry(probe, k, &q);
-            seen = strcmp(q.provider, p.provider) == 0;
-        }
-        nprov += !seen;
+        nprov += !earlier_has(probe, i, p.provider, NULL);
     }
     printf("providers ferry would consider, best first (%zu candidate%s: "
            "provider, domain and address; from %zu provider%s):\n",
            n, n == 1 ? "" : "s", nprov, nprov == 1 ? "" : "s");
-    for (size_t i = 0; i < n && done != NULL; i++) {
+    for (size_t i = 0; i < n; i++) {
         struct ferry_provider_report p = FERRY_PROVIDER_REPORT_INIT;
 
         ferry_probe_entry(probe, i, &p);
-        if (!done[i])
-            print_group_text(probe, n, p.provider, done);
+        if (!earlier_has(probe, i, p.provider, NULL))
+            print_group_text(probe, n, i);
     }
     if (n == 0)
         printf("  none\n");
     print_refusals_text(probe);
-    free(done);
 }
 
 static void print_context(struct report *r, const struct ferry_config *cfg)

@@ -17,9 +17,9 @@
 #include "base/defs.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,21 +48,6 @@ static int parse_keep(const char *v)
     return -1;
 }
 
-/* Appends to a NUL-terminated buffer, truncating. */
-static void append(char *buf, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t cap, const char *fmt, ...)
-{
-    size_t len = strlen(buf);
-    va_list ap;
-
-    if (len + 1 >= cap)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, cap - len, fmt, ap);
-    va_end(ap);
-}
-
 static void prepare(void)
 {
     const char *keep_v = getenv(KEEP_VAR);
@@ -83,46 +68,46 @@ static void prepare(void)
 
         if (v != NULL) {
             user_set_mr_cache = true;
-            append(user, sizeof(user), "%s%s=%.64s", *user ? ", " : "",
+            ferry__appendf(user, sizeof(user), "%s%s=%.64s", *user ? ", " : "",
                    name, v);
         } else if (keep > 0) {
-            append(unset, sizeof(unset), "%s%s", *unset ? " and " : "",
+            ferry__appendf(unset, sizeof(unset), "%s%s", *unset ? " and " : "",
                    name);
         } else {
             /* setenv is not thread-safe against getenv; this runs once,
              * before any libfabric call of ours, inside pthread_once. */
             setenv(name, "0", 0);
-            append(set, sizeof(set), "%s%s=0", *set ? ", " : "", name);
+            ferry__appendf(set, sizeof(set), "%s%s=0", *set ? ", " : "", name);
         }
     }
     if (user_set_mr_cache) {
         mr_cache_state = FERRY_FI_MR_CACHE_USER;
-        append(mr_cache_status, sizeof(mr_cache_status),
+        ferry__appendf(mr_cache_status, sizeof(mr_cache_status),
                "libfabric's MR cache left as the user set it (%s)", user);
         if (*set)
-            append(mr_cache_status, sizeof(mr_cache_status),
+            ferry__appendf(mr_cache_status, sizeof(mr_cache_status),
                    "; ferry set %s", set);
         if (*unset)
-            append(mr_cache_status, sizeof(mr_cache_status),
+            ferry__appendf(mr_cache_status, sizeof(mr_cache_status),
                    "; %s left unset because %s=1", unset, KEEP_VAR);
     } else if (keep > 0) {
         mr_cache_state = FERRY_FI_MR_CACHE_KEPT;
-        append(mr_cache_status, sizeof(mr_cache_status),
+        ferry__appendf(mr_cache_status, sizeof(mr_cache_status),
                "libfabric's MR cache left on because %s=1 (%s unset: "
                "libfabric's defaults)",
                KEEP_VAR, unset);
     } else {
         mr_cache_state = FERRY_FI_MR_CACHE_OFF;
-        append(mr_cache_status, sizeof(mr_cache_status),
+        ferry__appendf(mr_cache_status, sizeof(mr_cache_status),
                "ferry turned libfabric's MR cache off for this process "
                "(%s); ",
                set);
         if (keep < 0)
-            append(mr_cache_status, sizeof(mr_cache_status),
+            ferry__appendf(mr_cache_status, sizeof(mr_cache_status),
                    "%s=%.64s was ignored: 1 would leave it on", KEEP_VAR,
                    keep_v);
         else
-            append(mr_cache_status, sizeof(mr_cache_status),
+            ferry__appendf(mr_cache_status, sizeof(mr_cache_status),
                    "%s=1 leaves it on", KEEP_VAR);
     }
     FERRY_LOG_INFO("%s", mr_cache_status);

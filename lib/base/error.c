@@ -41,18 +41,13 @@ const char *ferry_last_error(void)
  */
 static void end_cleanly(char *buf, size_t cap, size_t full)
 {
-    char tail[64];
-    size_t keep, tail_len;
+    static const char tail_fmt[] = " [... %zu more characters left out]";
+    /* Room for the tail with the largest count it can hold. */
+    size_t keep = cap - 1 - (size_t)snprintf(NULL, 0, tail_fmt, full);
 
-    snprintf(tail, sizeof(tail), " [... %zu more characters left out]",
-             full);
-    tail_len = strlen(tail);
-    keep = cap - 1 - tail_len;
     while (keep > 0 && buf[keep] != ' ')
         keep--;
-    snprintf(tail, sizeof(tail), " [... %zu more characters left out]",
-             full - keep);
-    memcpy(buf + keep, tail, strlen(tail) + 1);
+    snprintf(buf + keep, cap - keep, tail_fmt, full - keep);
 }
 
 int ferry__error(int err, const char *fmt, ...)

@@ -76,9 +76,9 @@ bool ferry__fi_has_cuda(void)
 
     if (fi_getparams(&params, &n) != 0)
         return false;
+    /* Named as their variables: FI_HMEM_CUDA_USE_GDRCOPY... */
     for (int i = 0; i < n && !cuda; i++)
-        cuda = strstr(params[i].name, "HMEM_CUDA") != NULL ||
-               strstr(params[i].name, "hmem_cuda") != NULL;
+        cuda = strstr(params[i].name, "FI_HMEM_CUDA_") != NULL;
     fi_freeparams(params);
     return cuda;
 }

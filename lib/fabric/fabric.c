@@ -5,6 +5,7 @@
  */
 #include "fabric/fabric.h"
 
+#include "base/text.h"
 #include "fabric/about.h"
 
 #include <stdio.h>
@@ -220,9 +221,9 @@ static void explain_choice(struct ferry__fabric *fab,
              sel->cand[0].verdict, sel->ncand, sel->ncand == 1 ? "" : "s",
              source, rails_why);
     for (unsigned r = 1; r < fab->nrails; r++)
-        snprintf(fab->why + strlen(fab->why), sizeof(fab->why) -
-                 strlen(fab->why), "%s%s", r == 1 ? "; further rails: " : ", ",
-                 fab->rails[r].info->domain_attr->name);
+        ferry__appendf(fab->why, sizeof(fab->why), "%s%s",
+                       r == 1 ? "; further rails: " : ", ",
+                       fab->rails[r].info->domain_attr->name);
 }
 
 /*

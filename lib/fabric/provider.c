@@ -12,6 +12,7 @@
  */
 #include "fabric/provider.h"
 
+#include "base/text.h"
 #include "dev/hmem.h"
 #include "fabric/about.h"
 #include "fabric/mr_mode.h"
@@ -179,7 +180,6 @@ static int by_rank(const void *a, const void *b)
 struct rank_facts {
     const char *domain;              /* the config's domain, or NULL */
     const struct ferry__route *route; /* to the config's peer host, or NULL */
-    const char *shm_room;            /* "/dev/shm has ... free" */
 };
 
 /*
@@ -195,20 +195,21 @@ static void route_verdict(const struct rank_facts *f,
                           struct ferry__candidate *c)
 {
     const struct ferry__route *r = f->route;
-    size_t used = strlen(c->verdict);
 
     switch (ferry__route_match(r, c->info)) {
     case FERRY__ROUTE_ON:
-        snprintf(c->verdict + used, sizeof(c->verdict) - used,
-                 "; the interface that routes to peer host %s", r->host);
+        ferry__appendf(c->verdict, sizeof(c->verdict),
+                       "; the interface that routes to peer host %s",
+                       r->host);
         break;
     case FERRY__ROUTE_OFF:
         c->rank += RANK_OFF_ROUTE;
         c->off_route = true;
-        snprintf(c->verdict + used, sizeof(c->verdict) - used,
-                 "; not on the route to peer host %s (that leaves from %s%s%s)",
-                 r->host, r->local_text, r->ifname[0] ? " on " : "",
-                 r->ifname);
+        ferry__appendf(c->verdict, sizeof(c->verdict),
+                       "; not on the route to peer host %s (that leaves "
+                       "from %s%s%s)",
+                       r->host, r->local_text, r->ifname[0] ? " on " : "",
+                       r->ifname);
         break;
     default:
         break;
@@ -243,7 +244,7 @@ static int add_candidate(struct ferry__selection *sel, const struct fi_info *p,
              class_words(classify(p)),
              is_loopback(p) ? " on a loopback interface" : "",
              classify(p) == CLASS_SHM ? "; " : "",
-             classify(p) == CLASS_SHM ? f->shm_room : "");
+             classify(p) == CLASS_SHM ? sel->shm_room : "");
     if (f->route != NULL && classify(p) >= CLASS_HOST_NET)
         route_verdict(f, c);
     sel->ncand++;
@@ -297,9 +298,7 @@ static int add_candidates(const struct ferry_config *cfg,
                           const struct fi_info *infos,
                           const struct ferry__route *route, bool *shm_refused)
 {
-    char shm_room[320];
-    struct rank_facts f = {cfg->domain, route, shm_room};
-    bool shm_fits = ferry__shm_space_check(shm_room, sizeof(shm_room));
+    struct rank_facts f = {cfg->domain, route};
     int ret;
 
     for (const struct fi_info *p = infos; p != NULL; p = p->next) {
@@ -307,10 +306,10 @@ static int add_candidates(const struct ferry_config *cfg,
             *shm_refused = true;
             continue;
         }
-        if (classify(p) == CLASS_SHM && !shm_fits) {
+        if (classify(p) == CLASS_SHM && !sel->shm_fits) {
             if (!ferry__refused_already(sel, p->fabric_attr->prov_name))
                 ferry__refuse(sel, p->fabric_attr->prov_name, "%s",
-                              shm_room);
+                              sel->shm_room);
             continue;
         }
         if ((ret = add_candidate(sel, p, &f)) != 0)
@@ -329,6 +328,8 @@ int ferry__provider_select(const struct ferry_config *cfg,
 
     memset(sel, 0, sizeof(*sel));
     ferry__env_prepare();
+    sel->shm_fits = ferry__shm_space_check(sel->shm_room,
+                                           sizeof(sel->shm_room));
     if (cfg->peer_host != NULL &&
         (ret = ferry__route_to(cfg->peer_host, &route)) != 0)
         return ret;

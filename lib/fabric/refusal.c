@@ -1,13 +1,13 @@
 /*
  * Why providers were refused.  Each reason comes from asking libfabric
- * again with fewer demands, or from the filters that kept a provider out
- * (FI_PROVIDER, the config's provider name), never from an assumption
- * about a provider's name.
+ * again with fewer demands, from the filters that kept a provider out
+ * (FI_PROVIDER, the config's provider name) or from /dev/shm's room; a
+ * provider's name only chooses the words, never a verdict.
  */
 #include "fabric/refusal.h"
 
+#include "base/text.h"
 #include "fabric/mr_mode.h"
-#include "fabric/shm_space.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,14 +21,13 @@
  * at all when their device or library is missing, so their names are
  * known here to say so, and are not taken for typing mistakes.
  */
-static const char *const rdma_providers[] = {"verbs", "efa", "cxi", "psm3",
-                                             "opx"};
+static const char *const rdma_providers[] = {"verbs", "efa",  "cxi",
+                                             "psm3",  "opx", NULL};
 
 void ferry__refuse(struct ferry__selection *sel, const char *provider,
                    const char *fmt, ...)
 {
     struct ferry__refusal *r;
-    size_t used = strlen(sel->refused);
     va_list ap;
 
     if (sel->nrefusals == FERRY__MAX_REFUSALS)
@@ -38,8 +37,8 @@ void ferry__refuse(struct ferry__selection *sel, const char *provider,
     va_start(ap, fmt);
     vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
     va_end(ap);
-    snprintf(sel->refused + used, sizeof(sel->refused) - used, "%s%s: %s",
-             used ? "; " : "", r->provider, r->reason);
+    ferry__appendf(sel->refused, sizeof(sel->refused), "%s%s: %s",
+                   sel->refused[0] ? "; " : "", r->provider, r->reason);
 }
 
 bool ferry__refused_already(const struct ferry__selection *sel,
@@ -121,6 +120,15 @@ const char *ferry__nearest_name(const char *name, const char *const *names)
     return best_d <= (strlen(name) + 2) / 3 ? best : NULL;
 }
 
+/* Whether `name` is one of the NULL-terminated names. */
+static bool named_in(const char *const *names, const char *name)
+{
+    for (size_t i = 0; names[i] != NULL; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
 /* The provider names libfabric has, hooks left out, into names[]. */
 static size_t provider_names(const struct fi_info *provs, const char **names,
                              size_t cap)
@@ -130,13 +138,10 @@ static size_t provider_names(const struct fi_info *provs, const char **names,
     for (const struct fi_info *p = provs; p != NULL && n + 1 < cap;
          p = p->next) {
         const char *name = p->fabric_attr->prov_name;
-        bool dup = false;
 
-        if (name == NULL || strncmp(name, "ofi_hook_", 9) == 0)
-            continue;
-        for (size_t i = 0; i < n && !dup; i++)
-            dup = strcmp(names[i], name) == 0;
-        if (!dup)
+        names[n] = NULL;
+        if (name != NULL && strncmp(name, "ofi_hook_", 9) != 0 &&
+            !named_in(names, name))
             names[n++] = name;
     }
     names[n] = NULL;
@@ -164,10 +169,15 @@ static bool seen_provider(const struct ferry__selection *sel, const char *name)
 static void explain_one(const struct ferry_config *cfg,
                         struct ferry__selection *sel, const char *prov)
 {
-    struct fi_info *h = fi_allocinfo(), *all = NULL;
+    const char *filter = getenv("FI_PROVIDER");
+    struct fi_info *h, *all = NULL;
     uint64_t caps = 0;
 
-    if (h == NULL)
+    if (ferry__fi_provider_excludes(filter, prov)) {
+        ferry__refuse(sel, prov, "excluded by FI_PROVIDER=%s", filter);
+        return;
+    }
+    if ((h = fi_allocinfo()) == NULL)
         return;
     /* Only the endpoint type and the name: what exists at all. */
     h->ep_attr->type = FI_EP_RDM;
@@ -176,13 +186,10 @@ static void explain_one(const struct ferry_config *cfg,
     h->fabric_attr->prov_name = strdup(prov);
     if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, 0, h, &all) != 0 ||
         all == NULL) {
-        char room[320];
-
         /* libfabric's shm offers nothing when /dev/shm is nearly full
          * (1.17 on): say that rather than "no device". */
-        if (strcmp(prov, "shm") == 0 &&
-            !ferry__shm_space_check(room, sizeof(room)))
-            ferry__refuse(sel, prov, "%s", room);
+        if (strcmp(prov, "shm") == 0 && !sel->shm_fits)
+            ferry__refuse(sel, prov, "%s", sel->shm_room);
         else
             ferry__refuse(sel, prov, "no device or interface available");
         fi_freeinfo(h);
@@ -210,8 +217,7 @@ static void join_names(const char *const *names, char *buf, size_t len)
 {
     buf[0] = '\0';
     for (size_t i = 0; names[i] != NULL; i++)
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "",
-                 names[i]);
+        ferry__appendf(buf, len, "%s%s", i ? ", " : "", names[i]);
 }
 
 /*
@@ -227,15 +233,13 @@ static bool refuse_unknown(struct ferry__selection *sel, const char *who,
 
     while (*p) {
         size_t n = strcspn(p, ";,");
-        bool known = false;
 
         snprintf(part, sizeof(part), "%.*s", (int)n, p);
         p += n + (p[n] != '\0');
-        for (size_t i = 0; names[i] != NULL && !known; i++)
-            known = strcmp(names[i], part) == 0;
-        for (size_t i = 0; i < FERRY__ARRAY_LEN(rdma_providers) && !known; i++)
-            known = strcmp(rdma_providers[i], part) == 0; /* unloaded */
-        if (known || part[0] == '\0')
+        /* The RDMA providers are known even when libfabric did not load
+         * them. */
+        if (part[0] == '\0' || named_in(names, part) ||
+            named_in(rdma_providers, part))
             continue;
         near = ferry__nearest_name(part, names);
         join_names(names, have, sizeof(have));
@@ -254,29 +258,22 @@ static bool refuse_unknown(struct ferry__selection *sel, const char *who,
 static void explain_unloaded(struct ferry__selection *sel,
                              const char *const *names)
 {
-    for (size_t i = 0; i < FERRY__ARRAY_LEN(rdma_providers); i++) {
-        bool found = false;
-
-        for (size_t k = 0; names[k] != NULL && !found; k++)
-            found = strcmp(names[k], rdma_providers[i]) == 0;
-        if (!found && !seen_provider(sel, rdma_providers[i]))
+    for (size_t i = 0; rdma_providers[i] != NULL; i++)
+        if (!named_in(names, rdma_providers[i]) &&
+            !seen_provider(sel, rdma_providers[i]))
             ferry__refuse(sel, rdma_providers[i],
                           "not loaded by libfabric (no device or driver, or "
                           "not built in)");
-    }
 }
 
 /* shm was left out because peers may be remote; /dev/shm's room is said
  * too, so the report shows it whichever way shm goes. */
 static void refuse_shm_remote(struct ferry__selection *sel)
 {
-    char room[320];
-
-    ferry__shm_space_check(room, sizeof(room));
     ferry__refuse(sel, "shm",
                   "reaches only processes on this host (set local_only or "
                   "ask for it by name); %s",
-                  room);
+                  sel->shm_room);
 }
 
 /* Every loaded provider that gave nothing usable, with why. */
@@ -284,8 +281,6 @@ static void explain_all(const struct ferry_config *cfg,
                         struct ferry__selection *sel, bool shm_refused,
                         const char *const *names)
 {
-    const char *filter = getenv("FI_PROVIDER");
-
     for (size_t i = 0; names[i] != NULL; i++) {
         const char *name = names[i];
 
@@ -293,27 +288,13 @@ static void explain_all(const struct ferry_config *cfg,
             strncmp(name, "ofi_", 4) == 0 ||
             strcmp(name, "off_coll") == 0)
             continue; /* utility layers appear stacked on a core */
-        if (ferry__fi_provider_excludes(filter, name))
-            ferry__refuse(sel, name, "excluded by FI_PROVIDER=%s", filter);
-        else if (strcmp(name, "shm") == 0 && shm_refused)
+        /* Offered (FI_PROVIDER kept it), but peers may be remote. */
+        if (strcmp(name, "shm") == 0 && shm_refused)
             refuse_shm_remote(sel);
         else
             explain_one(cfg, sel, name);
     }
     explain_unloaded(sel, names);
-}
-
-/* The provider the config names exists but gave nothing. */
-static void explain_named(const struct ferry_config *cfg,
-                          struct ferry__selection *sel, const char *filter)
-{
-    if (ferry__refused_already(sel, cfg->provider))
-        return; /* shm, for want of room */
-    if (ferry__fi_provider_excludes(filter, cfg->provider))
-        ferry__refuse(sel, cfg->provider, "excluded by FI_PROVIDER=%s",
-                      filter);
-    else
-        explain_one(cfg, sel, cfg->provider);
 }
 
 void ferry__explain_refusals(const struct ferry_config *cfg,
@@ -332,9 +313,9 @@ void ferry__explain_refusals(const struct ferry_config *cfg,
         refuse_unknown(sel, "FI_PROVIDER", filter + (*filter == '^'), names);
     if (cfg->provider == NULL)
         explain_all(cfg, sel, shm_refused, names);
-    else if (sel->ncand == 0 &&
+    else if (sel->ncand == 0 && !ferry__refused_already(sel, cfg->provider) &&
              !refuse_unknown(sel, cfg->provider, cfg->provider, names))
-        explain_named(cfg, sel, filter);
+        explain_one(cfg, sel, cfg->provider);
     fi_freeinfo(provs);
     fi_freeinfo(h);
 }

@@ -35,6 +35,10 @@ struct ferry__selection {
     struct ferry__refusal refusals[FERRY__MAX_REFUSALS];
     size_t nrefusals;
     char refused[3072]; /* the same as one sentence: "verbs: ...; efa: ..." */
+    /* /dev/shm, read once per selection: whether shm has room there, and
+     * the sentence ("/dev/shm has 11.7 GiB free of 12 GiB"). */
+    bool shm_fits;
+    char shm_room[320];
 };
 
 #endif /* FERRY_FABRIC_SELECTION_H */

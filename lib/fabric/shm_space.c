@@ -3,7 +3,7 @@
  */
 #include "fabric/shm_space.h"
 
-#include "base/units.h"
+#include "base/text.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  */
 #include "testutil.h"
 
-#include "base/units.h"
+#include "base/text.h"
 #include "fabric/about.h"
 #include "fabric/provider.h"
 #include "fabric/refusal.h"

@@ -850,6 +850,33 @@ START_TEST(test_sbrk_shrink)
 }
 END_TEST
 
+/*
+ * Puts n distinct buffers of len bytes through a cache capped (by entries
+ * or by bytes) at `live` of them: each is a miss, the cache never holds
+ * more than `live`, all the others are evicted, and none is registered
+ * as a one-shot.  The buffers stay in bufs for the caller to free.
+ */
+static void put_distinct(struct rig *r, uint8_t **bufs, unsigned n,
+                         size_t len, unsigned live, const char *cap)
+{
+    struct ferry_stats s = stats(r->p.init), a;
+
+    for (unsigned i = 0; i < n; i++) {
+        bufs[i] = tu_alloc_buf(len);
+        put_check(r, bufs[i], len, i, "distinct buffer");
+        a = stats(r->p.init);
+        ck_assert_msg(a.rcache_entries <= live && a.rcache_bytes <= live * len,
+                      "%s: %llu entries of %llu bytes after %u buffers", cap,
+                      (unsigned long long)a.rcache_entries,
+                      (unsigned long long)a.rcache_bytes, i + 1);
+    }
+    a = stats(r->p.init);
+    ck_assert_uint_eq(a.rcache_misses - s.rcache_misses, n);
+    ck_assert_uint_eq(a.rcache_evictions - s.rcache_evictions, n - live);
+    ck_assert_uint_eq(a.oneshot_registrations, s.oneshot_registrations);
+    EXPECT_LIVE(r->p.init, live, live * len, cap);
+}
+
 START_TEST(test_cap_entries)
 {
     struct ferry_config cfg;
@@ -861,16 +888,7 @@ START_TEST(test_cap_entries)
     cfg.rcache_max_entries = 4;
     rig_open(&r, tu_providers[_i], &cfg, false, 4 * MiB);
     s = stats(r.p.init);
-    for (int i = 0; i < 10; i++) {
-        bufs[i] = tu_alloc_buf(4 * PG);
-        put_check(&r, bufs[i], 4 * PG, (uint64_t)i, "distinct buffer");
-        ck_assert_uint_le(stats(r.p.init).rcache_entries, 4);
-    }
-    a = stats(r.p.init);
-    ck_assert_uint_eq(a.rcache_misses - s.rcache_misses, 10);
-    ck_assert_uint_eq(a.rcache_evictions - s.rcache_evictions, 6);
-    ck_assert_uint_eq(a.oneshot_registrations, s.oneshot_registrations);
-    EXPECT_LIVE(r.p.init, 4u, 16 * PG, "4 of the 10 stay");
+    put_distinct(&r, bufs, 10, 4 * PG, 4, "rcache_max_entries = 4");
     /* Every one still transfers correctly, cached or not. */
     for (int i = 0; i < 10; i++)
         put_check(&r, bufs[i], 4 * PG, 100 + (uint64_t)i, "second round");
@@ -906,16 +924,7 @@ START_TEST(test_cap_bytes)
     EXPECT_DELTA(r.p.init, s, 0, 1, 1, "larger than the cap: a one-shot");
     EXPECT_LIVE(r.p.init, 0u, 0u, "nothing over the cap is cached");
 
-    s = stats(r.p.init);
-    for (int i = 0; i < 10; i++) {
-        bufs[i] = tu_alloc_buf(len);
-        put_check(&r, bufs[i], len, (uint64_t)i, "distinct buffer");
-        ck_assert_uint_le(stats(r.p.init).rcache_bytes, 3 * len);
-    }
-    a = stats(r.p.init);
-    ck_assert_uint_eq(a.rcache_misses - s.rcache_misses, 10);
-    ck_assert_uint_eq(a.rcache_evictions - s.rcache_evictions, 7);
-    EXPECT_LIVE(r.p.init, 3u, 3 * len, "3 of the 10 fit");
+    put_distinct(&r, bufs, 10, len, 3, "rcache_max_bytes = 3 buffers");
 
     /* Larger than the cap with a full cache: evicting cannot help. */
     s = stats(r.p.init);
@@ -959,25 +968,10 @@ START_TEST(test_env_cap_entries)
 {
     struct rig r;
     uint8_t *bufs[8];
-    struct ferry_stats s, a;
 
     setenv("FERRY_RCACHE_MAX_ENTRIES", "3", 1);
     rig_open(&r, tu_providers[_i], NULL, false, 4 * MiB);
-    s = stats(r.p.init);
-    for (int i = 0; i < 8; i++) {
-        bufs[i] = tu_alloc_buf(2 * PG);
-        put_check(&r, bufs[i], 2 * PG, (uint64_t)i, "distinct buffer");
-        ck_assert_msg(stats(r.p.init).rcache_entries <= 3,
-                      "FERRY_RCACHE_MAX_ENTRIES=3, yet %llu entries after "
-                      "%d buffers",
-                      (unsigned long long)stats(r.p.init).rcache_entries,
-                      i + 1);
-    }
-    a = stats(r.p.init);
-    ck_assert_uint_eq(a.rcache_misses - s.rcache_misses, 8);
-    ck_assert_uint_eq(a.rcache_evictions - s.rcache_evictions, 5);
-    ck_assert_uint_eq(a.oneshot_registrations, s.oneshot_registrations);
-    EXPECT_LIVE(r.p.init, 3u, 6 * PG, "3 of the 8 stay");
+    put_distinct(&r, bufs, 8, 2 * PG, 3, "FERRY_RCACHE_MAX_ENTRIES=3");
     for (int i = 0; i < 8; i++)
         tu_free_buf(bufs[i], 2 * PG);
     rig_close(&r);
@@ -990,22 +984,13 @@ START_TEST(test_env_cap_bytes)
     struct rig r;
     size_t len = 16 * PG;
     uint8_t *bufs[6], *big;
-    struct ferry_stats s, a;
+    struct ferry_stats s;
     char v[32];
 
     snprintf(v, sizeof(v), "%zu", 2 * len);
     setenv("FERRY_RCACHE_MAX_BYTES", v, 1);
     rig_open(&r, tu_providers[_i], NULL, false, 4 * MiB);
-    s = stats(r.p.init);
-    for (int i = 0; i < 6; i++) {
-        bufs[i] = tu_alloc_buf(len);
-        put_check(&r, bufs[i], len, (uint64_t)i, "distinct buffer");
-        ck_assert_uint_le(stats(r.p.init).rcache_bytes, 2 * len);
-    }
-    a = stats(r.p.init);
-    ck_assert_uint_eq(a.rcache_misses - s.rcache_misses, 6);
-    ck_assert_uint_eq(a.rcache_evictions - s.rcache_evictions, 4);
-    EXPECT_LIVE(r.p.init, 2u, 2 * len, "2 of the 6 fit");
+    put_distinct(&r, bufs, 6, len, 2, "FERRY_RCACHE_MAX_BYTES = 2 buffers");
     /* Larger than the cap: registered for its request only. */
     big = tu_alloc_buf(3 * len);
     s = stats(r.p.init);

@@ -1,9 +1,11 @@
 /*
- * Sizes in words.
+ * Text a person reads (text.h).
  */
-#include "base/units.h"
+#include "base/text.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *ferry__bytes_words(uint64_t bytes, char *buf, size_t len)
 {
@@ -21,4 +23,16 @@ const char *ferry__bytes_words(uint64_t bytes, char *buf, size_t len)
     else
         snprintf(buf, len, "%.1f %s", v, unit[u]);
     return buf;
+}
+
+void ferry__appendf(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    va_list ap;
+
+    if (used + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, cap - used, fmt, ap);
+    va_end(ap);
 }

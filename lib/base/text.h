@@ -1,0 +1,19 @@
+/*
+ * Text a person reads: sizes in words ("12.5 GiB"), and sentences built
+ * piece by piece in a fixed buffer.
+ */
+#ifndef FERRY_BASE_TEXT_H
+#define FERRY_BASE_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* bytes in binary units with one decimal where it matters, into buf. */
+const char *ferry__bytes_words(uint64_t bytes, char *buf, size_t len);
+
+/* Appends to the NUL-terminated text in buf[cap], cutting what does not
+ * fit; a full buffer is left as it is. */
+void ferry__appendf(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif /* FERRY_BASE_TEXT_H */
