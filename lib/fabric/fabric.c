@@ -7,6 +7,7 @@
 
 #include "base/text.h"
 #include "fabric/about.h"
+#include "fabric/shm_loop.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,7 @@ static void rail_close(struct ferry__rail *rail)
      * open endpoints (-FI_EBUSY). */
     if (rail->ep)
         fi_close(&rail->ep->fid);
+    ferry__shm_loop_forget(rail->info);
     if (rail->cq)
         fi_close(&rail->cq->fid);
     if (rail->av)

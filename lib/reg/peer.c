@@ -7,6 +7,7 @@
 #include "reg/peer.h"
 
 #include "base/blob.h"
+#include "fabric/shm_loop.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,8 @@ static int insert_addresses(struct ferry__reg *reg,
                 "the same family on both sides",
                 i, format_name(fmt), rail->info->domain_attr->name,
                 format_name(rail->info->addr_format));
+        if ((ret = ferry__shm_loop_admit(rail->info, name, len)))
+            return ret;
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
         if (ret != 1)
             return ferry__error(FERRY_EPROVIDER,

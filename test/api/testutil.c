@@ -26,7 +26,7 @@ void tu_clear_ferry_env(void)
         "FERRY_MAX_RAILS",          "FERRY_TIMEOUT_MS",
         "FERRY_STAGING_BUFFERS",    "FERRY_STAGING_CHUNK",
         "FERRY_RCACHE_MAX_ENTRIES", "FERRY_RCACHE_MAX_BYTES",
-        "FERRY_KEEP_FI_MR_CACHE"};
+        "FERRY_KEEP_FI_MR_CACHE",   "FERRY_SHM_LOOP_FAULT"};
 
     for (size_t i = 0; i < TU_ARRAY_LEN(vars); i++)
         unsetenv(vars[i]);

@@ -3,7 +3,8 @@
  * real contexts and built by hand, every truncation and corruption refused
  * (never a crash or an over-read) and leaving no peer behind, provider and
  * address-family mismatches named on both sides, removal while remote
- * regions are held, and the context's list of peers.  (A remote-key blob
+ * regions are held, the context's list of peers, and two shm contexts of
+ * one process never connected both ways where libfabric crashes on it.  (A remote-key blob
  * as an address, removing NULL and destruction with regions held, through
  * the API: test/api/check_peer.c.)
  */
@@ -11,6 +12,7 @@
 
 #include "reg/peer.h"
 #include "base/blob.h"
+#include "fabric/shm_loop.h"
 
 #include <rdma/fi_cm.h>
 
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TCP "tcp;ofi_rxm"
 
@@ -522,6 +525,116 @@ START_TEST(test_peers_closed_with_context)
 }
 END_TEST
 
+/* ---- shm endpoints of this process, both ways (shm_loop.h) -------------- */
+
+/* An shm endpoint's fi_info as fabric.c leaves it, named name. */
+static struct fi_info *shm_info(const char *name)
+{
+    struct fi_info *info = fi_allocinfo();
+
+    ck_assert_ptr_nonnull(info);
+    info->ep_attr->protocol = FI_PROTO_SHM;
+    info->addr_format = FI_ADDR_STR;
+    info->src_addr = strdup(name);
+    info->src_addrlen = strlen(name) + 1;
+    return info;
+}
+
+static int admit(const struct fi_info *info, const char *peer)
+{
+    return ferry__shm_loop_admit(info, peer, strlen(peer) + 1);
+}
+
+START_TEST(test_shm_loop_rule)
+{
+    char a[64], b[64], far[64], b_url[80];
+    struct fi_info *ia, *ib, *tcp;
+
+    snprintf(a, sizeof(a), "ferry_%d_1a_0", (int)getpid());
+    snprintf(b, sizeof(b), "ferry_%d_1b_1", (int)getpid());
+    snprintf(b_url, sizeof(b_url), "fi_shm://%s", b);
+    /* Another process's endpoint: pid 1 is init, never this test. */
+    snprintf(far, sizeof(far), "ferry_1_1c_2");
+    ia = shm_info(a);
+    ib = shm_info(b);
+    tcp = shm_info(a);
+    tcp->ep_attr->protocol = FI_PROTO_RXM;
+    setenv("FERRY_SHM_LOOP_FAULT", "1", 1);
+
+    ck_assert_int_eq(admit(ia, b_url), 0); /* a -> b, URL form */
+    ck_assert_int_eq(admit(ia, b), 0);     /* again: the same direction */
+    ck_assert_int_eq(admit(ia, a), 0);     /* to itself */
+    ck_assert_int_eq(admit(ib, a), FERRY_ENOTSUP);
+    tu_assert_sentence("this same process", "both ways",
+                       "FERRY_PROVIDER=tcp", NULL);
+    ck_assert_int_eq(admit(ib, far), 0); /* not this process */
+    ck_assert_int_eq(admit(tcp, b), 0);  /* not shm */
+
+    /* Once a's endpoint closes, b may reach a new endpoint of that name. */
+    ferry__shm_loop_forget(ia);
+    ck_assert_int_eq(admit(ib, a), 0);
+    ck_assert_int_eq(admit(ia, b), FERRY_ENOTSUP);
+
+    /* A libfabric without the fault admits both ways. */
+    setenv("FERRY_SHM_LOOP_FAULT", "0", 1);
+    ck_assert(!ferry__shm_loop_faulty(ia));
+    ck_assert_int_eq(admit(ia, b), 0);
+    unsetenv("FERRY_SHM_LOOP_FAULT");
+    ck_assert(ferry__shm_loop_faulty(ia) ==
+              FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)));
+    ck_assert(!ferry__shm_loop_faulty(tcp));
+
+    ferry__shm_loop_forget(ia);
+    ferry__shm_loop_forget(ib);
+    fi_freeinfo(ia);
+    fi_freeinfo(ib);
+    fi_freeinfo(tcp);
+}
+END_TEST
+
+/* Through ferry_peer_add: the second direction between two shm contexts
+ * of this process is refused whole (no peer left behind, the first
+ * direction still carries data); tcp contexts connect both ways. */
+START_TEST(test_shm_both_ways_refused)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_pair p;
+    ferry_peer_t *back = UNTOUCHED;
+    uint8_t addr[512], *src = tu_alloc_buf(4096), *dst = tu_alloc_buf(4096);
+    size_t len;
+    int ret;
+
+    setenv("FERRY_SHM_LOOP_FAULT", "1", 1);
+    tu_pair_open(&p, prov, NULL); /* init -> target */
+    len = address_of(p.init, addr, sizeof(addr));
+    ret = ferry_peer_add(p.target, addr, len, &back);
+    if (strcmp(prov, "shm") == 0) {
+        ck_assert_int_eq(ret, FERRY_ENOTSUP);
+        tu_assert_sentence("both ways", NULL);
+        ck_assert_ptr_eq(back, UNTOUCHED);
+        peer_count_is(p.target, 0);
+    } else {
+        ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
+        peer_count_is(p.target, 1);
+    }
+    {
+        ferry_mem_t *md = tu_register(p.target, dst, 4096,
+                                      FERRY_ACCESS_REMOTE_WRITE);
+        ferry_rmem_t *rd = tu_share(md, p.peer);
+        struct ferry_iov iov = {.local = src, .rmem = rd, .len = 4096};
+
+        tu_fill(src, 4096, 77);
+        tu_xfer_ok(p.peer, true, &iov, 1, "init -> target");
+        tu_assert_pattern(dst, 4096, 77, "%s: init -> target", prov);
+        ck_assert_int_eq(ferry_rmem_free(rd), 0);
+        ck_assert_int_eq(ferry_mem_deregister(md), 0);
+    }
+    tu_pair_close(&p);
+    tu_free_buf(src, 4096);
+    tu_free_buf(dst, 4096);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
     Suite *s = suite_create("peer");
@@ -555,6 +668,11 @@ static Suite *peer_suite(void)
     tcase_add_test(tc, test_remove_keeps_the_others);
     tcase_add_loop_test(tc, test_peers_closed_with_context, 0,
                         (int)tu_nproviders);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("shm_loop");
+    tcase_add_test(tc, test_shm_loop_rule);
+    tcase_add_loop_test(tc, test_shm_both_ways_refused, 0, (int)tu_nproviders);
     suite_add_tcase(s, tc);
     return s;
 }

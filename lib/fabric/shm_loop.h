@@ -1,0 +1,40 @@
+/*
+ * Two shm endpoints of one process, connected both ways.
+ *
+ * From libfabric 2.5 (the rewritten shm provider) to at least its main
+ * branch of August 2026, the endpoint that connects first to another
+ * endpoint of the same process never learns where that endpoint's region
+ * lies in its address space (smr_map_to_region returns early for a name
+ * of this process and skips smr_map_to_endpoint, and the other side never
+ * sends the connection request that would fill it in).  The first command
+ * the other side then sends it with SMR_RETURN_CMD -- any send asking for
+ * FI_DELIVERY_COMPLETE, any write above 4 KiB -- carries an offset where
+ * an address belongs, and the receiver dies of SIGSEGV in
+ * smr_progress_cmd.  One direction works; the second is refused here,
+ * before it can crash.
+ */
+#ifndef FERRY_FABRIC_SHM_LOOP_H
+#define FERRY_FABRIC_SHM_LOOP_H
+
+#include "base/ferry-internal.h"
+
+/*
+ * Whether the running libfabric has that fault: its shm provider from
+ * 2.5 on.  FERRY_SHM_LOOP_FAULT=0 or 1 overrides (to test either side).
+ */
+bool ferry__shm_loop_faulty(const struct fi_info *info);
+
+/*
+ * Called before the endpoint opened from info inserts the address peer
+ * (len bytes, as the peer's fi_getname gave it).  When both are shm
+ * endpoints of this process and the peer already reaches this endpoint,
+ * refuses with FERRY_ENOTSUP and a sentence that says why and what to do;
+ * otherwise remembers that this endpoint reaches peer and returns 0.
+ */
+int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
+                          size_t len);
+
+/* Forgets every connection to or from info's endpoint (it is closing). */
+void ferry__shm_loop_forget(const struct fi_info *info);
+
+#endif /* FERRY_FABRIC_SHM_LOOP_H */
