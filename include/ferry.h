@@ -144,6 +144,17 @@ struct ferry_config {
      * says so.  NULL: FERRY_PEER_HOST, else no preference.
      */
     const char *peer_host;
+    /*
+     * Liveness (docs/semantics.md): a peer ferry waits on -- requests to
+     * it, ferry_counter_wait_peer, ferry_peer_watch -- that shows no sign
+     * of life for this long is declared dead (or unreachable, if it never
+     * answered), and everything waiting on it ends with FERRY_EPEERDEAD.
+     * Completions are signs of life; when there are none, ferry sends a
+     * small heartbeat.  Default 2000; 0 turns liveness off (requests then
+     * end by their deadline).  FERRY_LIVENESS_MS sets it.  It must exceed
+     * the time one operation (max_msg_size bytes) takes on the link.
+     */
+    unsigned liveness_ms;
 };
 
 /*
@@ -311,6 +322,39 @@ FERRY_API int ferry_peer_add(ferry_context_t *ctx, const void *addr,
  */
 FERRY_API int ferry_peer_remove(ferry_peer_t *peer);
 
+/*
+ * A peer's state.  CONNECTING: added, never heard from yet.  UP: it
+ * answered.  UNREACHABLE: waited on for config.liveness_ms without ever
+ * answering (nothing listens at its address, or no route).  DEAD: it had
+ * answered, then its connection was reset or it went silent for
+ * liveness_ms while waited on.  The last two are final: requests to the
+ * peer end with FERRY_EPEERDEAD and new ones are refused with it; a peer
+ * that comes back is added again (ferry_peer_add gives a new handle).
+ */
+enum ferry_peer_state {
+    FERRY_PEER_CONNECTING = 0,
+    FERRY_PEER_UP = 1,
+    FERRY_PEER_UNREACHABLE = 2,
+    FERRY_PEER_DEAD = 3,
+};
+
+/*
+ * The peer's state, and into why (len bytes, may be NULL) the sentence
+ * that says what was seen ("no sign of life for 2013 ms: 3 heartbeats
+ * unanswered").  Returns 0 or FERRY_EHANDLE.
+ */
+FERRY_API int ferry_peer_state(ferry_peer_t *peer,
+                               enum ferry_peer_state *state, char *why,
+                               size_t len);
+
+/*
+ * Keeps checking the peer's liveness while nothing else waits on it (on:
+ * 1; off: 0), so that its death is noticed and delivered as a
+ * FERRY_NOTIFICATION_PEER_DOWN event (ferry_notify_poll): how a target
+ * learns that an initiator it serves is gone.  Returns 0 or FERRY_EHANDLE.
+ */
+FERRY_API int ferry_peer_watch(ferry_peer_t *peer, int on);
+
 enum ferry_mem_kind {
     FERRY_MEM_HOST = 0,
     FERRY_MEM_CUDA = 1,
@@ -372,6 +416,10 @@ struct ferry_stats {
     /* Notifications sent as the remote CQ data of their request's last
      * write rather than as messages (docs/semantics.md). */
     uint64_t notifications_in_writes;
+    /* Liveness (config.liveness_ms): heartbeats sent (none while
+     * completions come), peers declared dead or unreachable. */
+    uint64_t heartbeats;
+    uint64_t peers_declared;
 };
 #define FERRY_STATS_INIT {.size = sizeof(struct ferry_stats)}
 
@@ -582,9 +630,23 @@ FERRY_API int ferry_xfer_release(ferry_prep_t *prep);
  * delivered too.  The receiving context queues notifications in arrival
  * order and adds each value to a counter per id.
  */
+enum ferry_notification_kind {
+    /* {id, value} delivered after the request's data. */
+    FERRY_NOTIFICATION_DATA = 0,
+    /* The sender's request that was to deliver {id, value} ended without
+     * it (cancelled, or past its deadline): nothing more comes for it.
+     * Waits on counter id end with FERRY_EABORTED until it is reset. */
+    FERRY_NOTIFICATION_ABORT = 1,
+    /* peer was declared dead or unreachable (ferry_peer_state says why);
+     * id and value are 0. */
+    FERRY_NOTIFICATION_PEER_DOWN = 2,
+};
+
 struct ferry_notification {
     uint64_t id;
     uint64_t value;
+    enum ferry_notification_kind kind;
+    ferry_peer_t *peer; /* PEER_DOWN: the peer; otherwise NULL */
 };
 
 /*
@@ -605,13 +667,22 @@ FERRY_API int ferry_notify_poll(ferry_context_t *ctx,
 FERRY_API int ferry_counter_get(ferry_context_t *ctx, uint64_t id,
                                 uint64_t *value);
 /*
- * Waits until the sum for id reaches at least expected.  Returns 0, or
+ * Waits until the sum for id reaches at least expected.  Returns 0,
  * FERRY_ETIMEDOUT after timeout_ms (< 0: no limit) with the sum reached in
- * the sentence.
+ * the sentence, or FERRY_EABORTED when a sender abandoned a transfer that
+ * was to add to id (FERRY_NOTIFICATION_ABORT).
  */
 FERRY_API int ferry_counter_wait(ferry_context_t *ctx, uint64_t id,
                                  uint64_t expected, int timeout_ms);
-/* Sets the sum for id back to 0 (to reuse an id).  Returns 0. */
+/*
+ * The same, for values peer sends: while it waits, ferry checks that peer
+ * is alive (config.liveness_ms), and the wait ends with FERRY_EPEERDEAD
+ * as soon as the peer is declared dead or unreachable.
+ */
+FERRY_API int ferry_counter_wait_peer(ferry_peer_t *peer, uint64_t id,
+                                      uint64_t expected, int timeout_ms);
+/* Sets the sum for id back to 0 and forgets an abort (to reuse an id).
+ * Returns 0. */
 FERRY_API int ferry_counter_reset(ferry_context_t *ctx, uint64_t id);
 
 /*

@@ -214,6 +214,8 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     out.staged_max_in_flight = x->stage.max_in_flight;
     out.mirror_syncs = x->stage.mirror_syncs;
     out.notifications_in_writes = x->req.notifications_in_writes;
+    out.heartbeats = x->live.heartbeats;
+    out.peers_declared = x->live.peers_declared;
     ferry__lock_release(&x->reg.fab.lock);
     /* Only as much as the caller's struct holds. */
     memcpy(stats, &out, out.size);

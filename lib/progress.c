@@ -14,14 +14,15 @@
 #include <rdma/fi_eq.h>
 
 #include "fabric/rails.h"
+#include "xfer/live.h"
 #include "xfer/notify.h"
 #include "xfer/stage.h"
 #include "xfer/xfer.h"
 
 #define CQ_BATCH 32
-/* Progress calls without completions after which a rail refused with
- * -FI_EAGAIN is tried again anyway. */
-#define EAGAIN_RETRY_POLLS 4
+/* Progress calls without completions after which a rail's epoch moves
+ * anyway, so that peers the provider pushed back try again (live.h). */
+#define EPOCH_IDLE_POLLS 4
 /* Progress-thread idling: spin this long after the last work, then nap. */
 #define IDLE_SPIN_NS (100u * 1000u * 1000u)
 #define IDLE_NAP_NS (100u * 1000u)
@@ -117,7 +118,7 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
 /* Returns how many requests are still in progress after the visit. */
 static unsigned visit_active(struct ferry_context *ctx)
 {
-    uint64_t now = 0;
+    uint64_t now = ctx->xfer.live.now_ns;
     struct ferry_req *req = ctx->xfer.req.active.head;
     unsigned running = 0;
 
@@ -126,9 +127,6 @@ static unsigned visit_active(struct ferry_context *ctx)
         struct ferry_req *next = req->next;
         bool freed;
 
-        /* The clock is read once per call, and only if a deadline needs it. */
-        if (req->deadline_ns != 0 && now == 0)
-            now = ferry__now_coarse_ns();
         if (req->status == FERRY_EINPROGRESS && req->deadline_ns != 0 &&
             now >= req->deadline_ns)
             ferry__req_end(req, FERRY_ETIMEDOUT,
@@ -195,6 +193,9 @@ int ferry__progress_locked(struct ferry_context *ctx)
     int total = 0, err = 0;
 
     FERRY__ASSERT_LOCKED(&fab->lock);
+    /* One clock reading serves the call: signs of life, deadlines and the
+     * liveness pass. */
+    ferry__live_clock(ferry__xfer_of(ctx), ferry__now_coarse_ns());
     for (unsigned i = 0; i < fab->nrails; i++) {
         struct ferry__rail *rail = &fab->rails[i];
         struct ferry__txq *tx = ferry__txq_of(ferry__xfer_of(ctx), rail);
@@ -204,17 +205,17 @@ int ferry__progress_locked(struct ferry_context *ctx)
             err = n;
         else
             total += n;
-        /* A rail whose provider said -FI_EAGAIN is tried again once
-         * completions made room, or after a few calls in case what it
-         * waited for was not one of ours. */
-        if (tx->post_blocked &&
-            (n > 0 || ++tx->blocked_polls >= EAGAIN_RETRY_POLLS)) {
-            tx->post_blocked = false;
-            tx->blocked_polls = 0;
+        /* Peers the provider pushed back post again once completions
+         * made room, or after a few calls in case what they waited for
+         * was not one of ours (a connection being made). */
+        if (n > 0 || ++tx->idle_polls >= EPOCH_IDLE_POLLS) {
+            tx->epoch++;
+            tx->idle_polls = 0;
         }
     }
     if (ferry__stage_progress(ferry__xfer_of(ctx)))
         ferry__notify_release_held(ferry__xfer_of(ctx));
+    ferry__live_pass(ferry__xfer_of(ctx));
     /* Deadlines are enforced even when a CQ keeps failing. */
     ctx->xfer.req.running = visit_active(ctx);
     return err != 0 ? err : total;
@@ -317,10 +318,20 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
     return (int)n;
 }
 
+/* Progresses, then reads id's sum and abort; under the lock. */
+static int counter_read(ferry_context_t *ctx, uint64_t id, uint64_t *value,
+                        int *aborted)
+{
+    int ret = progress_poll(ctx);
+
+    *value = ferry__counter_sum(ferry__xfer_of(ctx), id, aborted);
+    return ret < 0 ? ret : 0;
+}
+
 int ferry_counter_get(ferry_context_t *ctx, uint64_t id, uint64_t *value)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
-    int ret;
+    int ret, aborted;
 
     ferry__error_clear();
     if ((ret = ferry__check_ctx(ctx, "ferry_counter_get")))
@@ -328,15 +339,43 @@ int ferry_counter_get(ferry_context_t *ctx, uint64_t id, uint64_t *value)
     if (value == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_counter_get: value is NULL");
     ferry__lock_acquire(&fab->lock);
-    ret = progress_poll(ctx);
-    *value = ferry__counter_sum(ferry__xfer_of(ctx), id);
+    ret = counter_read(ctx, id, value, &aborted);
     ferry__lock_release(&fab->lock);
-    return ret < 0 ? ret : 0;
+    return ret;
 }
 
-int ferry_counter_wait(ferry_context_t *ctx, uint64_t id, uint64_t expected,
-                       int timeout_ms)
+/*
+ * One look of a counter wait, under the lock: 0 when reached, the error
+ * that ends the wait, or FERRY_EINPROGRESS.
+ */
+static int counter_look(ferry_context_t *ctx, struct ferry_peer *peer,
+                        uint64_t id, uint64_t expected, uint64_t *value)
 {
+    int ret, aborted;
+
+    if ((ret = counter_read(ctx, id, value, &aborted)) != 0)
+        return ret;
+    if (*value >= expected)
+        return 0;
+    if (aborted != 0)
+        return ferry__error(FERRY_EABORTED,
+                            "counter %llu reached %llu of %llu, and a sender "
+                            "abandoned a transfer that was to add to it "
+                            "(it ended with: %s); reset the counter to use "
+                            "the id again",
+                            (unsigned long long)id, (unsigned long long)*value,
+                            (unsigned long long)expected,
+                            ferry_strerror(aborted));
+    if (peer != NULL && (ret = ferry__live_check_peer(peer,
+                                                      "ferry_counter_wait_peer")))
+        return ret;
+    return FERRY_EINPROGRESS;
+}
+
+static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
+                        uint64_t id, uint64_t expected, int timeout_ms)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
     uint64_t until = timeout_ms < 0
                          ? 0
                          : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
@@ -344,23 +383,55 @@ int ferry_counter_wait(ferry_context_t *ctx, uint64_t id, uint64_t expected,
     unsigned spins = 0;
     int ret;
 
+    ferry__lock_acquire(&fab->lock);
+    if (peer != NULL)
+        peer->live.waiters++;
     for (;;) {
-        if ((ret = ferry_counter_get(ctx, id, &value)))
-            return ret;
-        if (value >= expected)
-            return 0;
+        if ((ret = counter_look(ctx, peer, id, expected, &value)) !=
+            FERRY_EINPROGRESS)
+            break;
         /* The coarse clock lags the precise one the deadline was taken
          * from: the wait is never cut short, at most a tick long. */
-        if (until != 0 && ferry__now_coarse_ns() >= until)
-            return ferry__error(FERRY_ETIMEDOUT,
-                                "counter %llu reached %llu of %llu within "
-                                "%d ms: notifications are missing (a peer "
-                                "failed or has not sent them yet)",
-                                (unsigned long long)id,
-                                (unsigned long long)value,
-                                (unsigned long long)expected, timeout_ms);
+        if (until != 0 && ferry__now_coarse_ns() >= until) {
+            ret = ferry__error(FERRY_ETIMEDOUT,
+                               "counter %llu reached %llu of %llu within "
+                               "%d ms: notifications are missing (a peer "
+                               "failed or has not sent them yet)",
+                               (unsigned long long)id,
+                               (unsigned long long)value,
+                               (unsigned long long)expected, timeout_ms);
+            break;
+        }
+        ferry__lock_release(&fab->lock);
         progress_pause(ctx, ++spins);
+        ferry__lock_acquire(&fab->lock);
     }
+    if (peer != NULL)
+        peer->live.waiters--;
+    ferry__lock_release(&fab->lock);
+    return ret;
+}
+
+int ferry_counter_wait(ferry_context_t *ctx, uint64_t id, uint64_t expected,
+                       int timeout_ms)
+{
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_counter_wait")))
+        return ret;
+    return counter_wait(ctx, NULL, id, expected, timeout_ms);
+}
+
+int ferry_counter_wait_peer(ferry_peer_t *peer, uint64_t id,
+                            uint64_t expected, int timeout_ms)
+{
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_counter_wait_peer")))
+        return ret;
+    return counter_wait(peer->ctx, peer, id, expected, timeout_ms);
 }
 
 /* ---- the progress thread ------------------------------------------------- */

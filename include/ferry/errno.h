@@ -40,7 +40,11 @@
     X(EPROVIDER, -(FERRY__OWN_ERRNO_BASE + 4),                               \
       "libfabric provider call failed")                                      \
     X(EHANDLE, -(FERRY__OWN_ERRNO_BASE + 5),                                 \
-      "handle is of the wrong type or belongs to another context")
+      "handle is of the wrong type or belongs to another context")             \
+    X(EPEERDEAD, -(FERRY__OWN_ERRNO_BASE + 6),                               \
+      "peer declared dead or unreachable")                                   \
+    X(EABORTED, -(FERRY__OWN_ERRNO_BASE + 7),                                \
+      "the sender abandoned the notified transfer")
 
 enum ferry_errno {
 #define FERRY__ERRNO_ENUM(name, value, text) FERRY_##name = (value),

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define DEFAULT_TIMEOUT_MS 60000
+#define DEFAULT_LIVENESS_MS 2000
 #define DEFAULT_RCACHE_ENTRIES 16384
 #define DEFAULT_RCACHE_BYTES (64ull << 30)
 #define DEFAULT_STRIPE_THRESHOLD (128u << 10)
@@ -80,6 +81,7 @@ static void config_defaults(struct ferry_config *cfg)
     cfg->max_rails = 1;
     cfg->mr_mode_offer = FERRY_MR_ALL;
     cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
+    cfg->liveness_ms = DEFAULT_LIVENESS_MS;
     cfg->registration_cache = 1;
     cfg->rcache_max_entries = DEFAULT_RCACHE_ENTRIES;
     cfg->rcache_max_bytes = DEFAULT_RCACHE_BYTES;
@@ -112,6 +114,11 @@ int ferry_config_init(struct ferry_config *cfg)
         return ret;
     if (ret > 0)
         cfg->timeout_ms = (int)n;
+    ret = env_uint("FERRY_LIVENESS_MS", 0, INT_MAX, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->liveness_ms = (unsigned)n;
     ret = env_uint("FERRY_STAGING_BUFFERS", 1, MAX_STAGING_BUFFERS, &n);
     if (ret < 0)
         return ret;
@@ -192,6 +199,11 @@ int ferry__config_adopt(struct ferry__fabric *fab,
                             "config.timeout_ms is %d; use 0 (no deadline) "
                             "or a positive number of milliseconds",
                             cfg->timeout_ms);
+    if (cfg->liveness_ms > INT_MAX)
+        return ferry__error(FERRY_EINVAL,
+                            "config.liveness_ms is %u; use 0 (off) or up to "
+                            "%d milliseconds",
+                            cfg->liveness_ms, INT_MAX);
     if (cfg->staging_buffers < 1 || cfg->staging_buffers > MAX_STAGING_BUFFERS ||
         cfg->staging_chunk < 4096 || cfg->staging_chunk > (1u << 30))
         return ferry__error(FERRY_EINVAL,

@@ -142,6 +142,16 @@ int ferry_peer_add(ferry_context_t *ctx, const void *addr, size_t len,
     return 0;
 }
 
+void ferry__peer_drop_addresses(struct ferry__reg *reg,
+                                struct ferry_peer *peer)
+{
+    for (unsigned i = 0; i < reg->fab.nrails; i++) {
+        if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL && reg->fab.rails[i].av)
+            fi_av_remove(reg->fab.rails[i].av, &peer->fi_addr[i], 1, 0);
+        peer->fi_addr[i] = FI_ADDR_NOTAVAIL;
+    }
+}
+
 /* Unlinks and frees; under the lock. */
 static void peer_release(struct ferry__reg *reg, struct ferry_peer *peer)
 {
@@ -151,9 +161,7 @@ static void peer_release(struct ferry__reg *reg, struct ferry_peer *peer)
             break;
         }
     }
-    for (unsigned i = 0; i < reg->fab.nrails; i++)
-        if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL && reg->fab.rails[i].av)
-            fi_av_remove(reg->fab.rails[i].av, &peer->fi_addr[i], 1, 0);
+    ferry__peer_drop_addresses(reg, peer);
     peer->magic = FERRY__MAGIC_DEAD;
     free(peer);
 }
@@ -161,7 +169,7 @@ static void peer_release(struct ferry__reg *reg, struct ferry_peer *peer)
 int ferry_peer_remove(ferry_peer_t *peer)
 {
     struct ferry__reg *reg;
-    unsigned held;
+    unsigned held, busy;
     int ret;
 
     ferry__error_clear();
@@ -172,9 +180,17 @@ int ferry_peer_remove(ferry_peer_t *peer)
     reg = ferry__reg_of(peer->ctx);
     ferry__lock_acquire(&reg->fab.lock);
     held = ferry__users_read(&peer->rmem_count, &reg->fab.lock);
-    if (held == 0)
+    busy = peer->live.running + peer->live.waiters + peer->live.ops_out;
+    if (held == 0 && busy == 0)
         peer_release(reg, peer);
     ferry__lock_release(&reg->fab.lock);
+    if (busy != 0)
+        return ferry__error(FERRY_EBUSY,
+                            "ferry_peer_remove: requests to this peer are "
+                            "still running, operations to it are still out, "
+                            "or a counter wait is on it (%u in all); let "
+                            "them end (or cancel and free them) first",
+                            busy);
     if (held != 0)
         return ferry__error(FERRY_EBUSY,
                             "ferry_peer_remove: %u remote region%s imported "

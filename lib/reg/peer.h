@@ -7,13 +7,44 @@
 
 #include "reg/part.h"
 
+/*
+ * What the transfer layer keeps per peer for liveness and flow control
+ * (xfer/live.c reads and writes it; peer.c only starts it).  Under the
+ * lock.
+ */
+struct ferry__peer_live {
+    enum ferry_peer_state state;
+    char why[200];          /* what made it UNREACHABLE or DEAD */
+    uint64_t last_heard_ns; /* its last sign of life (0: never) */
+    uint64_t wait_since_ns; /* when ferry began waiting on it (0: idle) */
+    unsigned running;       /* its requests still in progress */
+    unsigned waiters;       /* ferry_counter_wait_peer calls on it */
+    bool watched;           /* ferry_peer_watch */
+    bool addresses_dropped; /* gone, and out of the address vectors */
+    unsigned ops_out;       /* its operations the provider still holds */
+    bool ping_out;          /* a heartbeat is in flight */
+    unsigned pings;         /* heartbeats due since it was last heard */
+    uint64_t ping_due_ns;   /* when the last one was due */
+    /* The provider pushed back (-FI_EAGAIN) posting to it on a rail: it
+     * posts there again once that rail's epoch moves (live.h). */
+    uint64_t blocked_epoch[FERRY__MAX_RAILS];
+};
+
 struct ferry_peer {
     uint32_t magic;
     struct ferry_context *ctx;
     struct ferry_peer *next;
     fi_addr_t fi_addr[FERRY__MAX_RAILS];
     _Atomic unsigned rmem_count; /* imported regions still held */
+    struct ferry__peer_live live;
 };
+
+/* Takes the peer's addresses out of every rail's address vector (a peer
+ * declared dead, once the provider holds nothing of it); under the lock,
+ * or while the context is destroyed.  Requests to it must fail before
+ * they post. */
+void ferry__peer_drop_addresses(struct ferry__reg *reg,
+                                struct ferry_peer *peer);
 
 /* Removes every peer (context destruction). */
 void ferry__peers_destroy(struct ferry__reg *reg);

@@ -29,13 +29,23 @@
  * and the value in its lower half; {id, value} that do not fit go as a
  * message.
  *
+ * A request that fails before its notification went sends an abort
+ * instead {id, value, the ferry error it ended with}: the target marks
+ * the counter so that its waiters end (FERRY_EABORTED) and queues a
+ * FERRY_NOTIFICATION_ABORT.  A heartbeat (live.c) is a message of its
+ * own kind with nothing in it; the target only re-posts the buffer.
+ *
  * Wire format, little-endian, FERRY__MSG_SIZE bytes at most:
  *   u32 magic "FRYN" | u32 kind 1 (notify) | u64 id | u64 value
  *   u32 magic "FRYN" | u32 kind 2 (mirror sync) | u64 mirror id |
  *       u64 offset | u64 length
+ *   u32 magic "FRYN" | u32 kind 3 (heartbeat)
+ *   u32 magic "FRYN" | u32 kind 4 (abort) | u64 id | u64 value |
+ *       u64 error (as a two's complement int)
  */
 #include "xfer/notify.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +60,10 @@
 #define NOTIFY_WIRE_LEN 24u
 #define SYNC_KIND 2u
 #define SYNC_WIRE_LEN 32u
+#define PING_KIND 3u
+#define PING_WIRE_LEN 8u
+#define ABORT_KIND 4u
+#define ABORT_WIRE_LEN 32u
 
 static void put64(uint8_t *p, uint64_t v)
 {
@@ -146,19 +160,19 @@ void ferry__notify_rail_close(struct ferry__xfer *x,
 
 /* ---- sending -------------------------------------------------------------- */
 
-static ssize_t send_msg(struct ferry_req *req, struct ferry__rail *rail,
-                        struct ferry__op *op, uint32_t kind,
-                        const uint64_t *fields, size_t nfields)
+static ssize_t send_msg(const struct ferry_peer *peer,
+                        struct ferry__rail *rail, struct ferry__op *op,
+                        uint32_t kind, const uint64_t *fields, size_t nfields)
 {
     const struct ferry__rxq *rx =
-        &ferry__xfer_of(req->ctx)->notify.rx[rail->index];
+        &ferry__xfer_of(peer->ctx)->notify.rx[rail->index];
     void *desc = rx->send_mr ? fi_mr_desc(rx->send_mr) : NULL;
 
     put64(op->msg, (uint64_t)NOTIFY_MAGIC | (uint64_t)kind << 32);
     for (size_t i = 0; i < nfields; i++)
         put64(op->msg + 8 + 8 * i, fields[i]);
     return fi_send(rail->ep, op->msg, 8 + 8 * nfields, desc,
-                   req->peer->fi_addr[rail->index], &op->fi_ctx);
+                   peer->fi_addr[rail->index], &op->fi_ctx);
 }
 
 ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
@@ -166,7 +180,22 @@ ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
 {
     const uint64_t f[] = {req->notify_id, req->notify_value};
 
-    return send_msg(req, rail, op, NOTIFY_KIND, f, FERRY__ARRAY_LEN(f));
+    return send_msg(req->peer, rail, op, NOTIFY_KIND, f, FERRY__ARRAY_LEN(f));
+}
+
+ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
+                          struct ferry__op *op)
+{
+    const uint64_t f[] = {req->notify_id, req->notify_value,
+                          (uint64_t)(int64_t)req->status};
+
+    return send_msg(req->peer, rail, op, ABORT_KIND, f, FERRY__ARRAY_LEN(f));
+}
+
+ssize_t ferry__ping_send(struct ferry_peer *peer, struct ferry__rail *rail,
+                         struct ferry__op *op)
+{
+    return send_msg(peer, rail, op, PING_KIND, NULL, 0);
 }
 
 ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
@@ -175,7 +204,7 @@ ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
 {
     const uint64_t f[] = {mirror_id, off, len};
 
-    return send_msg(req, rail, op, SYNC_KIND, f, FERRY__ARRAY_LEN(f));
+    return send_msg(req->peer, rail, op, SYNC_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
 unsigned ferry__notify_data_bits(const struct ferry__rail *rail)
@@ -261,6 +290,7 @@ static struct ferry__counter *counter_find(struct ferry__counters *c,
             c->slots[s].used = true;
             c->slots[s].id = id;
             c->slots[s].sum = 0;
+            c->slots[s].aborted = 0;
             c->used++;
             return &c->slots[s];
         }
@@ -302,6 +332,30 @@ static void deliver(struct ferry__xfer *x,
         counter->sum += n->value;
     queue(x, n);
     x->notify.received++;
+}
+
+void ferry__notify_event(struct ferry__xfer *x,
+                         const struct ferry_notification *n)
+{
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    queue(x, n);
+}
+
+/* A sender gave up a request that was to add to id: waits on it end. */
+static void aborted(struct ferry__xfer *x, uint64_t id, uint64_t value,
+                    int64_t status)
+{
+    struct ferry_notification n = {
+        .id = id, .value = value, .kind = FERRY_NOTIFICATION_ABORT};
+    struct ferry__counter *c = counter_find(&x->notify.counters, id, true);
+
+    if (c == NULL)
+        FERRY_LOG_WARN("out of memory: the abort of counter %llu is lost",
+                       (unsigned long long)id);
+    else
+        c->aborted = status < 0 && status > INT_MIN ? (int)status
+                                                    : FERRY_ECANCELED;
+    queue(x, &n);
 }
 
 void ferry__notify_release_held(struct ferry__xfer *x)
@@ -363,6 +417,13 @@ void ferry__notify_received(struct ferry__xfer *x, struct ferry__rail *rail,
                kind == SYNC_KIND) {
         ferry__mirror_sync(x, get64(rv->buf + 8), get64(rv->buf + 16),
                            get64(rv->buf + 24));
+    } else if (len == PING_WIRE_LEN && (uint32_t)head == NOTIFY_MAGIC &&
+               kind == PING_KIND) {
+        /* a heartbeat: its sender learns of it from its completion */
+    } else if (len == ABORT_WIRE_LEN && (uint32_t)head == NOTIFY_MAGIC &&
+               kind == ABORT_KIND) {
+        aborted(x, get64(rv->buf + 8), get64(rv->buf + 16),
+                (int64_t)get64(rv->buf + 24));
     } else if (len != NOTIFY_WIRE_LEN || (uint32_t)head != NOTIFY_MAGIC ||
                kind != NOTIFY_KIND) {
         FERRY_LOG_WARN("dropping a %zu-byte message on domain %s that is not a "
@@ -406,11 +467,13 @@ size_t ferry__notify_take(struct ferry__xfer *x,
     return n;
 }
 
-uint64_t ferry__counter_sum(struct ferry__xfer *x, uint64_t id)
+uint64_t ferry__counter_sum(struct ferry__xfer *x, uint64_t id,
+                           int *aborted)
 {
     struct ferry__counter *c = counter_find(&x->notify.counters, id, false);
 
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    *aborted = c != NULL ? c->aborted : 0;
     return c != NULL ? c->sum : 0;
 }
 
@@ -425,8 +488,10 @@ int ferry_counter_reset(ferry_context_t *ctx, uint64_t id)
         return ret;
     ferry__lock_acquire(&x->reg.fab.lock);
     c = counter_find(&x->notify.counters, id, false);
-    if (c != NULL)
+    if (c != NULL) {
         c->sum = 0;
+        c->aborted = 0;
+    }
     ferry__lock_release(&x->reg.fab.lock);
     return 0;
 }

@@ -26,6 +26,13 @@ void ferry__notify_rail_close(struct ferry__xfer *x,
 /* Posts the request's notification on op; returns fi_send's result. */
 ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
                            struct ferry__op *op);
+/* Posts the abort of a request that ended before its notification went
+ * (xfer.c). */
+ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
+                          struct ferry__op *op);
+/* Posts a heartbeat to peer (live.c). */
+ssize_t ferry__ping_send(struct ferry_peer *peer, struct ferry__rail *rail,
+                         struct ferry__op *op);
 /* Posts a mirror sync message (stage.c) on op. */
 ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
                          struct ferry__op *op, uint64_t mirror_id,
@@ -53,8 +60,14 @@ void ferry__notify_release_held(struct ferry__xfer *x);
 /* Moves up to max queued notifications, oldest first, into out. */
 size_t ferry__notify_take(struct ferry__xfer *x,
                           struct ferry_notification *out, size_t max);
-/* The sum counted for id (0 if none arrived). */
-uint64_t ferry__counter_sum(struct ferry__xfer *x, uint64_t id);
+/* Queues an event of ferry's own (a peer down, live.c) for
+ * ferry_notify_poll. */
+void ferry__notify_event(struct ferry__xfer *x,
+                         const struct ferry_notification *n);
+/* The sum counted for id (0 if none arrived), and into aborted the error
+ * a sender's abort of it reported (0: none since the last reset). */
+uint64_t ferry__counter_sum(struct ferry__xfer *x, uint64_t id,
+                            int *aborted);
 void ferry__notify_destroy(struct ferry__xfer *x);
 
 #endif /* FERRY_XFER_NOTIFY_H */

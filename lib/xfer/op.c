@@ -25,6 +25,7 @@ int ferry__txq_open(struct ferry__xfer *x, struct ferry__rail *rail)
         tx->ops[i].next_free = i + 1 < depth ? &tx->ops[i + 1] : NULL;
     }
     tx->free_ops = &tx->ops[0];
+    tx->epoch = 1; /* 0 in a peer's blocked_epoch: never pushed back */
     return 0;
 }
 
@@ -37,24 +38,30 @@ void ferry__txq_close(struct ferry__xfer *x, struct ferry__rail *rail)
 }
 
 void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
-                    struct ferry_req *req, enum ferry__op_kind kind,
-                    size_t len)
+                    struct ferry_req *req, struct ferry_peer *peer,
+                    enum ferry__op_kind kind, size_t len)
 {
-    FERRY__ASSERT_LOCKED(&ferry__fabric_of(req->ctx)->lock);
+    FERRY__ASSERT_LOCKED(&ferry__fabric_of(peer->ctx)->lock);
     tx->free_ops = op->next_free;
     op->req = req;
+    op->peer = peer;
+    peer->live.ops_out++;
     op->slot = NULL;
     op->notifies = false;
     op->kind = kind;
     op->len = len;
     tx->ops_in_flight++;
-    req->ops_in_flight++;
+    if (req != NULL)
+        req->ops_in_flight++;
 }
 
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
 {
-    op->req->ops_in_flight--;
+    if (op->req != NULL)
+        op->req->ops_in_flight--;
+    op->peer->live.ops_out--;
     op->req = NULL;
+    op->peer = NULL;
     op->next_free = tx->free_ops;
     tx->free_ops = op;
     tx->ops_in_flight--;

@@ -24,6 +24,8 @@ enum ferry__op_kind {
     FERRY__OP_READ,
     FERRY__OP_SEND, /* a notification */
     FERRY__OP_SYNC, /* a mirror sync message (stage.c) */
+    FERRY__OP_PING, /* a heartbeat (live.c): no request */
+    FERRY__OP_ABORT, /* tells the peer a notification will not come */
 };
 
 /* A notification's or sync's wire bytes, at most (notify.c). */
@@ -33,7 +35,8 @@ struct ferry__stage_slot;
 
 struct ferry__op {
     struct fi_context2 fi_ctx; /* first: libfabric hands it back */
-    struct ferry_req *req;
+    struct ferry_req *req;     /* NULL for a heartbeat */
+    struct ferry_peer *peer;   /* a heartbeat's peer */
     struct ferry__rail *rail;
     struct ferry__op *next_free;
     struct ferry__stage_slot *slot; /* a staged chunk's RMA, else NULL */
@@ -53,6 +56,7 @@ enum ferry__notify_state {
     FERRY__NOTIFY_NONE,    /* the request carries none */
     FERRY__NOTIFY_PENDING, /* to be sent once the data has landed */
     FERRY__NOTIFY_SENT,    /* in flight */
+    FERRY__NOTIFY_ABORT_SENT, /* the request failed: its abort in flight */
     FERRY__NOTIFY_DONE,
 };
 
@@ -104,10 +108,11 @@ static inline struct ferry__txq *ferry__txq_of(struct ferry__xfer *x,
 {
     return &x->req.tx[rail->index];
 }
-/* Takes op, the rail's first free slot, for req. */
+/* Takes op, the rail's first free slot, for req (NULL: a heartbeat to
+ * peer; otherwise req's peer). */
 void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
-                    struct ferry_req *req, enum ferry__op_kind kind,
-                    size_t len);
+                    struct ferry_req *req, struct ferry_peer *peer,
+                    enum ferry__op_kind kind, size_t len);
 /* Gives op's slot back to its rail: its operation came back. */
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op);
 /* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem; a

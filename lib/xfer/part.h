@@ -25,12 +25,13 @@ struct ferry__txq {
     struct ferry__op *ops;
     struct ferry__op *free_ops;
     size_t ops_in_flight;
-    /* The provider refused an operation with -FI_EAGAIN: no request posts
-     * on this rail until its CQ gives completions back (or a few progress
-     * calls pass), so one full queue costs one refused call, not one per
-     * active request per progress call.  Under the lock. */
-    bool post_blocked;
-    unsigned blocked_polls;
+    /* Moves on (from 1) when the rail's CQ gives completions back, or
+     * after a few progress calls without: a peer the provider pushed back
+     * on this rail posts here again only then (live.h), so a full queue
+     * or a peer still connecting costs one refused call per epoch, and
+     * never stops the other peers.  Under the lock. */
+    uint64_t epoch;
+    unsigned idle_polls;
     uint64_t bytes_posted; /* statistics */
 };
 
@@ -53,6 +54,7 @@ struct ferry__notify_queue {
 struct ferry__counter {
     uint64_t id;
     uint64_t sum;
+    int aborted; /* a sender's abort: the error it ended with, or 0 */
     bool used;
 };
 
@@ -90,10 +92,22 @@ struct ferry__stage_part {
     uint64_t mirror_syncs;
 };
 
+/* live.c: the clock of this progress call, and when to check peers. */
+struct ferry__live_part {
+    uint64_t now_ns;  /* coarse, read once per progress call */
+    uint64_t next_pass_ns;
+    /* The last time this context itself went without progress for a
+     * while: peers are not blamed for silence nobody listened to. */
+    uint64_t resumed_ns;
+    uint64_t heartbeats; /* statistics */
+    uint64_t peers_declared;
+};
+
 /* All of it under the lock. */
 struct ferry__xfer {
     struct ferry__reg reg; /* first: the layer below */
     struct ferry__req_part req;
+    struct ferry__live_part live;
     struct ferry__notify_part notify;
     struct ferry__stage_part stage;
 };

@@ -311,7 +311,7 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
         slot_release(slot);
         return true;
     }
-    ferry__op_take(tx, op, req, req->kind, slot->len);
+    ferry__op_take(tx, op, req, req->peer, req->kind, slot->len);
     tx->bytes_posted += slot->len;
     op->slot = slot;
     slot->state = SLOT_RMA;

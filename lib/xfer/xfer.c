@@ -13,6 +13,7 @@
 
 #include "reg/dlist.h"
 #include "reg/rcache.h"
+#include "xfer/live.h"
 #include "xfer/notify.h"
 #include "xfer/stage.h"
 
@@ -242,6 +243,15 @@ static void req_release(struct ferry_req *req)
     req->niov = 0;
 }
 
+/* A request that was never published goes away whole; under the lock. */
+static void req_discard(struct ferry_req *req)
+{
+    release_found(req);
+    free(req->iov);
+    free(req->lidx);
+    free(req);
+}
+
 static void req_free(struct ferry_req *req)
 {
     list_remove(req);
@@ -323,13 +333,22 @@ static size_t stripe_chunk(const struct ferry__xfer *x, uint64_t bytes)
     return chunk < x->reg.fab.max_msg ? (size_t)chunk : x->reg.fab.max_msg;
 }
 
-/* Publishes the request and posts what the provider takes now. */
-static int req_start(struct ferry_req *req, ferry_req_t **out)
+/* Publishes the request and posts what the provider takes now; refuses
+ * it (and frees it) when its peer is gone. */
+static int req_start(struct ferry_req *req, ferry_req_t **out,
+                     const char *call)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    int ret;
 
-    req->magic = FERRY__MAGIC_REQ;
     ferry__lock_acquire(&x->reg.fab.lock);
+    if ((ret = ferry__live_check_peer(req->peer, call)) != 0) {
+        req_discard(req);
+        ferry__lock_release(&x->reg.fab.lock);
+        return ret;
+    }
+    req->magic = FERRY__MAGIC_REQ;
+    req->peer->live.running++;
     /* Large requests are striped over the rails; smaller ones take the
      * rails in turn, one rail each. */
     req->striped = x->reg.fab.nrails > 1 &&
@@ -373,13 +392,12 @@ static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
         struct ferry__lock *lock = &ferry__fabric_of(peer->ctx)->lock;
 
         ferry__lock_acquire(lock);
-        release_found(req);
+        req_discard(req);
         ferry__lock_release(lock);
-        free(req->iov);
-        free(req);
         return ret;
     }
-    return req_start(req, out);
+    return req_start(req, out,
+                     kind == FERRY__OP_WRITE ? "ferry_write" : "ferry_read");
 }
 
 int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
@@ -416,7 +434,7 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
     req->prep = prep;
     req->niov = n;
     req->bytes = ferry__prep_bytes(prep, local_idx, n);
-    return req_start(req, out);
+    return req_start(req, out, "ferry_xfer_post");
 }
 
 int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
@@ -440,7 +458,8 @@ int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
     req = req_new(peer, FERRY__OP_SEND, &with);
     if (req == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a request");
-    return req_start(req, out); /* no data: the notification goes at once */
+    /* no data: the notification goes at once */
+    return req_start(req, out, "ferry_notify_send");
 }
 
 int ferry_write(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
@@ -579,9 +598,9 @@ void ferry__req_post_pending(struct ferry_req *req)
         rail = &x->reg.fab.rails[req->rail_pending];
         tx = ferry__txq_of(x, rail);
         op = tx->free_ops;
-        if (op == NULL || tx->post_blocked)
-            break; /* every slot in flight, or the provider's queue full:
-                    * progress will post the rest */
+        if (op == NULL || ferry__live_blocked(x, req->peer, rail))
+            break; /* every slot in flight, or the provider pushed back on
+                    * this peer: progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
         len = item.len - req->cur_off;
         if (len > req->chunk)
@@ -594,10 +613,11 @@ void ferry__req_post_pending(struct ferry_req *req)
                               (uint8_t *)item.local + req->cur_off, desc,
                               item.rmem, item.roffset + req->cur_off, len,
                               notifies, data);
-        /* A full provider queue: the next progress call polls the CQ,
-         * which makes room, and posts the rest (on the same rail). */
+        /* A full provider queue, or a connection still being made: this
+         * peer posts on this rail again once the rail's epoch moves
+         * (live.h); other peers go on. */
         if (ret == -FI_EAGAIN) {
-            tx->post_blocked = true;
+            ferry__live_push_back(x, req->peer, rail);
             break;
         }
         if (ret != 0) {
@@ -609,7 +629,7 @@ void ferry__req_post_pending(struct ferry_req *req)
                            fi_strerror((int)-ret));
             break;
         }
-        ferry__op_take(tx, op, req, req->kind, len);
+        ferry__op_take(tx, op, req, req->peer, req->kind, len);
         if (notifies) {
             op->notifies = true;
             req->notify = FERRY__NOTIFY_SENT;
@@ -664,7 +684,7 @@ static void post_syncs(struct ferry_req *req)
                            fi_strerror((int)-ret));
             return;
         }
-        ferry__op_take(tx, op, req, FERRY__OP_SYNC, 0);
+        ferry__op_take(tx, op, req, req->peer, FERRY__OP_SYNC, 0);
         req->sync_next = next;
     }
 }
@@ -689,8 +709,43 @@ static void post_notification(struct ferry_req *req)
                        rail->info->domain_attr->name, fi_strerror((int)-ret));
         return;
     }
-    ferry__op_take(tx, op, req, FERRY__OP_SEND, 0);
+    ferry__op_take(tx, op, req, req->peer, FERRY__OP_SEND, 0);
     req->notify = FERRY__NOTIFY_SENT;
+}
+
+/*
+ * A request that failed before its notification went tells the peer, so
+ * that a waiter there ends too (FERRY_NOTIFICATION_ABORT).  No slot or a
+ * push-back: the next settle tries again, and the request is kept until
+ * then -- unless liveness is off, when nothing would bound that wait.
+ */
+static void post_abort(struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+    struct ferry__op *op = tx->free_ops;
+    ssize_t ret = -FI_EAGAIN;
+
+    if (op != NULL && !ferry__live_blocked(x, req->peer, rail))
+        ret = ferry__abort_send(req, rail, op);
+    if (ret == 0) {
+        ferry__op_take(tx, op, req, req->peer, FERRY__OP_ABORT, 0);
+        req->notify = FERRY__NOTIFY_ABORT_SENT;
+        return;
+    }
+    if (ret == -FI_EAGAIN && op != NULL)
+        ferry__live_push_back(x, req->peer, rail);
+    if (ret != -FI_EAGAIN || x->reg.fab.cfg.liveness_ms == 0)
+        req->notify = FERRY__NOTIFY_DONE; /* given up */
+}
+
+/* Whether the request still owes its peer an abort (post_abort). */
+static bool abort_owed(const struct ferry_req *req)
+{
+    return req->status != FERRY_EINPROGRESS && req->status != 0 &&
+           req->notify == FERRY__NOTIFY_PENDING &&
+           !ferry__live_gone(req->peer);
 }
 
 void ferry__req_settle(struct ferry_req *req)
@@ -721,9 +776,12 @@ void ferry__req_settle(struct ferry_req *req)
         req->ops_in_flight == 0 && req->notify != FERRY__NOTIFY_PENDING &&
         !syncs_left)
         req->status = 0;
+    if (abort_owed(req))
+        post_abort(req);
     if (req->status == FERRY_EINPROGRESS || req->ops_in_flight != 0 ||
-        req->list != &x->req.active)
+        req->list != &x->req.active || abort_owed(req))
         return;
+    req->peer->live.running--;
     req_release(req);
     list_remove(req);
     if (req->user_freed)
@@ -736,10 +794,22 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
 {
     struct ferry_req *req = op->req;
     struct ferry__rail *rail = op->rail;
+    struct ferry__xfer *x = ferry__xfer_of(op->peer->ctx);
     bool staged = op->slot != NULL;
 
-    ferry__op_give_back(ferry__txq_of(ferry__xfer_of(req->ctx), rail), op);
-    if (err != 0)
+    if (op->kind == FERRY__OP_PING) {
+        ferry__live_ping_done(x, op, err);
+        ferry__op_give_back(ferry__txq_of(x, rail), op);
+        return;
+    }
+    if (err == 0)
+        ferry__live_heard(x, op->peer);
+    else
+        ferry__live_op_failed(x, op->peer, err, why);
+    ferry__op_give_back(ferry__txq_of(x, rail), op);
+    if (op->kind == FERRY__OP_ABORT)
+        req->notify = FERRY__NOTIFY_DONE;
+    else if (err != 0)
         ferry__req_end(req, err, "%s of %zu bytes on domain %s failed: %s",
                        op->kind == FERRY__OP_SEND    ? "notification"
                        : op->kind == FERRY__OP_SYNC  ? "staged-memory sync"

@@ -27,7 +27,7 @@
 static void assert_quiet(ferry_context_t *ctx, int ms, const char *what)
 {
     uint64_t t0 = tu_now_ns();
-    struct ferry_notification n = {0, 0};
+    struct ferry_notification n = {.id = 0};
 
     while (tu_ms_since(t0) < (uint64_t)ms) {
         int got = ferry_notify_poll(ctx, &n, 1);
@@ -141,7 +141,7 @@ START_TEST(test_arrival_order)
         int got;
 
         for (size_t j = 0; j < TU_ARRAY_LEN(out); j++)
-            out[j] = (struct ferry_notification){0xdead, 0xbeef};
+            out[j] = (struct ferry_notification){.id = 0xdead, .value = 0xbeef};
         got = ferry_notify_poll(x.p.target, out, max);
         ck_assert_msg(got == (int)want,
                       "%s: poll(max %zu) with %zu queued returned %d: %s",
@@ -755,7 +755,7 @@ END_TEST
 START_TEST(test_bad_input)
 {
     struct tu_fx x;
-    struct ferry_notification out[2] = {{0, 0}};
+    struct ferry_notification out[2] = {{.id = 0}};
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     struct ferry_iov iov;
     ferry_req_t *req = NULL;

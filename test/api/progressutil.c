@@ -61,9 +61,9 @@ void expect_deadline(ferry_req_t *req, int deadline_ms, const char *prov)
 
 static bool acceptable_death(int ret)
 {
-    return ret == FERRY_ECONNRESET || ret == FERRY_EIO ||
-           ret == FERRY_ETIMEDOUT || ret == FERRY_EPROVIDER ||
-           ret == FERRY_EHOSTUNREACH;
+    return ret == FERRY_EPEERDEAD || ret == FERRY_ECONNRESET ||
+           ret == FERRY_EIO || ret == FERRY_ETIMEDOUT ||
+           ret == FERRY_EPROVIDER || ret == FERRY_EHOSTUNREACH;
 }
 
 void victim_open(struct victim *v, const char *prov,

@@ -54,7 +54,7 @@ START_TEST(test_notification_after_data)
             uint64_t roff = rep * 4099u; /* unaligned, and moving */
             uint64_t id = 1000 + k * 10 + rep, value = len + rep;
             uint64_t seed = 0x5000 + k * 16 + rep;
-            struct ferry_notification n[4] = {{0, 0}};
+            struct ferry_notification n[4] = {{.id = 0}};
             ferry_req_t *req;
             size_t bad;
             int got, ret;
@@ -109,7 +109,7 @@ START_TEST(test_request_waits_for_notification)
     ferry_mem_t *tmem, *lmem;
     ferry_rmem_t *rmem;
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
-    struct ferry_notification n = {0, 0};
+    struct ferry_notification n = {.id = 0};
     struct ferry_iov iov;
     ferry_req_t *req;
     uint64_t t0;

@@ -1,0 +1,228 @@
+/*
+ * Liveness and flow control per peer (live.h).
+ */
+#include "xfer/live.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <rdma/fi_errno.h>
+
+#include "xfer/notify.h"
+
+/* Checks per liveness period: the declaration is at most this late. */
+#define PASSES_PER_PERIOD 8
+/* Heartbeats per liveness period while the peer is silent. */
+#define PINGS_PER_PERIOD 4
+
+static const char *state_name(enum ferry_peer_state s)
+{
+    switch (s) {
+    case FERRY_PEER_CONNECTING:
+        return "connecting";
+    case FERRY_PEER_UP:
+        return "up";
+    case FERRY_PEER_UNREACHABLE:
+        return "unreachable";
+    default:
+        return "dead";
+    }
+}
+
+int ferry__live_check_peer(const struct ferry_peer *peer, const char *call)
+{
+    if (!ferry__live_gone(peer))
+        return 0;
+    return ferry__error(FERRY_EPEERDEAD, "%s: the peer is %s: %s", call,
+                        state_name(peer->live.state), peer->live.why);
+}
+
+void ferry__live_heard(struct ferry__xfer *x, struct ferry_peer *peer)
+{
+    peer->live.last_heard_ns = x->live.now_ns;
+    peer->live.pings = 0;
+    if (peer->live.state == FERRY_PEER_CONNECTING)
+        peer->live.state = FERRY_PEER_UP;
+}
+
+void ferry__live_op_failed(struct ferry__xfer *x, struct ferry_peer *peer,
+                           int err, const char *why)
+{
+    /* With liveness off, nothing is declared: requests end by their own
+     * errors and deadlines, as before liveness existed. */
+    if (err == FERRY_ECONNRESET && x->reg.fab.cfg.liveness_ms != 0)
+        ferry__live_declare(x, peer, "its connection was reset (%s)", why);
+}
+
+void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
+                         const char *fmt, ...)
+{
+    struct ferry_notification down = {
+        .kind = FERRY_NOTIFICATION_PEER_DOWN,
+        .peer = peer,
+    };
+    va_list ap;
+
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    if (ferry__live_gone(peer))
+        return;
+    peer->live.state = peer->live.last_heard_ns != 0 ? FERRY_PEER_DEAD
+                                                      : FERRY_PEER_UNREACHABLE;
+    va_start(ap, fmt);
+    vsnprintf(peer->live.why, sizeof(peer->live.why), fmt, ap);
+    va_end(ap);
+    x->live.peers_declared++;
+    FERRY_LOG_WARN("peer %p is %s: %s", (void *)peer,
+                   state_name(peer->live.state), peer->live.why);
+    for (struct ferry_req *r = x->req.active.head; r != NULL; r = r->next)
+        if (r->peer == peer)
+            ferry__req_end(r, FERRY_EPEERDEAD, "the peer is %s: %s",
+                           state_name(peer->live.state), peer->live.why);
+    ferry__notify_event(x, &down);
+}
+
+/* Sends a heartbeat on rail 0 unless one is out or there is no slot. */
+static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
+{
+    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+    struct ferry__op *op = tx->free_ops;
+
+    if (peer->live.ping_out)
+        return;
+    /* Counted when due, sent or not: a peer whose heartbeat the provider
+     * cannot even take (no slot, pushed back, refused) stays silent and is
+     * declared when its time is up. */
+    peer->live.pings++;
+    peer->live.ping_due_ns = x->live.now_ns;
+    if (op == NULL || ferry__live_blocked(x, peer, rail) ||
+        ferry__ping_send(peer, rail, op) != 0)
+        return;
+    ferry__op_take(tx, op, NULL, peer, FERRY__OP_PING, 0);
+    peer->live.ping_out = true;
+    x->live.heartbeats++;
+}
+
+void ferry__live_ping_done(struct ferry__xfer *x, struct ferry__op *op,
+                           int err)
+{
+    struct ferry_peer *peer = op->peer;
+
+    peer->live.ping_out = false;
+    if (err == 0)
+        ferry__live_heard(x, peer);
+    else
+        ferry__live_op_failed(x, peer, err, fi_strerror(-err));
+}
+
+static bool waited_on(const struct ferry_peer *peer)
+{
+    return peer->live.running > 0 || peer->live.waiters > 0 ||
+           peer->live.watched;
+}
+
+/* One peer's check: a heartbeat when it has been silent a while, the
+ * declaration when it has been silent for the whole period. */
+static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
+                       uint64_t now, uint64_t period)
+{
+    struct ferry__peer_live *l = &peer->live;
+    uint64_t since;
+
+    if (ferry__live_gone(peer)) {
+        /* Its addresses go once the provider holds nothing of it, so a
+         * dead peer costs no connection state (docs/semantics.md). */
+        if (l->ops_out == 0 && !l->addresses_dropped) {
+            ferry__peer_drop_addresses(&x->reg, peer);
+            l->addresses_dropped = true;
+        }
+        return;
+    }
+    if (!waited_on(peer)) {
+        l->wait_since_ns = 0;
+        return;
+    }
+    if (l->wait_since_ns == 0)
+        l->wait_since_ns = now;
+    since = l->last_heard_ns > l->wait_since_ns ? l->last_heard_ns
+                                                : l->wait_since_ns;
+    if (x->live.resumed_ns > since)
+        since = x->live.resumed_ns;
+    if (now - since >= period)
+        ferry__live_declare(
+            x, peer,
+            "no sign of life for %llu ms while waited on (%u heartbeat%s "
+            "unanswered%s)",
+            (unsigned long long)((now - since) / 1000000u), l->pings,
+            l->pings == 1 ? "" : "s",
+            l->last_heard_ns == 0 ? "; it never answered: nothing listens "
+                                    "at its address, or no route leads there"
+                                  : "");
+    else if (now - since >= period / PINGS_PER_PERIOD &&
+             now - l->ping_due_ns >= period / PINGS_PER_PERIOD)
+        ping(x, peer);
+}
+
+void ferry__live_clock(struct ferry__xfer *x, uint64_t now)
+{
+    uint64_t period = (uint64_t)x->reg.fab.cfg.liveness_ms * 1000000u;
+    uint64_t prev = x->live.now_ns;
+
+    x->live.now_ns = now;
+    /* Nobody progressed this context for a good part of the period (an
+     * application busy elsewhere, without a progress thread): whatever
+     * the peers said meanwhile was not heard, so their silence counts
+     * from now. */
+    if (prev != 0 && now - prev > period / PINGS_PER_PERIOD)
+        x->live.resumed_ns = now;
+}
+
+void ferry__live_pass(struct ferry__xfer *x)
+{
+    uint64_t period = (uint64_t)x->reg.fab.cfg.liveness_ms * 1000000u;
+    uint64_t now = x->live.now_ns;
+
+    if (period == 0 || now < x->live.next_pass_ns)
+        return;
+    x->live.next_pass_ns = now + period / PASSES_PER_PERIOD;
+    for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next)
+        check_peer(x, p, now, period);
+}
+
+int ferry_peer_state(ferry_peer_t *peer, enum ferry_peer_state *state,
+                     char *why, size_t len)
+{
+    struct ferry__lock *lock;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_peer_state")))
+        return ret;
+    if (state == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_peer_state: state is NULL");
+    lock = &ferry__fabric_of(peer->ctx)->lock;
+    ferry__lock_acquire(lock);
+    *state = peer->live.state;
+    if (why != NULL && len > 0)
+        snprintf(why, len, "%s", ferry__live_gone(peer) ? peer->live.why
+                                 : peer->live.state == FERRY_PEER_UP
+                                     ? "it answered"
+                                     : "not heard from yet");
+    ferry__lock_release(lock);
+    return 0;
+}
+
+int ferry_peer_watch(ferry_peer_t *peer, int on)
+{
+    struct ferry__lock *lock;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_peer_watch")))
+        return ret;
+    lock = &ferry__fabric_of(peer->ctx)->lock;
+    ferry__lock_acquire(lock);
+    peer->live.watched = on != 0;
+    ferry__lock_release(lock);
+    return 0;
+}

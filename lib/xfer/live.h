@@ -1,0 +1,84 @@
+/*
+ * Liveness and flow control per peer (docs/semantics.md).
+ *
+ * A peer is waited on while it has requests in progress, a
+ * ferry_counter_wait_peer waits on it, or it is watched.  Every operation
+ * to it that comes back is a sign of life.  When none has come for a
+ * quarter of config.liveness_ms while it is waited on, a heartbeat goes:
+ * an empty message sent with FI_DELIVERY_COMPLETE, whose completion is
+ * the answer (it needs nothing from the peer but its progress, and works
+ * for peers added from bare address blobs).  Silent for liveness_ms: the
+ * peer is declared UNREACHABLE (never heard) or DEAD, and so is a peer
+ * whose connection is reset.  Either is final for the handle: its
+ * requests end with FERRY_EPEERDEAD, waits on it end, and a
+ * FERRY_NOTIFICATION_PEER_DOWN event is queued.
+ *
+ * Flow control: a provider that pushes back (-FI_EAGAIN) while posting to
+ * a peer -- a full queue, or rxm retrying a connection -- stops posting to
+ * that peer on that rail until the rail's epoch moves (completions came
+ * back, or a few progress calls passed), never to the others.
+ *
+ * All of it runs with the lock held.
+ */
+#ifndef FERRY_XFER_LIVE_H
+#define FERRY_XFER_LIVE_H
+
+#include "xfer/op.h"
+
+/* Whether posting to peer on rail waits for the rail's epoch to move. */
+static inline bool ferry__live_blocked(struct ferry__xfer *x,
+                                       const struct ferry_peer *peer,
+                                       const struct ferry__rail *rail)
+{
+    return peer->live.blocked_epoch[rail->index] ==
+           ferry__txq_of(x, rail)->epoch;
+}
+
+/* The provider pushed back posting to peer on rail. */
+static inline void ferry__live_push_back(struct ferry__xfer *x,
+                                         struct ferry_peer *peer,
+                                         const struct ferry__rail *rail)
+{
+    peer->live.blocked_epoch[rail->index] = ferry__txq_of(x, rail)->epoch;
+}
+
+/* Whether peer was declared UNREACHABLE or DEAD. */
+static inline bool ferry__live_gone(const struct ferry_peer *peer)
+{
+    return peer->live.state == FERRY_PEER_UNREACHABLE ||
+           peer->live.state == FERRY_PEER_DEAD;
+}
+
+/* Refuses a new request to a peer that is gone (FERRY_EPEERDEAD with the
+ * peer's sentence); 0 otherwise. */
+int ferry__live_check_peer(const struct ferry_peer *peer, const char *call);
+
+/* An operation to peer came back: a sign of life. */
+void ferry__live_heard(struct ferry__xfer *x, struct ferry_peer *peer);
+
+/* An operation to peer came back with err: a connection reset makes the
+ * peer DEAD at once. */
+void ferry__live_op_failed(struct ferry__xfer *x, struct ferry_peer *peer,
+                           int err, const char *why);
+
+/*
+ * Declares peer UNREACHABLE (never heard from) or DEAD with the sentence
+ * fmt makes: ends its requests with FERRY_EPEERDEAD, queues a peer-down
+ * event.  Once only.
+ */
+void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The clock of a progress call, read once at its start (coarse). */
+void ferry__live_clock(struct ferry__xfer *x, uint64_t now);
+
+/* Heartbeats and declarations, once per progress call: returns at once
+ * unless a check is due (every liveness_ms / 8). */
+void ferry__live_pass(struct ferry__xfer *x);
+
+/* A heartbeat's operation came back (err 0: answered). */
+void ferry__live_ping_done(struct ferry__xfer *x, struct ferry__op *op,
+                           int err);
+
+#endif /* FERRY_XFER_LIVE_H */
