@@ -1,0 +1,752 @@
+/*
+ * Peer death through the API: a target killed (-9) in the middle of large
+ * writes, a hundred targets started and killed in turn (nothing of them may
+ * stay behind: descriptors, memory), and a side that only watches a peer
+ * or waits on a counter for it; and a live peer left alone for longer
+ * than the liveness, which is no death.  The targets are forked children
+ * (tu_child_start) on "tcp;ofi_rxm" over loopback.  (The liveness machinery
+ * between two contexts of one process: test/api/check_live.c.)
+ */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROV "tcp;ofi_rxm"
+
+/* Test 1: writes in flight when the target is killed. */
+#define NWRITES 8
+#define WLEN (8 * MiB)
+/* Test 3: cycles, the cycle measured as the baseline, bytes per write. */
+#define NCYCLES 100
+#define BASE_CYCLE 10
+#define CYCLE_LEN (64 * KiB)
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static const char *state_name(enum ferry_peer_state s)
+{
+    switch (s) {
+    case FERRY_PEER_CONNECTING:
+        return "CONNECTING";
+    case FERRY_PEER_UP:
+        return "UP";
+    case FERRY_PEER_UNREACHABLE:
+        return "UNREACHABLE";
+    case FERRY_PEER_DEAD:
+        return "DEAD";
+    }
+    return "?";
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Kills the child with SIGKILL and reaps it; tu_child_stop is not for a
+ * killed child (it asserts a clean exit).  Returns the time of the kill. */
+static uint64_t kill_child(struct tu_child *c)
+{
+    uint64_t t = tu_now_ns();
+    int status = 0;
+
+    ck_assert_int_eq(kill(c->pid, SIGKILL), 0);
+    ck_assert(waitpid(c->pid, &status, 0) == c->pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                  "the child did not die of SIGKILL (status 0x%x)", status);
+    close(c->to_child);
+    close(c->from_child);
+    c->pid = 0;
+    return t;
+}
+
+/* The peer's state (asserting the call works), its sentence into why. */
+static enum ferry_peer_state peer_state(ferry_peer_t *peer, char *why,
+                                        size_t len)
+{
+    enum ferry_peer_state st = FERRY_PEER_CONNECTING;
+    int ret = ferry_peer_state(peer, &st, why, len);
+
+    ck_assert_msg(ret == 0, "ferry_peer_state: %s (%s)", ferry_strerror(ret),
+                  ferry_last_error());
+    return st;
+}
+
+/* Progresses ctx until peer is in state want, at most limit_ms; returns
+ * the milliseconds it took, failing the test past the limit. */
+static uint64_t await_state(ferry_context_t *ctx, ferry_peer_t *peer,
+                            enum ferry_peer_state want, unsigned limit_ms,
+                            const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+    char why[256] = "";
+
+    for (;;) {
+        int ret = ferry_progress(ctx);
+        enum ferry_peer_state st;
+
+        ck_assert_msg(ret >= 0, "%s: ferry_progress failed with %s: %s", what,
+                      ferry_strerror(ret), ferry_last_error());
+        st = peer_state(peer, why, sizeof(why));
+        if (st == want)
+            return tu_ms_since(t0);
+        ck_assert_msg(tu_ms_since(t0) < limit_ms,
+                      "%s: the peer is still %s after %u ms, expected %s "
+                      "(\"%s\")",
+                      what, state_name(st), limit_ms, state_name(want), why);
+        sleep_ms(1);
+    }
+}
+
+/* Polls ctx's notifications until a PEER_DOWN event for peer comes, at
+ * most limit_ms; returns the milliseconds it took.  Other events are
+ * dropped; a PEER_DOWN for another peer fails the test. */
+static uint64_t await_peer_down(ferry_context_t *ctx, ferry_peer_t *peer,
+                                unsigned limit_ms, const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+
+    for (;;) {
+        struct ferry_notification ev[16];
+        int n = ferry_notify_poll(ctx, ev, TU_ARRAY_LEN(ev));
+
+        ck_assert_msg(n >= 0, "%s: ferry_notify_poll failed with %s: %s", what,
+                      ferry_strerror(n), ferry_last_error());
+        for (int i = 0; i < n; i++) {
+            if (ev[i].kind != FERRY_NOTIFICATION_PEER_DOWN)
+                continue;
+            ck_assert_msg(ev[i].peer == peer,
+                          "%s: a PEER_DOWN event names peer %p, expected %p",
+                          what, (void *)ev[i].peer, (void *)peer);
+            ck_assert_msg(ev[i].id == 0 && ev[i].value == 0,
+                          "%s: a PEER_DOWN event carries id %llu value %llu, "
+                          "expected 0 and 0",
+                          what, (unsigned long long)ev[i].id,
+                          (unsigned long long)ev[i].value);
+            return tu_ms_since(t0);
+        }
+        ck_assert_msg(tu_ms_since(t0) < limit_ms,
+                      "%s: no FERRY_NOTIFICATION_PEER_DOWN event for the "
+                      "peer within %u ms",
+                      what, limit_ms);
+        sleep_ms(1);
+    }
+}
+
+/* Calls fn(arg) while it returns FERRY_EBUSY, progressing ctx in between,
+ * at most limit_ms; asserts that it ends with 0. */
+typedef int busy_fn(void *arg);
+
+static void retry_busy(ferry_context_t *ctx, busy_fn *fn, void *arg,
+                       unsigned limit_ms, const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+    int ret;
+
+    while ((ret = fn(arg)) == FERRY_EBUSY) {
+        ck_assert_msg(tu_ms_since(t0) < limit_ms,
+                      "%s still FERRY_EBUSY after %u ms: %s", what, limit_ms,
+                      ferry_last_error());
+        ck_assert_int_ge(ferry_progress(ctx), 0);
+        sleep_ms(1);
+    }
+    ck_assert_msg(ret == 0, "%s: got %s, expected 0: %s", what,
+                  ferry_strerror(ret), ferry_last_error());
+}
+
+static int rmem_free_fn(void *arg)
+{
+    return ferry_rmem_free(arg);
+}
+
+static int deregister_fn(void *arg)
+{
+    return ferry_mem_deregister(arg);
+}
+
+static int peer_remove_fn(void *arg)
+{
+    return ferry_peer_remove(arg);
+}
+
+static ferry_peer_t *add_peer(ferry_context_t *ctx, const struct tu_child *c)
+{
+    ferry_peer_t *peer = NULL;
+    int ret = ferry_peer_add(ctx, c->addr, c->addr_len, &peer);
+
+    ck_assert_msg(ret == 0, "peer_add of the child: %s (%s)",
+                  ferry_strerror(ret), ferry_last_error());
+    ck_assert_ptr_nonnull(peer);
+    return peer;
+}
+
+static ferry_rmem_t *import_child(ferry_peer_t *peer, const struct tu_child *c,
+                                  size_t len)
+{
+    ferry_rmem_t *rmem = NULL;
+    int ret = ferry_rmem_import(peer, c->rkey, c->rkey_len, &rmem);
+
+    ck_assert_msg(ret == 0, "import of the child's region: %s (%s)",
+                  ferry_strerror(ret), ferry_last_error());
+    ck_assert_uint_eq(ferry_rmem_length(rmem), len);
+    return rmem;
+}
+
+/* Writes [buf, +len) over the whole of rmem and asserts success. */
+static void write_ok(ferry_peer_t *peer, void *buf, ferry_mem_t *lmem,
+                     ferry_rmem_t *rmem, size_t len, const char *what)
+{
+    struct ferry_iov iov = {buf, lmem, rmem, 0, len};
+
+    tu_xfer_ok(peer, true, &iov, 1, what);
+}
+
+/* The child while it is stopped: a failing test (which exits) kills it
+ * rather than leave it stopped for good. */
+static pid_t stopped_child;
+
+static void kill_stopped_child(void)
+{
+    if (stopped_child > 0)
+        kill(stopped_child, SIGKILL);
+}
+
+/* ---- 1: kill -9 in the middle of large writes ----------------------------- */
+
+START_TEST(test_kill_mid_transfer)
+{
+    const size_t total = NWRITES * WLEN;
+    struct tu_child c;
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    ferry_mem_t *lmem;
+    ferry_req_t *req[NWRITES], *late = (ferry_req_t *)0x1;
+    uint8_t *lbuf = tu_alloc_buf(total);
+    struct ferry_iov iov;
+    uint64_t t_kill, worst = 0;
+    char why[256];
+    int ret;
+
+    tu_child_start(&c, PROV, total, 0xd100);
+    tu_config(&cfg, PROV);
+    cfg.timeout_ms = 60000; /* liveness must end them, not the deadline */
+    ck_assert_uint_eq(cfg.liveness_ms, 2000);
+    ctx = tu_context_cfg(&cfg);
+    peer = add_peer(ctx, &c);
+    rmem = import_child(peer, &c, total);
+    lmem = tu_register(ctx, lbuf, total, 0);
+
+    /* One small write first: the connection is made and the peer has
+     * answered, so its death is DEAD, not UNREACHABLE. */
+    tu_fill(lbuf, 4096, 0xd101);
+    write_ok(peer, lbuf, lmem, rmem, 4096, "warm-up write");
+    ck_assert_int_eq(peer_state(peer, why, sizeof(why)), FERRY_PEER_UP);
+
+    /* The writes go to a stopped target, so that none can have come back
+     * when it dies (a running one may take all 64 MiB before the kill,
+     * as it does under ASan): their bytes fill the socket buffers, and
+     * the target is killed with them half-delivered. */
+    stopped_child = c.pid;
+    ck_assert_int_eq(kill(c.pid, SIGSTOP), 0);
+    tu_fill(lbuf, total, 0xd102);
+    for (size_t i = 0; i < NWRITES; i++) {
+        iov = (struct ferry_iov){lbuf + i * WLEN, lmem, rmem, i * WLEN, WLEN};
+        ret = ferry_write(peer, &iov, 1, NULL, &req[i]);
+        ck_assert_msg(ret == 0, "write %zu: %s (%s)", i, ferry_strerror(ret),
+                      ferry_last_error());
+    }
+    /* 50 ms of progress: the first operations are on the wire. */
+    {
+        uint64_t t0 = tu_now_ns();
+
+        while (tu_ms_since(t0) < 50)
+            ck_assert_int_ge(ferry_progress(ctx), 0);
+    }
+    for (size_t i = 0; i < NWRITES; i++)
+        ck_assert_msg(ferry_req_test(req[i]) == FERRY_EINPROGRESS,
+                      "write %zu to the stopped target ended (%s) before "
+                      "the kill",
+                      i, ferry_last_error());
+
+    t_kill = kill_child(&c);
+    stopped_child = 0;
+    for (size_t i = 0; i < NWRITES; i++) {
+        uint64_t ms;
+
+        ret = ferry_req_wait(req[i], -1);
+        ms = tu_ms_since(t_kill);
+        /* Still running at the kill, each could only fail: a write
+         * completes once the target has taken its data. */
+        ck_assert_msg(ret == FERRY_EPEERDEAD || ret == FERRY_ECONNRESET,
+                      "write %zu ended with %s (%s) %llu ms after the kill; "
+                      "expected FERRY_EPEERDEAD or FERRY_ECONNRESET",
+                      i, ret == 0 ? "success" : ferry_strerror(ret),
+                      ferry_last_error(), (unsigned long long)ms);
+        ck_assert_msg(ms < 3000,
+                      "write %zu ended (%s) %llu ms after the kill, expected "
+                      "under 3000 ms with liveness_ms 2000",
+                      i, ferry_strerror(ret), (unsigned long long)ms);
+        printf("death: kill -9: write %zu ended with %s after %llu ms\n", i,
+               ferry_strerror(ret), (unsigned long long)ms);
+        if (ms > worst)
+            worst = ms;
+        /* An ended request keeps its answer. */
+        ck_assert_int_eq(ferry_req_test(req[i]), ret);
+    }
+    printf("death: kill -9: %d writes of %zu MiB failed, the last %llu ms "
+           "after the kill\n",
+           NWRITES, WLEN / MiB, (unsigned long long)worst);
+
+    ck_assert_msg(peer_state(peer, why, sizeof(why)) == FERRY_PEER_DEAD,
+                  "after the kill the peer is not DEAD: \"%s\"", why);
+    ck_assert_msg(why[0] != '\0', "ferry_peer_state gave no sentence");
+    printf("death: kill -9: peer state DEAD: %s\n", why);
+
+    /* A new request is refused at once. */
+    {
+        uint64_t t0 = tu_now_ns();
+
+        iov = (struct ferry_iov){lbuf, lmem, rmem, 0, 4096};
+        ret = ferry_write(peer, &iov, 1, NULL, &late);
+        ck_assert_msg(ret == FERRY_EPEERDEAD,
+                      "a write to the dead peer returned %s (%s), expected "
+                      "FERRY_EPEERDEAD",
+                      ferry_strerror(ret), ferry_last_error());
+        ck_assert_msg(tu_ms_since(t0) < 100,
+                      "refusing a write to the dead peer took %llu ms",
+                      (unsigned long long)tu_ms_since(t0));
+        ck_assert_ptr_eq(late, (ferry_req_t *)0x1);
+        ck_assert_msg(strstr(ferry_last_error(), "dead") != NULL,
+                      "the refusal does not say the peer is dead: \"%s\"",
+                      ferry_last_error());
+    }
+    await_peer_down(ctx, peer, 3000, "kill -9 mid-transfer");
+
+    for (size_t i = 0; i < NWRITES; i++)
+        ferry_req_free(req[i]);
+    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_free of the dead "
+                                              "peer's region");
+    retry_busy(ctx, deregister_fn, lmem, 5000, "ferry_mem_deregister of the "
+                                               "written buffer");
+    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_remove of the "
+                                                "dead peer");
+    ferry_context_destroy(ctx);
+    tu_free_buf(lbuf, total);
+}
+END_TEST
+
+
+/* ---- 3: a hundred targets started and killed ------------------------------ */
+
+static unsigned count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    unsigned n = 0;
+
+    ck_assert_msg(d != NULL, "cannot open /proc/self/fd");
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
+}
+
+static unsigned long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long kib = 0;
+
+    ck_assert_msg(f != NULL, "cannot open /proc/self/status");
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %lu kB", &kib) == 1)
+            break;
+    fclose(f);
+    ck_assert_msg(kib != 0, "no VmRSS in /proc/self/status");
+    return kib;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+/* AddressSanitizer keeps freed blocks in quarantine, resident: under it
+ * VmRSS grows with every free, and the heap bytes still allocated are
+ * what tells a leak. */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#define HEAP_MEASURE "heap allocated (ASan)"
+static unsigned long mem_kib(void)
+{
+    return (unsigned long)(__sanitizer_get_current_allocated_bytes() / 1024);
+}
+#else
+#define HEAP_MEASURE "VmRSS"
+static unsigned long mem_kib(void)
+{
+    return rss_kib();
+}
+#endif
+
+START_TEST(test_restart_loop)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_mem_t *lmem;
+    uint8_t *lbuf = tu_alloc_buf(CYCLE_LEN);
+    unsigned fds_base = 0, fds_end;
+    unsigned long rss_base = 0, rss_end, mem_base = 0, mem_end;
+    uint64_t t_start = tu_now_ns(), worst = 0, sum = 0;
+
+    tu_config(&cfg, PROV);
+    cfg.timeout_ms = 60000;
+    /* Short, so that a hundred deaths are seen quickly; the watch makes
+     * the peer waited on once its write is done. */
+    cfg.liveness_ms = 300;
+    ctx = tu_context_cfg(&cfg);
+    lmem = tu_register(ctx, lbuf, CYCLE_LEN, 0);
+
+    for (unsigned cycle = 1; cycle <= NCYCLES; cycle++) {
+        uint64_t seed = 0xd300 + cycle, t_kill, ms;
+        struct tu_child c;
+        ferry_peer_t *peer;
+        ferry_rmem_t *rmem;
+        char what[64];
+
+        snprintf(what, sizeof(what), "cycle %u", cycle);
+        tu_child_start(&c, PROV, CYCLE_LEN, seed);
+        peer = add_peer(ctx, &c);
+        rmem = import_child(peer, &c, CYCLE_LEN);
+        tu_fill(lbuf, CYCLE_LEN, seed + 1);
+        write_ok(peer, lbuf, lmem, rmem, CYCLE_LEN, what);
+        ck_assert_msg(tu_child_verify(&c, seed + 1),
+                      "cycle %u: the child's buffer differs from the write",
+                      cycle);
+        ck_assert_int_eq(ferry_peer_watch(peer, 1), 0);
+
+        t_kill = kill_child(&c);
+        await_state(ctx, peer, FERRY_PEER_DEAD, 3000, what);
+        ms = tu_ms_since(t_kill);
+        sum += ms;
+        if (ms > worst)
+            worst = ms;
+        ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+        retry_busy(ctx, peer_remove_fn, peer, 3000, what);
+
+        if (cycle == BASE_CYCLE) {
+            fds_base = count_fds();
+            rss_base = rss_kib();
+            mem_base = mem_kib();
+        }
+    }
+    fds_end = count_fds();
+    rss_end = rss_kib();
+    mem_end = mem_kib();
+    printf("death: restart: %d cycles in %llu ms; death seen %llu ms after "
+           "the kill on average, %llu at worst (liveness_ms 300)\n",
+           NCYCLES, (unsigned long long)tu_ms_since(t_start),
+           (unsigned long long)(sum / NCYCLES), (unsigned long long)worst);
+    printf("death: restart: open fds %u after cycle %d, %u after cycle %d\n",
+           fds_base, BASE_CYCLE, fds_end, NCYCLES);
+    printf("death: restart: VmRSS %lu KiB after cycle %d, %lu KiB after "
+           "cycle %d (%+ld KiB)\n",
+           rss_base, BASE_CYCLE, rss_end, NCYCLES,
+           (long)rss_end - (long)rss_base);
+    ck_assert_msg(fds_end <= fds_base + 2,
+                  "open descriptors grew from %u after cycle %d to %u after "
+                  "cycle %d: dead peers leave descriptors behind",
+                  fds_base, BASE_CYCLE, fds_end, NCYCLES);
+#if defined(__SANITIZE_ADDRESS__)
+    printf("death: restart: " HEAP_MEASURE " %lu KiB after cycle %d, %lu KiB "
+           "after cycle %d (%+ld KiB)\n",
+           mem_base, BASE_CYCLE, mem_end, NCYCLES,
+           (long)mem_end - (long)mem_base);
+#endif
+    ck_assert_msg(mem_end < mem_base + 8 * 1024,
+                  HEAP_MEASURE " grew from %lu KiB after cycle %d to %lu KiB "
+                  "after cycle %d, expected under 8 MiB of growth",
+                  mem_base, BASE_CYCLE, mem_end, NCYCLES);
+
+    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
+    ferry_context_destroy(ctx);
+    tu_free_buf(lbuf, CYCLE_LEN);
+}
+END_TEST
+
+/* ---- 4: a side that only watches or waits on a counter ------------------ */
+
+/* _i: whether the watching context runs a progress thread. */
+START_TEST(test_watch_sees_death)
+{
+    struct tu_child c;
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    uint64_t t_kill, ms;
+    char why[256];
+    int ret;
+
+    tu_child_start(&c, PROV, 4096, 0xd400);
+    tu_config(&cfg, PROV);
+    cfg.timeout_ms = 60000;
+    cfg.progress_thread = _i;
+    ctx = tu_context_cfg(&cfg);
+    peer = add_peer(ctx, &c);
+    ck_assert_int_eq(peer_state(peer, why, sizeof(why)),
+                     FERRY_PEER_CONNECTING);
+    ret = ferry_peer_watch(peer, 1);
+    ck_assert_msg(ret == 0, "ferry_peer_watch: %s", ferry_last_error());
+    /* The watch's heartbeats are answered: the peer comes UP. */
+    ms = await_state(ctx, peer, FERRY_PEER_UP, 3000, "watched peer");
+    printf("death: watch (progress thread %d): UP after %llu ms\n", _i,
+           (unsigned long long)ms);
+
+    t_kill = kill_child(&c);
+    await_peer_down(ctx, peer, 3000, "watched peer killed");
+    ms = tu_ms_since(t_kill);
+    printf("death: watch (progress thread %d): PEER_DOWN %llu ms after the "
+           "kill\n",
+           _i, (unsigned long long)ms);
+    ck_assert_msg(ms < 3000, "PEER_DOWN came %llu ms after the kill, expected "
+                             "under 3000 ms",
+                  (unsigned long long)ms);
+    ck_assert_msg(peer_state(peer, why, sizeof(why)) == FERRY_PEER_DEAD,
+                  "the watched peer is not DEAD after its PEER_DOWN event: "
+                  "\"%s\"",
+                  why);
+
+    /* A wait on the dead peer ends at once. */
+    {
+        uint64_t t0 = tu_now_ns();
+
+        ret = ferry_counter_wait_peer(peer, 7, 1, 60000);
+        ms = tu_ms_since(t0);
+        ck_assert_msg(ret == FERRY_EPEERDEAD,
+                      "ferry_counter_wait_peer on the dead peer returned %s "
+                      "(%s) after %llu ms, expected FERRY_EPEERDEAD",
+                      ferry_strerror(ret), ferry_last_error(),
+                      (unsigned long long)ms);
+        ck_assert_msg(ms < 1000,
+                      "ferry_counter_wait_peer on the dead peer took %llu "
+                      "ms, expected well under 1 s",
+                      (unsigned long long)ms);
+    }
+    /* Only one event per death. */
+    {
+        struct ferry_notification ev[4];
+        int n = ferry_notify_poll(ctx, ev, TU_ARRAY_LEN(ev));
+
+        ck_assert_msg(n == 0, "%d more notifications after the PEER_DOWN "
+                              "event, expected none",
+                      n);
+    }
+    ck_assert_int_eq(ferry_peer_watch(peer, 0), 0);
+    retry_busy(ctx, peer_remove_fn, peer, 3000, "ferry_peer_remove of the "
+                                                "watched peer");
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+struct killer {
+    pid_t pid;
+    unsigned delay_ms;
+    _Atomic uint64_t kill_ns;
+};
+
+static void *killer_main(void *arg)
+{
+    struct killer *k = arg;
+
+    sleep_ms(k->delay_ms);
+    atomic_store(&k->kill_ns, tu_now_ns());
+    kill(k->pid, SIGKILL);
+    return NULL;
+}
+
+/* _i: whether the waiting context runs a progress thread. */
+START_TEST(test_counter_wait_peer_death)
+{
+    struct tu_child c;
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    ferry_mem_t *lmem;
+    uint8_t *lbuf = tu_alloc_buf(4096);
+    struct killer k;
+    pthread_t thread;
+    uint64_t t0, ms, waited;
+    char why[256];
+    int ret, status = 0;
+
+    tu_child_start(&c, PROV, 4096, 0xd500);
+    tu_config(&cfg, PROV);
+    cfg.timeout_ms = 60000;
+    cfg.progress_thread = _i;
+    ctx = tu_context_cfg(&cfg);
+    peer = add_peer(ctx, &c);
+    rmem = import_child(peer, &c, 4096);
+    lmem = tu_register(ctx, lbuf, 4096, 0);
+    /* One write: the peer has answered before the wait starts. */
+    tu_fill(lbuf, 4096, 0xd501);
+    write_ok(peer, lbuf, lmem, rmem, 4096, "write before the wait");
+    ck_assert_int_eq(peer_state(peer, why, sizeof(why)), FERRY_PEER_UP);
+
+    k = (struct killer){.pid = c.pid, .delay_ms = 300};
+    atomic_init(&k.kill_ns, 0);
+    ck_assert_int_eq(pthread_create(&thread, NULL, killer_main, &k), 0);
+    t0 = tu_now_ns();
+    ret = ferry_counter_wait_peer(peer, 7, 1, 60000);
+    waited = tu_ms_since(t0);
+    ck_assert_msg(atomic_load(&k.kill_ns) != 0,
+                  "ferry_counter_wait_peer returned %s (%s) after %llu ms, "
+                  "before the child was killed",
+                  ferry_strerror(ret), ferry_last_error(),
+                  (unsigned long long)waited);
+    ms = (tu_now_ns() - atomic_load(&k.kill_ns)) / 1000000u;
+    printf("death: counter wait (progress thread %d): %s %llu ms after the "
+           "kill: %s\n",
+           _i, ferry_strerror(ret), (unsigned long long)ms,
+           ferry_last_error());
+    ck_assert_msg(ret == FERRY_EPEERDEAD,
+                  "ferry_counter_wait_peer returned %s (%s) %llu ms after "
+                  "the kill, expected FERRY_EPEERDEAD",
+                  ferry_strerror(ret), ferry_last_error(),
+                  (unsigned long long)ms);
+    ck_assert_msg(ms < 3000,
+                  "ferry_counter_wait_peer returned %llu ms after the kill, "
+                  "expected under 3000 ms",
+                  (unsigned long long)ms);
+    ck_assert_int_eq(pthread_join(thread, NULL), 0);
+    ck_assert(waitpid(c.pid, &status, 0) == c.pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(c.to_child);
+    close(c.from_child);
+    c.pid = 0;
+
+    ck_assert_msg(peer_state(peer, why, sizeof(why)) == FERRY_PEER_DEAD,
+                  "the peer is not DEAD after the wait ended: \"%s\"", why);
+    await_peer_down(ctx, peer, 1000, "counter wait");
+
+    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
+    retry_busy(ctx, peer_remove_fn, peer, 3000, "ferry_peer_remove after the "
+                                                "counter wait");
+    ferry_context_destroy(ctx);
+    tu_free_buf(lbuf, 4096);
+}
+END_TEST
+
+/* ---- 5: no false death after a pause ------------------------------------- */
+
+/*
+ * A live peer left alone (no request to it, no ferry call at all) for
+ * longer than liveness_ms, then written to again: silence while nothing
+ * waited on it is no sign of death, so the write succeeds and the peer
+ * stays UP.  _i: whether the context runs a progress thread.
+ */
+START_TEST(test_pause_is_not_death)
+{
+    const size_t len = 64 * KiB;
+    struct tu_child c;
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    ferry_mem_t *lmem;
+    uint8_t *lbuf = tu_alloc_buf(len);
+    struct ferry_iov iov;
+    char why[256];
+
+    tu_child_start(&c, PROV, len, 0xd600);
+    tu_config(&cfg, PROV);
+    cfg.timeout_ms = 60000;
+    cfg.progress_thread = _i;
+    ck_assert_uint_eq(cfg.liveness_ms, 2000);
+    ctx = tu_context_cfg(&cfg);
+    peer = add_peer(ctx, &c);
+    rmem = import_child(peer, &c, len);
+    lmem = tu_register(ctx, lbuf, len, 0);
+    iov = (struct ferry_iov){lbuf, lmem, rmem, 0, len};
+
+    for (uint64_t round = 0; round < 2; round++) {
+        uint64_t seed = 0xd601 + round, t0 = tu_now_ns();
+        ferry_req_t *req = NULL;
+        int ret;
+
+        tu_fill(lbuf, len, seed);
+        ret = ferry_write(peer, &iov, 1, NULL, &req);
+        ck_assert_msg(ret == 0, "round %llu: posting failed with %s (%s)",
+                      (unsigned long long)round, ferry_strerror(ret),
+                      ferry_last_error());
+        ret = ferry_req_wait(req, 10000);
+        ck_assert_msg(ret == 0,
+                      "round %llu (%s): the write to the live child ended "
+                      "with %s after %llu ms, expected success: %s",
+                      (unsigned long long)round,
+                      round ? "after 2500 ms without a ferry call, "
+                              "liveness_ms 2000"
+                            : "the first write",
+                      ferry_strerror(ret),
+                      (unsigned long long)tu_ms_since(t0),
+                      ferry_last_error());
+        ferry_req_free(req);
+        ck_assert_msg(tu_child_verify(&c, seed),
+                      "round %llu: the child's buffer differs from the write",
+                      (unsigned long long)round);
+        ck_assert_msg(peer_state(peer, why, sizeof(why)) == FERRY_PEER_UP,
+                      "round %llu: the live child is not UP: \"%s\"",
+                      (unsigned long long)round, why);
+        /* Nothing waits on the peer now, and no ferry call is made. */
+        if (round == 0)
+            sleep_ms(2500);
+    }
+    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
+    ck_assert_int_eq(ferry_peer_remove(peer), 0);
+    ferry_context_destroy(ctx);
+    tu_child_stop(&c);
+    tu_free_buf(lbuf, len);
+}
+END_TEST
+
+/* ---- suite -------------------------------------------------------------- */
+
+static Suite *death_suite(void)
+{
+    Suite *s = suite_create("death");
+    TCase *tc;
+
+    tc = tu_tcase(s, "kill", 60);
+    tcase_add_test(tc, test_kill_mid_transfer);
+    tc = tu_tcase(s, "restart", 300);
+    tcase_add_test(tc, test_restart_loop);
+    tc = tu_tcase(s, "watch", 60);
+    tcase_add_loop_test(tc, test_watch_sees_death, 0, 2);
+    tcase_add_loop_test(tc, test_counter_wait_peer_death, 0, 2);
+    tc = tu_tcase(s, "pause", 60);
+    tcase_add_loop_test(tc, test_pause_is_not_death, 0, 2);
+    return s;
+}
+
+int main(void)
+{
+    /* The liveness these tests reason about is the config's, not one the
+     * environment sets. */
+    unsetenv("FERRY_LIVENESS_MS");
+    tu_clear_ferry_env();
+    /* Line by line: what a test printed survives its timeout. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    atexit(kill_stopped_child);
+    return tu_run(death_suite());
+}
