@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <rdma/fi_cm.h>
 
@@ -28,22 +27,15 @@ static int rail_fail(int ret, const struct ferry__rail *rail,
                         rail->info->domain_attr->name, fi_strerror(-ret));
 }
 
-/*
- * shm names its endpoint after the process id unless given a name, and a
- * file a dead process left in /dev/shm under a reused id makes
- * fi_enable fail (EBUSY): give it a name no other process has had.
- */
+/* shm endpoints get names of ferry's own (shm_loop.h says why). */
 static int name_shm_endpoint(struct ferry__rail *rail)
 {
-    static _Atomic unsigned counter;
     char name[64];
 
     if (rail->info->ep_attr->protocol != FI_PROTO_SHM ||
         rail->info->addr_format != FI_ADDR_STR)
         return 0;
-    snprintf(name, sizeof(name), "ferry_%d_%llx_%u", (int)getpid(),
-             (unsigned long long)ferry__now_ns(),
-             atomic_fetch_add(&counter, 1));
+    ferry__shm_endpoint_name(name, sizeof(name));
     free(rail->info->src_addr);
     rail->info->src_addr = strdup(name);
     if (rail->info->src_addr == NULL)

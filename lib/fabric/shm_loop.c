@@ -24,6 +24,23 @@ struct shm_link {
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_link *links;
 
+/* What every name of an endpoint of this process starts with. */
+static void this_process_prefix(char *buf, size_t len)
+{
+    snprintf(buf, len, "ferry_%d_", (int)getpid());
+}
+
+void ferry__shm_endpoint_name(char *buf, size_t len)
+{
+    static _Atomic unsigned counter;
+    char prefix[32];
+
+    this_process_prefix(prefix, sizeof(prefix));
+    snprintf(buf, len, "%s%llx_%u", prefix,
+             (unsigned long long)ferry__now_ns(),
+             atomic_fetch_add(&counter, 1));
+}
+
 bool ferry__shm_loop_faulty(const struct fi_info *info)
 {
     const char *force = getenv("FERRY_SHM_LOOP_FAULT");
@@ -38,7 +55,7 @@ bool ferry__shm_loop_faulty(const struct fi_info *info)
 /*
  * The endpoint name inside an shm address ("fi_shm://ferry_4711_..." or
  * the bare name), copied into out, when it names an endpoint ferry opened
- * in this process (fabric.c names them "ferry_<pid>_<time>_<n>").
+ * in this process (ferry__shm_endpoint_name).
  */
 static bool name_in_this_process(const void *addr, size_t len, char *out,
                                  size_t out_len)
@@ -51,7 +68,7 @@ static bool name_in_this_process(const void *addr, size_t len, char *out,
         return false;
     memcpy(text, addr, len);
     text[len] = '\0';
-    snprintf(ours, sizeof(ours), "ferry_%d_", (int)getpid());
+    this_process_prefix(ours, sizeof(ours));
     if ((name = strstr(text, ours)) == NULL)
         return false;
     snprintf(out, out_len, "%s", name);

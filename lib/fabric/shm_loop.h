@@ -19,6 +19,15 @@
 #include "base/ferry-internal.h"
 
 /*
+ * A name for an shm endpoint of this process: "ferry_<pid>_<time>_<n>".
+ * shm names an endpoint after the process id unless given a name, and a
+ * file a dead process left in /dev/shm under a reused id makes fi_enable
+ * fail (EBUSY): this name no other process has had.  The pid in it is
+ * how ferry__shm_loop_admit knows an endpoint of this process.
+ */
+void ferry__shm_endpoint_name(char *buf, size_t len);
+
+/*
  * Whether the running libfabric has that fault: its shm provider from
  * 2.5 on.  FERRY_SHM_LOOP_FAULT=0 or 1 overrides (to test either side).
  */

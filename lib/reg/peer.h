@@ -20,13 +20,12 @@ struct ferry__peer_live {
     unsigned running;       /* its requests still in progress */
     unsigned waiters;       /* ferry_counter_wait_peer calls on it */
     bool watched;           /* ferry_peer_watch */
-    bool addresses_dropped; /* gone, and out of the address vectors */
     unsigned ops_out;       /* its operations the provider still holds */
     bool ping_out;          /* a heartbeat is in flight */
     unsigned pings;         /* heartbeats due since it was last heard */
     uint64_t ping_due_ns;   /* when the last one was due */
     /* The provider pushed back (-FI_EAGAIN) posting to it on a rail: it
-     * posts there again once that rail's epoch moves (live.h). */
+     * posts there again once that rail's epoch moves (xfer/op.h). */
     uint64_t blocked_epoch[FERRY__MAX_RAILS];
 };
 

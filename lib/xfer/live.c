@@ -85,8 +85,7 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
 static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
 {
     struct ferry__rail *rail = &x->reg.fab.rails[0];
-    struct ferry__txq *tx = ferry__txq_of(x, rail);
-    struct ferry__op *op = tx->free_ops;
+    struct ferry__op *op = ferry__op_slot(x, peer, rail);
 
     if (peer->live.ping_out)
         return;
@@ -95,10 +94,9 @@ static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
      * declared when its time is up. */
     peer->live.pings++;
     peer->live.ping_due_ns = x->live.now_ns;
-    if (op == NULL || ferry__live_blocked(x, peer, rail) ||
-        ferry__ping_send(peer, rail, op) != 0)
+    if (op == NULL || ferry__ping_send(peer, rail, op) != 0)
         return;
-    ferry__op_take(tx, op, NULL, peer, FERRY__OP_PING, 0);
+    ferry__op_take(ferry__txq_of(x, rail), op, NULL, peer, FERRY__OP_PING, 0);
     peer->live.ping_out = true;
     x->live.heartbeats++;
 }
@@ -132,10 +130,8 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
     if (ferry__live_gone(peer)) {
         /* Its addresses go once the provider holds nothing of it, so a
          * dead peer costs no connection state (docs/semantics.md). */
-        if (l->ops_out == 0 && !l->addresses_dropped) {
+        if (l->ops_out == 0 && peer->fi_addr[0] != FI_ADDR_NOTAVAIL)
             ferry__peer_drop_addresses(&x->reg, peer);
-            l->addresses_dropped = true;
-        }
         return;
     }
     if (!waited_on(peer)) {

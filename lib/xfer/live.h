@@ -1,5 +1,5 @@
 /*
- * Liveness and flow control per peer (docs/semantics.md).
+ * Liveness per peer (docs/semantics.md).
  *
  * A peer is waited on while it has requests in progress, a
  * ferry_counter_wait_peer waits on it, or it is watched.  Every operation
@@ -13,10 +13,8 @@
  * requests end with FERRY_EPEERDEAD, waits on it end, and a
  * FERRY_NOTIFICATION_PEER_DOWN event is queued.
  *
- * Flow control: a provider that pushes back (-FI_EAGAIN) while posting to
- * a peer -- a full queue, or rxm retrying a connection -- stops posting to
- * that peer on that rail until the rail's epoch moves (completions came
- * back, or a few progress calls passed), never to the others.
+ * Flow control per peer lives with the operation slots (op.h,
+ * ferry__op_slot).
  *
  * All of it runs with the lock held.
  */
@@ -24,23 +22,6 @@
 #define FERRY_XFER_LIVE_H
 
 #include "xfer/op.h"
-
-/* Whether posting to peer on rail waits for the rail's epoch to move. */
-static inline bool ferry__live_blocked(struct ferry__xfer *x,
-                                       const struct ferry_peer *peer,
-                                       const struct ferry__rail *rail)
-{
-    return peer->live.blocked_epoch[rail->index] ==
-           ferry__txq_of(x, rail)->epoch;
-}
-
-/* The provider pushed back posting to peer on rail. */
-static inline void ferry__live_push_back(struct ferry__xfer *x,
-                                         struct ferry_peer *peer,
-                                         const struct ferry__rail *rail)
-{
-    peer->live.blocked_epoch[rail->index] = ferry__txq_of(x, rail)->epoch;
-}
 
 /* Whether peer was declared UNREACHABLE or DEAD. */
 static inline bool ferry__live_gone(const struct ferry_peer *peer)

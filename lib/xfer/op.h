@@ -108,6 +108,33 @@ static inline struct ferry__txq *ferry__txq_of(struct ferry__xfer *x,
 {
     return &x->req.tx[rail->index];
 }
+/*
+ * Flow control per peer: the rail's free slot for an operation to peer,
+ * or NULL when every slot is in flight or the provider pushed back
+ * (-FI_EAGAIN) posting to peer on this rail -- a full queue, or rxm still
+ * making the peer's connection -- and the rail's epoch has not moved
+ * since (completions came back, or a few progress calls passed).  A peer
+ * pushed back never stops posting to the others.
+ */
+static inline struct ferry__op *ferry__op_slot(struct ferry__xfer *x,
+                                               const struct ferry_peer *peer,
+                                               const struct ferry__rail *rail)
+{
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+
+    if (peer->live.blocked_epoch[rail->index] == tx->epoch)
+        return NULL;
+    return tx->free_ops;
+}
+
+/* The provider answered -FI_EAGAIN posting to peer on rail. */
+static inline void ferry__op_pushed_back(struct ferry__xfer *x,
+                                         struct ferry_peer *peer,
+                                         const struct ferry__rail *rail)
+{
+    peer->live.blocked_epoch[rail->index] = ferry__txq_of(x, rail)->epoch;
+}
+
 /* Takes op, the rail's first free slot, for req (NULL: a heartbeat to
  * peer; otherwise req's peer). */
 void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,

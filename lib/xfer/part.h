@@ -27,7 +27,7 @@ struct ferry__txq {
     size_t ops_in_flight;
     /* Moves on (from 1) when the rail's CQ gives completions back, or
      * after a few progress calls without: a peer the provider pushed back
-     * on this rail posts here again only then (live.h), so a full queue
+     * on this rail posts here again only then (op.h), so a full queue
      * or a peer still connecting costs one refused call per epoch, and
      * never stops the other peers.  Under the lock. */
     uint64_t epoch;

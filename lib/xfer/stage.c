@@ -290,8 +290,9 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
 {
     struct ferry_req *req = slot->req;
     struct ferry__rail *rail = &ferry__fabric_of(req->ctx)->rails[slot->rail];
-    struct ferry__txq *tx = ferry__txq_of(ferry__xfer_of(req->ctx), rail);
-    struct ferry__op *op = tx->free_ops;
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+    struct ferry__op *op = ferry__op_slot(x, req->peer, rail);
     ssize_t ret;
 
     if (op == NULL)
@@ -299,8 +300,10 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
     ret = ferry__rma_post(req, rail, op, slot->host,
                           slot->stage->mem->desc[rail->index], slot->rmem,
                           slot->roff, slot->len, false, 0);
-    if (ret == -FI_EAGAIN)
+    if (ret == -FI_EAGAIN) {
+        ferry__op_pushed_back(x, req->peer, rail);
         return false;
+    }
     if (ret != 0) {
         ferry__req_end(req, ferry__error_from_fi((int)ret),
                        "posting a staged %s of %zu bytes on domain %s "

@@ -597,8 +597,7 @@ void ferry__req_post_pending(struct ferry_req *req)
             req->rail_pending = (int)next_rail(req, item.rmem->nrails);
         rail = &x->reg.fab.rails[req->rail_pending];
         tx = ferry__txq_of(x, rail);
-        op = tx->free_ops;
-        if (op == NULL || ferry__live_blocked(x, req->peer, rail))
+        if ((op = ferry__op_slot(x, req->peer, rail)) == NULL)
             break; /* every slot in flight, or the provider pushed back on
                     * this peer: progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
@@ -615,9 +614,9 @@ void ferry__req_post_pending(struct ferry_req *req)
                               notifies, data);
         /* A full provider queue, or a connection still being made: this
          * peer posts on this rail again once the rail's epoch moves
-         * (live.h); other peers go on. */
+         * (op.h); other peers go on. */
         if (ret == -FI_EAGAIN) {
-            ferry__live_push_back(x, req->peer, rail);
+            ferry__op_pushed_back(x, req->peer, rail);
             break;
         }
         if (ret != 0) {
@@ -670,12 +669,14 @@ static void post_syncs(struct ferry_req *req)
                 break;
             end += more.len;
         }
-        if ((op = tx->free_ops) == NULL)
+        if ((op = ferry__op_slot(x, req->peer, rail)) == NULL)
             return; /* no slot now: the next progress call goes on */
         ret = ferry__sync_send(req, rail, op, item.rmem->mirror_id,
                                item.roffset, end - item.roffset);
-        if (ret == -FI_EAGAIN)
+        if (ret == -FI_EAGAIN) {
+            ferry__op_pushed_back(x, req->peer, rail);
             return;
+        }
         if (ret != 0) {
             ferry__req_end(req, ferry__error_from_fi((int)ret),
                            "telling the peer about data written into its "
@@ -689,28 +690,43 @@ static void post_syncs(struct ferry_req *req)
     }
 }
 
-/* Sends the request's notification once all its data has landed. */
-static void post_notification(struct ferry_req *req)
+/*
+ * Posts one message of the request on rail 0, its notification
+ * (FERRY__OP_SEND) or its abort (FERRY__OP_ABORT).  Returns 0,
+ * -FI_EAGAIN when there is no slot or the provider pushed back (the next
+ * settle tries again), or the provider's error.
+ */
+static ssize_t post_message(struct ferry_req *req, enum ferry__op_kind kind)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
     struct ferry__rail *rail = &x->reg.fab.rails[0];
-    struct ferry__txq *tx = ferry__txq_of(x, rail);
-    struct ferry__op *op = tx->free_ops;
+    struct ferry__op *op = ferry__op_slot(x, req->peer, rail);
     ssize_t ret;
 
     if (op == NULL)
-        return; /* no slot now: the next progress call retries */
-    ret = ferry__notify_send(req, rail, op);
+        return -FI_EAGAIN;
+    ret = kind == FERRY__OP_SEND ? ferry__notify_send(req, rail, op)
+                                 : ferry__abort_send(req, rail, op);
     if (ret == -FI_EAGAIN)
-        return;
-    if (ret != 0) {
+        ferry__op_pushed_back(x, req->peer, rail);
+    else if (ret == 0)
+        ferry__op_take(ferry__txq_of(x, rail), op, req, req->peer, kind, 0);
+    return ret;
+}
+
+/* Sends the request's notification once all its data has landed. */
+static void post_notification(struct ferry_req *req)
+{
+    ssize_t ret = post_message(req, FERRY__OP_SEND);
+
+    if (ret == 0)
+        req->notify = FERRY__NOTIFY_SENT;
+    else if (ret != -FI_EAGAIN)
         ferry__req_end(req, ferry__error_from_fi((int)ret),
                        "sending the notification on domain %s failed: %s",
-                       rail->info->domain_attr->name, fi_strerror((int)-ret));
-        return;
-    }
-    ferry__op_take(tx, op, req, req->peer, FERRY__OP_SEND, 0);
-    req->notify = FERRY__NOTIFY_SENT;
+                       ferry__fabric_of(req->ctx)->rails[0].info->domain_attr
+                           ->name,
+                       fi_strerror((int)-ret));
 }
 
 /*
@@ -721,22 +737,12 @@ static void post_notification(struct ferry_req *req)
  */
 static void post_abort(struct ferry_req *req)
 {
-    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
-    struct ferry__rail *rail = &x->reg.fab.rails[0];
-    struct ferry__txq *tx = ferry__txq_of(x, rail);
-    struct ferry__op *op = tx->free_ops;
-    ssize_t ret = -FI_EAGAIN;
+    ssize_t ret = post_message(req, FERRY__OP_ABORT);
 
-    if (op != NULL && !ferry__live_blocked(x, req->peer, rail))
-        ret = ferry__abort_send(req, rail, op);
-    if (ret == 0) {
-        ferry__op_take(tx, op, req, req->peer, FERRY__OP_ABORT, 0);
+    if (ret == 0)
         req->notify = FERRY__NOTIFY_ABORT_SENT;
-        return;
-    }
-    if (ret == -FI_EAGAIN && op != NULL)
-        ferry__live_push_back(x, req->peer, rail);
-    if (ret != -FI_EAGAIN || x->reg.fab.cfg.liveness_ms == 0)
+    else if (ret != -FI_EAGAIN ||
+             ferry__fabric_of(req->ctx)->cfg.liveness_ms == 0)
         req->notify = FERRY__NOTIFY_DONE; /* given up */
 }
 

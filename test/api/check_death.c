@@ -54,20 +54,28 @@ static void sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
-/* Kills the child with SIGKILL and reaps it; tu_child_stop is not for a
- * killed child (it asserts a clean exit).  Returns the time of the kill. */
-static uint64_t kill_child(struct tu_child *c)
+/* Reaps a child killed with SIGKILL and closes its pipes; tu_child_stop
+ * is not for a killed child (it asserts a clean exit). */
+static void reap_killed_child(struct tu_child *c)
 {
-    uint64_t t = tu_now_ns();
     int status = 0;
 
-    ck_assert_int_eq(kill(c->pid, SIGKILL), 0);
     ck_assert(waitpid(c->pid, &status, 0) == c->pid);
     ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                   "the child did not die of SIGKILL (status 0x%x)", status);
     close(c->to_child);
     close(c->from_child);
     c->pid = 0;
+}
+
+/* Kills the child with SIGKILL and reaps it.  Returns the time of the
+ * kill. */
+static uint64_t kill_child(struct tu_child *c)
+{
+    uint64_t t = tu_now_ns();
+
+    ck_assert_int_eq(kill(c->pid, SIGKILL), 0);
+    reap_killed_child(c);
     return t;
 }
 
@@ -587,7 +595,7 @@ START_TEST(test_counter_wait_peer_death)
     pthread_t thread;
     uint64_t t0, ms, waited;
     char why[256];
-    int ret, status = 0;
+    int ret;
 
     tu_child_start(&c, PROV, 4096, 0xd500);
     tu_config(&cfg, PROV);
@@ -628,11 +636,7 @@ START_TEST(test_counter_wait_peer_death)
                   "expected under 3000 ms",
                   (unsigned long long)ms);
     ck_assert_int_eq(pthread_join(thread, NULL), 0);
-    ck_assert(waitpid(c.pid, &status, 0) == c.pid);
-    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    close(c.to_child);
-    close(c.from_child);
-    c.pid = 0;
+    reap_killed_child(&c);
 
     ck_assert_msg(peer_state(peer, why, sizeof(why)) == FERRY_PEER_DEAD,
                   "the peer is not DEAD after the wait ended: \"%s\"", why);
