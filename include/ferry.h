@@ -341,7 +341,8 @@ enum ferry_peer_state {
 /*
  * The peer's state, and into why (len bytes, may be NULL) the sentence
  * that says what was seen ("no sign of life for 2013 ms: 3 heartbeats
- * unanswered").  Returns 0 or FERRY_EHANDLE.
+ * unanswered").  Returns 0, FERRY_EINVAL (NULL peer or state) or
+ * FERRY_EHANDLE (not a live peer).
  */
 FERRY_API int ferry_peer_state(ferry_peer_t *peer,
                                enum ferry_peer_state *state, char *why,
@@ -351,7 +352,8 @@ FERRY_API int ferry_peer_state(ferry_peer_t *peer,
  * Keeps checking the peer's liveness while nothing else waits on it (on:
  * 1; off: 0), so that its death is noticed and delivered as a
  * FERRY_NOTIFICATION_PEER_DOWN event (ferry_notify_poll): how a target
- * learns that an initiator it serves is gone.  Returns 0 or FERRY_EHANDLE.
+ * learns that an initiator it serves is gone.  Returns 0, FERRY_EINVAL
+ * (NULL) or FERRY_EHANDLE.
  */
 FERRY_API int ferry_peer_watch(ferry_peer_t *peer, int on);
 

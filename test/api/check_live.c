@@ -10,6 +10,7 @@
  */
 #include "testutil.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,6 +422,45 @@ START_TEST(test_liveness_env)
 }
 END_TEST
 
+/* Bad arguments are refused with a sentence, never a crash. */
+START_TEST(test_bad_arguments)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+    struct gone_peer g;
+    enum ferry_peer_state st;
+    void *buf = tu_alloc_buf(4096);
+    ferry_req_t *req;
+
+    config(&cfg, TCP, INT_MAX + 1u);
+    ck_assert_int_eq(ferry_context_create(&cfg, &ctx), FERRY_EINVAL);
+    tu_assert_sentence("config.liveness_ms", "0 (off)", NULL);
+    ck_assert_ptr_null(ctx);
+
+    ck_assert_int_eq(ferry_peer_state(NULL, &st, NULL, 0), FERRY_EINVAL);
+    tu_assert_sentence("ferry_peer_state", NULL);
+    ck_assert_int_eq(ferry_peer_watch(NULL, 1), FERRY_EINVAL);
+    tu_assert_sentence("ferry_peer_watch", NULL);
+    ck_assert_int_eq(ferry_counter_wait_peer(NULL, 1, 1, 0), FERRY_EINVAL);
+    tu_assert_sentence("ferry_counter_wait_peer", NULL);
+
+    config(&cfg, TCP, SHORT_LIVENESS_MS);
+    ctx = tu_context_cfg(&cfg);
+    gone_peer_add(ctx, TCP, &g);
+    ck_assert_int_eq(ferry_peer_state(g.peer, NULL, NULL, 0), FERRY_EINVAL);
+    tu_assert_sentence("ferry_peer_state", "state is NULL", NULL);
+    /* A peer with a request running is not removed. */
+    req = write_to(g.peer, g.rmem, buf, 4096, NULL);
+    ck_assert_int_eq(ferry_peer_remove(g.peer), FERRY_EBUSY);
+    tu_assert_sentence("still running", "first", NULL);
+    ck_assert_int_eq(ferry_req_wait(req, -1), FERRY_EPEERDEAD);
+    ferry_req_free(req);
+    ck_assert_int_eq(ferry_rmem_free(g.rmem), 0);
+    ferry_context_destroy(ctx);
+    tu_free_buf(buf, 4096);
+}
+END_TEST
+
 static Suite *live_suite(void)
 {
     Suite *s = suite_create("live");
@@ -436,6 +476,7 @@ static Suite *live_suite(void)
     tcase_add_loop_test(tc, test_abort_reaches_target, 0, 2);
     tc = tu_tcase(s, "config", 10);
     tcase_add_test(tc, test_liveness_env);
+    tcase_add_test(tc, test_bad_arguments);
     return s;
 }
 
