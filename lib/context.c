@@ -1,7 +1,7 @@
 /*
  * The context, the composition root: its configuration adopted, then
- * each layer's part opened in order (the rails, the transfer layer's
- * operation slots and receive buffers on them, the device path, the
+ * each layer's part opened in order (the rails, the heartbeat word, the
+ * transfer layer's operation slots and receive buffers on them, the device path, the
  * registration cache, the progress thread) and closed in reverse, and
  * the calls that report on all of it.
  */
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fabric/config.h"
+#include "fabric/pulse.h"
 #include "fabric/rails.h"
 #include "part.h"
 #include "progress.h"
@@ -79,8 +80,12 @@ int ferry_context_create(const struct ferry_config *cfg,
     fab->magic = FERRY__MAGIC_CTX;
     ret = ferry__fabric_open(fab, &sel, rails_why);
     ferry__selection_free(&sel);
-    if (ret == 0)
+    if (ret == 0) {
+        ferry__lock_acquire(&fab->lock);
+        ferry__pulse_open(fab);
+        ferry__lock_release(&fab->lock);
         ret = xfer_open(ferry__xfer_of(ctx));
+    }
     if (ret == 0) {
         ferry__dev_path_init(fab, &reg->mem.dev_path, reg->mem.dev_why,
                              sizeof(reg->mem.dev_why));
@@ -122,6 +127,7 @@ void ferry_context_destroy(ferry_context_t *ctx)
     ferry__peers_destroy(ferry__reg_of(ctx));
     ferry__notify_destroy(ferry__xfer_of(ctx));
     xfer_close(ferry__xfer_of(ctx));
+    ferry__pulse_close(fab);
     ferry__fabric_close(fab);
     fab->magic = FERRY__MAGIC_DEAD;
     pthread_cond_destroy(&ctx->progress.progressed);

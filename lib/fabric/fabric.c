@@ -13,10 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <rdma/fi_cm.h>
-
-#include "base/blob.h"
-
 /* A libfabric call on the rail failed: the error with its sentence. */
 static int rail_fail(int ret, const struct ferry__rail *rail,
                      const char *call)
@@ -396,39 +392,3 @@ int ferry__mr_open(struct ferry__fabric *fab, struct ferry__rail *rail,
     }
     return ret;
 }
-
-int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
-{
-    struct ferry__fabric *fab = ferry__fabric_of(ctx);
-    struct ferry__blob_writer w;
-    int ret;
-
-    ferry__error_clear();
-    if ((ret = ferry__check_ctx(ctx, "ferry_context_address")))
-        return ret;
-    if (len == NULL)
-        return ferry__error(FERRY_EINVAL,
-                            "ferry_context_address: len is NULL");
-    ferry__blob_begin(&w, buf, *len, FERRY__BLOB_ADDR);
-    ferry__blob_put_str(&w, fab->rails[0].info->fabric_attr->prov_name);
-    ferry__blob_put_u16(&w, (uint16_t)fab->nrails);
-    /* The endpoints are FI_THREAD_DOMAIN: fi_getname is serialised with
-     * posting and polling like every other endpoint call. */
-    ferry__lock_acquire(&fab->lock);
-    for (unsigned i = 0; i < fab->nrails && ret == 0; i++) {
-        uint8_t name[FERRY__ADDR_MAX];
-        size_t nlen = sizeof(name);
-
-        ret = fi_getname(&fab->rails[i].ep->fid, name, &nlen);
-        if (ret != 0) {
-            ret = rail_fail(ret, &fab->rails[i], "fi_getname");
-            break;
-        }
-        ferry__blob_put_u32(&w, fab->rails[i].info->addr_format);
-        ferry__blob_put_u16(&w, (uint16_t)nlen);
-        ferry__blob_put_bytes(&w, name, nlen);
-    }
-    ferry__lock_release(&fab->lock);
-    return ret != 0 ? ret : ferry__blob_end(&w, len);
-}
-

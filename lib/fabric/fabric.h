@@ -62,6 +62,14 @@ struct ferry__fabric {
      * notification while the writes before it are still in flight. */
     bool writes_ordered;
     char why[2048];
+    /* The word peers read as a heartbeat (pulse.c), on rail 0. */
+    struct {
+        uint64_t *word; /* the incarnation, in a cache line of its own */
+        struct fid_mr *mr;
+        uint8_t key[FERRY__KEY_MAX];
+        size_t key_len;    /* 0: none could be made */
+        uint64_t raw_base; /* FI_MR_RAW: base for fi_mr_map_raw */
+    } pulse;
     unsigned nrails;
     struct ferry__rail rails[FERRY__MAX_RAILS];
 };

@@ -1,8 +1,10 @@
 /*
- * Peers: address blobs turned into address-vector entries, one per rail.
+ * Peers: the context's address blob written, and peers' address blobs
+ * turned into address-vector entries, one per rail.
  *
  * Address blob fields (after the common header, see blob.c):
  *   str provider | u16 rails | rails x (u32 addr_format | u16 len | bytes)
+ *   | the heartbeat word (fabric/pulse.h)
  */
 #include "reg/peer.h"
 
@@ -11,6 +13,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#include <rdma/fi_cm.h>
+
+#include <rdma/fi_cm.h>
 
 static const char *format_name(uint32_t fmt)
 {
@@ -28,6 +34,45 @@ static const char *format_name(uint32_t fmt)
     }
 }
 
+int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    struct ferry__blob_writer w;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_address")))
+        return ret;
+    if (len == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_address: len is NULL");
+    ferry__blob_begin(&w, buf, *len, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, fab->rails[0].info->fabric_attr->prov_name);
+    ferry__blob_put_u16(&w, (uint16_t)fab->nrails);
+    /* The endpoints are FI_THREAD_DOMAIN: fi_getname is serialised with
+     * posting and polling like every other endpoint call. */
+    ferry__lock_acquire(&fab->lock);
+    for (unsigned i = 0; i < fab->nrails && ret == 0; i++) {
+        uint8_t name[FERRY__ADDR_MAX];
+        size_t nlen = sizeof(name);
+
+        ret = fi_getname(&fab->rails[i].ep->fid, name, &nlen);
+        if (ret != 0) {
+            ret = ferry__error(ferry__error_from_fi(ret),
+                               "fi_getname on domain %s failed: %s",
+                               fab->rails[i].info->domain_attr->name,
+                               fi_strerror(-ret));
+            break;
+        }
+        ferry__blob_put_u32(&w, fab->rails[i].info->addr_format);
+        ferry__blob_put_u16(&w, (uint16_t)nlen);
+        ferry__blob_put_bytes(&w, name, nlen);
+    }
+    ferry__pulse_put(&w, fab);
+    ferry__lock_release(&fab->lock);
+    return ret != 0 ? ret : ferry__blob_end(&w, len);
+}
+
 /* Reads the blob and inserts each rail's address; under the lock. */
 static int insert_addresses(struct ferry__reg *reg,
                             struct ferry__blob_reader *r,
@@ -36,6 +81,7 @@ static int insert_addresses(struct ferry__reg *reg,
     const char *ours = reg->fab.rails[0].info->fabric_attr->prov_name;
     char prov[FERRY__NAME_MAX];
     unsigned rails;
+    int ret;
 
     FERRY__ASSERT_LOCKED(&reg->fab.lock);
     ferry__blob_get_str(r, prov, sizeof(prov));
@@ -60,7 +106,6 @@ static int insert_addresses(struct ferry__reg *reg,
         uint8_t name[FERRY__ADDR_MAX];
         uint32_t fmt = ferry__blob_get_u32(r);
         size_t len = ferry__blob_get_u16(r);
-        int ret;
 
         if (r->bad || len > sizeof(name) || len == 0)
             return ferry__error(FERRY_EBLOB,
@@ -93,6 +138,9 @@ static int insert_addresses(struct ferry__reg *reg,
                                 i, rail->info->domain_attr->name,
                                 fi_strerror(ret < 0 ? -ret : FI_EINVAL));
     }
+    ret = ferry__pulse_get(&reg->fab, r, &peer->pulse);
+    if (ret != 0)
+        return ret;
     if (r->pos != r->len)
         return ferry__error(FERRY_EBLOB,
                             "address blob has %zu bytes after its last field",
@@ -129,9 +177,8 @@ int ferry_peer_add(ferry_context_t *ctx, const void *addr, size_t len,
         peer->next = reg->peers;
         reg->peers = peer;
     } else {
-        for (unsigned i = 0; i < reg->fab.nrails; i++)
-            if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL)
-                fi_av_remove(reg->fab.rails[i].av, &peer->fi_addr[i], 1, 0);
+        ferry__peer_drop_addresses(reg, peer);
+        ferry__pulse_release(&reg->fab, &peer->pulse);
     }
     ferry__lock_release(&reg->fab.lock);
     if (ret != 0) {
@@ -162,6 +209,7 @@ static void peer_release(struct ferry__reg *reg, struct ferry_peer *peer)
         }
     }
     ferry__peer_drop_addresses(reg, peer);
+    ferry__pulse_release(&reg->fab, &peer->pulse);
     peer->magic = FERRY__MAGIC_DEAD;
     free(peer);
 }

@@ -5,6 +5,7 @@
 #ifndef FERRY_REG_PEER_H
 #define FERRY_REG_PEER_H
 
+#include "fabric/pulse.h"
 #include "reg/part.h"
 
 /*
@@ -35,6 +36,7 @@ struct ferry_peer {
     struct ferry_peer *next;
     fi_addr_t fi_addr[FERRY__MAX_RAILS];
     _Atomic unsigned rmem_count; /* imported regions still held */
+    struct ferry__pulse_remote pulse; /* its heartbeat word */
     struct ferry__peer_live live;
 };
 

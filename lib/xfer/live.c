@@ -94,7 +94,8 @@ static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
      * declared when its time is up. */
     peer->live.pings++;
     peer->live.ping_due_ns = x->live.now_ns;
-    if (op == NULL || ferry__ping_send(peer, rail, op) != 0)
+    if (op == NULL || !peer->pulse.present ||
+        ferry__ping_post(peer, rail, op) != 0)
         return;
     ferry__op_take(ferry__txq_of(x, rail), op, NULL, peer, FERRY__OP_PING, 0);
     peer->live.ping_out = true;
@@ -106,11 +107,20 @@ void ferry__live_ping_done(struct ferry__xfer *x, struct ferry__op *op,
 {
     struct ferry_peer *peer = op->peer;
 
+    uint64_t answer = ferry__ping_answer(op);
+
     peer->live.ping_out = false;
-    if (err == 0)
-        ferry__live_heard(x, peer);
-    else
+    if (err != 0)
         ferry__live_op_failed(x, peer, err, fi_strerror(-err));
+    else if (answer != peer->pulse.incarnation)
+        ferry__live_declare(x, peer,
+                            "another process answers at its address (it "
+                            "restarted: incarnation %016llx, not %016llx); "
+                            "add the new one with ferry_peer_add",
+                            (unsigned long long)answer,
+                            (unsigned long long)peer->pulse.incarnation);
+    else
+        ferry__live_heard(x, peer);
 }
 
 static bool waited_on(const struct ferry_peer *peer)

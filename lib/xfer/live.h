@@ -5,9 +5,11 @@
  * ferry_counter_wait_peer waits on it, or it is watched.  Every operation
  * to it that comes back is a sign of life.  When none has come for a
  * quarter of config.liveness_ms while it is waited on, a heartbeat goes:
- * an empty message sent with FI_DELIVERY_COMPLETE, whose completion is
- * the answer (it needs nothing from the peer but its progress, and works
- * for peers added from bare address blobs).  Silent for liveness_ms: the
+ * an 8-byte read of the peer's pulse word (fabric/pulse.h), whose
+ * completion is the answer and whose value must be the incarnation its
+ * address blob gave (a process that restarted at the same address is
+ * another peer).  It needs nothing from the peer's application and
+ * works for peers added from bare address blobs.  Silent for liveness_ms: the
  * peer is declared UNREACHABLE (never heard) or DEAD, and so is a peer
  * whose connection is reset.  Either is final for the handle: its
  * requests end with FERRY_EPEERDEAD, waits on it end, and a

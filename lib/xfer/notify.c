@@ -32,14 +32,14 @@
  * A request that fails before its notification went sends an abort
  * instead {id, value, the ferry error it ended with}: the target marks
  * the counter so that its waiters end (FERRY_EABORTED) and queues a
- * FERRY_NOTIFICATION_ABORT.  A heartbeat (live.c) is a message of its
- * own kind with nothing in it; the target only re-posts the buffer.
+ * FERRY_NOTIFICATION_ABORT.  A heartbeat (live.c) reads the peer's
+ * pulse word (fabric/pulse.h) into the operation's message buffer, which
+ * is therefore registered for local reads as well as sends.
  *
  * Wire format, little-endian, FERRY__MSG_SIZE bytes at most:
  *   u32 magic "FRYN" | u32 kind 1 (notify) | u64 id | u64 value
  *   u32 magic "FRYN" | u32 kind 2 (mirror sync) | u64 mirror id |
  *       u64 offset | u64 length
- *   u32 magic "FRYN" | u32 kind 3 (heartbeat)
  *   u32 magic "FRYN" | u32 kind 4 (abort) | u64 id | u64 value |
  *       u64 error (as a two's complement int)
  */
@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include "dev/hmem.h"
 #include "xfer/stage.h"
@@ -60,8 +61,6 @@
 #define NOTIFY_WIRE_LEN 24u
 #define SYNC_KIND 2u
 #define SYNC_WIRE_LEN 32u
-#define PING_KIND 3u
-#define PING_WIRE_LEN 8u
 #define ABORT_KIND 4u
 #define ABORT_WIRE_LEN 32u
 
@@ -129,7 +128,7 @@ int ferry__notify_rail_open(struct ferry__xfer *x, struct ferry__rail *rail)
         if (ret == 0)
             ret = register_area(x, rail, tx->ops,
                                 x->reg.fab.tx_depth * sizeof(*tx->ops),
-                                FI_SEND, &rx->send_mr);
+                                FI_SEND | FI_READ, &rx->send_mr);
         if (ret != 0)
             return ret;
     }
@@ -192,10 +191,21 @@ ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
     return send_msg(req->peer, rail, op, ABORT_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
-ssize_t ferry__ping_send(struct ferry_peer *peer, struct ferry__rail *rail,
+ssize_t ferry__ping_post(struct ferry_peer *peer, struct ferry__rail *rail,
                          struct ferry__op *op)
 {
-    return send_msg(peer, rail, op, PING_KIND, NULL, 0);
+    const struct ferry__rxq *rx =
+        &ferry__xfer_of(peer->ctx)->notify.rx[rail->index];
+    void *desc = rx->send_mr ? fi_mr_desc(rx->send_mr) : NULL;
+
+    return fi_read(rail->ep, op->msg, sizeof(uint64_t), desc,
+                   peer->fi_addr[rail->index], peer->pulse.addr,
+                   peer->pulse.key, &op->fi_ctx);
+}
+
+uint64_t ferry__ping_answer(const struct ferry__op *op)
+{
+    return get64(op->msg);
 }
 
 ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
@@ -417,9 +427,6 @@ void ferry__notify_received(struct ferry__xfer *x, struct ferry__rail *rail,
                kind == SYNC_KIND) {
         ferry__mirror_sync(x, get64(rv->buf + 8), get64(rv->buf + 16),
                            get64(rv->buf + 24));
-    } else if (len == PING_WIRE_LEN && (uint32_t)head == NOTIFY_MAGIC &&
-               kind == PING_KIND) {
-        /* a heartbeat: its sender learns of it from its completion */
     } else if (len == ABORT_WIRE_LEN && (uint32_t)head == NOTIFY_MAGIC &&
                kind == ABORT_KIND) {
         aborted(x, get64(rv->buf + 8), get64(rv->buf + 16),

@@ -30,9 +30,12 @@ ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
  * (xfer.c). */
 ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
                           struct ferry__op *op);
-/* Posts a heartbeat to peer (live.c). */
-ssize_t ferry__ping_send(struct ferry_peer *peer, struct ferry__rail *rail,
+/* Posts a heartbeat to peer (live.c): reads its pulse word into op's
+ * message buffer; returns fi_read's result. */
+ssize_t ferry__ping_post(struct ferry_peer *peer, struct ferry__rail *rail,
                          struct ferry__op *op);
+/* What a completed heartbeat read: the peer's incarnation. */
+uint64_t ferry__ping_answer(const struct ferry__op *op);
 /* Posts a mirror sync message (stage.c) on op. */
 ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
                          struct ferry__op *op, uint64_t mirror_id,

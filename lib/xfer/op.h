@@ -43,7 +43,7 @@ struct ferry__op {
     enum ferry__op_kind kind;
     bool notifies; /* a write carrying its request's notification */
     size_t len;
-    uint8_t msg[FERRY__MSG_SIZE]; /* a notification's wire bytes */
+    uint8_t msg[FERRY__MSG_SIZE]; /* a message's wire bytes, a heartbeat's answer */
 };
 
 /* The registration ferry found (cached) or made (one-shot) for an iov. */

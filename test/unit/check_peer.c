@@ -4,7 +4,9 @@
  * (never a crash or an over-read) and leaving no peer behind, provider and
  * address-family mismatches named on both sides, removal while remote
  * regions are held, the context's list of peers, and two shm contexts of
- * one process never connected both ways where libfabric crashes on it.  (A remote-key blob
+ * one process never connected both ways where libfabric crashes on it,
+ * and the heartbeat word each blob carries (its fields, and a peer that
+ * answers with another incarnation declared dead).  (A remote-key blob
  * as an address, removing NULL and destruction with regions held, through
  * the API: test/api/check_peer.c.)
  */
@@ -13,6 +15,7 @@
 #include "reg/peer.h"
 #include "base/blob.h"
 #include "fabric/shm_loop.h"
+#include "xfer/part.h"
 
 #include <rdma/fi_cm.h>
 
@@ -58,13 +61,22 @@ static size_t rail_name(ferry_context_t *ctx, unsigned rail, uint8_t *buf,
     return len;
 }
 
+/* The heartbeat word's fields of a built blob (fabric/pulse.h). */
+struct pulse_spec {
+    uint64_t incarnation, addr, raw_base;
+    size_t klen; /* 0: no word */
+    const uint8_t *key;
+};
+
 /*
  * An address blob built by hand: provider, a rail count as written in the
- * blob, then `nrails` entries of (fmt, addr[alen]), then `extra` bytes.
+ * blob, then `nrails` entries of (fmt, addr[alen]), the heartbeat word of
+ * *pulse, then `extra` bytes.
  */
-static size_t build_addr(uint8_t *buf, size_t cap, const char *prov,
+static size_t build_blob(uint8_t *buf, size_t cap, const char *prov,
                          unsigned claimed, unsigned nrails, uint32_t fmt,
-                         const void *addr, size_t alen, size_t extra)
+                         const void *addr, size_t alen,
+                         const struct pulse_spec *pulse, size_t extra)
 {
     struct ferry__blob_writer w;
     size_t len = 0;
@@ -77,10 +89,26 @@ static size_t build_addr(uint8_t *buf, size_t cap, const char *prov,
         ferry__blob_put_u16(&w, (uint16_t)alen);
         ferry__blob_put_bytes(&w, addr, alen);
     }
+    ferry__blob_put_u64(&w, pulse->incarnation);
+    ferry__blob_put_u64(&w, pulse->addr);
+    ferry__blob_put_u64(&w, pulse->raw_base);
+    ferry__blob_put_u16(&w, (uint16_t)pulse->klen);
+    ferry__blob_put_bytes(&w, pulse->key, pulse->klen);
     for (size_t i = 0; i < extra; i++)
         ferry__blob_put_bytes(&w, "\x5a", 1);
     ck_assert_int_eq(ferry__blob_end(&w, &len), 0);
     return len;
+}
+
+/* The same without a heartbeat word. */
+static size_t build_addr(uint8_t *buf, size_t cap, const char *prov,
+                         unsigned claimed, unsigned nrails, uint32_t fmt,
+                         const void *addr, size_t alen, size_t extra)
+{
+    static const struct pulse_spec none;
+
+    return build_blob(buf, cap, prov, claimed, nrails, fmt, addr, alen,
+                      &none, extra);
 }
 
 static void peer_count_is(ferry_context_t *ctx, size_t want)
@@ -635,6 +663,150 @@ START_TEST(test_shm_both_ways_refused)
 }
 END_TEST
 
+/* ---- the heartbeat word ------------------------------------------------- */
+
+START_TEST(test_built_blob_pulse)
+{
+    ferry_context_t *ctx = tu_context(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024], key[FERRY__KEY_MAX + 1];
+    size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
+    struct pulse_spec p = {.incarnation = 0x1122334455667788u,
+                           .addr = 0x1000,
+                           .key = key};
+
+    for (size_t i = 0; i < sizeof(key); i++)
+        key[i] = (uint8_t)(i + 1);
+    p.klen = sizeof(key);
+    len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, &p, 0);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                    "heartbeat word's key of 65 bytes");
+    p.klen = 9;
+    len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, &p, 0);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                    "9-byte key but this context does not use raw keys");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    /* Eight bytes: the key as a little-endian number, the rest as sent. */
+    p.klen = 8;
+    len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, &p, 0);
+    ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    ck_assert(peer->pulse.present);
+    ck_assert_uint_eq(peer->pulse.key, 0x0807060504030201u);
+    ck_assert_uint_eq(peer->pulse.incarnation, 0x1122334455667788u);
+    ck_assert_uint_eq(peer->pulse.addr, 0x1000);
+    /* None: accepted, and its heartbeats can only go unanswered. */
+    p.klen = 0;
+    len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, &p, 0);
+    ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    ck_assert(!peer->pulse.present);
+    peer_count_is(ctx, 2);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* A real context's blob carries its word: what its peers read is the
+ * incarnation, at the address and key the blob names. */
+START_TEST(test_context_blob_pulse)
+{
+    ferry_context_t *a = tu_context(TCP), *b = tu_context(TCP);
+    const struct ferry__fabric *fb = ferry__fabric_of(b);
+    ferry_peer_t *peer = NULL;
+    uint8_t blob[1024];
+    size_t len = address_of(b, blob, sizeof(blob));
+
+    ck_assert_uint_eq(fb->pulse.key_len, 8);
+    ck_assert_int_eq(ferry_peer_add(a, blob, len, &peer), 0);
+    ck_assert(peer->pulse.present);
+    ck_assert_uint_eq(peer->pulse.incarnation, *fb->pulse.word);
+    ck_assert_uint_eq(peer->pulse.key,
+                      ferry__key_to_u64(fb->pulse.key, fb->pulse.key_len));
+    ck_assert_uint_eq(peer->pulse.addr,
+                      fb->mr_mode & FERRY_MR_VIRT_ADDR
+                          ? (uint64_t)(uintptr_t)fb->pulse.word
+                          : 0);
+    /* Two contexts, two incarnations. */
+    ck_assert_uint_ne(*ferry__fabric_of(a)->pulse.word, *fb->pulse.word);
+    ferry_context_destroy(a);
+    ferry_context_destroy(b);
+}
+END_TEST
+
+/*
+ * Watches b through a blob with b's address and word but another
+ * incarnation (what a process that restarted at the same address looks
+ * like), or the true one: the first is declared gone by its heartbeat's
+ * answer, the second stays UP.  _i: whether the incarnation is b's.
+ */
+START_TEST(test_pulse_incarnation)
+{
+    struct ferry_config cfg;
+    ferry_context_t *a, *b;
+    const struct ferry__fabric *fb;
+    ferry_peer_t *peer = NULL;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024];
+    enum ferry_peer_state st = FERRY_PEER_CONNECTING;
+    char why[256] = "";
+    struct pulse_spec p;
+    size_t nlen, len;
+    uint64_t t0;
+
+    tu_config(&cfg, TCP);
+    cfg.liveness_ms = 400;
+    a = tu_context_cfg(&cfg);
+    cfg.progress_thread = 1;
+    b = tu_context_cfg(&cfg);
+    fb = ferry__fabric_of(b);
+    nlen = rail_name(b, 0, name, sizeof(name));
+    p = (struct pulse_spec){
+        .incarnation = *fb->pulse.word + (_i == 0),
+        .addr = fb->mr_mode & FERRY_MR_VIRT_ADDR
+                    ? (uint64_t)(uintptr_t)fb->pulse.word
+                    : 0,
+        .klen = fb->pulse.key_len,
+        .key = fb->pulse.key,
+    };
+    len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, &p, 0);
+    ck_assert_msg(ferry_peer_add(a, blob, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_int_eq(ferry_peer_watch(peer, 1), 0);
+    /* Heartbeats start after a quarter of the liveness of silence. */
+    t0 = tu_now_ns();
+    while (tu_ms_since(t0) < 1500 && st != FERRY_PEER_DEAD &&
+           st != FERRY_PEER_UNREACHABLE) {
+        ck_assert_int_ge(ferry_progress(a), 0);
+        ck_assert_int_eq(ferry_peer_state(peer, &st, why, sizeof(why)), 0);
+        usleep(1000);
+    }
+    if (_i == 0) {
+        /* UNREACHABLE here: the one it was added as never answered. */
+        ck_assert_msg(st == FERRY_PEER_UNREACHABLE,
+                      "a peer answering with another incarnation is %d "
+                      "(\"%s\") after 1500 ms, expected UNREACHABLE",
+                      (int)st, why);
+        ck_assert_msg(strstr(why, "another process answers at its address") &&
+                          strstr(why, "ferry_peer_add"),
+                      "the sentence does not say it restarted: \"%s\"", why);
+    } else {
+        ck_assert_msg(st == FERRY_PEER_UP,
+                      "a peer answering its heartbeats is %d (\"%s\") "
+                      "after 1500 ms, expected UP",
+                      (int)st, why);
+        ck_assert_uint_gt(ferry__xfer_of(a)->live.heartbeats, 0);
+    }
+    ck_assert_int_eq(ferry_peer_watch(peer, 0), 0);
+    ferry_context_destroy(a);
+    ferry_context_destroy(b);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
     Suite *s = suite_create("peer");
@@ -668,6 +840,12 @@ static Suite *peer_suite(void)
     tcase_add_test(tc, test_remove_keeps_the_others);
     tcase_add_loop_test(tc, test_peers_closed_with_context, 0,
                         (int)tu_nproviders);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pulse");
+    tcase_add_test(tc, test_built_blob_pulse);
+    tcase_add_test(tc, test_context_blob_pulse);
+    tcase_add_loop_test(tc, test_pulse_incarnation, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("shm_loop");
