@@ -1,13 +1,14 @@
 /*
  * Peer death through the API: a target killed (-9) in the middle of large
- * writes, a hundred targets started and killed in turn (nothing of them may
- * stay behind: descriptors, memory), and a side that only watches a peer
+ * writes, a target stopped (SIGSTOP) past the liveness and added again
+ * after SIGCONT, a hundred targets started and killed in turn (nothing of
+ * them may stay behind: descriptors, memory), and a side that only watches a peer
  * or waits on a counter for it; and a live peer left alone for longer
  * than the liveness, which is no death.  The targets are forked children
  * (tu_child_start) on "tcp;ofi_rxm" over loopback.  (The liveness machinery
  * between two contexts of one process: test/api/check_live.c.)
  */
-#include "testutil.h"
+#include "peerutil.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -32,28 +33,6 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static const char *state_name(enum ferry_peer_state s)
-{
-    switch (s) {
-    case FERRY_PEER_CONNECTING:
-        return "CONNECTING";
-    case FERRY_PEER_UP:
-        return "UP";
-    case FERRY_PEER_UNREACHABLE:
-        return "UNREACHABLE";
-    case FERRY_PEER_DEAD:
-        return "DEAD";
-    }
-    return "?";
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
 /* Reaps a child killed with SIGKILL and closes its pipes; tu_child_stop
  * is not for a killed child (it asserts a clean exit). */
 static void reap_killed_child(struct tu_child *c)
@@ -77,44 +56,6 @@ static uint64_t kill_child(struct tu_child *c)
     ck_assert_int_eq(kill(c->pid, SIGKILL), 0);
     reap_killed_child(c);
     return t;
-}
-
-/* The peer's state (asserting the call works), its sentence into why. */
-static enum ferry_peer_state peer_state(ferry_peer_t *peer, char *why,
-                                        size_t len)
-{
-    enum ferry_peer_state st = FERRY_PEER_CONNECTING;
-    int ret = ferry_peer_state(peer, &st, why, len);
-
-    ck_assert_msg(ret == 0, "ferry_peer_state: %s (%s)", ferry_strerror(ret),
-                  ferry_last_error());
-    return st;
-}
-
-/* Progresses ctx until peer is in state want, at most limit_ms; returns
- * the milliseconds it took, failing the test past the limit. */
-static uint64_t await_state(ferry_context_t *ctx, ferry_peer_t *peer,
-                            enum ferry_peer_state want, unsigned limit_ms,
-                            const char *what)
-{
-    uint64_t t0 = tu_now_ns();
-    char why[256] = "";
-
-    for (;;) {
-        int ret = ferry_progress(ctx);
-        enum ferry_peer_state st;
-
-        ck_assert_msg(ret >= 0, "%s: ferry_progress failed with %s: %s", what,
-                      ferry_strerror(ret), ferry_last_error());
-        st = peer_state(peer, why, sizeof(why));
-        if (st == want)
-            return tu_ms_since(t0);
-        ck_assert_msg(tu_ms_since(t0) < limit_ms,
-                      "%s: the peer is still %s after %u ms, expected %s "
-                      "(\"%s\")",
-                      what, state_name(st), limit_ms, state_name(want), why);
-        sleep_ms(1);
-    }
 }
 
 /* Polls ctx's notifications until a PEER_DOWN event for peer comes, at
@@ -150,74 +91,6 @@ static uint64_t await_peer_down(ferry_context_t *ctx, ferry_peer_t *peer,
                       what, limit_ms);
         sleep_ms(1);
     }
-}
-
-/* Calls fn(arg) while it returns FERRY_EBUSY, progressing ctx in between,
- * at most limit_ms; asserts that it ends with 0. */
-typedef int busy_fn(void *arg);
-
-static void retry_busy(ferry_context_t *ctx, busy_fn *fn, void *arg,
-                       unsigned limit_ms, const char *what)
-{
-    uint64_t t0 = tu_now_ns();
-    int ret;
-
-    while ((ret = fn(arg)) == FERRY_EBUSY) {
-        ck_assert_msg(tu_ms_since(t0) < limit_ms,
-                      "%s still FERRY_EBUSY after %u ms: %s", what, limit_ms,
-                      ferry_last_error());
-        ck_assert_int_ge(ferry_progress(ctx), 0);
-        sleep_ms(1);
-    }
-    ck_assert_msg(ret == 0, "%s: got %s, expected 0: %s", what,
-                  ferry_strerror(ret), ferry_last_error());
-}
-
-static int rmem_free_fn(void *arg)
-{
-    return ferry_rmem_free(arg);
-}
-
-static int deregister_fn(void *arg)
-{
-    return ferry_mem_deregister(arg);
-}
-
-static int peer_remove_fn(void *arg)
-{
-    return ferry_peer_remove(arg);
-}
-
-static ferry_peer_t *add_peer(ferry_context_t *ctx, const struct tu_child *c)
-{
-    ferry_peer_t *peer = NULL;
-    int ret = ferry_peer_add(ctx, c->addr, c->addr_len, &peer);
-
-    ck_assert_msg(ret == 0, "peer_add of the child: %s (%s)",
-                  ferry_strerror(ret), ferry_last_error());
-    ck_assert_ptr_nonnull(peer);
-    return peer;
-}
-
-static ferry_rmem_t *import_child(ferry_peer_t *peer, const struct tu_child *c,
-                                  size_t len)
-{
-    ferry_rmem_t *rmem = NULL;
-    int ret = ferry_rmem_import(peer, c->rkey, c->rkey_len, &rmem);
-
-    ck_assert_msg(ret == 0, "import of the child's region: %s (%s)",
-                  ferry_strerror(ret), ferry_last_error());
-    ck_assert_uint_eq(ferry_rmem_length(rmem), len);
-    return rmem;
-}
-
-/* Writes [buf, +len) over the whole of rmem and asserts success. */
-static void write_ok(ferry_peer_t *peer, void *buf, ferry_mem_t *lmem,
-                     ferry_rmem_t *rmem, size_t len, const char *what)
-{
-    struct ferry_iov iov = {buf, lmem, rmem, 0, len};
-
-    tu_xfer_ok(peer, true, &iov, 1, what);
 }
 
 /* The child while it is stopped: a failing test (which exits) kills it
@@ -356,6 +229,129 @@ START_TEST(test_kill_mid_transfer)
 }
 END_TEST
 
+
+/* ---- 2: SIGSTOP past the liveness, then the peer added again ------------ */
+
+START_TEST(test_stopped_past_liveness)
+{
+    const size_t len = 4 * MiB;
+    struct tu_child c;
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer, *again;
+    ferry_rmem_t *rmem, *rmem2;
+    ferry_mem_t *lmem;
+    ferry_req_t *req = NULL;
+    uint8_t *lbuf = tu_alloc_buf(len);
+    struct ferry_iov iov;
+    uint64_t t0, ms;
+    char why[256];
+    int ret;
+
+    tu_child_start(&c, PROV, len, 0xd200);
+    tu_config(&cfg, PROV);
+    cfg.timeout_ms = 60000;
+    cfg.liveness_ms = 500;
+    ctx = tu_context_cfg(&cfg);
+    peer = add_peer(ctx, &c);
+    rmem = import_child(peer, &c, len);
+    lmem = tu_register(ctx, lbuf, len, 0);
+
+    tu_fill(lbuf, len, 0xd201);
+    write_ok(peer, lbuf, lmem, rmem, len, "write before the stop");
+    ck_assert_msg(tu_child_verify(&c, 0xd201),
+                  "the child's buffer differs from the first write");
+    ck_assert_int_eq(peer_state(peer, why, sizeof(why)), FERRY_PEER_UP);
+
+    stopped_child = c.pid;
+    ck_assert_int_eq(kill(c.pid, SIGSTOP), 0);
+    tu_fill(lbuf, len, 0xd202);
+    t0 = tu_now_ns();
+    iov = (struct ferry_iov){lbuf, lmem, rmem, 0, len};
+    ret = ferry_write(peer, &iov, 1, NULL, &req);
+    ck_assert_msg(ret == 0, "write to the stopped child: %s (%s)",
+                  ferry_strerror(ret), ferry_last_error());
+    /* Bounded, so that a peer never declared fails here, saying so,
+     * rather than at the request's 60 s deadline or the test's timeout. */
+    ret = ferry_req_wait(req, 5000);
+    ms = tu_ms_since(t0);
+    printf("death: SIGSTOP: the write ended with %s after %llu ms "
+           "(liveness_ms 500): %s\n",
+           ferry_strerror(ret), (unsigned long long)ms, ferry_last_error());
+    if (ret == FERRY_EINPROGRESS) {
+        enum ferry_peer_state st = peer_state(peer, why, sizeof(why));
+
+        ck_abort_msg("the write to the stopped child is still running "
+                     "after %llu ms, expected FERRY_EPEERDEAD after about "
+                     "liveness_ms 500; the peer is %s (\"%s\")",
+                     (unsigned long long)ms, state_name(st), why);
+    }
+    ck_assert_msg(ret == FERRY_EPEERDEAD,
+                  "the write to the stopped child ended with %s (%s) after "
+                  "%llu ms, expected FERRY_EPEERDEAD",
+                  ferry_strerror(ret), ferry_last_error(),
+                  (unsigned long long)ms);
+    ck_assert_msg(ms < 2500,
+                  "the write to the stopped child ended after %llu ms, "
+                  "expected under 2500 ms with liveness_ms 500",
+                  (unsigned long long)ms);
+    ck_assert_msg(ms >= 400,
+                  "the write to the stopped child ended after only %llu ms, "
+                  "before liveness_ms 500 could pass",
+                  (unsigned long long)ms);
+    ck_assert_msg(peer_state(peer, why, sizeof(why)) == FERRY_PEER_DEAD,
+                  "the stopped peer is not DEAD: \"%s\"", why);
+    printf("death: SIGSTOP: peer state DEAD: %s\n", why);
+    await_peer_down(ctx, peer, 1000, "SIGSTOP");
+
+    /* It runs again: the handle stays dead and so does its request. */
+    ck_assert_int_eq(kill(c.pid, SIGCONT), 0);
+    stopped_child = 0;
+    t0 = tu_now_ns();
+    while (tu_ms_since(t0) < 300) {
+        ck_assert_int_ge(ferry_progress(ctx), 0);
+        sleep_ms(1);
+    }
+    ret = ferry_req_test(req);
+    ck_assert_msg(ret == FERRY_EPEERDEAD,
+                  "after SIGCONT the failed write tests %s (%s), expected "
+                  "FERRY_EPEERDEAD again",
+                  ferry_strerror(ret), ferry_last_error());
+    ck_assert_msg(peer_state(peer, why, sizeof(why)) == FERRY_PEER_DEAD,
+                  "after SIGCONT the old handle is no longer DEAD: \"%s\"",
+                  why);
+
+    /* Added again: a new handle that works. */
+    again = add_peer(ctx, &c);
+    ck_assert_ptr_ne(again, peer);
+    ck_assert_msg(peer_state(again, why, sizeof(why)) != FERRY_PEER_DEAD,
+                  "the peer added again starts DEAD: \"%s\"", why);
+    rmem2 = import_child(again, &c, len);
+
+    /* The old handle goes once its operations came back (its write's
+     * operations reach the resumed child); only then does the new write
+     * go, so that none of the old one lands over it. */
+    ferry_req_free(req);
+    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_free of the old "
+                                              "handle's region");
+    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_remove of the "
+                                                "old handle");
+
+    tu_fill(lbuf, len, 0xd203);
+    write_ok(again, lbuf, lmem, rmem2, len, "write through the new handle");
+    ck_assert_msg(tu_child_verify(&c, 0xd203),
+                  "the child's buffer differs from the write through the "
+                  "new handle");
+    ck_assert_int_eq(peer_state(again, why, sizeof(why)), FERRY_PEER_UP);
+
+    ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
+    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
+    ck_assert_int_eq(ferry_peer_remove(again), 0);
+    ferry_context_destroy(ctx);
+    tu_child_stop(&c);
+    tu_free_buf(lbuf, len);
+}
+END_TEST
 
 /* ---- 3: a hundred targets started and killed ------------------------------ */
 
@@ -733,6 +729,8 @@ static Suite *death_suite(void)
 
     tc = tu_tcase(s, "kill", 60);
     tcase_add_test(tc, test_kill_mid_transfer);
+    tc = tu_tcase(s, "stop", 60);
+    tcase_add_test(tc, test_stopped_past_liveness);
     tc = tu_tcase(s, "restart", 300);
     tcase_add_test(tc, test_restart_loop);
     tc = tu_tcase(s, "watch", 60);

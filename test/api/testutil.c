@@ -5,7 +5,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -421,9 +424,23 @@ void tu_read_all(int fd, void *buf, size_t len)
     }
 }
 
-/* The child's side; never returns. */
+int tu_enter_netns(const char *netns)
+{
+    char path[256];
+    int fd, ret;
+
+    snprintf(path, sizeof(path), "/var/run/netns/%s", netns);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ret = setns(fd, CLONE_NEWNET);
+    close(fd);
+    return ret;
+}
+
+/* The child's side; never returns.  Its exit codes say where it failed. */
 static void child_main(int in, int out, const char *prov, size_t len,
-                       uint64_t seed)
+                       uint64_t seed, const char *netns, const char *domain)
 {
     struct ferry_config cfg;
     ferry_context_t *ctx;
@@ -436,9 +453,15 @@ static void child_main(int in, int out, const char *prov, size_t len,
 
     if (buf == MAP_FAILED)
         _exit(10);
+    if (netns != NULL && tu_enter_netns(netns) != 0)
+        _exit(15);
     tu_fill(buf, len, seed);
     tu_config(&cfg, prov);
     cfg.progress_thread = 1;
+    if (domain != NULL) {
+        cfg.domain = domain;
+        cfg.local_only = 0;
+    }
     if (ferry_context_create(&cfg, &ctx) != 0 ||
         ferry_context_address(ctx, addr, &alen) != 0 ||
         ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0,
@@ -474,8 +497,35 @@ static void child_main(int in, int out, const char *prov, size_t len,
     _exit(0);
 }
 
+/* Fails the test, saying why, if the child ended before sending its
+ * blobs (it exits with child_main's codes). */
+static void expect_child_blobs(struct tu_child *c)
+{
+    struct pollfd pfd = {.fd = c->from_child, .events = POLLIN};
+    int status = 0;
+
+    /* Its first bytes, or its end (a hang-up), come within the test's
+     * timeout. */
+    ck_assert_int_eq(poll(&pfd, 1, -1), 1);
+    if (!(pfd.revents & POLLHUP) || (pfd.revents & POLLIN))
+        return;
+    ck_assert(waitpid(c->pid, &status, 0) == c->pid);
+    c->pid = 0;
+    ck_abort_msg("the target child ended (status 0x%x) before sending its "
+                 "blobs: exit 11 means its context, registration or export "
+                 "failed, 15 that it could not enter its network namespace, "
+                 "10 and 12 that mmap or a pipe write failed",
+                 status);
+}
+
 void tu_child_start(struct tu_child *c, const char *prov, size_t len,
                     uint64_t seed)
+{
+    tu_child_start_in(c, prov, len, seed, NULL, NULL);
+}
+
+void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
+                       uint64_t seed, const char *netns, const char *domain)
 {
     int down[2], up[2];
 
@@ -486,12 +536,13 @@ void tu_child_start(struct tu_child *c, const char *prov, size_t len,
     if (c->pid == 0) {
         close(down[1]);
         close(up[0]);
-        child_main(down[0], up[1], prov, len, seed);
+        child_main(down[0], up[1], prov, len, seed, netns, domain);
     }
     close(down[0]);
     close(up[1]);
     c->to_child = down[1];
     c->from_child = up[0];
+    expect_child_blobs(c);
     tu_read_all(c->from_child, &c->addr_len, sizeof(c->addr_len));
     ck_assert(c->addr_len <= sizeof(c->addr));
     tu_read_all(c->from_child, c->addr, c->addr_len);

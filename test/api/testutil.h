@@ -188,6 +188,13 @@ struct tu_child {
 };
 void tu_child_start(struct tu_child *c, const char *prov, size_t len,
                     uint64_t seed);
+/* Moves the calling process into network namespace netns (by name, made
+ * by `ip netns add`); 0 or -1 with errno. */
+int tu_enter_netns(const char *netns);
+/* The same with the child in network namespace netns (by name, made by
+ * `ip netns add`; NULL: this one) on domain (NULL: tu_config's). */
+void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
+                       uint64_t seed, const char *netns, const char *domain);
 /* Asks the child to verify its buffer against seed; true if it matches. */
 int tu_child_verify(struct tu_child *c, uint64_t seed);
 /* Tells the child to exit and reaps it; asserts a clean exit. */
