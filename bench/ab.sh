@@ -10,6 +10,10 @@
 #   -n RUNS  pairs of runs (default 5); the two sides alternate
 #   -x BIN   the real ferry_bench binary, not libtool's wrapper (default
 #            build/bench/.libs/ferry_bench)
+#   -A VARS  environment of the "before" runs ("NAME=VALUE ..."), e.g.
+#            -A FERRY_LIVENESS_MS=0 with -a and -b the same directory to
+#            measure a setting instead of a change
+#   -B VARS  environment of the "after" runs
 #   ARGS     ferry_bench options; --json is added
 #
 # Prints one line per run (GB/s, ops/s, mean latency, CPU s per GB on
@@ -20,9 +24,12 @@ set -uo pipefail
 me=ab.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 old= new=$src_dir/../build/lib/.libs runs=5 bin=$src_dir/../build/bench/.libs/ferry_bench
+env_before= env_after=
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while getopts a:b:n:x:h opt; do
+while getopts a:b:n:x:A:B:h opt; do
 	case $opt in
+	A) env_before=$OPTARG ;;
+	B) env_after=$OPTARG ;;
 	a) old=$OPTARG ;;
 	b) new=$OPTARG ;;
 	n) runs=$OPTARG ;;
@@ -37,10 +44,12 @@ command -v python3 > /dev/null || { echo "$me: needs python3" >&2; exit 2; }
 
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp"' EXIT
-one() { # SIDE LIBDIR ARGS...
-	local side=$1 dir=$2 line
-	shift 2
-	line=$(LD_LIBRARY_PATH=$dir timeout -k 5 600 "$bin" "$@" --json 2> /dev/null |
+one() { # SIDE LIBDIR ENV ARGS...
+	local side=$1 dir=$2 vars=$3 line
+	shift 3
+	# $vars is split on purpose: one NAME=VALUE per word.
+	# shellcheck disable=SC2086
+	line=$(env LD_LIBRARY_PATH="$dir" $vars timeout -k 5 600 "$bin" "$@" --json 2> /dev/null |
 		python3 -c '
 import json, sys
 r = json.load(sys.stdin)["runs"][0]
@@ -54,11 +63,11 @@ print("%.4f %.1f %.2f %.3f %.3f" % (r["gb_per_s"], r["ops_per_s"],
 echo "side GB/s ops/s mean_us cpu_s/GB_here cpu_s/GB_target load"
 for ((i = 1; i <= runs; i++)); do
 	if ((i % 2)); then
-		one before "$old" "$@"
-		one after "$new" "$@"
+		one before "$old" "$env_before" "$@"
+		one after "$new" "$env_after" "$@"
 	else
-		one after "$new" "$@"
-		one before "$old" "$@"
+		one after "$new" "$env_after" "$@"
+		one before "$old" "$env_before" "$@"
 	fi
 done
 python3 - "$tmp" <<'PY'

@@ -4,7 +4,8 @@
  * after SIGCONT, a hundred targets started and killed in turn (nothing of
  * them may stay behind: descriptors, memory), and a side that only watches a peer
  * or waits on a counter for it; and a live peer left alone for longer
- * than the liveness, which is no death.  The targets are forked children
+ * than the liveness, which is no death; and a target restarted behind the
+ * same bootstrap address, reached again through a new handle.  The targets are forked children
  * (tu_child_start) on "tcp;ofi_rxm" over loopback.  (The liveness machinery
  * between two contexts of one process: test/api/check_live.c.)
  */
@@ -720,6 +721,180 @@ START_TEST(test_pause_is_not_death)
 }
 END_TEST
 
+/* ---- 6: a target restarted behind the same bootstrap address --------------- */
+
+#define REJOIN_LEN (1 * MiB)
+
+/*
+ * A target reached through the bootstrap: listens on 127.0.0.1:port (0:
+ * any), publishes a region filled with seed as "kv", sends its port up
+ * the pipe and serves until killed.  Never returns.
+ */
+static void bootstrap_target(int out, int port, uint64_t seed)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_mem_t *mem;
+    ferry_oob_t *lis;
+    char hostport[32];
+    uint8_t *buf = malloc(REJOIN_LEN);
+    uint64_t t0 = tu_now_ns();
+    int ret;
+
+    tu_config(&cfg, PROV);
+    cfg.progress_thread = 1;
+    if (buf == NULL || ferry_context_create(&cfg, &ctx) != 0)
+        _exit(11);
+    tu_fill(buf, REJOIN_LEN, seed);
+    if (ferry_mem_register(ctx, buf, REJOIN_LEN, FERRY_MEM_HOST, 0,
+                           FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE,
+                           &mem) != 0)
+        _exit(11);
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", port);
+    /* The port of a killed predecessor may take a moment to be free. */
+    while ((ret = ferry_oob_listen(ctx, hostport, &lis)) != 0 &&
+           tu_ms_since(t0) < 5000)
+        sleep_ms(10);
+    if (ret != 0 || ferry_oob_publish(lis, "kv", mem) != 0)
+        _exit(16);
+    port = ferry_oob_port(lis);
+    if (write(out, &port, sizeof(port)) != (ssize_t)sizeof(port))
+        _exit(12);
+    for (;;)
+        pause();
+}
+
+static pid_t bootstrap_target_start(int port, uint64_t seed, int *bound)
+{
+    int fds[2], status = 0;
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        bootstrap_target(fds[1], port, seed);
+    }
+    close(fds[1]);
+    if (read(fds[0], bound, sizeof(*bound)) != (ssize_t)sizeof(*bound)) {
+        waitpid(pid, &status, 0);
+        ck_abort_msg("the bootstrap target ended (status 0x%x) before "
+                     "listening: 11 context or registration, 16 listen or "
+                     "publish failed",
+                     status);
+    }
+    close(fds[0]);
+    return pid;
+}
+
+/* Connects to the target at port: its peer and its "kv" region. */
+static ferry_oob_conn_t *bootstrap_reach(ferry_context_t *ctx, int port,
+                                         ferry_rmem_t **rmem)
+{
+    ferry_oob_conn_t *conn = NULL;
+    char hostport[32];
+    int ret;
+
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", port);
+    ret = ferry_oob_connect(ctx, hostport, 5000, &conn);
+    ck_assert_msg(ret == 0, "connecting to %s: %s (%s)", hostport,
+                  ferry_strerror(ret), ferry_last_error());
+    ret = ferry_oob_lookup(conn, "kv", 5000, rmem);
+    ck_assert_msg(ret == 0, "looking up kv: %s (%s)", ferry_strerror(ret),
+                  ferry_last_error());
+    return conn;
+}
+
+/* Reads the target's region back and checks it holds pattern seed. */
+static void read_back(ferry_peer_t *peer, uint8_t *buf, ferry_mem_t *lmem,
+                      ferry_rmem_t *rmem, uint64_t seed, const char *what)
+{
+    struct ferry_iov iov = {buf, lmem, rmem, 0, REJOIN_LEN};
+
+    memset(buf, 0, REJOIN_LEN);
+    tu_xfer_ok(peer, false, &iov, 1, what);
+    ck_assert_msg(tu_check(buf, REJOIN_LEN, seed) == SIZE_MAX,
+                  "%s: the region does not hold the expected pattern", what);
+}
+
+/*
+ * A target killed and started again on the same bootstrap host:port
+ * (a new process, a new fabric address): the old handle answers
+ * FERRY_EPEERDEAD, connecting again gives a new peer that works, and the
+ * old one is removed once its operations came back.
+ */
+START_TEST(test_rejoin_through_bootstrap)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_oob_conn_t *conn, *conn2;
+    ferry_peer_t *peer, *peer2;
+    ferry_rmem_t *rmem, *rmem2;
+    ferry_mem_t *lmem;
+    ferry_req_t *req = NULL;
+    uint8_t *lbuf = tu_alloc_buf(REJOIN_LEN);
+    struct ferry_iov iov;
+    pid_t pid;
+    int port, port2, ret;
+    uint64_t t0;
+    char why[256];
+
+    tu_config(&cfg, PROV);
+    cfg.timeout_ms = 60000;
+    cfg.liveness_ms = 500;
+    ctx = tu_context_cfg(&cfg);
+    lmem = tu_register(ctx, lbuf, REJOIN_LEN, 0);
+
+    pid = bootstrap_target_start(0, 0xd700, &port);
+    conn = bootstrap_reach(ctx, port, &rmem);
+    peer = ferry_oob_conn_peer(conn);
+    read_back(peer, lbuf, lmem, rmem, 0xd700, "first incarnation");
+
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    ck_assert(waitpid(pid, NULL, 0) == pid);
+    iov = (struct ferry_iov){lbuf, lmem, rmem, 0, REJOIN_LEN};
+    t0 = tu_now_ns();
+    ck_assert_int_eq(ferry_write(peer, &iov, 1, NULL, &req), 0);
+    ret = ferry_req_wait(req, 5000);
+    ck_assert_msg(ret == FERRY_EPEERDEAD || ret == FERRY_ECONNRESET,
+                  "a write to the killed target ended with %s (%s), "
+                  "expected FERRY_EPEERDEAD",
+                  ferry_strerror(ret), ferry_last_error());
+    ferry_req_free(req);
+    printf("death: rejoin: a write to the killed target ended with %s "
+           "after %llu ms\n",
+           ferry_strerror(ret), (unsigned long long)tu_ms_since(t0));
+
+    /* Started again behind the same bootstrap address. */
+    pid = bootstrap_target_start(port, 0xd701, &port2);
+    ck_assert_int_eq(port2, port);
+    conn2 = bootstrap_reach(ctx, port, &rmem2);
+    peer2 = ferry_oob_conn_peer(conn2);
+    ck_assert_ptr_ne(peer2, peer);
+    read_back(peer2, lbuf, lmem, rmem2, 0xd701, "second incarnation");
+    ck_assert_int_eq(peer_state(peer2, why, sizeof(why)), FERRY_PEER_UP);
+
+    /* The old handle stays dead and refuses new requests. */
+    ck_assert_int_eq(peer_state(peer, why, sizeof(why)), FERRY_PEER_DEAD);
+    req = NULL;
+    TU_EXPECT_ERROR(ferry_write(peer, &iov, 1, NULL, &req), FERRY_EPEERDEAD,
+                    "the peer is dead");
+    ck_assert_ptr_null(req);
+    retry_busy(ctx, rmem_free_fn, rmem, 5000, "freeing the old region");
+    ferry_oob_disconnect(conn);
+    retry_busy(ctx, peer_remove_fn, peer, 5000, "removing the old handle");
+
+    ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
+    ferry_oob_disconnect(conn2);
+    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
+    ferry_context_destroy(ctx);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    tu_free_buf(lbuf, REJOIN_LEN);
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------- */
 
 static Suite *death_suite(void)
@@ -736,6 +911,8 @@ static Suite *death_suite(void)
     tc = tu_tcase(s, "watch", 60);
     tcase_add_loop_test(tc, test_watch_sees_death, 0, 2);
     tcase_add_loop_test(tc, test_counter_wait_peer_death, 0, 2);
+    tc = tu_tcase(s, "rejoin", 60);
+    tcase_add_test(tc, test_rejoin_through_bootstrap);
     tc = tu_tcase(s, "pause", 60);
     tcase_add_loop_test(tc, test_pause_is_not_death, 0, 2);
     return s;
