@@ -10,6 +10,9 @@
 #   -n RUNS  pairs of runs (default 5); the two sides alternate
 #   -x BIN   the real ferry_bench binary, not libtool's wrapper (default
 #            build/bench/.libs/ferry_bench)
+#   -X BIN   the binary of the "before" runs, where the change touched the
+#            public header (a binary runs only against the library it was
+#            built with); default: the -x one
 #   -A VARS  environment of the "before" runs ("NAME=VALUE ..."), e.g.
 #            -A FERRY_LIVENESS_MS=0 with -a and -b the same directory to
 #            measure a setting instead of a change
@@ -24,10 +27,11 @@ set -uo pipefail
 me=ab.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 old= new=$src_dir/../build/lib/.libs runs=5 bin=$src_dir/../build/bench/.libs/ferry_bench
-env_before= env_after=
+env_before= env_after= bin_before=
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while getopts a:b:n:x:A:B:h opt; do
+while getopts a:b:n:x:X:A:B:h opt; do
 	case $opt in
+	X) bin_before=$OPTARG ;;
 	A) env_before=$OPTARG ;;
 	B) env_after=$OPTARG ;;
 	a) old=$OPTARG ;;
@@ -38,18 +42,19 @@ while getopts a:b:n:x:A:B:h opt; do
 	esac
 done
 shift $((OPTIND - 1))
-[[ -n $old && -d $old && -d $new && -x $bin ]] || usage
+bin_before=${bin_before:-$bin}
+[[ -n $old && -d $old && -d $new && -x $bin && -x $bin_before ]] || usage
 [[ $runs =~ ^[1-9][0-9]*$ ]] || usage
 command -v python3 > /dev/null || { echo "$me: needs python3" >&2; exit 2; }
 
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp"' EXIT
-one() { # SIDE LIBDIR ENV ARGS...
-	local side=$1 dir=$2 vars=$3 line
-	shift 3
+one() { # SIDE LIBDIR ENV BIN ARGS...
+	local side=$1 dir=$2 vars=$3 exe=$4 line
+	shift 4
 	# $vars is split on purpose: one NAME=VALUE per word.
 	# shellcheck disable=SC2086
-	line=$(env LD_LIBRARY_PATH="$dir" $vars timeout -k 5 600 "$bin" "$@" --json 2> /dev/null |
+	line=$(env LD_LIBRARY_PATH="$dir" $vars timeout -k 5 600 "$exe" "$@" --json 2> /dev/null |
 		python3 -c '
 import json, sys
 r = json.load(sys.stdin)["runs"][0]
@@ -63,11 +68,11 @@ print("%.4f %.1f %.2f %.3f %.3f" % (r["gb_per_s"], r["ops_per_s"],
 echo "side GB/s ops/s mean_us cpu_s/GB_here cpu_s/GB_target load"
 for ((i = 1; i <= runs; i++)); do
 	if ((i % 2)); then
-		one before "$old" "$env_before" "$@"
-		one after "$new" "$env_after" "$@"
+		one before "$old" "$env_before" "$bin_before" "$@"
+		one after "$new" "$env_after" "$bin" "$@"
 	else
-		one after "$new" "$env_after" "$@"
-		one before "$old" "$env_before" "$@"
+		one after "$new" "$env_after" "$bin" "$@"
+		one before "$old" "$env_before" "$bin_before" "$@"
 	fi
 done
 python3 - "$tmp" <<'PY'

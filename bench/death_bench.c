@@ -186,14 +186,16 @@ static void keep_writing(ferry_peer_t *peer, ferry_rmem_t *rmem,
     }
 }
 
-/* Whether a PEER_DOWN event for peer is among the queued ones. */
+/* Whether a PEER_DOWN event for peer is among the queued ones (peer
+ * NULL: whether any event was). */
 static bool peer_down_seen(ferry_context_t *ctx, ferry_peer_t *peer)
 {
     struct ferry_notification ev[16];
     int n = ferry_notify_poll(ctx, ev, 16);
 
     for (int i = 0; i < n; i++)
-        if (ev[i].kind == FERRY_NOTIFICATION_PEER_DOWN && ev[i].peer == peer)
+        if (peer == NULL || (ev[i].kind == FERRY_NOTIFICATION_PEER_DOWN &&
+                             ev[i].peer == peer))
             return true;
     return false;
 }
@@ -225,6 +227,10 @@ static double run_once(const struct side *s, enum mode m)
                 die("a write before the kill", ret);
         ferry_peer_watch(peer, 1);
     }
+    /* Earlier runs' events go first: a freed peer's handle may come back
+     * as this one's. */
+    while (peer_down_seen(s->ctx, NULL))
+        ;
     since = now_ns();
     kill(t.pid, m == STOP ? SIGSTOP : SIGKILL);
     while (ms < 0 && ms_since(since) < GIVE_UP_MS) {

@@ -648,7 +648,11 @@ struct ferry_notification {
     uint64_t id;
     uint64_t value;
     enum ferry_notification_kind kind;
-    ferry_peer_t *peer; /* PEER_DOWN: the peer; otherwise NULL */
+    /* PEER_DOWN: the peer; otherwise NULL.  Compare it with handles
+     * still held only: once ferry_peer_remove freed a handle, a later
+     * ferry_peer_add may return the same pointer, so poll the events of
+     * a peer before removing it. */
+    ferry_peer_t *peer;
 };
 
 /*

@@ -308,6 +308,34 @@ START_TEST(test_counter_wait_peer_alive)
 }
 END_TEST
 
+/* A busy connection costs no heartbeat: completions are the signs of life
+ * (1 MiB writes back to back for four liveness periods). */
+START_TEST(test_busy_sends_no_heartbeat)
+{
+    struct ferry_config cfg;
+    struct ferry_stats st = FERRY_STATS_INIT;
+    struct tu_fx f;
+    uint64_t t0, writes = 0;
+
+    config(&cfg, TCP, SHORT_LIVENESS_MS);
+    tu_fx_open(&f, TCP, &cfg, 0, 1, MiB, MiB);
+    t0 = tu_now_ns();
+    while (tu_ms_since(t0) < 4 * SHORT_LIVENESS_MS) {
+        struct ferry_iov iov = {f.lbuf, f.lmem, f.rmem, 0, MiB};
+
+        tu_xfer_ok(f.p.peer, true, &iov, 1, "busy write");
+        writes++;
+    }
+    ck_assert_int_eq(ferry_context_stats(f.p.init, &st), 0);
+    ck_assert_msg(st.heartbeats == 0,
+                  "%llu heartbeats beside %llu writes in %u ms, expected none",
+                  (unsigned long long)st.heartbeats,
+                  (unsigned long long)writes, 4 * SHORT_LIVENESS_MS);
+    ck_assert_uint_gt(writes, 4);
+    tu_fx_close(&f);
+}
+END_TEST
+
 /* ---- aborts cross the wire ----------------------------------------------- */
 
 /*
@@ -472,6 +500,7 @@ static Suite *live_suite(void)
     tc = tu_tcase(s, "told", 60);
     tcase_add_test(tc, test_watched_peer_down);
     tcase_add_test(tc, test_counter_wait_peer_alive);
+    tcase_add_test(tc, test_busy_sends_no_heartbeat);
     tc = tu_tcase(s, "abort", 60);
     tcase_add_loop_test(tc, test_abort_reaches_target, 0, 2);
     tc = tu_tcase(s, "config", 10);

@@ -20,6 +20,7 @@
 #include <rdma/fi_cm.h>
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -807,6 +808,113 @@ START_TEST(test_pulse_incarnation)
 }
 END_TEST
 
+/*
+ * Notifications to a thousand addresses nobody listens on end with
+ * FERRY_EPEERDEAD once the liveness has passed, not at their deadline
+ * (60 s here), and a live peer's notification beside them is not held
+ * up.
+ */
+#define NOBODY 1000
+
+/* A loopback port nothing listens on now: one this process could bind. */
+static bool port_free(uint16_t port)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons(port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+START_TEST(test_many_unreachable)
+{
+    static ferry_peer_t *peers[NOBODY];
+    static ferry_req_t *reqs[NOBODY];
+    static const struct pulse_spec none;
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_context_t *live;
+    ferry_peer_t *live_peer;
+    ferry_req_t *live_req = NULL;
+    struct sockaddr_in sin;
+    uint8_t blob[1024];
+    size_t len;
+    uint16_t port = 40000;
+    struct ferry_stats st = FERRY_STATS_INIT;
+    uint64_t t0, t_live, worst = 0;
+    unsigned ended = 0;
+
+    tu_config(&cfg, TCP);
+    cfg.timeout_ms = 60000;
+    ck_assert_uint_eq(cfg.liveness_ms, 2000);
+    ctx = tu_context_cfg(&cfg);
+    cfg.progress_thread = 1;
+    live = tu_context_cfg(&cfg);
+    len = address_of(live, blob, sizeof(blob));
+    ck_assert_int_eq(ferry_peer_add(ctx, blob, len, &live_peer), 0);
+    ck_assert_uint_eq(rail_name(ctx, 0, (uint8_t *)&sin, sizeof(sin)),
+                      sizeof(sin));
+    for (unsigned i = 0; i < NOBODY; i++) {
+        while (!port_free(port))
+            port++;
+        sin.sin_port = htons(port++);
+        len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, &sin,
+                         sizeof(sin), &none, 0);
+        ck_assert_msg(ferry_peer_add(ctx, blob, len, &peers[i]) == 0, "%s",
+                      ferry_last_error());
+    }
+    t0 = tu_now_ns();
+    for (unsigned i = 0; i < NOBODY; i++)
+        ck_assert_msg(ferry_notify_send(peers[i], 7, i, NULL, &reqs[i]) == 0,
+                      "notification %u: %s", i, ferry_last_error());
+    /* A live peer's notification beside them goes at once, long before
+     * they are declared. */
+    t_live = tu_now_ns();
+    ck_assert_int_eq(ferry_notify_send(live_peer, 8, 1, NULL, &live_req), 0);
+    ck_assert_int_eq(ferry_req_wait(live_req, 5000), 0);
+    printf("peer: a live peer's notification beside them took %llu ms\n",
+           (unsigned long long)tu_ms_since(t_live));
+    ck_assert_int_eq(ferry_context_stats(ctx, &st), 0);
+    ck_assert_msg(st.peers_declared == 0,
+                  "%llu peers were declared before the live peer's "
+                  "notification ended: it waited for the declarations",
+                  (unsigned long long)st.peers_declared);
+    ferry_req_free(live_req);
+    while (ended < NOBODY && tu_ms_since(t0) < 10000) {
+        ck_assert_int_ge(ferry_progress(ctx), 0);
+        for (unsigned i = 0; i < NOBODY; i++) {
+            int ret;
+
+            if (reqs[i] == NULL ||
+                (ret = ferry_req_test(reqs[i])) == FERRY_EINPROGRESS)
+                continue;
+            ck_assert_msg(ret == FERRY_EPEERDEAD,
+                          "notification %u ended with %s (%s), expected "
+                          "FERRY_EPEERDEAD",
+                          i, ferry_strerror(ret), ferry_last_error());
+            ferry_req_free(reqs[i]);
+            reqs[i] = NULL;
+            worst = tu_ms_since(t0);
+            ended++;
+        }
+    }
+    printf("peer: %u notifications to addresses nobody listens on: %u ended "
+           "FERRY_EPEERDEAD, the last %llu ms after posting (liveness 2000 "
+           "ms, deadline 60 s)\n",
+           NOBODY, ended, (unsigned long long)worst);
+    ck_assert_msg(ended == NOBODY,
+                  "%u of %u notifications still running after 10 s",
+                  NOBODY - ended, NOBODY);
+    ck_assert_int_eq(ferry_counter_wait(live, 8, 1, 5000), 0);
+    ferry_context_destroy(ctx);
+    ferry_context_destroy(live);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
     Suite *s = suite_create("peer");
@@ -847,6 +955,9 @@ static Suite *peer_suite(void)
     tcase_add_test(tc, test_context_blob_pulse);
     tcase_add_loop_test(tc, test_pulse_incarnation, 0, 2);
     suite_add_tcase(s, tc);
+
+    tc = tu_tcase(s, "unreachable", 60);
+    tcase_add_test(tc, test_many_unreachable);
 
     tc = tcase_create("shm_loop");
     tcase_add_test(tc, test_shm_loop_rule);
