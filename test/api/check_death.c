@@ -741,9 +741,15 @@ static void bootstrap_target(int out, int port, uint64_t seed)
     uint64_t t0 = tu_now_ns();
     int ret;
 
-    tu_config(&cfg, PROV);
+    /* A program of its own, outside Check: no tu_config (its asserts
+     * need a running test). */
+    if (buf == NULL || ferry_config_init(&cfg) != 0)
+        _exit(11);
+    cfg.provider = PROV;
+    cfg.domain = "lo";
+    cfg.local_only = 1;
     cfg.progress_thread = 1;
-    if (buf == NULL || ferry_context_create(&cfg, &ctx) != 0)
+    if (ferry_context_create(&cfg, &ctx) != 0)
         _exit(11);
     tu_fill(buf, REJOIN_LEN, seed);
     if (ferry_mem_register(ctx, buf, REJOIN_LEN, FERRY_MEM_HOST, 0,
@@ -764,24 +770,36 @@ static void bootstrap_target(int out, int port, uint64_t seed)
         pause();
 }
 
+/*
+ * Starts a bootstrap target as a new program (this one, exec'd with
+ * --bootstrap-target): the test process runs threads by then, and a
+ * child forked from it that starts a context of its own can deadlock on
+ * a lock another thread held at the fork (it did under ASan).
+ */
 static pid_t bootstrap_target_start(int port, uint64_t seed, int *bound)
 {
+    char port_s[16], seed_s[24], fd_s[16];
     int fds[2], status = 0;
     pid_t pid;
 
     ck_assert_int_eq(pipe(fds), 0);
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    snprintf(seed_s, sizeof(seed_s), "%llu", (unsigned long long)seed);
+    snprintf(fd_s, sizeof(fd_s), "%d", fds[1]);
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         close(fds[0]);
-        bootstrap_target(fds[1], port, seed);
+        execl("/proc/self/exe", "check_death", "--bootstrap-target", port_s,
+              seed_s, fd_s, (char *)NULL);
+        _exit(17);
     }
     close(fds[1]);
     if (read(fds[0], bound, sizeof(*bound)) != (ssize_t)sizeof(*bound)) {
         waitpid(pid, &status, 0);
         ck_abort_msg("the bootstrap target ended (status 0x%x) before "
                      "listening: 11 context or registration, 16 listen or "
-                     "publish failed",
+                     "publish failed, 17 exec failed",
                      status);
     }
     close(fds[0]);
@@ -918,8 +936,11 @@ static Suite *death_suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--bootstrap-target") == 0)
+        bootstrap_target(atoi(argv[4]), atoi(argv[2]),
+                         strtoull(argv[3], NULL, 10));
     /* The liveness these tests reason about is the config's, not one the
      * environment sets. */
     unsetenv("FERRY_LIVENESS_MS");
