@@ -179,65 +179,86 @@ static void progress_until(ferry_context_t *ctx, uint64_t t0, unsigned ms)
     }
 }
 
+/* Both namespaces, a target child in the second, and this side's
+ * context with the child's region imported, one write verified. */
+struct link_fx {
+    struct netpair np;
+    struct tu_child c;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    ferry_mem_t *lmem;
+    uint8_t *lbuf;
+};
+
+static void link_fx_open(struct link_fx *f, uint64_t seed)
+{
+    netpair_make(&f->np);
+    tu_child_start_in(&f->c, PROV, LEN, seed, f->np.ns_b, f->np.veth_b);
+    f->ctx = context_on(&f->np);
+    f->peer = add_peer(f->ctx, &f->c);
+    f->rmem = import_child(f->peer, &f->c, LEN);
+    f->lbuf = tu_alloc_buf(LEN);
+    f->lmem = tu_register(f->ctx, f->lbuf, LEN, 0);
+    tu_fill(f->lbuf, LEN, seed + 1);
+    write_ok(f->peer, f->lbuf, f->lmem, f->rmem, LEN, "write over the link");
+    ck_assert_msg(tu_child_verify(&f->c, seed + 1),
+                  "the child's buffer differs from the write over the link");
+}
+
+/* Stops the child and removes the namespaces (the context is gone). */
+static void link_fx_close(struct link_fx *f)
+{
+    tu_child_stop(&f->c);
+    tu_free_buf(f->lbuf, LEN);
+    netpair_remove();
+}
+
 /* ---- 1: the link down for 5 s under a transfer --------------------------- */
 
 START_TEST(test_link_down)
 {
-    struct netpair np;
-    struct tu_child c;
-    ferry_context_t *ctx;
-    ferry_peer_t *peer, *again;
-    ferry_rmem_t *rmem, *rmem2;
-    ferry_mem_t *lmem;
+    struct link_fx f;
+    ferry_peer_t *again;
+    ferry_rmem_t *rmem2;
     ferry_req_t *req = NULL;
-    uint8_t *lbuf = tu_alloc_buf(LEN);
     uint64_t t_down, t0;
     int ret;
 
-    netpair_make(&np);
-    tu_child_start_in(&c, PROV, LEN, 0xe100, np.ns_b, np.veth_b);
-    ctx = context_on(&np);
-    peer = add_peer(ctx, &c);
-    rmem = import_child(peer, &c, LEN);
-    lmem = tu_register(ctx, lbuf, LEN, 0);
-    tu_fill(lbuf, LEN, 0xe101);
-    write_ok(peer, lbuf, lmem, rmem, LEN, "write over the link");
-    ck_assert(tu_child_verify(&c, 0xe101));
-
-    sh_ok("ip -n %s link set %s down", np.ns_b, np.veth_b);
+    link_fx_open(&f, 0xe100);
+    sh_ok("ip -n %s link set %s down", f.np.ns_b, f.np.veth_b);
     t_down = tu_now_ns();
-    tu_fill(lbuf, LEN, 0xe102);
-    ret = write_and_wait(peer, lbuf, lmem, rmem, 5000, &req);
-    expect_declared(ret, tu_ms_since(t_down), peer, "link down");
+    tu_fill(f.lbuf, LEN, 0xe102);
+    ret = write_and_wait(f.peer, f.lbuf, f.lmem, f.rmem, 5000, &req);
+    expect_declared(ret, tu_ms_since(t_down), f.peer, "link down");
 
     /* The link comes back after 5 s: the handle stays dead. */
-    progress_until(ctx, t_down, LINK_DOWN_MS);
-    sh_ok("ip -n %s link set %s up", np.ns_b, np.veth_b);
+    progress_until(f.ctx, t_down, LINK_DOWN_MS);
+    sh_ok("ip -n %s link set %s up", f.np.ns_b, f.np.veth_b);
     ck_assert_int_eq(ferry_req_test(req), FERRY_EPEERDEAD);
 
     /* The same process through a new handle, once the old one's
      * operations came back (TCP retransmits them when the link is up). */
-    again = add_peer(ctx, &c);
-    rmem2 = import_child(again, &c, LEN);
+    again = add_peer(f.ctx, &f.c);
+    rmem2 = import_child(again, &f.c, LEN);
     ferry_req_free(req);
     t0 = tu_now_ns();
-    retry_busy(ctx, rmem_free_fn, rmem, 30000, "freeing the old region");
-    retry_busy(ctx, peer_remove_fn, peer, 30000, "removing the old handle");
+    retry_busy(f.ctx, rmem_free_fn, f.rmem, 30000, "freeing the old region");
+    retry_busy(f.ctx, peer_remove_fn, f.peer, 30000,
+               "removing the old handle");
     printf("netns: link down: the old handle's operations came back %llu ms "
            "after the link was up\n",
            (unsigned long long)tu_ms_since(t0));
-    tu_fill(lbuf, LEN, 0xe103);
-    write_ok(again, lbuf, lmem, rmem2, LEN, "write through the new handle");
-    ck_assert_msg(tu_child_verify(&c, 0xe103),
+    tu_fill(f.lbuf, LEN, 0xe103);
+    write_ok(again, f.lbuf, f.lmem, rmem2, LEN, "write through the new handle");
+    ck_assert_msg(tu_child_verify(&f.c, 0xe103),
                   "the child's buffer differs from the write through the new "
                   "handle");
 
     ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ferry_context_destroy(ctx);
-    tu_child_stop(&c);
-    tu_free_buf(lbuf, LEN);
-    netpair_remove();
+    ck_assert_int_eq(ferry_mem_deregister(f.lmem), 0);
+    ferry_context_destroy(f.ctx);
+    link_fx_close(&f);
 }
 END_TEST
 
@@ -245,41 +266,25 @@ END_TEST
 
 START_TEST(test_veth_deleted)
 {
-    struct netpair np;
-    struct tu_child c;
-    ferry_context_t *ctx;
-    ferry_peer_t *peer;
-    ferry_rmem_t *rmem;
-    ferry_mem_t *lmem;
+    struct link_fx f;
     ferry_req_t *req = NULL;
-    uint8_t *lbuf = tu_alloc_buf(LEN);
     uint64_t t0;
     int ret;
 
-    netpair_make(&np);
-    tu_child_start_in(&c, PROV, LEN, 0xe200, np.ns_b, np.veth_b);
-    ctx = context_on(&np);
-    peer = add_peer(ctx, &c);
-    rmem = import_child(peer, &c, LEN);
-    lmem = tu_register(ctx, lbuf, LEN, 0);
-    tu_fill(lbuf, LEN, 0xe201);
-    write_ok(peer, lbuf, lmem, rmem, LEN, "write over the link");
-
+    link_fx_open(&f, 0xe200);
     /* Deleting one end of a veth pair deletes both. */
-    sh_ok("ip -n %s link del %s", np.ns_b, np.veth_b);
+    sh_ok("ip -n %s link del %s", f.np.ns_b, f.np.veth_b);
     t0 = tu_now_ns();
-    ret = write_and_wait(peer, lbuf, lmem, rmem, 5000, &req);
-    expect_declared(ret, tu_ms_since(t0), peer, "veth deleted");
+    ret = write_and_wait(f.peer, f.lbuf, f.lmem, f.rmem, 5000, &req);
+    expect_declared(ret, tu_ms_since(t0), f.peer, "veth deleted");
     ferry_req_free(req);
 
     /* Its operations may never come back; closing the context ends them. */
     t0 = tu_now_ns();
-    ferry_context_destroy(ctx);
+    ferry_context_destroy(f.ctx);
     printf("netns: veth deleted: the context closed in %llu ms\n",
            (unsigned long long)tu_ms_since(t0));
-    tu_child_stop(&c);
-    tu_free_buf(lbuf, LEN);
-    netpair_remove();
+    link_fx_close(&f);
 }
 END_TEST
 
