@@ -36,32 +36,29 @@ struct netpair {
  * failed test (a process of its own) left behind. */
 static unsigned suite_pid;
 
+/* The last command sh() ran, for sh_ok's sentence. */
+static char last_cmd[512];
+
 /* Runs a shell command; returns its exit status (-1: not run). */
 static int sh(const char *fmt, ...)
 {
-    char cmd[512];
     va_list ap;
     int st;
 
     va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    vsnprintf(last_cmd, sizeof(last_cmd), fmt, ap);
     va_end(ap);
-    st = system(cmd);
+    st = system(last_cmd);
     return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
 }
 
-static void sh_ok(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-    int st;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    st = sh("%s", cmd);
-    ck_assert_msg(st == 0, "`%s` failed (exit status %d)", cmd, st);
-}
+/* sh() that must succeed. */
+#define sh_ok(...)                                                             \
+    do {                                                                       \
+        int st_ = sh(__VA_ARGS__);                                             \
+        ck_assert_msg(st_ == 0, "`%s` failed (exit status %d)", last_cmd,     \
+                      st_);                                                    \
+    } while (0)
 
 static void netpair_names(struct netpair *np)
 {
