@@ -31,6 +31,8 @@
 #define NCYCLES 100
 #define BASE_CYCLE 10
 #define CYCLE_LEN (64 * KiB)
+/* Test 2: how long the target stays stopped. */
+#define STOP_MS 10000
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -230,8 +232,7 @@ START_TEST(test_kill_mid_transfer)
 }
 END_TEST
 
-
-/* ---- 2: SIGSTOP past the liveness, then the peer added again ------------ */
+/* ---- 2: SIGSTOP for 10 s, past the liveness, then the peer added again - */
 
 START_TEST(test_stopped_past_liveness)
 {
@@ -245,7 +246,7 @@ START_TEST(test_stopped_past_liveness)
     ferry_req_t *req = NULL;
     uint8_t *lbuf = tu_alloc_buf(len);
     struct ferry_iov iov;
-    uint64_t t0, ms;
+    uint64_t t0, t_stop, ms;
     char why[256];
     int ret;
 
@@ -266,6 +267,7 @@ START_TEST(test_stopped_past_liveness)
 
     stopped_child = c.pid;
     ck_assert_int_eq(kill(c.pid, SIGSTOP), 0);
+    t_stop = tu_now_ns();
     tu_fill(lbuf, len, 0xd202);
     t0 = tu_now_ns();
     iov = (struct ferry_iov){lbuf, lmem, rmem, 0, len};
@@ -305,7 +307,12 @@ START_TEST(test_stopped_past_liveness)
     printf("death: SIGSTOP: peer state DEAD: %s\n", why);
     await_peer_down(ctx, peer, 1000, "SIGSTOP");
 
-    /* It runs again: the handle stays dead and so does its request. */
+    /* Stopped for 10 s in all, then it runs again: the handle stays dead
+     * and so does its request. */
+    while (tu_ms_since(t_stop) < STOP_MS) {
+        ck_assert_int_ge(ferry_progress(ctx), 0);
+        sleep_ms(1);
+    }
     ck_assert_int_eq(kill(c.pid, SIGCONT), 0);
     stopped_child = 0;
     t0 = tu_now_ns();
