@@ -1,9 +1,9 @@
 /*
  * The context, the composition root: its configuration adopted, then
  * each layer's part opened in order (the rails, the heartbeat word, the
- * transfer layer's operation slots and receive buffers on them, the device path, the
- * registration cache, the progress thread) and closed in reverse, and
- * the calls that report on all of it.
+ * transfer layer's operation slots and receive buffers on them, the
+ * device path, the registration cache, the progress thread) and closed in
+ * reverse, and the calls that report on all of it.
  */
 #include <stdlib.h>
 #include <string.h>

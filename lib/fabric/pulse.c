@@ -92,7 +92,7 @@ void ferry__pulse_put(struct ferry__blob_writer *w,
                       const struct ferry__fabric *fab)
 {
     bool virt = fab->mr_mode & FERRY_MR_VIRT_ADDR;
-    size_t len = fab->pulse.mr != NULL ? fab->pulse.key_len : 0;
+    size_t len = fab->pulse.key_len; /* 0: none was made */
 
     ferry__blob_put_u64(w, len != 0 ? *fab->pulse.word : 0);
     ferry__blob_put_u64(w, virt ? (uint64_t)(uintptr_t)fab->pulse.word : 0);

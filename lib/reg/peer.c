@@ -16,8 +16,6 @@
 
 #include <rdma/fi_cm.h>
 
-#include <rdma/fi_cm.h>
-
 static const char *format_name(uint32_t fmt)
 {
     switch (fmt) {

@@ -33,8 +33,11 @@ int ferry__live_check_peer(const struct ferry_peer *peer, const char *call)
 {
     if (!ferry__live_gone(peer))
         return 0;
-    return ferry__error(FERRY_EPEERDEAD, "%s: the peer is %s: %s", call,
-                        state_name(peer->live.state), peer->live.why);
+    return ferry__error(FERRY_EPEERDEAD,
+                        "%s: the peer is %s: %s; this handle stays so: "
+                        "remove it, and add the peer again with "
+                        "ferry_peer_add once it is back",
+                        call, state_name(peer->live.state), peer->live.why);
 }
 
 void ferry__live_heard(struct ferry__xfer *x, struct ferry_peer *peer)

@@ -159,19 +159,27 @@ void ferry__notify_rail_close(struct ferry__xfer *x,
 
 /* ---- sending -------------------------------------------------------------- */
 
-static ssize_t send_msg(const struct ferry_peer *peer,
-                        struct ferry__rail *rail, struct ferry__op *op,
-                        uint32_t kind, const uint64_t *fields, size_t nfields)
+/* The descriptor of the rail's operation slots' message buffers (NULL
+ * where they need no registration). */
+static void *msg_desc(struct ferry_context *ctx,
+                      const struct ferry__rail *rail)
 {
     const struct ferry__rxq *rx =
-        &ferry__xfer_of(peer->ctx)->notify.rx[rail->index];
-    void *desc = rx->send_mr ? fi_mr_desc(rx->send_mr) : NULL;
+        &ferry__xfer_of(ctx)->notify.rx[rail->index];
 
+    return rx->send_mr ? fi_mr_desc(rx->send_mr) : NULL;
+}
+
+static ssize_t send_msg(const struct ferry_req *req, struct ferry__rail *rail,
+                        struct ferry__op *op, uint32_t kind,
+                        const uint64_t *fields, size_t nfields)
+{
     put64(op->msg, (uint64_t)NOTIFY_MAGIC | (uint64_t)kind << 32);
     for (size_t i = 0; i < nfields; i++)
         put64(op->msg + 8 + 8 * i, fields[i]);
-    return fi_send(rail->ep, op->msg, 8 + 8 * nfields, desc,
-                   peer->fi_addr[rail->index], &op->fi_ctx);
+    return fi_send(rail->ep, op->msg, 8 + 8 * nfields,
+                   msg_desc(req->ctx, rail), req->peer->fi_addr[rail->index],
+                   &op->fi_ctx);
 }
 
 ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
@@ -179,7 +187,7 @@ ssize_t ferry__notify_send(struct ferry_req *req, struct ferry__rail *rail,
 {
     const uint64_t f[] = {req->notify_id, req->notify_value};
 
-    return send_msg(req->peer, rail, op, NOTIFY_KIND, f, FERRY__ARRAY_LEN(f));
+    return send_msg(req, rail, op, NOTIFY_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
 ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
@@ -188,19 +196,15 @@ ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
     const uint64_t f[] = {req->notify_id, req->notify_value,
                           (uint64_t)(int64_t)req->status};
 
-    return send_msg(req->peer, rail, op, ABORT_KIND, f, FERRY__ARRAY_LEN(f));
+    return send_msg(req, rail, op, ABORT_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
 ssize_t ferry__ping_post(struct ferry_peer *peer, struct ferry__rail *rail,
                          struct ferry__op *op)
 {
-    const struct ferry__rxq *rx =
-        &ferry__xfer_of(peer->ctx)->notify.rx[rail->index];
-    void *desc = rx->send_mr ? fi_mr_desc(rx->send_mr) : NULL;
-
-    return fi_read(rail->ep, op->msg, sizeof(uint64_t), desc,
-                   peer->fi_addr[rail->index], peer->pulse.addr,
-                   peer->pulse.key, &op->fi_ctx);
+    return fi_read(rail->ep, op->msg, sizeof(uint64_t),
+                   msg_desc(peer->ctx, rail), peer->fi_addr[rail->index],
+                   peer->pulse.addr, peer->pulse.key, &op->fi_ctx);
 }
 
 uint64_t ferry__ping_answer(const struct ferry__op *op)
@@ -214,7 +218,7 @@ ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,
 {
     const uint64_t f[] = {mirror_id, off, len};
 
-    return send_msg(req->peer, rail, op, SYNC_KIND, f, FERRY__ARRAY_LEN(f));
+    return send_msg(req, rail, op, SYNC_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
 unsigned ferry__notify_data_bits(const struct ferry__rail *rail)

@@ -36,14 +36,15 @@ struct ferry__stage_slot;
 struct ferry__op {
     struct fi_context2 fi_ctx; /* first: libfabric hands it back */
     struct ferry_req *req;     /* NULL for a heartbeat */
-    struct ferry_peer *peer;   /* a heartbeat's peer */
+    struct ferry_peer *peer;   /* where it goes (flow control, liveness) */
     struct ferry__rail *rail;
     struct ferry__op *next_free;
     struct ferry__stage_slot *slot; /* a staged chunk's RMA, else NULL */
     enum ferry__op_kind kind;
     bool notifies; /* a write carrying its request's notification */
     size_t len;
-    uint8_t msg[FERRY__MSG_SIZE]; /* a message's wire bytes, a heartbeat's answer */
+    /* A message's wire bytes, or a heartbeat's answer. */
+    uint8_t msg[FERRY__MSG_SIZE];
 };
 
 /* The registration ferry found (cached) or made (one-shot) for an iov. */

@@ -905,6 +905,7 @@ START_TEST(test_rejoin_through_bootstrap)
     req = NULL;
     TU_EXPECT_ERROR(ferry_write(peer, &iov, 1, NULL, &req), FERRY_EPEERDEAD,
                     "the peer is dead");
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "ferry_peer_add"));
     ck_assert_ptr_null(req);
     retry_busy(ctx, rmem_free_fn, rmem, 5000, "freeing the old region");
     ferry_oob_disconnect(conn);
