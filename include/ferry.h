@@ -318,7 +318,11 @@ FERRY_API int ferry_peer_add(ferry_context_t *ctx, const void *addr,
                              size_t len, ferry_peer_t **peer);
 /*
  * Removes a peer.  Returns FERRY_EBUSY while remote regions imported from
- * it are still held (ferry_rmem_free them first).  NULL-safe (returns 0).
+ * it are still held (ferry_rmem_free them first), or while requests to it
+ * run or a ferry_counter_wait_peer waits on it.  Operations the provider
+ * still holds for it (of requests that ended, heartbeats) do not hold the
+ * call: the handle is invalid at once, and its memory goes when they come
+ * back.  NULL-safe (returns 0).
  */
 FERRY_API int ferry_peer_remove(ferry_peer_t *peer);
 

@@ -197,8 +197,7 @@ void ferry__peer_drop_addresses(struct ferry__reg *reg,
     }
 }
 
-/* Unlinks and frees; under the lock. */
-static void peer_release(struct ferry__reg *reg, struct ferry_peer *peer)
+void ferry__peer_free(struct ferry__reg *reg, struct ferry_peer *peer)
 {
     for (struct ferry_peer **p = &reg->peers; *p != NULL; p = &(*p)->next) {
         if (*p == peer) {
@@ -226,16 +225,23 @@ int ferry_peer_remove(ferry_peer_t *peer)
     reg = ferry__reg_of(peer->ctx);
     ferry__lock_acquire(&reg->fab.lock);
     held = ferry__users_read(&peer->rmem_count, &reg->fab.lock);
-    busy = peer->live.running + peer->live.waiters + peer->live.ops_out;
-    if (held == 0 && busy == 0)
-        peer_release(reg, peer);
+    busy = peer->live.running + peer->live.waiters;
+    if (held == 0 && busy == 0 && peer->live.ops_out == 0) {
+        ferry__peer_free(reg, peer);
+    } else if (held == 0 && busy == 0) {
+        /* Only the provider still holds something of it: not the
+         * caller's business.  The last operation to come back frees it. */
+        peer->removed = true;
+        peer->magic = FERRY__MAGIC_DEAD;
+        peer->live.watched = false;
+    }
     ferry__lock_release(&reg->fab.lock);
     if (busy != 0)
         return ferry__error(FERRY_EBUSY,
                             "ferry_peer_remove: requests to this peer are "
-                            "still running, operations to it are still out, "
-                            "or a counter wait is on it (%u in all); let "
-                            "them end (or cancel and free them) first",
+                            "still running or a counter wait is on it (%u in "
+                            "all); let them end (or cancel and free them) "
+                            "first",
                             busy);
     if (held != 0)
         return ferry__error(FERRY_EBUSY,
@@ -250,5 +256,5 @@ int ferry_peer_remove(ferry_peer_t *peer)
 void ferry__peers_destroy(struct ferry__reg *reg)
 {
     while (reg->peers != NULL)
-        peer_release(reg, reg->peers);
+        ferry__peer_free(reg, reg->peers);
 }

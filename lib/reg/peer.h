@@ -38,6 +38,10 @@ struct ferry_peer {
     _Atomic unsigned rmem_count; /* imported regions still held */
     struct ferry__pulse_remote pulse; /* its heartbeat word */
     struct ferry__peer_live live;
+    /* ferry_peer_remove'd while the provider still held operations to it
+     * (of requests that ended, heartbeats): the handle is invalid, and
+     * the memory goes when the last one comes back (xfer/op.c). */
+    bool removed;
 };
 
 /* Takes the peer's addresses out of every rail's address vector (a peer
@@ -46,6 +50,9 @@ struct ferry_peer {
  * they post. */
 void ferry__peer_drop_addresses(struct ferry__reg *reg,
                                 struct ferry_peer *peer);
+
+/* Unlinks and frees peer; under the lock. */
+void ferry__peer_free(struct ferry__reg *reg, struct ferry_peer *peer);
 
 /* Removes every peer (context destruction). */
 void ferry__peers_destroy(struct ferry__reg *reg);

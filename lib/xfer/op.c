@@ -57,11 +57,14 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
 
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
 {
+    struct ferry_peer *peer = op->peer;
+
     if (op->req != NULL)
         op->req->ops_in_flight--;
-    op->peer->live.ops_out--;
     op->req = NULL;
     op->peer = NULL;
+    if (--peer->live.ops_out == 0 && peer->removed)
+        ferry__peer_free(ferry__reg_of(peer->ctx), peer);
     op->next_free = tx->free_ops;
     tx->free_ops = op;
     tx->ops_in_flight--;

@@ -141,7 +141,8 @@ static inline void ferry__op_pushed_back(struct ferry__xfer *x,
 void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
                     struct ferry_req *req, struct ferry_peer *peer,
                     enum ferry__op_kind kind, size_t len);
-/* Gives op's slot back to its rail: its operation came back. */
+/* Gives op's slot back to its rail: its operation came back.  The last
+ * operation of a peer removed meanwhile frees it (reg/peer.h). */
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op);
 /* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem; a
  * write that notifies carries the request's notification as its remote

@@ -940,6 +940,61 @@ START_TEST(test_many_unreachable)
 }
 END_TEST
 
+/*
+ * A peer removed while only a heartbeat to it is out (its target does not
+ * progress, so the read waits): the call succeeds, the handle leaves the
+ * caller at once, and its memory goes when the read comes back, or with
+ * the context.  _i: 0 the read comes back first, 1 the context goes
+ * first.  (AddressSanitizer runs watch for a use after free or a leak.)
+ */
+START_TEST(test_remove_with_heartbeat_out)
+{
+    struct ferry_config cfg;
+    ferry_context_t *a, *b;
+    ferry_peer_t *peer = NULL;
+    uint8_t blob[1024];
+    size_t len;
+    uint64_t t0;
+
+    tu_config(&cfg, TCP);
+    cfg.liveness_ms = 400;
+    a = tu_context_cfg(&cfg);
+    b = tu_context_cfg(&cfg);
+    len = address_of(b, blob, sizeof(blob));
+    ck_assert_int_eq(ferry_peer_add(a, blob, len, &peer), 0);
+    ck_assert_int_eq(ferry_peer_watch(peer, 1), 0);
+    /* Both progress until a heartbeat was answered (the connection is
+     * made); then b stops, and the next heartbeat stays out. */
+    t0 = tu_now_ns();
+    while (peer->live.state != FERRY_PEER_UP && tu_ms_since(t0) < 5000) {
+        ck_assert_int_ge(ferry_progress(b), 0);
+        ck_assert_int_ge(ferry_progress(a), 0);
+    }
+    ck_assert_int_eq(peer->live.state, FERRY_PEER_UP);
+    t0 = tu_now_ns();
+    while (!peer->live.ping_out && tu_ms_since(t0) < 2000) {
+        ck_assert_int_ge(ferry_progress(a), 0);
+        usleep(1000);
+    }
+    ck_assert_msg(peer->live.ping_out, "no heartbeat went in 2 s");
+    ck_assert_int_eq(ferry_peer_watch(peer, 0), 0);
+    ck_assert_int_eq(ferry_peer_remove(peer), 0);
+    /* Gone for the caller; kept until the read comes back. */
+    peer_count_is(a, 1);
+    ck_assert_int_eq(ferry_peer_state(peer, NULL, NULL, 0), FERRY_EHANDLE);
+    if (_i == 0) {
+        t0 = tu_now_ns();
+        while (ferry__reg_of(a)->peers != NULL && tu_ms_since(t0) < 5000) {
+            ck_assert_int_ge(ferry_progress(b), 0);
+            ck_assert_int_ge(ferry_progress(a), 0);
+        }
+        peer_count_is(a, 0);
+    }
+    ferry_context_destroy(a);
+    ferry_context_destroy(b);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
     Suite *s = suite_create("peer");
@@ -979,6 +1034,7 @@ static Suite *peer_suite(void)
     tcase_add_test(tc, test_built_blob_pulse);
     tcase_add_test(tc, test_context_blob_pulse);
     tcase_add_loop_test(tc, test_pulse_incarnation, 0, 2);
+    tcase_add_loop_test(tc, test_remove_with_heartbeat_out, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tu_tcase(s, "unreachable", 60);
