@@ -20,6 +20,8 @@
  */
 #include <ferry.h>
 
+#include "benchutil.h"
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,26 +48,6 @@ static int opt_mode = -1; /* -1: all */
 static int opt_liveness = -1;
 static const char *opt_provider = "tcp;ofi_rxm";
 static const char *opt_domain = "lo";
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double ms_since(uint64_t t0)
-{
-    return (double)(now_ns() - t0) / 1e6;
-}
-
-static void die(const char *what, int err)
-{
-    fprintf(stderr, "death_bench: %s: %s (%s)\n", what, ferry_strerror(err),
-            ferry_last_error());
-    exit(1);
-}
 
 static void config(struct ferry_config *cfg, bool progress_thread)
 {

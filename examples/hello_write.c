@@ -8,9 +8,17 @@
  *                                    it with a notification, reports GB/s
  *   hello_write demo                 both, as two processes on this host
  *
+ * Through a metadata service instead of the bootstrap (ferry.h
+ * "Metadata"; FERRY_METADATA in the environment works the same):
+ *
+ *   hello_write server --metadata URL --name NAME
+ *   hello_write client NAME --metadata URL
+ *
  * Options: --size BYTES (default 64M; K/M/G suffixes), --iterations N
  * (default 8).  FERRY_PROVIDER / FI_PROVIDER pick the provider (default:
- * tcp over loopback for the demo).
+ * tcp over loopback for the demo).  The server listens on 127.0.0.1:18515
+ * by default; to be reached from other hosts give it :PORT and set the
+ * same FERRY_OOB_TOKEN on both sides.
  */
 #include "example.h"
 
@@ -29,6 +37,8 @@
 
 static size_t opt_size = 64u << 20;
 static unsigned opt_iterations = 8;
+static const char *opt_metadata; /* --metadata, else FERRY_METADATA */
+static const char *opt_name = "hello-server"; /* --name (server) */
 
 /* The byte at position i of iteration it: both sides compute it. */
 static uint8_t pattern(size_t i, unsigned it)
@@ -58,11 +68,47 @@ static int open_context(const char *who, bool target, ferry_context_t **ctx)
     return 0;
 }
 
-/* report_fd >= 0: the chosen port is written there once listening. */
+/* Makes mem findable as "hello": through the metadata service when one
+ * is given, else on a bootstrap listener at where.  report_fd >= 0: the
+ * listener's port is written there. */
+static int publish_hello(ferry_context_t *ctx, ferry_mem_t *mem,
+                         const char *where, int report_fd, ferry_oob_t **lis,
+                         ferry_meta_t **meta)
+{
+    int ret;
+
+    if (opt_metadata != NULL) {
+        if ((ret = ferry_meta_open(ctx, opt_metadata, opt_name, meta)))
+            return ex_fail("server", "ferry_meta_open", ret);
+        if ((ret = ferry_meta_publish(*meta, "hello", mem)))
+            return ex_fail("server", "ferry_meta_publish", ret);
+        printf("server: joined %s as \"%s\"; %zu-byte region published as "
+               "\"hello\"\n",
+               opt_metadata, opt_name, opt_size);
+        fflush(stdout);
+        return 0;
+    }
+    if ((ret = ferry_oob_listen(ctx, where, lis)))
+        return ex_fail("server", "ferry_oob_listen", ret);
+    if ((ret = ferry_oob_publish(*lis, "hello", mem)))
+        return ex_fail("server", "ferry_oob_publish", ret);
+    printf("server: listening on port %d, %zu-byte region published as "
+           "\"hello\"\n",
+           ferry_oob_port(*lis), opt_size);
+    fflush(stdout);
+    if (report_fd >= 0) {
+        int port = ferry_oob_port(*lis);
+        if (write(report_fd, &port, sizeof(port)) != sizeof(port))
+            return ex_fail("server", "reporting the port", FERRY_EIO);
+    }
+    return 0;
+}
+
 static int run_server(const char *where, int report_fd)
 {
     ferry_context_t *ctx;
-    ferry_oob_t *lis;
+    ferry_oob_t *lis = NULL;
+    ferry_meta_t *meta = NULL;
     ferry_mem_t *mem;
     uint8_t *buf;
     size_t bad = 0;
@@ -76,19 +122,8 @@ static int run_server(const char *where, int report_fd)
     if ((ret = ferry_mem_register(ctx, buf, opt_size, FERRY_MEM_HOST, 0,
                                   FERRY_ACCESS_REMOTE_WRITE, &mem)))
         return ex_fail("server", "ferry_mem_register", ret);
-    if ((ret = ferry_oob_listen(ctx, where, &lis)))
-        return ex_fail("server", "ferry_oob_listen", ret);
-    if ((ret = ferry_oob_publish(lis, "hello", mem)))
-        return ex_fail("server", "ferry_oob_publish", ret);
-    printf("server: listening on port %d, %zu-byte region published as "
-           "\"hello\"\n",
-           ferry_oob_port(lis), opt_size);
-    fflush(stdout);
-    if (report_fd >= 0) {
-        int port = ferry_oob_port(lis);
-        if (write(report_fd, &port, sizeof(port)) != sizeof(port))
-            return ex_fail("server", "reporting the port", FERRY_EIO);
-    }
+    if (publish_hello(ctx, mem, where, report_fd, &lis, &meta))
+        return 1;
     /* Each iteration's notification carries its iteration number + 1. */
     if ((ret = ferry_counter_wait(ctx, NOTIFY_ID, opt_iterations, 120000)))
         return ex_fail("server", "waiting for the client's notifications", ret);
@@ -96,6 +131,7 @@ static int run_server(const char *where, int report_fd)
         bad += buf[i] != pattern(i, opt_iterations - 1);
     printf("server: received %u notifications; %zu bytes verified: %s\n",
            opt_iterations, opt_size, bad == 0 ? "OK" : "CORRUPT");
+    ferry_meta_close(meta);
     ferry_oob_close(lis);
     ferry_mem_deregister(mem);
     ferry_context_destroy(ctx);
@@ -103,12 +139,42 @@ static int run_server(const char *where, int report_fd)
     return bad == 0 ? 0 : 1;
 }
 
+/* Finds the server's "hello": by name through the metadata service when
+ * one is given, else through the bootstrap listener at where. */
+static int find_hello(ferry_context_t *ctx, const char *where,
+                      ferry_oob_conn_t **conn, ferry_meta_t **meta,
+                      ferry_peer_t **peer, ferry_rmem_t **rmem)
+{
+    int ret;
+
+    if (opt_metadata != NULL) {
+        char name[64];
+
+        snprintf(name, sizeof(name), "hello-client-%d", (int)getpid());
+        if ((ret = ferry_meta_open(ctx, opt_metadata, name, meta)))
+            return ex_fail("client", "ferry_meta_open", ret);
+        if ((ret = ferry_meta_lookup(*meta, where, "hello", TIMEOUT_MS, rmem)))
+            return ex_fail("client", "ferry_meta_lookup", ret);
+        if ((ret = ferry_meta_peer(*meta, where, 0, peer)))
+            return ex_fail("client", "ferry_meta_peer", ret);
+        return 0;
+    }
+    if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, conn)))
+        return ex_fail("client", "ferry_oob_connect", ret);
+    if ((ret = ferry_oob_lookup(*conn, "hello", TIMEOUT_MS, rmem)))
+        return ex_fail("client", "ferry_oob_lookup", ret);
+    *peer = ferry_oob_conn_peer(*conn);
+    return 0;
+}
+
 static int run_client(const char *where)
 {
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn;
+    ferry_oob_conn_t *conn = NULL;
+    ferry_meta_t *meta = NULL;
+    ferry_peer_t *peer;
     ferry_rmem_t *rmem;
     ferry_mem_t *mem;
     ferry_req_t *req;
@@ -126,12 +192,9 @@ static int run_client(const char *where)
                                   &mem)))
         return ex_fail("client", "ferry_mem_register", ret);
     t0 = now_s();
-    if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)))
-        return ex_fail("client", "ferry_oob_connect", ret);
-    if ((ret = ferry_oob_lookup(conn, "hello", TIMEOUT_MS, &rmem)))
-        return ex_fail("client", "ferry_oob_lookup", ret);
-    printf("client: connected to %s in %.1f ms; region \"hello\" is %zu "
-           "bytes\n",
+    if (find_hello(ctx, where, &conn, &meta, &peer, &rmem))
+        return 1;
+    printf("client: found %s in %.1f ms; region \"hello\" is %zu bytes\n",
            where, (now_s() - t0) * 1e3, ferry_rmem_length(rmem));
     if (ferry_rmem_length(rmem) < opt_size) {
         fprintf(stderr, "client: the server's region is smaller than "
@@ -148,8 +211,7 @@ static int run_client(const char *where)
         for (size_t i = 0; i < opt_size; i++)
             buf[i] = pattern(i, it);
         t0 = now_s();
-        if ((ret = ferry_write(ferry_oob_conn_peer(conn), &iov, 1, &opts,
-                               &req)) ||
+        if ((ret = ferry_write(peer, &iov, 1, &opts, &req)) ||
             (ret = ferry_req_wait(req, -1)))
             return ex_fail("client", "ferry_write", ret);
         busy += now_s() - t0;
@@ -162,13 +224,15 @@ static int run_client(const char *where)
            (double)opt_iterations * (double)opt_size / busy / 1e9);
     ferry_rmem_free(rmem);
     ferry_oob_disconnect(conn);
+    ferry_meta_close(meta);
     ferry_mem_deregister(mem);
     ferry_context_destroy(ctx);
     free(buf);
     return 0;
 }
 
-/* Server and client as two processes; a free port chosen by the server. */
+/* Server and client as two processes: a free port chosen by the server,
+ * or the server's name in the metadata service. */
 static int run_demo(void)
 {
     char where[64];
@@ -180,18 +244,22 @@ static int run_demo(void)
     fflush(stdout);
     server = fork();
     if (server == 0) {
-        int code = run_server("127.0.0.1:0", port_pipe[1]);
+        int code = run_server("127.0.0.1:0",
+                              opt_metadata != NULL ? -1 : port_pipe[1]);
         fflush(stdout);
         _exit(code);
     }
     close(port_pipe[1]);
     int port = 0;
-    if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
+    if (opt_metadata != NULL) {
+        snprintf(where, sizeof(where), "%s", opt_name);
+    } else if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
         waitpid(server, &status, 0);
         printf("demo: FAILED (the server did not start)\n");
         return 1;
+    } else {
+        snprintf(where, sizeof(where), "127.0.0.1:%d", port);
     }
-    snprintf(where, sizeof(where), "127.0.0.1:%d", port);
     client_ret = run_client(where);
     if (client_ret != 0)
         kill(server, SIGTERM);
@@ -208,7 +276,9 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: hello_write demo|server [HOST:PORT]|client HOST:PORT\n"
-            "                   [--size BYTES] [--iterations N]\n");
+            "                   [--size BYTES] [--iterations N]\n"
+            "       hello_write server --metadata URL --name NAME\n"
+            "       hello_write client NAME --metadata URL\n");
     return 2;
 }
 
@@ -223,6 +293,10 @@ int main(int argc, char **argv)
             opt_iterations = (unsigned)atoi(argv[++i]);
             if (opt_iterations == 0 || opt_iterations > 100000)
                 return usage();
+        } else if (strcmp(argv[i], "--metadata") == 0 && i + 1 < argc) {
+            opt_metadata = argv[++i];
+        } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+            opt_name = argv[++i];
         } else if (mode == NULL) {
             mode = argv[i];
         } else if (where == NULL) {
@@ -231,10 +305,12 @@ int main(int argc, char **argv)
             return usage();
         }
     }
+    if (opt_metadata == NULL)
+        opt_metadata = getenv("FERRY_METADATA");
     if (mode == NULL || strcmp(mode, "demo") == 0)
         return run_demo();
     if (strcmp(mode, "server") == 0)
-        return run_server(where != NULL ? where : ":18515", -1);
+        return run_server(where != NULL ? where : "127.0.0.1:18515", -1);
     if (strcmp(mode, "client") == 0 && where != NULL)
         return run_client(where);
     return usage();

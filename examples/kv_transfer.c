@@ -15,6 +15,13 @@
  *   kv_transfer demo [--mode pull|push]       both processes on this host
  *   kv_transfer prefill HOST:PORT [--mode M]  the owner (listens)
  *   kv_transfer decode HOST:PORT [--mode M]   the consumer (connects)
+ *
+ * Through a metadata service (ferry.h "Metadata"; FERRY_METADATA in the
+ * environment works the same), prefill joins as NAME and decode as
+ * NAME-decode:
+ *
+ *   kv_transfer prefill --metadata URL --name NAME [--mode M]
+ *   kv_transfer decode NAME --metadata URL [--mode M]
  */
 #include "example.h"
 
@@ -212,67 +219,153 @@ static int open_context(bool target, ferry_context_t **ctx)
     return ferry_context_create(&cfg, ctx);
 }
 
-static int run_prefill(const char *where, int report_fd)
-{
-    ferry_context_t *ctx;
+/*
+ * How the two sides meet: through a metadata service (meta) when one is
+ * given, else the bootstrap (prefill listens: lis; decode connects and is
+ * accepted: conn).  peer: the other side.
+ */
+struct meet {
+    const char *who;
+    ferry_meta_t *meta;
+    char other[160];  /* the other side's name in the metadata service */
     ferry_oob_t *lis;
     ferry_oob_conn_t *conn;
-    ferry_rmem_t *rmem[2];
+    ferry_peer_t *peer;
+};
+
+static const char *opt_metadata; /* --metadata, else FERRY_METADATA */
+static const char *opt_name = "prefill";
+
+/* Joins the service as name, or (prefill) listens at where. */
+static int meet_open(struct meet *m, ferry_context_t *ctx, const char *name,
+                     const char *where, int report_fd)
+{
     int ret;
 
-    if ((ret = open_context(!push_mode, &ctx)))
-        return ex_fail("prefill", "ferry_context_create", ret);
-    if (alloc_caches("prefill", ctx, true))
-        return 1;
-    if ((ret = ferry_oob_listen(ctx, where, &lis)) ||
-        (ret = ferry_oob_publish(lis, caches[0].name, caches[0].mem)) ||
-        (ret = ferry_oob_publish(lis, caches[1].name, caches[1].mem)))
-        return ex_fail("prefill", "publishing the caches", ret);
+    if (opt_metadata != NULL) {
+        if ((ret = ferry_meta_open(ctx, opt_metadata, name, &m->meta)))
+            return ex_fail(m->who, "ferry_meta_open", ret);
+        printf("%s: joined %s as \"%s\"\n", m->who, opt_metadata, name);
+        return 0;
+    }
+    if (report_fd == -2) /* decode */
+        return (ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &m->conn))
+                   ? ex_fail(m->who, "ferry_oob_connect", ret)
+                   : 0;
+    if ((ret = ferry_oob_listen(ctx, where, &m->lis)))
+        return ex_fail(m->who, "ferry_oob_listen", ret);
     if (report_fd >= 0) {
-        int port = ferry_oob_port(lis);
+        int port = ferry_oob_port(m->lis);
         if (write(report_fd, &port, sizeof(port)) != sizeof(port))
             return 1;
     }
-    if ((ret = ferry_oob_accept(lis, TIMEOUT_MS, &conn)))
-        return ex_fail("prefill", "ferry_oob_accept", ret);
+    return 0;
+}
+
+/* Makes both caches findable by the other side. */
+static int meet_publish(struct meet *m)
+{
+    int ret = 0;
+
+    for (unsigned c = 0; c < 2 && ret == 0; c++)
+        ret = m->meta != NULL
+                  ? ferry_meta_publish(m->meta, caches[c].name, caches[c].mem)
+              : m->lis != NULL
+                  ? ferry_oob_publish(m->lis, caches[c].name, caches[c].mem)
+                  : ferry_oob_offer(m->conn, caches[c].name, caches[c].mem,
+                                    TIMEOUT_MS);
+    return ret != 0 ? ex_fail(m->who, "publishing the caches", ret) : 0;
+}
+
+/* The other side as a peer (prefill on the bootstrap: once it connected). */
+static int meet_peer(struct meet *m)
+{
+    int ret = 0;
+
+    if (m->peer != NULL)
+        return 0;
+    if (m->meta != NULL) {
+        ret = ferry_meta_peer(m->meta, m->other, TIMEOUT_MS, &m->peer);
+    } else {
+        if (m->conn == NULL)
+            ret = ferry_oob_accept(m->lis, TIMEOUT_MS, &m->conn);
+        if (ret == 0)
+            m->peer = ferry_oob_conn_peer(m->conn);
+    }
+    return ret != 0 ? ex_fail(m->who, "finding the other side", ret) : 0;
+}
+
+/* The other side's two caches. */
+static int meet_lookup(struct meet *m, ferry_rmem_t **rmem)
+{
+    int ret = meet_peer(m);
+
+    for (unsigned c = 0; c < 2 && ret == 0; c++)
+        if ((ret = m->meta != NULL
+                       ? ferry_meta_lookup(m->meta, m->other, caches[c].name,
+                                           TIMEOUT_MS, &rmem[c])
+                       : ferry_oob_lookup(m->conn, caches[c].name, TIMEOUT_MS,
+                                          &rmem[c])))
+            return ex_fail(m->who, "looking up the other side's caches", ret);
+    return ret != 0;
+}
+
+static void meet_close(struct meet *m)
+{
+    ferry_meta_close(m->meta);
+    ferry_oob_disconnect(m->conn);
+    ferry_oob_close(m->lis);
+}
+
+static int run_prefill(const char *where, int report_fd)
+{
+    struct meet m = {.who = "prefill"};
+    ferry_context_t *ctx;
+    ferry_rmem_t *rmem[2];
+    int ret;
+
+    snprintf(m.other, sizeof(m.other), "%s-decode", opt_name);
+    if ((ret = open_context(!push_mode, &ctx)))
+        return ex_fail("prefill", "ferry_context_create", ret);
+    if (alloc_caches("prefill", ctx, true) ||
+        meet_open(&m, ctx, opt_name, where, report_fd) || meet_publish(&m))
+        return 1;
     if (push_mode) {
-        for (unsigned c = 0; c < 2; c++)
-            if ((ret = ferry_oob_lookup(conn, caches[c].name, TIMEOUT_MS,
-                                        &rmem[c])))
-                return ex_fail("prefill", "looking up decode's caches", ret);
-        if (transfer("prefill", ctx, ferry_oob_conn_peer(conn), rmem,
-                     FERRY_OP_WRITE))
+        if (meet_lookup(&m, rmem) ||
+            transfer("prefill", ctx, m.peer, rmem, FERRY_OP_WRITE))
             return 1;
         printf("prefill: pushed %u sequences x %u blocks of both caches\n",
                SEQUENCES, BLOCKS_PER_SEQ);
+    } else if (m.meta == NULL && meet_peer(&m)) {
+        return 1;
     }
     /* In pull mode decode reads on its own; stay until it says bye. */
     ret = ferry_counter_wait(ctx, 1000, 1, TIMEOUT_MS);
-    ferry_oob_disconnect(conn);
-    ferry_oob_close(lis);
+    meet_close(&m);
     ferry_context_destroy(ctx);
     return ret == 0 ? 0 : ex_fail("prefill", "waiting for decode's goodbye", ret);
 }
 
+/* where: prefill's HOST:PORT, or its name in the metadata service. */
 static int run_decode(const char *where)
 {
+    struct meet m = {.who = "decode"};
+    char name[170];
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn;
     ferry_rmem_t *rmem[2];
     ferry_req_t *req;
     int ret;
 
+    snprintf(m.other, sizeof(m.other), "%s", where);
+    snprintf(name, sizeof(name), "%s-decode", where);
     if ((ret = open_context(push_mode, &ctx)))
         return ex_fail("decode", "ferry_context_create", ret);
-    if (alloc_caches("decode", ctx, false))
+    if (alloc_caches("decode", ctx, false) ||
+        meet_open(&m, ctx, name, where, -2))
         return 1;
-    if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)))
-        return ex_fail("decode", "ferry_oob_connect", ret);
     if (push_mode) {
-        for (unsigned c = 0; c < 2; c++)
-            if ((ret = ferry_oob_offer(conn, caches[c].name, caches[c].mem,
-                                       TIMEOUT_MS)))
-                return ex_fail("decode", "offering the caches", ret);
+        if (meet_publish(&m))
+            return 1;
         /* Each sequence is complete when its counter reaches its blocks. */
         for (unsigned s = 0; s < SEQUENCES; s++) {
             uint64_t blocks = (uint64_t)(caches[0].layers + caches[1].layers) *
@@ -283,23 +376,19 @@ static int run_decode(const char *where)
                    (unsigned long long)blocks);
         }
     } else {
-        for (unsigned c = 0; c < 2; c++)
-            if ((ret = ferry_oob_lookup(conn, caches[c].name, TIMEOUT_MS,
-                                        &rmem[c])))
-                return ex_fail("decode", "ferry_oob_lookup", ret);
-        if (transfer("decode", ctx, ferry_oob_conn_peer(conn), rmem,
-                     FERRY_OP_READ))
+        if (meet_lookup(&m, rmem) ||
+            transfer("decode", ctx, m.peer, rmem, FERRY_OP_READ))
             return 1;
         printf("decode: pulled %u sequences x %u blocks of both caches\n",
                SEQUENCES, BLOCKS_PER_SEQ);
     }
     ret = verify();
     /* Goodbye: prefill may stop now. */
-    if (ferry_notify_send(ferry_oob_conn_peer(conn), 1000, 1, NULL, &req) ||
+    if (meet_peer(&m) || ferry_notify_send(m.peer, 1000, 1, NULL, &req) ||
         ferry_req_wait(req, -1))
         ret = ex_fail("decode", "saying goodbye", FERRY_EIO);
     ferry_req_free(req);
-    ferry_oob_disconnect(conn);
+    meet_close(&m);
     ferry_context_destroy(ctx);
     return ret;
 }
@@ -320,17 +409,26 @@ int main(int argc, char **argv)
                 return 2;
             }
             push_mode = strcmp(m, "push") == 0;
+        } else if (strcmp(argv[i], "--metadata") == 0 && i + 1 < argc) {
+            opt_metadata = argv[++i];
+        } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+            opt_name = argv[++i];
         } else {
             where = argv[i];
         }
     }
+    if (opt_metadata == NULL)
+        opt_metadata = getenv("FERRY_METADATA");
     if (strcmp(role, "prefill") == 0)
-        return run_prefill(where ? where : ":18516", -1);
+        return run_prefill(where ? where : "127.0.0.1:18516", -1);
     if (strcmp(role, "decode") == 0 && where != NULL)
         return run_decode(where);
     if (strcmp(role, "demo") != 0) {
         fprintf(stderr, "usage: kv_transfer demo|prefill [HOST:PORT]|decode "
-                "HOST:PORT [--mode pull|push]\n");
+                "HOST:PORT [--mode pull|push]\n"
+                "       kv_transfer prefill --metadata URL --name NAME "
+                "[--mode M]\n"
+                "       kv_transfer decode NAME --metadata URL [--mode M]\n");
         return 2;
     }
     if (pipe(fds) != 0)
@@ -338,17 +436,21 @@ int main(int argc, char **argv)
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
-        int code = run_prefill("127.0.0.1:0", fds[1]);
+        int code = run_prefill("127.0.0.1:0",
+                               opt_metadata != NULL ? -1 : fds[1]);
         fflush(stdout);
         _exit(code);
     }
     close(fds[1]);
-    if (read(fds[0], &port, sizeof(port)) != sizeof(port)) {
+    if (opt_metadata != NULL) {
+        snprintf(addr, sizeof(addr), "%s", opt_name);
+    } else if (read(fds[0], &port, sizeof(port)) != sizeof(port)) {
         waitpid(pid, &status, 0);
         fprintf(stderr, "demo: prefill did not start\n");
         return 1;
+    } else {
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     }
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     ret = run_decode(addr);
     waitpid(pid, &status, 0);
     ret |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);

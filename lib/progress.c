@@ -174,12 +174,7 @@ static void progress_pause(struct ferry_context *ctx, unsigned spins)
     }
     /* With one, the waiter sleeps until the thread has handled events.
      * The timeout bounds the wait for what is not signalled (deadlines). */
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    until = ferry__realtime_after(1);
     ferry__lock_acquire(&fab->lock);
     ctx->progress.waiters++;
     ferry__lock_wait(&fab->lock, &ctx->progress.progressed, &until);

@@ -9,6 +9,7 @@ packages=(
 	libfabric-dev libfabric-bin libhwloc-dev hwloc
 	check libsubunit-dev iproute2 libmimalloc-dev libmimalloc2.0
 	openmpi-bin libopenmpi-dev
+	etcd-server etcd-client openssl libcurl4-openssl-dev libjson-c-dev nettle-dev
 )
 
 log() { printf '\n=== %s\n' "$*"; }

@@ -69,6 +69,11 @@ says 0 "/dev/shm has " --local
 says 0 "ferry turned libfabric's MR cache off for this process"
 FERRY_KEEP_FI_MR_CACHE=1 says 0 "left on because FERRY_KEEP_FI_MR_CACHE=1"
 FERRY_KEEP_FI_MR_CACHE=yes says 2 "FERRY_KEEP_FI_MR_CACHE=yes is neither 1"
+# The bootstrap's protection, and a warning when it is turned off.
+says 0 "bootstrap: no token: listens on loopback only"
+FERRY_OOB_TOKEN=s3cret says 0 "bootstrap: token set: peers prove it"
+FERRY_OOB_INSECURE=1 says 0 "the bootstrap may listen beyond loopback without a token"
+FERRY_METADATA=etcd://127.0.0.1:2379/x says 0 "metadata service: etcd://127.0.0.1:2379/x"
 # Nothing false about device memory: no blanket "not supported".
 if "$tool" 2>&1 | grep -F "not supported by this ferry release" >/dev/null; then
 	fail "ferry_info still claims device memory is unsupported"

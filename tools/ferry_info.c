@@ -419,6 +419,42 @@ static void print_environment(struct report *r)
     }
 }
 
+/* How peers meet: the bootstrap's protection and the metadata service. */
+static void print_meeting(struct report *r, const struct ferry_config *cfg)
+{
+    const char *token = cfg->oob_token != NULL ? cfg->oob_token
+                                               : getenv("FERRY_OOB_TOKEN");
+    bool has_token = token != NULL && token[0] != '\0';
+    const char *boot = has_token
+                           ? "token set: peers prove it to each other "
+                             "(HMAC-SHA256 challenge-response)"
+                       : cfg->oob_insecure
+                           ? "no token, and FERRY_OOB_INSECURE=1: listens "
+                             "on any address unauthenticated"
+                           : "no token: listens on loopback only";
+
+    if (r->json) {
+        printf("  \"bootstrap\": ");
+        json_str(boot);
+        printf(",\n  \"metadata\": ");
+        if (cfg->metadata != NULL)
+            json_str(cfg->metadata);
+        else
+            printf("null");
+        printf(",\n");
+    } else {
+        printf("bootstrap: %s\n", boot);
+        printf("metadata service: %s\n",
+               cfg->metadata != NULL ? cfg->metadata
+                                     : "none set (FERRY_METADATA)");
+    }
+    if (!has_token && cfg->oob_insecure)
+        warn(r, "the bootstrap may listen beyond loopback without a token "
+                "(FERRY_OOB_INSECURE=1): anyone who reaches its port can "
+                "import every published region and write into it; set "
+                "FERRY_OOB_TOKEN on every side instead");
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: ferry_info [--json] [--provider P] [--domain D] "
@@ -466,6 +502,7 @@ int main(int argc, char **argv)
         print_context(&r, &cfg);
     print_topology(&r);
     print_environment(&r);
+    print_meeting(&r, &cfg);
     if (usable == 0)
         warn(&r, "no usable provider: ferry cannot move data here (%s)",
              ferry_probe_refused(probe));

@@ -19,21 +19,51 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+/* Finds the target's buffer: through the bootstrap at where, or by name
+ * (where) in the metadata service, joining as NAME-initiator. */
+static int initiator_meet(struct initiator *in, const char *where)
+{
+    char name[160];
+    int ret;
+
+    if (in->o->metadata == NULL) {
+        if ((ret = ferry_oob_connect(in->s.ctx, where, CONNECT_TIMEOUT_MS,
+                                     &in->conn)))
+            return fail("ferry_oob_connect", ret);
+        in->peer = ferry_oob_conn_peer(in->conn);
+        set_probe(in->conn, false);
+        if ((ret = ferry_oob_lookup(in->conn, REGION_NAME, CONNECT_TIMEOUT_MS,
+                                    &in->rmem)))
+            return fail("looking up the target's buffer", ret);
+        if (in->o->pingpong &&
+            (ret = ferry_oob_offer(in->conn, PONG_REGION_NAME, in->s.mem,
+                                   CONNECT_TIMEOUT_MS)))
+            return fail("offering this side's buffer for the pongs", ret);
+        return 0;
+    }
+    snprintf(name, sizeof(name), "%s-initiator", where);
+    if ((ret = ferry_meta_open(in->s.ctx, in->o->metadata, name, &in->meta)))
+        return fail("ferry_meta_open", ret);
+    if (in->o->pingpong &&
+        (ret = ferry_meta_publish(in->meta, PONG_REGION_NAME, in->s.mem)))
+        return fail("publishing this side's buffer for the pongs", ret);
+    if ((ret = ferry_meta_lookup(in->meta, where, REGION_NAME,
+                                 CONNECT_TIMEOUT_MS, &in->rmem)))
+        return fail("looking up the target's buffer", ret);
+    if ((ret = ferry_meta_peer(in->meta, where, 0, &in->peer)))
+        return fail("finding the target", ret);
+    set_probe_peer(in->peer);
+    return 0;
+}
+
 static int initiator_connect(struct initiator *in, const char *where,
                              double bound_s)
 {
     char b1[32], b2[32], b3[32];
-    int ret;
 
     in->t_connect = now_ns();
-    if ((ret = ferry_oob_connect(in->s.ctx, where, CONNECT_TIMEOUT_MS,
-                                 &in->conn)))
-        return fail("ferry_oob_connect", ret);
-    in->peer = ferry_oob_conn_peer(in->conn);
-    set_probe(in->conn, false);
-    if ((ret = ferry_oob_lookup(in->conn, REGION_NAME, CONNECT_TIMEOUT_MS,
-                                &in->rmem)))
-        return fail("looking up the target's buffer", ret);
+    if (initiator_meet(in, where))
+        return 1;
     if (ferry_rmem_length(in->rmem) < in->s.len)
         return complain("the target's buffer is %s but this side's is %s: "
                         "start the target with --buffer-size %s or more "
@@ -41,10 +71,6 @@ static int initiator_connect(struct initiator *in, const char *where,
                         fmt_iec(b1, sizeof(b1), ferry_rmem_length(in->rmem)),
                         fmt_iec(b2, sizeof(b2), in->s.len),
                         fmt_flag(b3, sizeof(b3), in->s.len));
-    if (in->o->pingpong &&
-        (ret = ferry_oob_offer(in->conn, PONG_REGION_NAME, in->s.mem,
-                               CONNECT_TIMEOUT_MS)))
-        return fail("offering this side's buffer for the pongs", ret);
     /* The target gives up a little after this side would: the alarm here
      * then tells the story. */
     return send_ctl(&in->s, in->peer, ID_BOUND,
@@ -54,9 +80,11 @@ static int initiator_connect(struct initiator *in, const char *where,
 static void initiator_close(struct initiator *in)
 {
     set_probe(NULL, false);
+    set_probe_peer(NULL);
     if (in->rmem != NULL)
         ferry_rmem_free(in->rmem);
     ferry_oob_disconnect(in->conn);
+    ferry_meta_close(in->meta);
     side_close(&in->s);
 }
 

@@ -63,7 +63,10 @@ int main(int argc, char **argv)
         break;
     case MODE_INITIATOR:
         arm_time_bound(bound_s);
-        code = initiator_main(&o, initiator_where(&o, where, sizeof(where)),
+        code = initiator_main(&o,
+                              o.metadata != NULL
+                                  ? o.initiator_addr
+                                  : initiator_where(&o, where, sizeof(where)),
                               bound_s, csv);
         break;
     case MODE_LOOPBACK:

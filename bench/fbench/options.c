@@ -183,6 +183,9 @@ static void usage(FILE *f)
 "  --target                serve one initiator: listen on --port, publish the\n"
 "                          buffer, verify and report; exits after the session\n"
 "  --initiator HOST[:PORT] connect to a --target and drive the transfers\n"
+"  --target --metadata URL --name NAME, --initiator NAME --metadata URL\n"
+"                          meet through a metadata service instead\n"
+"                          (etcd://HOST:PORT/PREFIX...; or FERRY_METADATA)\n"
 "  --memcpy                the reference: single-thread memcpy of --block-size\n"
 "                          blocks over a --buffer-size region\n"
 "\n"
@@ -242,7 +245,7 @@ enum flag_id {
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
     F_TARGET_MEM,
-    F_HELP,
+    F_METADATA, F_NAME, F_HELP,
 };
 
 static const struct flag {
@@ -265,6 +268,7 @@ static const struct flag {
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
     {"--timeout", true, F_TIMEOUT},      {"--time-limit", true, F_TIME_LIMIT},
     {"--tx-depth", true, F_TX_DEPTH},    {"--help", false, F_HELP},
+    {"--metadata", true, F_METADATA},    {"--name", true, F_NAME},
     {"-h", false, F_HELP},
 };
 
@@ -294,6 +298,8 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_INITIATOR:
         o->initiator_addr = v;
         return set_mode(o, MODE_INITIATOR, f->name);
+    case F_METADATA: o->metadata = v; return true;
+    case F_NAME: o->name = v; return true;
     case F_PROVIDER: o->provider = v; return true;
     case F_DOMAIN: o->domain = v; return true;
     case F_RAILS:
@@ -529,6 +535,16 @@ bool resolve_options(struct options *o)
 
     if (!check_conflicts(o))
         return false;
+    if (o->metadata == NULL && o->mode != MODE_LOOPBACK)
+        o->metadata = getenv("FERRY_METADATA");
+    if (o->metadata != NULL && o->mode == MODE_LOOPBACK)
+        return !complain("--metadata is for --target and --initiator; "
+                         "--loopback meets on this host by itself");
+    if (o->name != NULL && o->metadata == NULL)
+        return !complain("--name %s names the target in a metadata service: "
+                         "give --metadata URL too", o->name);
+    if (o->name == NULL)
+        o->name = "ferry-bench";
     if (o->target_mem_set && o->mode != MODE_LOOPBACK)
         return !complain("--target-mem is for --loopback; with --target or "
                          "--initiator each side gives its own --mem");

@@ -15,7 +15,10 @@ enum mode { MODE_LOOPBACK, MODE_TARGET, MODE_INITIATOR, MODE_MEMCPY };
 struct options {
     enum mode mode;
     bool mode_set;
-    const char *initiator_addr; /* HOST[:PORT] as given */
+    const char *initiator_addr; /* HOST[:PORT] as given, or the target's
+                                   name with --metadata */
+    const char *metadata;       /* --metadata URL, else FERRY_METADATA */
+    const char *name;           /* --name: the target's in the service */
     unsigned port;
     bool port_set;
     const char *provider, *domain;

@@ -128,8 +128,9 @@ void print_session(const struct result *r)
             fmt_iec(b1, sizeof(b1), r->reg_bytes), r->reg_ms_here,
             per_gb(r->reg_ms_here, r->reg_bytes), r->reg_ms_target,
             per_gb(r->reg_ms_target, r->reg_bytes));
-    fprintf(g_out, "  connection   %.2f ms from ferry_oob_connect to the "
-            "first completed transfer\n",
+    fprintf(g_out, "  connection   %.2f ms from looking the target up "
+            "(bootstrap or metadata service) to the first completed "
+            "transfer\n",
             r->conn_ms);
 }
 

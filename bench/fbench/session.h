@@ -20,9 +20,10 @@ struct initiator {
     struct side s;
     const struct options *o;
     ferry_oob_conn_t *conn;
+    ferry_meta_t *meta; /* --metadata: instead of conn */
     ferry_peer_t *peer;
     ferry_rmem_t *rmem;
-    uint64_t t_connect;         /* ferry_oob_connect was called */
+    uint64_t t_connect;         /* the target was looked up */
     _Atomic uint64_t t_first;   /* the first transfer completed */
     uint64_t deadline;          /* of the whole session */
 };

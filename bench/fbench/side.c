@@ -174,9 +174,11 @@ static bool mbox_take(struct mbox *mb, const uint64_t *ids, size_t nids,
     return false;
 }
 
-/* The bootstrap connection to the peer, whose liveness is probed. */
+/* The bootstrap connection to the peer, whose liveness is probed; or,
+ * when the sides met through a metadata service, the peer itself. */
 static ferry_oob_conn_t *g_probe_conn;
 static int g_probe_timeout_ms;
+static ferry_peer_t *g_probe_peer;
 
 void set_probe(ferry_oob_conn_t *conn, bool accepted)
 {
@@ -187,17 +189,27 @@ void set_probe(ferry_oob_conn_t *conn, bool accepted)
     g_probe_timeout_ms = accepted ? 0 : 5000;
 }
 
+void set_probe_peer(ferry_peer_t *peer)
+{
+    g_probe_peer = peer;
+}
+
 /*
- * Whether the peer closed the bootstrap connection (it stopped or
- * failed).  The public API has no liveness call; a lookup of a name never
- * offered or published answers FERRY_ENOENT while the peer is there, and
- * FERRY_ECONNRESET once it is gone.
+ * Whether the peer is gone (it stopped or failed).  Through the
+ * bootstrap: a lookup of a name never offered or published answers
+ * FERRY_ENOENT while the peer is there, and FERRY_ECONNRESET once it is
+ * gone.  Through a metadata service: ferry's liveness (the peer is
+ * watched) or the service (its entry went) has declared it.
  */
 bool peer_gone(void)
 {
+    enum ferry_peer_state state;
     ferry_rmem_t *r = NULL;
     int ret;
 
+    if (g_probe_peer != NULL)
+        return ferry_peer_state(g_probe_peer, &state, NULL, 0) != 0 ||
+               state == FERRY_PEER_DEAD || state == FERRY_PEER_UNREACHABLE;
     if (g_probe_conn == NULL)
         return false;
     ret = ferry_oob_lookup(g_probe_conn, ALIVE_PROBE_NAME,

@@ -21,6 +21,7 @@ struct target {
     struct side s;
     ferry_oob_t *lis;
     ferry_oob_conn_t *conn;
+    ferry_meta_t *meta;      /* --metadata: instead of lis and conn */
     ferry_peer_t *peer;
     ferry_rmem_t *pong_rmem; /* --pingpong: the initiator's buffer */
     uint64_t deadline;       /* of the whole session */
@@ -320,6 +321,91 @@ static int target_session(struct target *t, bool pingpong)
     }
 }
 
+/* Says what the target serves, once it is findable. */
+static void announce(struct target *t, const char *where_text)
+{
+    char b1[32];
+
+    printf("target: provider %s, domain %s: %s\n", t->s.info.provider,
+           t->s.info.domain, t->s.info.why);
+    printf("target: %s buffer registered in %.3f ms; waiting for an "
+           "initiator %s\n",
+           fmt_iec(b1, sizeof(b1), t->s.len), (double)t->s.reg_ns / 1e6,
+           where_text);
+    fflush(stdout);
+}
+
+/* Listens, publishes the buffer, accepts the initiator (the bootstrap).
+ * *report_fd >= 0 (loopback): the port goes there, then it is closed. */
+static int target_meet_oob(struct target *t, const struct options *o,
+                           int *report_fd)
+{
+    char where[32], text[48];
+    int ret, port;
+
+    if (*report_fd >= 0) /* loopback: this host only; any free port */
+        snprintf(where, sizeof(where), "127.0.0.1:%u",
+                 o->port_set ? o->port : 0);
+    else
+        snprintf(where, sizeof(where), ":%u", o->port);
+    if ((ret = ferry_oob_listen(t->s.ctx, where, &t->lis)))
+        return fail("ferry_oob_listen", ret);
+    if ((ret = ferry_oob_publish(t->lis, REGION_NAME, t->s.mem)))
+        return fail("ferry_oob_publish", ret);
+    port = ferry_oob_port(t->lis);
+    if (*report_fd >= 0) {
+        if (write(*report_fd, &port, sizeof(port)) != sizeof(port))
+            return 1;
+        close(*report_fd);
+        *report_fd = -1;
+    } else {
+        snprintf(text, sizeof(text), "on port %d", port);
+        announce(t, text);
+    }
+    if ((ret = ferry_oob_accept(t->lis, t->loud ? -1 : CONNECT_TIMEOUT_MS,
+                                &t->conn)))
+        return fail("ferry_oob_accept", ret);
+    t->peer = ferry_oob_conn_peer(t->conn);
+    set_probe(t->conn, true);
+    /* The initiator offers it right after connecting. */
+    if (o->pingpong &&
+        (ret = ferry_oob_lookup(t->conn, PONG_REGION_NAME, 10000,
+                                &t->pong_rmem)))
+        return fail("looking up the initiator's buffer (--pingpong on both "
+                    "sides?)",
+                    ret);
+    return 0;
+}
+
+/* Joins the metadata service as --name, publishes the buffer, and waits
+ * for the initiator, which joins as NAME-initiator. */
+static int target_meet_meta(struct target *t, const struct options *o)
+{
+    char initiator[160], text[200];
+    int ret;
+
+    snprintf(initiator, sizeof(initiator), "%s-initiator", o->name);
+    if ((ret = ferry_meta_open(t->s.ctx, o->metadata, o->name, &t->meta)))
+        return fail("ferry_meta_open", ret);
+    if ((ret = ferry_meta_publish(t->meta, REGION_NAME, t->s.mem)))
+        return fail("ferry_meta_publish", ret);
+    snprintf(text, sizeof(text), "as \"%s\" in %s", o->name, o->metadata);
+    announce(t, text);
+    if ((ret = ferry_meta_peer(t->meta, initiator,
+                               t->loud ? -1 : CONNECT_TIMEOUT_MS, &t->peer)))
+        return fail("waiting for the initiator", ret);
+    /* Nothing else waits on the initiator while it drives the runs. */
+    ferry_peer_watch(t->peer, 1);
+    set_probe_peer(t->peer);
+    if (o->pingpong &&
+        (ret = ferry_meta_lookup(t->meta, initiator, PONG_REGION_NAME, 10000,
+                                 &t->pong_rmem)))
+        return fail("looking up the initiator's buffer (--pingpong on both "
+                    "sides?)",
+                    ret);
+    return 0;
+}
+
 /*
  * The target process.  report_fd >= 0 (loopback): the port goes there
  * once it listens, and the initiator prints everything.
@@ -327,57 +413,16 @@ static int target_session(struct target *t, bool pingpong)
 int target_main(const struct options *o, int report_fd)
 {
     struct target t = {0};
-    char where[32], b1[32];
-    int ret, port, code = 1;
+    int code = 1;
 
     t.loud = report_fd < 0;
     if (open_context(o, !o->pingpong, &t.s) ||
         setup_buffer(&t.s, o->buffer, PAT_A,
                      FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE))
         goto out;
-    if (report_fd >= 0) /* loopback: this host only; any free port */
-        snprintf(where, sizeof(where), "127.0.0.1:%u",
-                 o->port_set ? o->port : 0);
-    else
-        snprintf(where, sizeof(where), ":%u", o->port);
-    if ((ret = ferry_oob_listen(t.s.ctx, where, &t.lis))) {
-        fail("ferry_oob_listen", ret);
+    if ((o->metadata != NULL ? target_meet_meta(&t, o)
+                             : target_meet_oob(&t, o, &report_fd)) != 0)
         goto out;
-    }
-    if ((ret = ferry_oob_publish(t.lis, REGION_NAME, t.s.mem))) {
-        fail("ferry_oob_publish", ret);
-        goto out;
-    }
-    port = ferry_oob_port(t.lis);
-    if (report_fd >= 0) {
-        if (write(report_fd, &port, sizeof(port)) != sizeof(port))
-            goto out;
-        close(report_fd);
-        report_fd = -1;
-    } else {
-        printf("target: provider %s, domain %s: %s\n", t.s.info.provider,
-               t.s.info.domain, t.s.info.why);
-        printf("target: %s buffer registered in %.3f ms; waiting for an "
-               "initiator on port %d\n",
-               fmt_iec(b1, sizeof(b1), t.s.len), (double)t.s.reg_ns / 1e6,
-               port);
-        fflush(stdout);
-    }
-    if ((ret = ferry_oob_accept(t.lis, t.loud ? -1 : CONNECT_TIMEOUT_MS,
-                                &t.conn))) {
-        fail("ferry_oob_accept", ret);
-        goto out;
-    }
-    t.peer = ferry_oob_conn_peer(t.conn);
-    set_probe(t.conn, true);
-    /* The initiator offers it right after connecting. */
-    if (o->pingpong &&
-        (ret = ferry_oob_lookup(t.conn, PONG_REGION_NAME, 10000,
-                                &t.pong_rmem))) {
-        fail("looking up the initiator's buffer (--pingpong on both sides?)",
-             ret);
-        goto out;
-    }
     code = target_session(&t, o->pingpong);
 out:
     if (report_fd >= 0)
@@ -385,8 +430,10 @@ out:
     set_probe(NULL, false);
     if (t.pong_rmem != NULL)
         ferry_rmem_free(t.pong_rmem);
+    set_probe_peer(NULL);
     ferry_oob_disconnect(t.conn);
     ferry_oob_close(t.lis);
+    ferry_meta_close(t.meta);
     side_close(&t.s);
     return code;
 }

@@ -31,6 +31,7 @@
     X(ECONNRESET, -ECONNRESET, "connection to the peer lost")                \
     X(EHOSTUNREACH, -EHOSTUNREACH, "peer unreachable")                       \
     X(EPROTO, -EPROTO, "protocol error")                                     \
+    X(EEXIST, -EEXIST, "already exists")                                     \
     X(ENOPROVIDER, -(FERRY__OWN_ERRNO_BASE + 1),                             \
       "no usable libfabric provider")                                        \
     X(EBLOB, -(FERRY__OWN_ERRNO_BASE + 2),                                   \

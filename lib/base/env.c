@@ -162,6 +162,20 @@ uint64_t ferry__now_ns(void)
     return clock_ns(CLOCK_MONOTONIC);
 }
 
+struct timespec ferry__realtime_after(uint64_t ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000u);
+    ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 uint64_t ferry__now_coarse_ns(void)
 {
     return clock_ns(CLOCK_MONOTONIC_COARSE);

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 /*
  * Turns libfabric's own MR caches off (unless the user set the variables,
@@ -25,6 +26,9 @@ int ferry__env_check_keep_fi_mr_cache(void);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t ferry__now_ns(void);
+/* The CLOCK_REALTIME time ms from now, as pthread_cond_timedwait takes
+ * its deadline. */
+struct timespec ferry__realtime_after(uint64_t ms);
 /*
  * The same clock at the kernel tick's resolution (a few ms behind at
  * most), read without a time source access: for deadlines, checked on

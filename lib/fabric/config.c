@@ -11,6 +11,9 @@
 
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_LIVENESS_MS 2000
+#define DEFAULT_METADATA_TTL_S 10
+#define MAX_METADATA_TTL_S 86400
+#define DEFAULT_METADATA_TIMEOUT_MS 5000
 #define DEFAULT_RCACHE_ENTRIES 16384
 #define DEFAULT_RCACHE_BYTES (64ull << 30)
 #define DEFAULT_STRIPE_THRESHOLD (128u << 10)
@@ -90,6 +93,8 @@ static void config_defaults(struct ferry_config *cfg)
     cfg->notify_queue_max = DEFAULT_NOTIFY_QUEUE;
     cfg->staging_buffers = DEFAULT_STAGING_BUFFERS;
     cfg->staging_chunk = DEFAULT_STAGING_CHUNK;
+    cfg->metadata_ttl_s = DEFAULT_METADATA_TTL_S;
+    cfg->metadata_timeout_ms = DEFAULT_METADATA_TIMEOUT_MS;
 }
 
 int ferry_config_init(struct ferry_config *cfg)
@@ -104,6 +109,7 @@ int ferry_config_init(struct ferry_config *cfg)
     cfg->provider = getenv("FERRY_PROVIDER");
     cfg->domain = getenv("FERRY_DOMAIN");
     cfg->peer_host = getenv("FERRY_PEER_HOST");
+    cfg->metadata = getenv("FERRY_METADATA");
     ret = env_uint("FERRY_MAX_RAILS", 1, FERRY__MAX_RAILS, &n);
     if (ret < 0)
         return ret;
@@ -119,6 +125,17 @@ int ferry_config_init(struct ferry_config *cfg)
         return ret;
     if (ret > 0)
         cfg->liveness_ms = (unsigned)n;
+    /* A lease shorter than two seconds would end between keep-alives. */
+    ret = env_uint("FERRY_METADATA_TTL", 2, MAX_METADATA_TTL_S, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->metadata_ttl_s = (unsigned)n;
+    ret = env_uint("FERRY_OOB_INSECURE", 0, 1, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->oob_insecure = (int)n;
     ret = env_uint("FERRY_STAGING_BUFFERS", 1, MAX_STAGING_BUFFERS, &n);
     if (ret < 0)
         return ret;
@@ -204,6 +221,16 @@ int ferry__config_adopt(struct ferry__fabric *fab,
                             "config.liveness_ms is %u; use 0 (off) or up to "
                             "%d milliseconds",
                             cfg->liveness_ms, INT_MAX);
+    if (cfg->metadata_ttl_s < 2 || cfg->metadata_ttl_s > MAX_METADATA_TTL_S)
+        return ferry__error(FERRY_EINVAL,
+                            "config.metadata_ttl_s is %u; use 2 to %d "
+                            "seconds",
+                            cfg->metadata_ttl_s, MAX_METADATA_TTL_S);
+    if (cfg->metadata_timeout_ms <= 0)
+        return ferry__error(FERRY_EINVAL,
+                            "config.metadata_timeout_ms is %d; give a "
+                            "positive number of milliseconds",
+                            cfg->metadata_timeout_ms);
     if (cfg->staging_buffers < 1 || cfg->staging_buffers > MAX_STAGING_BUFFERS ||
         cfg->staging_chunk < 4096 || cfg->staging_chunk > (1u << 30))
         return ferry__error(FERRY_EINVAL,

@@ -235,3 +235,19 @@ int ferry_peer_watch(ferry_peer_t *peer, int on)
     ferry__lock_release(lock);
     return 0;
 }
+
+int ferry_peer_declare_dead(ferry_peer_t *peer, const char *why)
+{
+    struct ferry__lock *lock;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_peer_declare_dead")))
+        return ret;
+    lock = &ferry__fabric_of(peer->ctx)->lock;
+    ferry__lock_acquire(lock);
+    ferry__live_declare(ferry__xfer_of(peer->ctx), peer, "%s",
+                        why != NULL ? why : "declared dead by the application");
+    ferry__lock_release(lock);
+    return 0;
+}

@@ -697,11 +697,12 @@ START_TEST(test_bad_args_listen)
     ck_assert_ptr_null(lis);
     ck_assert_int_eq(ferry_oob_port(NULL), FERRY_EINVAL);
 
-    /* A port in use: the sentence names the address. */
+    /* A port in use: FERRY_EEXIST, and the sentence names the address. */
     ck_assert_int_eq(ferry_oob_listen(ctx, "127.0.0.1:0", &lis), 0);
     snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry_oob_port(lis));
-    expect_err(ferry_oob_listen(ctx, hostport, &lis2), FERRY_EINVAL, hostport,
+    expect_err(ferry_oob_listen(ctx, hostport, &lis2), FERRY_EEXIST, hostport,
                "listen(port in use)");
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "already in use"));
     ck_assert_ptr_null(lis2);
     ferry_oob_close(lis);
     ferry_oob_close(NULL);

@@ -1,0 +1,435 @@
+/*
+ * The metadata service, the part every backend shares (meta.h): which
+ * backend a URL names, the checks on names, publishing through the
+ * backend's key-value calls, lookups that wait, the peers handed out and
+ * the queue of join/leave events.
+ */
+#include "oob/meta.h"
+
+#include "fabric/fabric.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* How often a lookup that waits asks the service again. */
+#define LOOKUP_POLL_MS 50
+/* The least time one look at the service gets. */
+#define MIN_ATTEMPT_MS 200
+
+static const struct ferry__meta_backend *const backends[] = {
+    &ferry__meta_etcd,
+    &ferry__meta_bootstrap,
+};
+
+/* The backend a URL names: its scheme, "etcds" being etcd's over TLS. */
+static int pick_backend(const char *url, const struct ferry__meta_backend **be)
+{
+    const char *sep = url != NULL ? strstr(url, "://") : NULL;
+
+    if (url == NULL || url[0] == '\0')
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_meta_open: no metadata service given: pass "
+                            "a URL, or set config.metadata or FERRY_METADATA "
+                            "(etcd://HOST:PORT[,HOST:PORT]/PREFIX, etcds://..."
+                            " or bootstrap://HOST:PORT)");
+    for (size_t i = 0; sep != NULL && i < sizeof(backends) / sizeof(*backends);
+         i++) {
+        size_t n = strlen(backends[i]->scheme);
+        size_t have = (size_t)(sep - url);
+
+        if (strncmp(url, backends[i]->scheme, n) == 0 &&
+            (have == n || (have == n + 1 && backends[i]->tls_scheme &&
+                           url[n] == 's'))) {
+            *be = backends[i];
+            return 0;
+        }
+    }
+    return ferry__error(FERRY_EINVAL,
+                        "metadata URL \"%s\" names no service ferry knows; "
+                        "use etcd://HOST:PORT[,HOST:PORT]/PREFIX, etcds://... "
+                        "(TLS) or bootstrap://HOST:PORT",
+                        url);
+}
+
+/* Names and regions: 1 to 127 of [A-Za-z0-9._-], so that keys split
+ * unambiguously and survive any shell or URL they are copied into. */
+static int check_name(const char *s, const char *what, const char *call)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+
+    if (n == 0 || n >= FERRY__META_NAME_MAX)
+        return ferry__error(FERRY_EINVAL, "%s: %s is %s; give 1 to %d "
+                            "characters of A-Z a-z 0-9 . _ -",
+                            call, what, s == NULL ? "NULL" : n == 0 ? "empty"
+                                                              : "too long",
+                            FERRY__META_NAME_MAX - 1);
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return ferry__error(FERRY_EINVAL, "%s: %s \"%s\" has '%c' at "
+                                "%zu; use only A-Z a-z 0-9 . _ -",
+                                call, what, s, c, i);
+    }
+    return 0;
+}
+
+static void peer_key(char *key, const char *name)
+{
+    snprintf(key, FERRY__META_KEY_MAX, "peers/%s", name);
+}
+
+static void region_key(char *key, const char *name, const char *region)
+{
+    snprintf(key, FERRY__META_KEY_MAX, "regions/%s/%s", name, region);
+}
+
+const char *ferry__meta_peer_of_key(const char *key)
+{
+    return strncmp(key, "peers/", 6) == 0 && key[6] != '\0' ? key + 6 : NULL;
+}
+
+int ferry_meta_open(ferry_context_t *ctx, const char *url, const char *name,
+                    ferry_meta_t **out)
+{
+    const struct ferry_config *cfg;
+    const struct ferry__meta_backend *be;
+    uint8_t addr[FERRY__META_BLOB_MAX];
+    size_t alen = sizeof(addr);
+    char key[FERRY__META_KEY_MAX];
+    struct ferry_meta *m;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_meta_open")))
+        return ret;
+    if (out == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_meta_open: meta is NULL");
+    cfg = &ferry__fabric_of(ctx)->cfg;
+    if (url == NULL)
+        url = cfg->metadata != NULL ? cfg->metadata : getenv("FERRY_METADATA");
+    if ((ret = check_name(name, "the name", "ferry_meta_open")) ||
+        (ret = pick_backend(url, &be)) ||
+        (ret = ferry_context_address(ctx, addr, &alen)))
+        return ret;
+    m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for metadata");
+    m->ctx = ctx;
+    m->backend = be;
+    snprintf(m->name, sizeof(m->name), "%s", name);
+    m->timeout_ms = cfg->metadata_timeout_ms;
+    m->ttl_s = cfg->metadata_ttl_s;
+    m->events_tail = &m->events;
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->changed, NULL);
+    peer_key(key, name);
+    ret = be->open(m, url, key, addr, alen);
+    if (ret != 0) {
+        pthread_cond_destroy(&m->changed);
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+        return ret;
+    }
+    *out = m;
+    return 0;
+}
+
+int ferry_meta_publish(ferry_meta_t *m, const char *region,
+                       const ferry_mem_t *mem)
+{
+    uint8_t blob[FERRY__META_BLOB_MAX];
+    size_t len = sizeof(blob);
+    char key[FERRY__META_KEY_MAX];
+    int ret;
+
+    ferry__error_clear();
+    if (m == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_meta_publish: meta is NULL");
+    if ((ret = check_name(region, "the region", "ferry_meta_publish")) ||
+        (ret = ferry_mem_export(mem, blob, &len)))
+        return ret;
+    region_key(key, m->name, region);
+    return m->backend->put(m, key, blob, len);
+}
+
+int ferry_meta_withdraw(ferry_meta_t *m, const char *region)
+{
+    char key[FERRY__META_KEY_MAX];
+    int ret;
+
+    ferry__error_clear();
+    if (m == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_meta_withdraw: meta is NULL");
+    if ((ret = check_name(region, "the region", "ferry_meta_withdraw")))
+        return ret;
+    region_key(key, m->name, region);
+    ret = m->backend->del(m, key);
+    if (ret == FERRY_ENOENT)
+        return ferry__error(ret, "ferry_meta_withdraw: %s has published no "
+                            "region \"%s\"", m->name, region);
+    return ret;
+}
+
+/*
+ * Asks until key is there or the deadline passes (0: once; < 0: none).
+ * A failure of the service is asked again too until the deadline, which
+ * then ends the call with that failure's sentence.
+ */
+static int get_waiting(struct ferry_meta *m, const char *key, int timeout_ms,
+                       void *blob, size_t *len, const char *call)
+{
+    uint64_t start = ferry__now_ns();
+    size_t cap = *len;
+    int ret;
+
+    for (;;) {
+        uint64_t spent = (ferry__now_ns() - start) / 1000000u;
+        int attempt = m->timeout_ms;
+
+        /* Not waiting for the key to appear does not mean giving the
+         * service no time to answer: an attempt has at least
+         * MIN_ATTEMPT_MS, and at most config.metadata_timeout_ms. */
+        if (timeout_ms > 0 && spent + MIN_ATTEMPT_MS < (uint64_t)timeout_ms)
+            attempt = (int)((uint64_t)timeout_ms - spent);
+        else if (timeout_ms > 0)
+            attempt = MIN_ATTEMPT_MS;
+        if (attempt > m->timeout_ms)
+            attempt = m->timeout_ms;
+        *len = cap;
+        ret = m->backend->get(m, key, blob, len, attempt);
+        if (ret == 0)
+            return 0;
+        spent = (ferry__now_ns() - start) / 1000000u;
+        if (timeout_ms >= 0 && spent + LOOKUP_POLL_MS > (uint64_t)timeout_ms)
+            break;
+        struct timespec nap = {0, LOOKUP_POLL_MS * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+    if (ret != FERRY_ENOENT)
+        return ret;
+    return ferry__error(FERRY_ENOENT, "%s: nothing is published under %s "
+                        "(waited %d ms)",
+                        call, key, timeout_ms);
+}
+
+/* The handle given out for name's address blob, if it is still that. */
+static struct ferry__meta_known *known_of(struct ferry_meta *m,
+                                          const char *name)
+{
+    for (struct ferry__meta_known *k = m->known; k != NULL; k = k->next)
+        if (strcmp(k->name, name) == 0)
+            return k;
+    return NULL;
+}
+
+/* Adds (or finds) the peer whose address blob the service holds. */
+static int peer_from(struct ferry_meta *m, const char *name,
+                     const uint8_t *blob, size_t len, ferry_peer_t **peer)
+{
+    struct ferry__meta_known *k;
+    int ret = 0;
+
+    pthread_mutex_lock(&m->lock);
+    k = known_of(m, name);
+    if (k != NULL && k->len == len && memcmp(k->blob, blob, len) == 0) {
+        *peer = k->peer;
+        pthread_mutex_unlock(&m->lock);
+        return 0;
+    }
+    /* A new address under a known name: the context came back; the old
+     * handle stays (dead, or about to be) with the application. */
+    if (k == NULL) {
+        k = calloc(1, sizeof(*k));
+        if (k == NULL) {
+            pthread_mutex_unlock(&m->lock);
+            return ferry__error(FERRY_ENOMEM, "out of memory");
+        }
+        snprintf(k->name, sizeof(k->name), "%s", name);
+        k->next = m->known;
+        m->known = k;
+    }
+    ret = ferry_peer_add(m->ctx, blob, len, &k->peer);
+    if (ret == 0) {
+        memcpy(k->blob, blob, len);
+        k->len = len;
+        *peer = k->peer;
+    } else {
+        k->len = 0; /* matches no blob */
+    }
+    pthread_mutex_unlock(&m->lock);
+    return ret;
+}
+
+int ferry_meta_peer(ferry_meta_t *m, const char *name, int timeout_ms,
+                    ferry_peer_t **peer)
+{
+    uint8_t blob[FERRY__META_BLOB_MAX];
+    size_t len = sizeof(blob);
+    char key[FERRY__META_KEY_MAX];
+    int ret;
+
+    ferry__error_clear();
+    if (m == NULL || peer == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_meta_peer: meta or peer is NULL");
+    if ((ret = check_name(name, "the peer name", "ferry_meta_peer")))
+        return ret;
+    peer_key(key, name);
+    if ((ret = get_waiting(m, key, timeout_ms, blob, &len, "ferry_meta_peer")))
+        return ret;
+    return peer_from(m, name, blob, len, peer);
+}
+
+int ferry_meta_lookup(ferry_meta_t *m, const char *name, const char *region,
+                      int timeout_ms, ferry_rmem_t **rmem)
+{
+    uint8_t blob[FERRY__META_BLOB_MAX];
+    size_t len = sizeof(blob);
+    char key[FERRY__META_KEY_MAX];
+    uint64_t start = ferry__now_ns();
+    ferry_peer_t *peer;
+    int ret, left;
+
+    ferry__error_clear();
+    if (m == NULL || rmem == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_meta_lookup: meta or rmem is NULL");
+    if ((ret = check_name(region, "the region", "ferry_meta_lookup")) ||
+        (ret = ferry_meta_peer(m, name, timeout_ms, &peer)))
+        return ret;
+    /* One deadline for both waits. */
+    left = timeout_ms;
+    if (timeout_ms > 0) {
+        uint64_t spent = (ferry__now_ns() - start) / 1000000u;
+        /* 1, not 0: one short look (0 would give it a whole
+         * metadata_timeout_ms). */
+        left = spent >= (uint64_t)timeout_ms ? 1 : timeout_ms - (int)spent;
+    }
+    region_key(key, name, region);
+    if ((ret = get_waiting(m, key, left, blob, &len, "ferry_meta_lookup")))
+        return ret;
+    return ferry_rmem_import(peer, blob, len, rmem);
+}
+
+int ferry_meta_watch(ferry_meta_t *m)
+{
+    int ret;
+
+    ferry__error_clear();
+    if (m == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_meta_watch: meta is NULL");
+    pthread_mutex_lock(&m->lock);
+    if (m->watching) {
+        pthread_mutex_unlock(&m->lock);
+        return 0;
+    }
+    m->watching = true;
+    pthread_mutex_unlock(&m->lock);
+    ret = m->backend->watch(m);
+    if (ret != 0) {
+        pthread_mutex_lock(&m->lock);
+        m->watching = false;
+        pthread_mutex_unlock(&m->lock);
+    }
+    return ret;
+}
+
+void ferry__meta_saw(struct ferry_meta *m, enum ferry_meta_event_kind kind,
+                     const char *name)
+{
+    struct ferry__meta_queued *q = calloc(1, sizeof(*q));
+    struct ferry__meta_known *gone = NULL;
+
+    pthread_mutex_lock(&m->lock);
+    if (q != NULL) {
+        q->ev.kind = kind;
+        snprintf(q->ev.name, sizeof(q->ev.name), "%s", name);
+        *m->events_tail = q;
+        m->events_tail = &q->next;
+        pthread_cond_broadcast(&m->changed);
+    } else {
+        FERRY_LOG_WARN("metadata: out of memory: the %s of %s is lost",
+                       kind == FERRY_META_JOIN ? "join" : "leave", name);
+    }
+    /* A leave ends the handle: the next ferry_meta_peer adds the peer
+     * again if it comes back, and the application may remove this one. */
+    if (kind == FERRY_META_LEAVE) {
+        for (struct ferry__meta_known **pk = &m->known; *pk; pk = &(*pk)->next)
+            if (strcmp((*pk)->name, name) == 0) {
+                gone = *pk;
+                *pk = gone->next;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (gone != NULL) {
+        char why[64 + FERRY__META_NAME_MAX];
+
+        snprintf(why, sizeof(why), "its metadata entry (%s) is gone: it "
+                 "closed, or its lease ended", name);
+        if (gone->len != 0)
+            ferry_peer_declare_dead(gone->peer, why);
+        free(gone);
+    }
+}
+
+int ferry_meta_event(ferry_meta_t *m, int timeout_ms,
+                     struct ferry_meta_event *event)
+{
+    struct ferry__meta_queued *q;
+    struct timespec until;
+
+    ferry__error_clear();
+    if (m == NULL || event == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_meta_event: meta or event is NULL");
+    until = ferry__realtime_after(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
+    pthread_mutex_lock(&m->lock);
+    if (!m->watching) {
+        pthread_mutex_unlock(&m->lock);
+        return ferry__error(FERRY_EINVAL, "ferry_meta_event: not watching; "
+                            "call ferry_meta_watch first");
+    }
+    while (m->events == NULL && timeout_ms != 0)
+        if (timeout_ms < 0)
+            pthread_cond_wait(&m->changed, &m->lock);
+        else if (pthread_cond_timedwait(&m->changed, &m->lock, &until) != 0)
+            break;
+    q = m->events;
+    if (q != NULL) {
+        m->events = q->next;
+        if (m->events == NULL)
+            m->events_tail = &m->events;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (q == NULL)
+        return ferry__error(FERRY_ETIMEDOUT, "ferry_meta_event: no join or "
+                            "leave within %d ms", timeout_ms);
+    *event = q->ev;
+    free(q);
+    return 0;
+}
+
+void ferry_meta_close(ferry_meta_t *m)
+{
+    if (m == NULL)
+        return;
+    /* The backend's threads stop first: nothing queues after this. */
+    m->backend->close(m);
+    while (m->events != NULL) {
+        struct ferry__meta_queued *q = m->events;
+        m->events = q->next;
+        free(q);
+    }
+    while (m->known != NULL) {
+        struct ferry__meta_known *k = m->known;
+        m->known = k->next;
+        free(k);
+    }
+    pthread_cond_destroy(&m->changed);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
