@@ -27,6 +27,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -831,7 +832,7 @@ struct flood {
     int port;
     uint8_t addr[512];
     size_t alen;
-    volatile bool stop;
+    atomic_bool stop; /* set by the test, read by the flood thread */
     int fd[NFLOOD];
     size_t sent, drops;
 };
@@ -873,7 +874,7 @@ static void *flood_main(void *arg)
     n = sizeof(chunk) / flen * flen;
     for (size_t i = 0; i < n; i += flen)
         memcpy(chunk + i, one, flen);
-    while (!f->stop) {
+    while (!atomic_load(&f->stop)) {
         struct pollfd pfd[NFLOOD];
 
         for (int i = 0; i < NFLOOD; i++) {
@@ -915,7 +916,7 @@ static void *flood_main(void *arg)
 START_TEST(test_pipelining_clients_do_not_stall_others)
 {
     struct srv s;
-    struct flood f = {.stop = false};
+    struct flood f = {0};
     pthread_t th;
 
     srv_open(&s, NULL);
@@ -940,7 +941,7 @@ START_TEST(test_pipelining_clients_do_not_stall_others)
         ferry_oob_disconnect(conn);
         ferry_context_destroy(ctx);
     }
-    f.stop = true;
+    atomic_store(&f.stop, true);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_msg(f.sent > 0, "the flood sent nothing");
     client_ok(&s, NULL);
