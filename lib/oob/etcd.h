@@ -1,0 +1,89 @@
+/*
+ * The etcd backend's shared parts (meta.h): its state, the requests
+ * (etcd_wire.c) and the thread helpers the keeper (etcd.c) and the
+ * watcher (etcd_watch.c) both use.
+ */
+#ifndef FERRY_OOB_ETCD_H
+#define FERRY_OOB_ETCD_H
+
+#include "oob/meta.h"
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#define MAX_ENDPOINTS 16
+#define ENDPOINT_LEN 280
+#define PREFIX_LEN 200
+
+/* What the context published: the keeper publishes it all again when the
+ * lease was lost. */
+struct entry {
+    struct entry *next;
+    char key[FERRY__META_KEY_MAX];
+    size_t len;
+    uint8_t blob[FERRY__META_BLOB_MAX];
+};
+
+struct etcd {
+    struct ferry_meta *m;
+    char endpoint[MAX_ENDPOINTS][ENDPOINT_LEN]; /* "http(s)://host:port" */
+    unsigned n_endpoints;
+    char prefix[PREFIX_LEN]; /* "ferry/prod", no trailing slash */
+    const char *cacert, *cert, *key; /* FERRY_ETCD_* (TLS) or NULL */
+    char join_key[FERRY__META_KEY_MAX];
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake;      /* stopping */
+    bool stopping;
+    unsigned current;         /* the endpoint that answered last */
+    int64_t lease;
+    struct entry *entries;
+
+    pthread_mutex_t api_lock; /* api: the callers' handle */
+    CURL *api;
+    pthread_t keeper;
+    bool keeper_running;
+    pthread_t watcher;
+    bool watcher_running;
+    CURLM *watch_multi;       /* woken by close (curl_multi_wakeup) */
+};
+
+/* ---- requests (etcd_wire.c) ---- */
+
+/* Decodes base64 s into out (cap bytes); false when malformed or too long. */
+bool ferry__etcd_b64_decode(const char *s, uint8_t *out, size_t cap,
+                            size_t *len);
+/* The options every curl handle of this backend carries. */
+void ferry__etcd_setup_handle(struct etcd *e, CURL *h);
+/*
+ * POSTs the JSON req to path, trying the endpoints in turn from the one
+ * that answered last, within timeout_ms in all.  *resp: the parsed
+ * answer (json_object_put it).  A failure names every endpoint tried and
+ * what each said; etcd's own refusal of the request (4xx) is FERRY_EPROTO
+ * at once.
+ */
+int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
+                     json_object *req, int timeout_ms, json_object **resp);
+/* Request fields: base64 bytes, base64 "PREFIX/key", an int64 (etcd's
+ * travel as strings); false when out of memory. */
+bool ferry__etcd_add_b64(json_object *o, const char *field, const void *p,
+                         size_t len);
+bool ferry__etcd_add_key(struct etcd *e, json_object *o, const char *field,
+                         const char *key);
+void ferry__etcd_add_int64(json_object *o, const char *field, int64_t v);
+/* An int64 field of an answer; 0 when absent. */
+int64_t ferry__etcd_get_int64(json_object *o, const char *field);
+/* A put request of key on lease; NULL when out of memory. */
+json_object *ferry__etcd_new_put(struct etcd *e, const char *key,
+                                 const void *blob, size_t len, int64_t lease);
+
+/* ---- threads (etcd.c, etcd_watch.c) ---- */
+
+/* Whether the backend is closing. */
+bool ferry__etcd_stopping(struct etcd *e);
+/* Sleeps up to ms; true when the backend is closing. */
+bool ferry__etcd_nap(struct etcd *e, unsigned ms);
+/* The watcher thread (etcd_watch.c): reports joins and leaves. */
+void *ferry__etcd_watcher_main(void *arg);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * The etcd backend's watcher thread (etcd.h): lists PREFIX/peers/, then
+ * follows etcd's watch stream from that revision; after any break it
+ * lists again and reports the difference, so no join or leave is lost to
+ * an outage.
+ */
+#include "oob/etcd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Pause before listing again after the watch stream broke. */
+#define REWATCH_MS 500
+/* Whatever the stream holds unread is at most this big. */
+#define STREAM_MAX (16u << 20)
+
+/* The peers the watcher has reported as present. */
+struct names {
+    char (*v)[FERRY__META_NAME_MAX];
+    size_t n, cap;
+};
+
+static ssize_t names_find(const struct names *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], name) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+static bool names_add(struct names *s, const char *name)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        void *v = realloc(s->v, cap * sizeof(*s->v));
+        if (v == NULL)
+            return false;
+        s->v = v;
+        s->cap = cap;
+    }
+    snprintf(s->v[s->n++], sizeof(*s->v), "%s", name);
+    return true;
+}
+
+static void names_drop(struct names *s, size_t i)
+{
+    memmove(s->v[i], s->v[s->n - 1], sizeof(*s->v));
+    s->n--;
+}
+
+/* The NAME of a full key PREFIX/peers/NAME (base64), or false. */
+static bool name_of_key(struct etcd *e, const char *b64, char *name)
+{
+    char full[PREFIX_LEN + FERRY__META_KEY_MAX + 2];
+    size_t len = 0, plen = strlen(e->prefix);
+    const char *peer;
+
+    if (!ferry__etcd_b64_decode(b64, (uint8_t *)full, sizeof(full) - 1, &len))
+        return false;
+    full[len] = '\0';
+    if (len <= plen + 1 || strncmp(full, e->prefix, plen) != 0 ||
+        full[plen] != '/' ||
+        (peer = ferry__meta_peer_of_key(full + plen + 1)) == NULL ||
+        strlen(peer) >= FERRY__META_NAME_MAX)
+        return false;
+    strcpy(name, peer);
+    return true;
+}
+
+/* Adds "key" and "range_end" covering PREFIX/peers/. */
+static bool add_peers_range(struct etcd *e, json_object *o)
+{
+    char from[PREFIX_LEN + 8], to[PREFIX_LEN + 8];
+    int n = snprintf(from, sizeof(from), "%s/peers/", e->prefix);
+
+    memcpy(to, from, (size_t)n + 1);
+    to[n - 1] = '/' + 1; /* the first key after every PREFIX/peers/... */
+    return ferry__etcd_add_b64(o, "key", from, (size_t)n) &&
+           ferry__etcd_add_b64(o, "range_end", to, (size_t)n);
+}
+
+/* Lists the peers present now, and the revision of that listing. */
+static int list_peers(struct etcd *e, CURL *h, struct names *now,
+                      int64_t *revision)
+{
+    json_object *req = json_object_new_object(), *resp = NULL, *kvs, *hdr;
+    int ret;
+
+    if (!add_peers_range(e, req)) {
+        json_object_put(req);
+        return ferry__error(FERRY_ENOMEM, "out of memory");
+    }
+    json_object_object_add(req, "keys_only", json_object_new_boolean(1));
+    ret = ferry__etcd_call(e, h, "/v3/kv/range", req, e->m->timeout_ms, &resp);
+    json_object_put(req);
+    if (ret != 0)
+        return ret;
+    *revision = json_object_object_get_ex(resp, "header", &hdr)
+                    ? ferry__etcd_get_int64(hdr, "revision")
+                    : 0;
+    if (json_object_object_get_ex(resp, "kvs", &kvs))
+        for (size_t i = 0; i < json_object_array_length(kvs); i++) {
+            json_object *kv = json_object_array_get_idx(kvs, i), *k;
+            char name[FERRY__META_NAME_MAX];
+
+            if (json_object_object_get_ex(kv, "key", &k) &&
+                name_of_key(e, json_object_get_string(k), name))
+                names_add(now, name);
+        }
+    json_object_put(resp);
+    return 0;
+}
+
+/* Reports the difference between what was known and what is there now,
+ * and makes now the known set. */
+static void report_difference(struct etcd *e, struct names *known,
+                              struct names *now)
+{
+    for (size_t i = 0; i < known->n; i++)
+        if (names_find(now, known->v[i]) < 0)
+            ferry__meta_saw(e->m, FERRY_META_LEAVE, known->v[i]);
+    for (size_t i = 0; i < now->n; i++)
+        if (names_find(known, now->v[i]) < 0)
+            ferry__meta_saw(e->m, FERRY_META_JOIN, now->v[i]);
+    free(known->v);
+    *known = *now;
+    *now = (struct names){0};
+}
+
+/* The watch stream being read: newline-separated JSON messages. */
+struct stream {
+    struct etcd *e;
+    struct names *known;
+    char *buf;
+    size_t len;
+    bool broken; /* etcd cancelled the watch or sent an error */
+};
+
+static void stream_event(struct stream *st, json_object *ev)
+{
+    json_object *type, *kv, *key;
+    char name[FERRY__META_NAME_MAX];
+    bool deleted = json_object_object_get_ex(ev, "type", &type) &&
+                   strcmp(json_object_get_string(type), "DELETE") == 0;
+    ssize_t at;
+
+    if (!json_object_object_get_ex(ev, "kv", &kv) ||
+        !json_object_object_get_ex(kv, "key", &key) ||
+        !name_of_key(st->e, json_object_get_string(key), name))
+        return;
+    at = names_find(st->known, name);
+    /* A put of a name already present is a republish: no new join. */
+    if (deleted && at >= 0) {
+        names_drop(st->known, (size_t)at);
+        ferry__meta_saw(st->e->m, FERRY_META_LEAVE, name);
+    } else if (!deleted && at < 0 && names_add(st->known, name)) {
+        ferry__meta_saw(st->e->m, FERRY_META_JOIN, name);
+    }
+}
+
+static void stream_message(struct stream *st, const char *line)
+{
+    json_object *msg = json_tokener_parse(line), *result, *events, *flag;
+
+    if (msg == NULL)
+        return;
+    if (!json_object_object_get_ex(msg, "result", &result) ||
+        (json_object_object_get_ex(result, "canceled", &flag) &&
+         json_object_get_boolean(flag))) {
+        FERRY_LOG_WARN("etcd: the watch ended: %.200s", line);
+        st->broken = true;
+    } else if (json_object_object_get_ex(result, "events", &events)) {
+        for (size_t i = 0; i < json_object_array_length(events); i++)
+            stream_event(st, json_object_array_get_idx(events, i));
+    }
+    json_object_put(msg);
+}
+
+static size_t take_stream(char *p, size_t size, size_t n, void *arg)
+{
+    struct stream *st = arg;
+    size_t add = size * n;
+    char *grown, *line, *nl;
+
+    if (st->len + add > STREAM_MAX ||
+        (grown = realloc(st->buf, st->len + add + 1)) == NULL)
+        return 0;
+    st->buf = grown;
+    memcpy(st->buf + st->len, p, add);
+    st->len += add;
+    st->buf[st->len] = '\0';
+    for (line = st->buf; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+        *nl = '\0';
+        stream_message(st, line);
+    }
+    st->len -= (size_t)(line - st->buf);
+    memmove(st->buf, line, st->len + 1);
+    return st->broken ? 0 : add;
+}
+
+/* Follows the watch stream from revision until it breaks or close. */
+static void follow(struct etcd *e, CURL *h, struct names *known,
+                   int64_t revision)
+{
+    json_object *req = json_object_new_object();
+    json_object *create = json_object_new_object();
+    struct stream st = {.e = e, .known = known};
+    char url[ENDPOINT_LEN + 16];
+    int running = 1;
+
+    if (!add_peers_range(e, create)) {
+        json_object_put(create);
+        json_object_put(req);
+        return;
+    }
+    ferry__etcd_add_int64(create, "start_revision", revision + 1);
+    json_object_object_add(req, "create_request", create);
+    pthread_mutex_lock(&e->lock);
+    snprintf(url, sizeof(url), "%s/v3/watch", e->endpoint[e->current]);
+    pthread_mutex_unlock(&e->lock);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+                     json_object_to_json_string_ext(req,
+                                                    JSON_C_TO_STRING_PLAIN));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 0L); /* a stream: no end */
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)e->m->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, take_stream);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
+    /* A member that vanishes without closing the connection (a pulled
+     * cable) is noticed by TCP keep-alive within seconds. */
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 2L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 1L);
+    curl_multi_add_handle(e->watch_multi, h);
+    while (running) {
+        bool stop;
+
+        curl_multi_perform(e->watch_multi, &running);
+        stop = ferry__etcd_stopping(e);
+        if (stop || !running)
+            break;
+        curl_multi_poll(e->watch_multi, NULL, 0, 1000, NULL);
+    }
+    curl_multi_remove_handle(e->watch_multi, h);
+    json_object_put(req);
+    free(st.buf);
+}
+
+/* Whether a peer known before is missing from now. */
+static bool any_missing(const struct names *known, const struct names *now)
+{
+    for (size_t i = 0; i < known->n; i++)
+        if (names_find(now, known->v[i]) < 0)
+            return true;
+    return false;
+}
+
+/*
+ * Lists the peers present, holding back leaves seen right after the
+ * watch broke: etcd may have come back without its data (or paused past
+ * the TTL), and live peers' keepers publish again within their TTL.  A
+ * peer still missing one TTL and a second later has left.  False when
+ * closing.
+ */
+static bool relist(struct etcd *e, CURL *h, const struct names *known,
+                   struct names *now, int64_t *revision, bool after_break)
+{
+    if (list_peers(e, h, now, revision) != 0)
+        return false;
+    if (!after_break || !any_missing(known, now))
+        return true;
+    free(now->v);
+    *now = (struct names){0};
+    if (ferry__etcd_nap(e, e->m->ttl_s * 1000u + 1000u))
+        return false;
+    return list_peers(e, h, now, revision) == 0;
+}
+
+void *ferry__etcd_watcher_main(void *arg)
+{
+    struct etcd *e = arg;
+    struct names known = {0}, now = {0};
+    CURL *h = curl_easy_init();
+    bool after_break = false;
+
+    if (h == NULL) {
+        FERRY_LOG_WARN("etcd: no curl handle for the watcher: no events");
+        return NULL;
+    }
+    ferry__etcd_setup_handle(e, h);
+    while (!ferry__etcd_stopping(e)) {
+        int64_t revision = 0;
+
+        if (relist(e, h, &known, &now, &revision, after_break)) {
+            report_difference(e, &known, &now);
+            follow(e, h, &known, revision);
+            after_break = true;
+        } else {
+            FERRY_LOG_DEBUG("etcd watcher: %s", ferry_last_error());
+            free(now.v);
+            now = (struct names){0};
+        }
+        if (ferry__etcd_nap(e, REWATCH_MS))
+            break;
+    }
+    free(known.v);
+    free(now.v);
+    curl_easy_cleanup(h);
+    return NULL;
+}

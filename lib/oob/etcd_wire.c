@@ -1,0 +1,275 @@
+/*
+ * The etcd backend's requests (etcd.h): base64 through nettle, one POST
+ * through libcurl, the endpoints in turn, JSON through json-c.
+ */
+#include "oob/etcd.h"
+
+#include <nettle/base64.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whatever etcd answers is at most this big (a listing of 200 peers is
+ * well under 200 KiB). */
+#define REPLY_MAX (16u << 20)
+/* The shortest attempt on one endpoint, however little time is left. */
+#define MIN_ATTEMPT_MS 300
+
+/* ---- base64 ------------------------------------------------------------ */
+
+static char *b64_encode(const void *data, size_t len)
+{
+    char *out = malloc(BASE64_ENCODE_RAW_LENGTH(len) + 1);
+
+    if (out == NULL)
+        return NULL;
+    base64_encode_raw(out, len, data);
+    out[BASE64_ENCODE_RAW_LENGTH(len)] = '\0';
+    return out;
+}
+
+bool ferry__etcd_b64_decode(const char *s, uint8_t *out, size_t cap,
+                            size_t *len)
+{
+    struct base64_decode_ctx d;
+    size_t n = strlen(s);
+
+    if (BASE64_DECODE_LENGTH(n) > cap)
+        return false;
+    base64_decode_init(&d);
+    return base64_decode_update(&d, len, out, n, s) &&
+           base64_decode_final(&d);
+}
+
+/* ---- one request ------------------------------------------------------- */
+
+struct reply {
+    char *data;
+    size_t len;
+};
+
+static size_t take_reply(char *p, size_t size, size_t n, void *arg)
+{
+    struct reply *r = arg;
+    size_t add = size * n;
+    char *grown;
+
+    if (r->len + add > REPLY_MAX)
+        return 0; /* makes curl fail the transfer */
+    grown = realloc(r->data, r->len + add + 1);
+    if (grown == NULL)
+        return 0;
+    r->data = grown;
+    memcpy(r->data + r->len, p, add);
+    r->len += add;
+    r->data[r->len] = '\0';
+    return add;
+}
+
+/* The options every handle of this backend carries. */
+void ferry__etcd_setup_handle(struct etcd *e, CURL *h)
+{
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM */
+    /* etcd is reached directly: an http_proxy meant for the web must not
+     * carry the fleet's metadata (nor 127.0.0.1). */
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (e->cacert != NULL)
+        curl_easy_setopt(h, CURLOPT_CAINFO, e->cacert);
+    if (e->cert != NULL)
+        curl_easy_setopt(h, CURLOPT_SSLCERT, e->cert);
+    if (e->key != NULL)
+        curl_easy_setopt(h, CURLOPT_SSLKEY, e->key);
+}
+
+/* What to do about a failed TLS handshake, in a few words. */
+static const char *tls_hint(CURLcode c)
+{
+    switch (c) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return " (set FERRY_ETCD_CACERT to the CA that signed the etcd "
+               "server's certificate)";
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SEND_ERROR: /* TLS 1.3: the refusal comes after the handshake */
+    case CURLE_RECV_ERROR:
+        return " (if the server asks for client certificates, set "
+               "FERRY_ETCD_CERT and FERRY_ETCD_KEY)";
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CACERT_BADFILE:
+        return " (check the files FERRY_ETCD_CACERT, FERRY_ETCD_CERT and "
+               "FERRY_ETCD_KEY name)";
+    default:
+        return "";
+    }
+}
+
+/* etcd's own error in an answer ({"error": ..., "message": ...}). */
+static void etcd_error(const char *body, char *out, size_t len)
+{
+    json_object *j = json_tokener_parse(body), *msg;
+
+    if (j != NULL && (json_object_object_get_ex(j, "message", &msg) ||
+                      json_object_object_get_ex(j, "error", &msg)))
+        snprintf(out, len, "%s", json_object_get_string(msg));
+    else
+        snprintf(out, len, "%.120s", body);
+    json_object_put(j);
+}
+
+/* What one POST to one endpoint came to. */
+enum post_result {
+    POST_OK,
+    POST_UNAVAILABLE, /* no answer, or etcd's 5xx: another member may do */
+    POST_REFUSED,     /* etcd answered with an error of the request's own */
+};
+
+/* One POST to one endpoint; a sentence in why unless POST_OK. */
+static enum post_result post_once(struct etcd *e, CURL *h, unsigned i,
+                                  const char *path, const char *body,
+                                  int timeout_ms, struct reply *r, char *why,
+                                  size_t wlen)
+{
+    char url[ENDPOINT_LEN + 64];
+    char curl_err[CURL_ERROR_SIZE] = "";
+    long status = 0;
+    CURLcode c;
+
+    snprintf(url, sizeof(url), "%s%s", e->endpoint[i], path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, take_reply);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+    r->len = 0;
+    c = curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+    if (c != CURLE_OK) {
+        snprintf(why, wlen, "%s: %s%s", e->endpoint[i],
+                 curl_err[0] ? curl_err : curl_easy_strerror(c), tls_hint(c));
+        return POST_UNAVAILABLE;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200) {
+        char msg[160];
+
+        etcd_error(r->data != NULL ? r->data : "", msg, sizeof(msg));
+        snprintf(why, wlen, "%s: HTTP %ld: %s", e->endpoint[i], status, msg);
+        return status >= 500 ? POST_UNAVAILABLE : POST_REFUSED;
+    }
+    return POST_OK;
+}
+
+int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
+                     json_object *req, int timeout_ms, json_object **resp)
+{
+    const char *body =
+        json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    uint64_t deadline = ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    struct reply r = {NULL, 0};
+    char why[1024] = "", one[400];
+    unsigned first, tried = 0;
+    int ret = FERRY_ETIMEDOUT;
+
+    pthread_mutex_lock(&e->lock);
+    first = e->current;
+    pthread_mutex_unlock(&e->lock);
+    for (; tried < e->n_endpoints; tried++) {
+        unsigned i = (first + tried) % e->n_endpoints;
+        uint64_t now = ferry__now_ns();
+        int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
+        int attempt = left / (int)(e->n_endpoints - tried);
+
+        if (left == 0)
+            break;
+        if (attempt < MIN_ATTEMPT_MS)
+            attempt = left < MIN_ATTEMPT_MS ? left : MIN_ATTEMPT_MS;
+        enum post_result pr = post_once(e, h, i, path, body, attempt, &r, one,
+                                        sizeof(one));
+
+        if (pr == POST_REFUSED) {
+            free(r.data);
+            return ferry__error(FERRY_EPROTO, "etcd %s refused: %s", path,
+                                one);
+        }
+        if (pr == POST_OK) {
+            *resp = json_tokener_parse(r.data != NULL ? r.data : "");
+            free(r.data);
+            if (*resp == NULL)
+                return ferry__error(FERRY_EPROTO, "etcd %s%s answered "
+                                    "something that is not JSON",
+                                    e->endpoint[i], path);
+            pthread_mutex_lock(&e->lock);
+            e->current = i;
+            pthread_mutex_unlock(&e->lock);
+            return 0;
+        }
+        size_t used = strlen(why);
+        snprintf(why + used, sizeof(why) - used, "%s%s", used ? "; " : "", one);
+        ret = FERRY_EHOSTUNREACH;
+    }
+    free(r.data);
+    if (tried < e->n_endpoints)
+        ret = FERRY_ETIMEDOUT;
+    return ferry__error(ret, "etcd %s failed within %d ms: %s", path,
+                        timeout_ms, why[0] ? why : "no time left to try");
+}
+
+/* ---- JSON pieces --------------------------------------------------------- */
+
+/* A base64 field of a request; false when out of memory. */
+bool ferry__etcd_add_b64(json_object *o, const char *field, const void *p,
+                    size_t len)
+{
+    char *s = b64_encode(p, len);
+
+    if (s == NULL)
+        return false;
+    json_object_object_add(o, field, json_object_new_string(s));
+    free(s);
+    return true;
+}
+
+/* Adds "key": base64(prefix/key). */
+bool ferry__etcd_add_key(struct etcd *e, json_object *o, const char *field,
+                    const char *key)
+{
+    char full[PREFIX_LEN + FERRY__META_KEY_MAX + 2];
+    int n = snprintf(full, sizeof(full), "%s/%s", e->prefix, key);
+
+    return ferry__etcd_add_b64(o, field, full, (size_t)n);
+}
+
+/* etcd's int64s travel as strings: the ID of a lease, etc. */
+void ferry__etcd_add_int64(json_object *o, const char *field, int64_t v)
+{
+    char s[24];
+
+    snprintf(s, sizeof(s), "%lld", (long long)v);
+    json_object_object_add(o, field, json_object_new_string(s));
+}
+
+int64_t ferry__etcd_get_int64(json_object *o, const char *field)
+{
+    json_object *v;
+
+    return json_object_object_get_ex(o, field, &v) ? json_object_get_int64(v)
+                                                   : 0;
+}
+
+json_object *ferry__etcd_new_put(struct etcd *e, const char *key,
+                                 const void *blob, size_t len,
+                                 int64_t lease)
+{
+    json_object *put = json_object_new_object();
+
+    if (put == NULL || !ferry__etcd_add_key(e, put, "key", key) ||
+        !ferry__etcd_add_b64(put, "value", blob, len)) {
+        json_object_put(put);
+        return NULL;
+    }
+    ferry__etcd_add_int64(put, "lease", lease);
+    return put;
+}
