@@ -95,7 +95,7 @@ int ferry_meta_open(ferry_context_t *ctx, const char *url, const char *name,
                     ferry_meta_t **out)
 {
     const struct ferry_config *cfg;
-    const struct ferry__meta_backend *be;
+    const struct ferry__meta_backend *be = NULL;
     uint8_t addr[FERRY__META_BLOB_MAX];
     size_t alen = sizeof(addr);
     char key[FERRY__META_KEY_MAX];
