@@ -11,18 +11,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-examples.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 status=0
 
-# runs WORDS CMD...: CMD exits 0 within 120 s and prints WORDS.
-runs() {
-	words=$1
-	shift
-	if timeout 120 "$@" >"$tmp/out" 2>&1 && grep -F -- "$words" "$tmp/out" >/dev/null; then
-		echo "PASS: $* says \"$words\""
-	else
-		cat "$tmp/out"
-		echo "FAIL: $* (expected \"$words\" and exit 0)"
-		status=1
-	fi
-}
+. "$(dirname "$0")/runs.sh"
 
 runs "demo: OK" "$ex/hello_write" demo --size 8M --iterations 3
 runs "bytes verified: OK" "$ex/hello_write" demo --size 1M --iterations 2

@@ -87,18 +87,7 @@ pair() {
 	fi
 }
 
-# runs WORDS CMD...: CMD exits 0 within 120 s and prints WORDS.
-runs() {
-	words=$1
-	shift
-	if timeout 120 "$@" >"$tmp/out" 2>&1 && grep -F -- "$words" "$tmp/out" >/dev/null; then
-		echo "PASS: $* says \"$words\""
-	else
-		cat "$tmp/out"
-		echo "FAIL: $* (expected \"$words\" and exit 0)"
-		status=1
-	fi
-}
+. "$(dirname "$0")/runs.sh"
 
 pair "hello_write over etcd" "bytes verified: OK" \
 	"$ex/hello_write" server --metadata "$url" --name hello --size 1M -- \

@@ -41,42 +41,53 @@ static int grant(struct etcd *e, CURL *h, int timeout_ms, int64_t *lease)
     return ret;
 }
 
+/* A one-element JSON array holding o. */
+static json_object *array_of(json_object *o)
+{
+    json_object *a = json_object_new_array();
+
+    json_object_array_add(a, o);
+    return a;
+}
+
 /*
- * Creates key unless it exists (a transaction comparing its creation
- * revision with 0).  FERRY_EEXIST says how long the holder's lease has
- * left.
+ * The transaction that creates key unless it exists: compare its creation
+ * revision with 0, then put.  NULL when out of memory.
  */
+static json_object *new_create(struct etcd *e, const char *key,
+                               const void *blob, size_t len, int64_t lease)
+{
+    json_object *put = ferry__etcd_new_put(e, key, blob, len, lease);
+    json_object *cmp = json_object_new_object(), *req, *step;
+
+    if (put == NULL || !ferry__etcd_add_key(e, cmp, "key", key)) {
+        json_object_put(put);
+        json_object_put(cmp);
+        return NULL;
+    }
+    json_object_object_add(cmp, "target", json_object_new_string("CREATE"));
+    json_object_object_add(cmp, "result", json_object_new_string("EQUAL"));
+    ferry__etcd_add_int64(cmp, "create_revision", 0);
+    step = json_object_new_object();
+    json_object_object_add(step, "request_put", put);
+    req = json_object_new_object();
+    json_object_object_add(req, "compare", array_of(cmp));
+    json_object_object_add(req, "success", array_of(step));
+    return req;
+}
+
+/* Creates key unless another live context holds it (FERRY_EEXIST). */
 static int create(struct etcd *e, CURL *h, const char *key, const void *blob,
                   size_t len, int64_t lease, int timeout_ms)
 {
-    json_object *req = json_object_new_object(), *resp = NULL, *ok;
-    json_object *cmp = json_object_new_object();
-    json_object *put = json_object_new_object();
-    json_object *cmps = json_object_new_array();
-    json_object *succ = json_object_new_array();
-    json_object *p = ferry__etcd_new_put(e, key, blob, len, lease);
-    int ret = FERRY_ENOMEM;
+    json_object *req = new_create(e, key, blob, len, lease), *resp = NULL, *ok;
+    int ret;
 
-    if (p != NULL && ferry__etcd_add_key(e, cmp, "key", key)) {
-        json_object_object_add(cmp, "target", json_object_new_string("CREATE"));
-        json_object_object_add(cmp, "result", json_object_new_string("EQUAL"));
-        ferry__etcd_add_int64(cmp, "create_revision", 0);
-        json_object_array_add(cmps, cmp);
-        json_object_object_add(put, "request_put", p);
-        json_object_array_add(succ, put);
-        json_object_object_add(req, "compare", cmps);
-        json_object_object_add(req, "success", succ);
-        ret = ferry__etcd_call(e, h, "/v3/kv/txn", req, timeout_ms, &resp);
-        cmp = put = cmps = succ = p = NULL;
-    }
-    if (ret == FERRY_ENOMEM)
-        ferry__error(ret, "out of memory building an etcd request");
+    if (req == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory building an etcd "
+                            "request");
+    ret = ferry__etcd_call(e, h, "/v3/kv/txn", req, timeout_ms, &resp);
     json_object_put(req);
-    json_object_put(cmp);
-    json_object_put(put);
-    json_object_put(cmps);
-    json_object_put(succ);
-    json_object_put(p);
     if (ret == 0 && !(json_object_object_get_ex(resp, "succeeded", &ok) &&
                       json_object_get_boolean(ok)))
         ret = ferry__error(FERRY_EEXIST, "etcd %s: %s/%s is held by another "
@@ -104,6 +115,16 @@ static int put_key(struct etcd *e, CURL *h, const char *key, const void *blob,
     return ret;
 }
 
+/* The link to the entry of key (or to the list's end); under e->lock. */
+static struct entry **entry_link(struct etcd *e, const char *key)
+{
+    struct entry **pe = &e->entries;
+
+    while (*pe != NULL && strcmp((*pe)->key, key) != 0)
+        pe = &(*pe)->next;
+    return pe;
+}
+
 /* Remembers (or replaces) what the context published under key. */
 static int remember(struct etcd *e, const char *key, const void *blob,
                     size_t len)
@@ -111,9 +132,7 @@ static int remember(struct etcd *e, const char *key, const void *blob,
     struct entry *en;
 
     pthread_mutex_lock(&e->lock);
-    for (en = e->entries; en != NULL; en = en->next)
-        if (strcmp(en->key, key) == 0)
-            break;
+    en = *entry_link(e, key);
     if (en == NULL && (en = calloc(1, sizeof(*en))) != NULL) {
         snprintf(en->key, sizeof(en->key), "%s", key);
         en->next = e->entries;
@@ -130,15 +149,15 @@ static int remember(struct etcd *e, const char *key, const void *blob,
 
 static void forget(struct etcd *e, const char *key)
 {
+    struct entry **pe, *gone;
+
     pthread_mutex_lock(&e->lock);
-    for (struct entry **pe = &e->entries; *pe != NULL; pe = &(*pe)->next)
-        if (strcmp((*pe)->key, key) == 0) {
-            struct entry *gone = *pe;
-            *pe = gone->next;
-            free(gone);
-            break;
-        }
+    pe = entry_link(e, key);
+    gone = *pe;
+    if (gone != NULL)
+        *pe = gone->next;
     pthread_mutex_unlock(&e->lock);
+    free(gone);
 }
 
 /* ---- the keeper thread ----------------------------------------------- */
@@ -430,16 +449,14 @@ static int etcd_open(struct ferry_meta *m, const char *url, const char *key,
 /* A copy of what the context published under key; false if nothing. */
 static bool recall(struct etcd *e, const char *key, struct entry *copy)
 {
-    bool found = false;
+    struct entry *en;
 
     pthread_mutex_lock(&e->lock);
-    for (struct entry *en = e->entries; en != NULL && !found; en = en->next)
-        if (strcmp(en->key, key) == 0) {
-            *copy = *en;
-            found = true;
-        }
+    en = *entry_link(e, key);
+    if (en != NULL)
+        *copy = *en;
     pthread_mutex_unlock(&e->lock);
-    return found;
+    return en != NULL;
 }
 
 static int etcd_put(struct ferry_meta *m, const char *key, const void *blob,

@@ -50,6 +50,17 @@ struct etcd {
 
 /* ---- requests (etcd_wire.c) ---- */
 
+/* Bytes received from etcd, NUL-terminated. */
+struct ferry__etcd_buf {
+    char *data;
+    size_t len;
+};
+
+/* Appends n bytes at p to b; false (which makes curl fail the transfer)
+ * past max bytes in all or out of memory. */
+bool ferry__etcd_append(struct ferry__etcd_buf *b, const char *p, size_t n,
+                        size_t max);
+
 /* Decodes base64 s into out (cap bytes); false when malformed or too long. */
 bool ferry__etcd_b64_decode(const char *s, uint8_t *out, size_t cap,
                             size_t *len);
@@ -57,10 +68,11 @@ bool ferry__etcd_b64_decode(const char *s, uint8_t *out, size_t cap,
 void ferry__etcd_setup_handle(struct etcd *e, CURL *h);
 /*
  * POSTs the JSON req to path, trying the endpoints in turn from the one
- * that answered last, within timeout_ms in all.  *resp: the parsed
+ * that answered last, round after round, within timeout_ms in all.  *resp: the parsed
  * answer (json_object_put it).  A failure names every endpoint tried and
- * what each said; etcd's own refusal of the request (4xx) is FERRY_EPROTO
- * at once.
+ * what each said last; etcd's own refusal of the request (4xx) is
+ * FERRY_EPROTO at once, and a call the closing backend abandoned
+ * FERRY_ECANCELED.
  */
 int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
                      json_object *req, int timeout_ms, json_object **resp);

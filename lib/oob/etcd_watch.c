@@ -49,6 +49,12 @@ static void names_drop(struct names *s, size_t i)
     s->n--;
 }
 
+static void names_clear(struct names *s)
+{
+    free(s->v);
+    *s = (struct names){0};
+}
+
 /* The NAME of a full key PREFIX/peers/NAME (base64), or false. */
 static bool name_of_key(struct etcd *e, const char *b64, char *name)
 {
@@ -125,15 +131,14 @@ static void report_difference(struct etcd *e, struct names *known,
             ferry__meta_saw(e->m, FERRY_META_JOIN, now->v[i]);
     free(known->v);
     *known = *now;
-    *now = (struct names){0};
+    *now = (struct names){0}; /* moved, not freed */
 }
 
 /* The watch stream being read: newline-separated JSON messages. */
 struct stream {
     struct etcd *e;
     struct names *known;
-    char *buf;
-    size_t len;
+    struct ferry__etcd_buf unread; /* a message's start, until its end */
     bool broken; /* etcd cancelled the watch or sent an error */
 };
 
@@ -180,23 +185,18 @@ static void stream_message(struct stream *st, const char *line)
 static size_t take_stream(char *p, size_t size, size_t n, void *arg)
 {
     struct stream *st = arg;
-    size_t add = size * n;
-    char *grown, *line, *nl;
+    struct ferry__etcd_buf *b = &st->unread;
+    char *line, *nl;
 
-    if (st->len + add > STREAM_MAX ||
-        (grown = realloc(st->buf, st->len + add + 1)) == NULL)
+    if (!ferry__etcd_append(b, p, size * n, STREAM_MAX))
         return 0;
-    st->buf = grown;
-    memcpy(st->buf + st->len, p, add);
-    st->len += add;
-    st->buf[st->len] = '\0';
-    for (line = st->buf; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+    for (line = b->data; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
         *nl = '\0';
         stream_message(st, line);
     }
-    st->len -= (size_t)(line - st->buf);
-    memmove(st->buf, line, st->len + 1);
-    return st->broken ? 0 : add;
+    b->len -= (size_t)(line - b->data);
+    memmove(b->data, line, b->len + 1);
+    return st->broken ? 0 : size * n;
 }
 
 /* Follows the watch stream from revision until it breaks or close. */
@@ -207,7 +207,7 @@ static void follow(struct etcd *e, CURL *h, struct names *known,
     json_object *create = json_object_new_object();
     struct stream st = {.e = e, .known = known};
     char url[ENDPOINT_LEN + 16];
-    int running = 1;
+    int running = 0;
 
     if (!add_peers_range(e, create)) {
         json_object_put(create);
@@ -233,18 +233,15 @@ static void follow(struct etcd *e, CURL *h, struct names *known,
     curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 2L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 1L);
     curl_multi_add_handle(e->watch_multi, h);
-    while (running) {
-        bool stop;
-
+    for (;;) {
         curl_multi_perform(e->watch_multi, &running);
-        stop = ferry__etcd_stopping(e);
-        if (stop || !running)
+        if (!running || ferry__etcd_stopping(e))
             break;
         curl_multi_poll(e->watch_multi, NULL, 0, 1000, NULL);
     }
     curl_multi_remove_handle(e->watch_multi, h);
     json_object_put(req);
-    free(st.buf);
+    free(st.unread.data);
 }
 
 /* Whether a peer known before is missing from now. */
@@ -270,8 +267,7 @@ static bool relist(struct etcd *e, CURL *h, const struct names *known,
         return false;
     if (!after_break || !any_missing(known, now))
         return true;
-    free(now->v);
-    *now = (struct names){0};
+    names_clear(now);
     if (ferry__etcd_nap(e, e->m->ttl_s * 1000u + 1000u))
         return false;
     return list_peers(e, h, now, revision) == 0;
@@ -298,14 +294,13 @@ void *ferry__etcd_watcher_main(void *arg)
             after_break = true;
         } else {
             FERRY_LOG_DEBUG("etcd watcher: %s", ferry_last_error());
-            free(now.v);
-            now = (struct names){0};
+            names_clear(&now);
         }
         if (ferry__etcd_nap(e, REWATCH_MS))
             break;
     }
-    free(known.v);
-    free(now.v);
+    names_clear(&known);
+    names_clear(&now);
     curl_easy_cleanup(h);
     return NULL;
 }

@@ -9,12 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Whatever etcd answers is at most this big (a listing of 200 peers is
  * well under 200 KiB). */
 #define REPLY_MAX (16u << 20)
 /* The shortest attempt on one endpoint, however little time is left. */
 #define MIN_ATTEMPT_MS 300
+/* The pause after every endpoint failed once, before asking again: a
+ * cluster electing a leader answers again within a second or two. */
+#define ROUND_PAUSE_MS 100
 
 /* ---- base64 ------------------------------------------------------------ */
 
@@ -44,27 +48,24 @@ bool ferry__etcd_b64_decode(const char *s, uint8_t *out, size_t cap,
 
 /* ---- one request ------------------------------------------------------- */
 
-struct reply {
-    char *data;
-    size_t len;
-};
-
-static size_t take_reply(char *p, size_t size, size_t n, void *arg)
+bool ferry__etcd_append(struct ferry__etcd_buf *b, const char *p, size_t n,
+                        size_t max)
 {
-    struct reply *r = arg;
-    size_t add = size * n;
     char *grown;
 
-    if (r->len + add > REPLY_MAX)
-        return 0; /* makes curl fail the transfer */
-    grown = realloc(r->data, r->len + add + 1);
-    if (grown == NULL)
-        return 0;
-    r->data = grown;
-    memcpy(r->data + r->len, p, add);
-    r->len += add;
-    r->data[r->len] = '\0';
-    return add;
+    if (b->len + n > max || (grown = realloc(b->data, b->len + n + 1)) == NULL)
+        return false;
+    b->data = grown;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return true;
+}
+
+/* curl's write callback of a request: the answer, whole. */
+static size_t take_reply(char *p, size_t size, size_t n, void *arg)
+{
+    return ferry__etcd_append(arg, p, size * n, REPLY_MAX) ? size * n : 0;
 }
 
 /* The options every handle of this backend carries. */
@@ -121,13 +122,17 @@ static void etcd_error(const char *body, char *out, size_t len)
 enum post_result {
     POST_OK,
     POST_UNAVAILABLE, /* no answer, or etcd's 5xx: another member may do */
-    POST_REFUSED,     /* etcd answered with an error of the request's own */
+    POST_TIMED_OUT,   /* the same, for want of time */
+    POST_REFUSED,     /* etcd answered with an error of the request's own,
+                         or TLS refused the server's or our certificate */
+    POST_ABORTED,     /* the backend is closing (etcd.c's progress check) */
 };
 
 /* One POST to one endpoint; a sentence in why unless POST_OK. */
 static enum post_result post_once(struct etcd *e, CURL *h, unsigned i,
                                   const char *path, const char *body,
-                                  int timeout_ms, struct reply *r, char *why,
+                                  int timeout_ms, struct ferry__etcd_buf *r,
+                                  char *why,
                                   size_t wlen)
 {
     char url[ENDPOINT_LEN + 64];
@@ -149,7 +154,19 @@ static enum post_result post_once(struct etcd *e, CURL *h, unsigned i,
     if (c != CURLE_OK) {
         snprintf(why, wlen, "%s: %s%s", e->endpoint[i],
                  curl_err[0] ? curl_err : curl_easy_strerror(c), tls_hint(c));
-        return POST_UNAVAILABLE;
+        switch (c) {
+        case CURLE_ABORTED_BY_CALLBACK:
+            return POST_ABORTED;
+        case CURLE_OPERATION_TIMEDOUT:
+            return POST_TIMED_OUT;
+        /* Certificates are configuration: asking again cannot help. */
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CACERT_BADFILE:
+            return POST_REFUSED;
+        default:
+            return POST_UNAVAILABLE;
+        }
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
@@ -162,38 +179,61 @@ static enum post_result post_once(struct etcd *e, CURL *h, unsigned i,
     return POST_OK;
 }
 
+/* Milliseconds left before deadline (ns), 0 once passed. */
+static int ms_left(uint64_t deadline)
+{
+    uint64_t now = ferry__now_ns();
+
+    return now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
+}
+
+/* "endpoint: what it said; ..." for every endpoint asked, into why. */
+static void list_failures(const struct etcd *e,
+                          char said[][ENDPOINT_LEN + 160], char *why,
+                          size_t len)
+{
+    why[0] = '\0';
+    for (unsigned i = 0; i < e->n_endpoints; i++) {
+        size_t used = strlen(why);
+
+        if (said[i][0] != '\0')
+            snprintf(why + used, len - used, "%s%s", used ? "; " : "",
+                     said[i]);
+    }
+    if (why[0] == '\0')
+        snprintf(why, len, "no time left to try");
+}
+
 int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
                      json_object *req, int timeout_ms, json_object **resp)
 {
     const char *body =
         json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
     uint64_t deadline = ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
-    struct reply r = {NULL, 0};
-    char why[1024] = "", one[400];
-    unsigned first, tried = 0;
-    int ret = FERRY_ETIMEDOUT;
+    struct ferry__etcd_buf r = {NULL, 0};
+    char said[MAX_ENDPOINTS][ENDPOINT_LEN + 160] = {{0}}, why[2048];
+    char one[sizeof(said[0])];
+    enum post_result pr = POST_TIMED_OUT;
+    unsigned first, i = 0;
 
     pthread_mutex_lock(&e->lock);
     first = e->current;
     pthread_mutex_unlock(&e->lock);
-    for (; tried < e->n_endpoints; tried++) {
-        unsigned i = (first + tried) % e->n_endpoints;
-        uint64_t now = ferry__now_ns();
-        int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
-        int attempt = left / (int)(e->n_endpoints - tried);
+    /* The endpoints in turn, round after round, until one answers or the
+     * deadline passes: a member that is down, or a cluster between two
+     * leaders, costs time but not the call. */
+    for (unsigned k = 0; ms_left(deadline) > 0; k++) {
+        int left = ms_left(deadline);
+        int attempt = left / (int)e->n_endpoints;
 
-        if (left == 0)
-            break;
+        i = (first + k) % e->n_endpoints;
         if (attempt < MIN_ATTEMPT_MS)
             attempt = left < MIN_ATTEMPT_MS ? left : MIN_ATTEMPT_MS;
-        enum post_result pr = post_once(e, h, i, path, body, attempt, &r, one,
-                                        sizeof(one));
-
-        if (pr == POST_REFUSED) {
-            free(r.data);
-            return ferry__error(FERRY_EPROTO, "etcd %s refused: %s", path,
-                                one);
-        }
+        pr = post_once(e, h, i, path, body, attempt, &r, one, sizeof(one));
+        /* What an endpoint said first stays, unless it was only that
+         * time ran out: a reason says more than a later timeout. */
+        if (said[i][0] == '\0' || pr != POST_TIMED_OUT)
+            snprintf(said[i], sizeof(said[i]), "%s", one);
         if (pr == POST_OK) {
             *resp = json_tokener_parse(r.data != NULL ? r.data : "");
             free(r.data);
@@ -206,22 +246,37 @@ int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
             pthread_mutex_unlock(&e->lock);
             return 0;
         }
-        size_t used = strlen(why);
-        snprintf(why + used, sizeof(why) - used, "%s%s", used ? "; " : "", one);
-        ret = FERRY_EHOSTUNREACH;
+        if (pr == POST_REFUSED || pr == POST_ABORTED)
+            break;
+        if (i == (first + e->n_endpoints - 1) % e->n_endpoints) {
+            int pause = ms_left(deadline);
+            struct timespec ts = {0, 0};
+
+            ts.tv_nsec = (pause < ROUND_PAUSE_MS ? pause : ROUND_PAUSE_MS) *
+                         1000000L;
+            nanosleep(&ts, NULL);
+        }
     }
     free(r.data);
-    if (tried < e->n_endpoints)
-        ret = FERRY_ETIMEDOUT;
-    return ferry__error(ret, "etcd %s failed within %d ms: %s", path,
-                        timeout_ms, why[0] ? why : "no time left to try");
+    if (pr == POST_REFUSED || pr == POST_ABORTED)
+        return ferry__error(pr == POST_REFUSED ? FERRY_EPROTO
+                                               : FERRY_ECANCELED,
+                            "etcd %s %s: %s", path,
+                            pr == POST_REFUSED ? "refused"
+                                               : "abandoned (closing)",
+                            said[i]);
+    list_failures(e, said, why, sizeof(why));
+    /* The last attempt says why: no answer in time, or none at all. */
+    return ferry__error(pr == POST_TIMED_OUT ? FERRY_ETIMEDOUT
+                                             : FERRY_EHOSTUNREACH,
+                        "etcd %s failed within %d ms: %s", path, timeout_ms,
+                        why);
 }
 
 /* ---- JSON pieces --------------------------------------------------------- */
 
-/* A base64 field of a request; false when out of memory. */
 bool ferry__etcd_add_b64(json_object *o, const char *field, const void *p,
-                    size_t len)
+                         size_t len)
 {
     char *s = b64_encode(p, len);
 
@@ -232,9 +287,8 @@ bool ferry__etcd_add_b64(json_object *o, const char *field, const void *p,
     return true;
 }
 
-/* Adds "key": base64(prefix/key). */
 bool ferry__etcd_add_key(struct etcd *e, json_object *o, const char *field,
-                    const char *key)
+                         const char *key)
 {
     char full[PREFIX_LEN + FERRY__META_KEY_MAX + 2];
     int n = snprintf(full, sizeof(full), "%s/%s", e->prefix, key);
@@ -242,7 +296,6 @@ bool ferry__etcd_add_key(struct etcd *e, json_object *o, const char *field,
     return ferry__etcd_add_b64(o, field, full, (size_t)n);
 }
 
-/* etcd's int64s travel as strings: the ID of a lease, etc. */
 void ferry__etcd_add_int64(json_object *o, const char *field, int64_t v)
 {
     char s[24];

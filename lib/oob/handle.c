@@ -158,13 +158,12 @@ static void on_lookup(struct ferry_oob *lis, struct ferry_oob_conn *c,
         ferry__oob_reply(c, FERRY__FRAME_NOTFOUND, NULL, NULL, 0);
 }
 
-/* Whether c may offer blob under name: its caps, counting a replaced
- * offer of that name as gone. */
+/* Whether c may offer blob under name: its caps, counting old (its
+ * offer of that name, which this one replaces; NULL if none) as gone. */
 static bool offer_fits(struct ferry_oob *lis, struct ferry_oob_conn *c,
-                       const char *name, size_t len)
+                       const struct ferry__oob_entry *old, const char *name,
+                       size_t len)
 {
-    const struct ferry__oob_entry *old =
-        ferry__oob_names_get(&lis->names, c, name);
     size_t n = c->noffers + (old == NULL), bytes = c->offer_bytes;
 
     bytes -= old != NULL ? ferry__oob_entry_cost(old->name, old->len) : 0;
@@ -195,7 +194,7 @@ static void on_offer(struct ferry_oob *lis, struct ferry_oob_conn *c,
     char name[FERRY__OOB_NAME_MAX + 1];
     uint8_t blob[FERRY__OOB_BLOB_MAX];
     const struct ferry__oob_entry *old;
-    size_t len = 0;
+    size_t len = 0, old_cost;
 
     if (!read_name(c, r, name, "offer"))
         return;
@@ -204,24 +203,18 @@ static void on_offer(struct ferry_oob *lis, struct ferry_oob_conn *c,
         ferry__oob_drop(c, FERRY_EPROTO, "malformed offer frame");
         return;
     }
-    if (!offer_fits(lis, c, name, len))
-        return;
     old = ferry__oob_names_get(&lis->names, c, name);
-    if (old != NULL) {
-        c->offer_bytes -= ferry__oob_entry_cost(old->name, old->len);
-        c->noffers--;
-    }
+    if (!offer_fits(lis, c, old, name, len))
+        return;
+    /* The replaced offer's cost, read before the put frees it. */
+    old_cost = old != NULL ? ferry__oob_entry_cost(old->name, old->len) : 0;
     if (ferry__oob_names_put(&lis->names, c, &c->offers, name, blob, len)) {
-        /* The replaced offer, if any, is still there. */
-        if (old != NULL) {
-            c->offer_bytes += ferry__oob_entry_cost(old->name, old->len);
-            c->noffers++;
-        }
         ferry__oob_refuse(c, FERRY_ENOMEM, "the server is out of memory");
         return;
     }
-    c->offer_bytes += ferry__oob_entry_cost(name, len);
-    c->noffers++;
+    c->offer_bytes =
+        c->offer_bytes - old_cost + ferry__oob_entry_cost(name, len);
+    c->noffers += old == NULL;
     ferry__oob_reply(c, FERRY__FRAME_OFFER_OK, NULL, NULL, 0);
     pthread_cond_broadcast(&lis->changed);
 }

@@ -174,14 +174,16 @@ int ferry_meta_withdraw(ferry_meta_t *m, const char *region)
 }
 
 /*
- * Asks until key is there or the deadline passes (0: once; < 0: none).
- * A failure of the service is asked again too until the deadline, which
- * then ends the call with that failure's sentence.
+ * Asks until key is there or timeout_ms after start (the call's start:
+ * one deadline for every wait of a call) has passed; at least once (a
+ * timeout of 0), never giving up (< 0).  A failure of the service is
+ * asked again too until the deadline, which then ends the call with that
+ * failure's sentence.
  */
 static int get_waiting(struct ferry_meta *m, const char *key, int timeout_ms,
-                       void *blob, size_t *len, const char *call)
+                       uint64_t start, void *blob, size_t *len,
+                       const char *call)
 {
-    uint64_t start = ferry__now_ns();
     size_t cap = *len;
     int ret;
 
@@ -225,40 +227,55 @@ static struct ferry__meta_known *known_of(struct ferry_meta *m,
     return NULL;
 }
 
-/* Adds (or finds) the peer whose address blob the service holds. */
-static int peer_from(struct ferry_meta *m, const char *name,
-                     const uint8_t *blob, size_t len, ferry_peer_t **peer)
+/* Adds (or finds) the peer whose address blob the service holds; under
+ * m->lock. */
+static int peer_from_locked(struct ferry_meta *m, const char *name,
+                            const uint8_t *blob, size_t len,
+                            ferry_peer_t **peer)
 {
-    struct ferry__meta_known *k;
-    int ret = 0;
+    struct ferry__meta_known *k = known_of(m, name);
+    int ret;
 
-    pthread_mutex_lock(&m->lock);
-    k = known_of(m, name);
     if (k != NULL && k->len == len && memcmp(k->blob, blob, len) == 0) {
         *peer = k->peer;
-        pthread_mutex_unlock(&m->lock);
         return 0;
+    }
+    if (k == NULL && (k = calloc(1, sizeof(*k))) == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory");
+    if ((ret = ferry_peer_add(m->ctx, blob, len, peer)) != 0) {
+        if (k->len == 0) /* new, not linked yet */
+            free(k);
+        return ret;
     }
     /* A new address under a known name: the context came back; the old
      * handle stays (dead, or about to be) with the application. */
-    if (k == NULL) {
-        k = calloc(1, sizeof(*k));
-        if (k == NULL) {
-            pthread_mutex_unlock(&m->lock);
-            return ferry__error(FERRY_ENOMEM, "out of memory");
-        }
+    if (k->len == 0) {
         snprintf(k->name, sizeof(k->name), "%s", name);
         k->next = m->known;
         m->known = k;
     }
-    ret = ferry_peer_add(m->ctx, blob, len, &k->peer);
-    if (ret == 0) {
-        memcpy(k->blob, blob, len);
-        k->len = len;
-        *peer = k->peer;
-    } else {
-        k->len = 0; /* matches no blob */
-    }
+    k->peer = *peer;
+    memcpy(k->blob, blob, len);
+    k->len = len;
+    return 0;
+}
+
+/* The peer under name, waiting as ferry_meta_peer from start. */
+static int find_peer(struct ferry_meta *m, const char *name, int timeout_ms,
+                     uint64_t start, ferry_peer_t **peer, const char *call)
+{
+    uint8_t blob[FERRY__META_BLOB_MAX];
+    size_t len = sizeof(blob);
+    char key[FERRY__META_KEY_MAX];
+    int ret;
+
+    if ((ret = check_name(name, "the peer name", call)))
+        return ret;
+    peer_key(key, name);
+    if ((ret = get_waiting(m, key, timeout_ms, start, blob, &len, call)))
+        return ret;
+    pthread_mutex_lock(&m->lock);
+    ret = peer_from_locked(m, name, blob, len, peer);
     pthread_mutex_unlock(&m->lock);
     return ret;
 }
@@ -266,21 +283,12 @@ static int peer_from(struct ferry_meta *m, const char *name,
 int ferry_meta_peer(ferry_meta_t *m, const char *name, int timeout_ms,
                     ferry_peer_t **peer)
 {
-    uint8_t blob[FERRY__META_BLOB_MAX];
-    size_t len = sizeof(blob);
-    char key[FERRY__META_KEY_MAX];
-    int ret;
-
     ferry__error_clear();
     if (m == NULL || peer == NULL)
         return ferry__error(FERRY_EINVAL,
                             "ferry_meta_peer: meta or peer is NULL");
-    if ((ret = check_name(name, "the peer name", "ferry_meta_peer")))
-        return ret;
-    peer_key(key, name);
-    if ((ret = get_waiting(m, key, timeout_ms, blob, &len, "ferry_meta_peer")))
-        return ret;
-    return peer_from(m, name, blob, len, peer);
+    return find_peer(m, name, timeout_ms, ferry__now_ns(), peer,
+                     "ferry_meta_peer");
 }
 
 int ferry_meta_lookup(ferry_meta_t *m, const char *name, const char *region,
@@ -291,25 +299,19 @@ int ferry_meta_lookup(ferry_meta_t *m, const char *name, const char *region,
     char key[FERRY__META_KEY_MAX];
     uint64_t start = ferry__now_ns();
     ferry_peer_t *peer;
-    int ret, left;
+    int ret;
 
     ferry__error_clear();
     if (m == NULL || rmem == NULL)
         return ferry__error(FERRY_EINVAL,
                             "ferry_meta_lookup: meta or rmem is NULL");
     if ((ret = check_name(region, "the region", "ferry_meta_lookup")) ||
-        (ret = ferry_meta_peer(m, name, timeout_ms, &peer)))
+        (ret = find_peer(m, name, timeout_ms, start, &peer,
+                         "ferry_meta_lookup")))
         return ret;
-    /* One deadline for both waits. */
-    left = timeout_ms;
-    if (timeout_ms > 0) {
-        uint64_t spent = (ferry__now_ns() - start) / 1000000u;
-        /* 1, not 0: one short look (0 would give it a whole
-         * metadata_timeout_ms). */
-        left = spent >= (uint64_t)timeout_ms ? 1 : timeout_ms - (int)spent;
-    }
     region_key(key, name, region);
-    if ((ret = get_waiting(m, key, left, blob, &len, "ferry_meta_lookup")))
+    if ((ret = get_waiting(m, key, timeout_ms, start, blob, &len,
+                           "ferry_meta_lookup")))
         return ret;
     return ferry_rmem_import(peer, blob, len, rmem);
 }
@@ -370,8 +372,7 @@ void ferry__meta_saw(struct ferry_meta *m, enum ferry_meta_event_kind kind,
 
         snprintf(why, sizeof(why), "its metadata entry (%s) is gone: it "
                  "closed, or its lease ended", name);
-        if (gone->len != 0)
-            ferry_peer_declare_dead(gone->peer, why);
+        ferry_peer_declare_dead(gone->peer, why);
         free(gone);
     }
 }

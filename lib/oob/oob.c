@@ -378,15 +378,9 @@ int ferry_oob_publish(ferry_oob_t *lis, const char *name,
  * that often. */
 static void wait_changed(struct ferry_oob *lis)
 {
-    struct timespec ts;
+    struct timespec until = ferry__realtime_after(50);
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&lis->changed, &lis->lock, &ts);
+    pthread_cond_timedwait(&lis->changed, &lis->lock, &until);
 }
 
 /* An authenticated client not handed out yet; under lis->lock. */
