@@ -764,6 +764,11 @@ typedef struct ferry_oob_conn ferry_oob_conn_t;
  */
 FERRY_API int ferry_oob_listen(ferry_context_t *ctx, const char *hostport,
                                ferry_oob_t **lis);
+/* The same with this token instead of the context's (NULL: the context's),
+ * for one context serving, or joining, groups with different secrets. */
+FERRY_API int ferry_oob_listen_token(ferry_context_t *ctx,
+                                     const char *hostport, const char *token,
+                                     ferry_oob_t **lis);
 /* The port the listener is bound to, or FERRY_EINVAL for NULL. */
 FERRY_API int ferry_oob_port(const ferry_oob_t *lis);
 /* Makes mem findable by name (1 to 127 characters), replacing an earlier
@@ -793,6 +798,11 @@ FERRY_API void ferry_oob_close(ferry_oob_t *lis);
  */
 FERRY_API int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
                                 int timeout_ms, ferry_oob_conn_t **conn);
+/* The same with this token instead of the context's (NULL: the context's). */
+FERRY_API int ferry_oob_connect_token(ferry_context_t *ctx,
+                                      const char *hostport, const char *token,
+                                      int timeout_ms,
+                                      ferry_oob_conn_t **conn);
 /* The peer at the other end (owned by the context). */
 FERRY_API ferry_peer_t *ferry_oob_conn_peer(const ferry_oob_conn_t *conn);
 /*

@@ -20,7 +20,7 @@ const char *ferry_strerror(int err)
     if (err == 0)
         return "success";
     switch (err) {
-#define FERRY__ERRNO_CASE(name, value, text)                                  \
+#define FERRY__ERRNO_CASE(name, value, kind, text)                            \
     case (value):                                                             \
         return text;
         FERRY_ERRNO_MAP(FERRY__ERRNO_CASE)

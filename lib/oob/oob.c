@@ -38,11 +38,11 @@
 
 /* ---- the secret --------------------------------------------------------- */
 
-/* The shared secret: the one thing the bootstrap reads below the public
- * API, from the context's configuration. */
-static const char *token_of(ferry_context_t *ctx)
+/* The shared secret: the caller's, else the one thing the bootstrap reads
+ * below the public API, the context's configuration. */
+static const char *token_of(ferry_context_t *ctx, const char *token)
 {
-    const char *t = ferry__fabric_of(ctx)->cfg.oob_token;
+    const char *t = token != NULL ? token : ferry__fabric_of(ctx)->cfg.oob_token;
 
     if (t == NULL)
         t = getenv("FERRY_OOB_TOKEN");
@@ -52,14 +52,15 @@ static const char *token_of(ferry_context_t *ctx)
 /* A listener keeps a copy of the secret of bounded size: a longer one is
  * refused up front, on both sides, rather than cut short and never
  * matching. */
-static int check_token(ferry_context_t *ctx, const char *call)
+static int check_token(const char *token, const char *call)
 {
-    size_t n = strlen(token_of(ctx));
+    size_t n = strlen(token);
 
     if (n >= FERRY__OOB_SECRET_MAX)
         return ferry__error(FERRY_EINVAL,
-                            "%s: the bootstrap token (config.oob_token or "
-                            "FERRY_OOB_TOKEN) is %zu characters; it may have "
+                            "%s: the bootstrap token (config.oob_token, "
+                            "FERRY_OOB_TOKEN or the call's) is %zu characters; "
+                            "it may have "
                             "at most %u",
                             call, n, FERRY__OOB_SECRET_MAX - 1);
     return 0;
@@ -87,11 +88,11 @@ static bool is_loopback(const struct sockaddr *sa)
  * published (their keys allow remote writes): only this host may reach
  * it then, unless the configuration says that is accepted.
  */
-static int check_exposure(ferry_context_t *ctx, const char *hostport,
+static int check_exposure(const struct ferry_oob *lis, const char *hostport,
                           const struct sockaddr *sa)
 {
-    if (is_loopback(sa) || token_of(ctx)[0] != '\0' ||
-        ferry__fabric_of(ctx)->cfg.oob_insecure)
+    if (is_loopback(sa) || lis->secret[0] != '\0' ||
+        ferry__fabric_of(lis->ctx)->cfg.oob_insecure)
         return 0;
     return ferry__error(FERRY_EINVAL,
                         "ferry_oob_listen: \"%s\" is not a loopback address "
@@ -144,7 +145,7 @@ static int open_listen_socket(struct ferry_oob *lis, const char *hostport)
 
     if ((ret = ferry__oob_resolve(hostport, true, &ai)))
         return ret;
-    ret = check_exposure(lis->ctx, hostport, ai->ai_addr);
+    ret = check_exposure(lis, hostport, ai->ai_addr);
     if (ret == 0)
         ret = bind_listen(lis, hostport, ai);
     freeaddrinfo(ai);
@@ -176,7 +177,7 @@ static void listener_free(struct ferry_oob *lis)
     free(lis);
 }
 
-static struct ferry_oob *listener_new(ferry_context_t *ctx)
+static struct ferry_oob *listener_new(ferry_context_t *ctx, const char *secret)
 {
     struct ferry_oob *lis = calloc(1, sizeof(*lis));
 
@@ -185,7 +186,7 @@ static struct ferry_oob *listener_new(ferry_context_t *ctx)
     lis->ctx = ctx;
     lis->fd = lis->wake[0] = lis->wake[1] = -1;
     lis->limits = FERRY__OOB_LIMITS_DEFAULT;
-    snprintf(lis->secret, sizeof(lis->secret), "%s", token_of(ctx));
+    snprintf(lis->secret, sizeof(lis->secret), "%s", secret);
     pthread_mutex_init(&lis->lock, NULL);
     pthread_cond_init(&lis->changed, NULL);
     if (ferry__oob_names_init(&lis->names) != 0) {
@@ -198,6 +199,12 @@ static struct ferry_oob *listener_new(ferry_context_t *ctx)
 int ferry_oob_listen(ferry_context_t *ctx, const char *hostport,
                      ferry_oob_t **out)
 {
+    return ferry_oob_listen_token(ctx, hostport, NULL, out);
+}
+
+int ferry_oob_listen_token(ferry_context_t *ctx, const char *hostport,
+                           const char *token, ferry_oob_t **out)
+{
     struct ferry_oob *lis;
     int ret;
 
@@ -206,9 +213,10 @@ int ferry_oob_listen(ferry_context_t *ctx, const char *hostport,
         return ret;
     if (out == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_oob_listen: out is NULL");
-    if ((ret = check_token(ctx, "ferry_oob_listen")))
+    token = token_of(ctx, token);
+    if ((ret = check_token(token, "ferry_oob_listen")))
         return ret;
-    lis = listener_new(ctx);
+    lis = listener_new(ctx, token);
     if (lis == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a listener");
     /* Taken now, in the caller's thread: the service thread must not touch
@@ -479,6 +487,13 @@ static int lookup_offered(struct ferry_oob_conn *c, const char *name,
 int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
                       int timeout_ms, ferry_oob_conn_t **out)
 {
+    return ferry_oob_connect_token(ctx, hostport, NULL, timeout_ms, out);
+}
+
+int ferry_oob_connect_token(ferry_context_t *ctx, const char *hostport,
+                            const char *token, int timeout_ms,
+                            ferry_oob_conn_t **out)
+{
     int ret;
 
     ferry__error_clear();
@@ -494,10 +509,10 @@ int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
                             "ferry_oob_connect: timeout_ms is %d; give a "
                             "positive number of milliseconds",
                             timeout_ms);
-    if ((ret = check_token(ctx, "ferry_oob_connect")))
+    token = token_of(ctx, token);
+    if ((ret = check_token(token, "ferry_oob_connect")))
         return ret;
-    return ferry__oob_client_open(ctx, hostport, timeout_ms, token_of(ctx),
-                                  out);
+    return ferry__oob_client_open(ctx, hostport, timeout_ms, token, out);
 }
 
 ferry_peer_t *ferry_oob_conn_peer(const ferry_oob_conn_t *conn)

@@ -13,7 +13,7 @@ static const struct {
     int code;
     const char *name;
 } codes[] = {
-#define CODE(name, value, text) {FERRY_##name, #name},
+#define CODE(name, value, kind, text) {FERRY_##name, #name},
     FERRY_ERRNO_MAP(CODE)
 #undef CODE
 };

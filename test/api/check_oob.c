@@ -589,6 +589,37 @@ START_TEST(test_token_from_env)
 }
 END_TEST
 
+/* A token given to the call beats the context's, on both sides. */
+START_TEST(test_token_per_call)
+{
+    ferry_context_t *sctx, *cctx;
+    ferry_oob_t *lis = NULL;
+    ferry_oob_conn_t *conn = NULL;
+    char hostport[64];
+    int ret;
+
+    unsetenv("FERRY_OOB_TOKEN");
+    sctx = ctx_open(PROV, 0, "context-token");
+    ret = ferry_oob_listen_token(sctx, "127.0.0.1:0", "call-token", &lis);
+    ck_assert_msg(ret == 0, "listen: %s", ferry_last_error());
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry_oob_port(lis));
+    cctx = ctx_open(PROV, 0, "context-token");
+    ret = ferry_oob_connect(cctx, hostport, 5000, &conn);
+    ck_assert_msg(ret == FERRY_EPROTO, "the context's token gave %d: %s", ret,
+                  ferry_last_error());
+    ret = ferry_oob_connect_token(cctx, hostport, "call-token", 5000, &conn);
+    ck_assert_msg(ret == 0, "the call's token: %s", ferry_last_error());
+    ferry_oob_disconnect(conn);
+    conn = NULL;
+    ret = ferry_oob_connect_token(cctx, hostport, NULL, 5000, &conn);
+    ck_assert_msg(ret == FERRY_EPROTO, "NULL (the context's) gave %d: %s", ret,
+                  ferry_last_error());
+    ferry_oob_close(lis);
+    ferry_context_destroy(cctx);
+    ferry_context_destroy(sctx);
+}
+END_TEST
+
 /* A token longer than a frame's token field is refused up front on both
  * sides instead of never matching. */
 START_TEST(test_token_too_long)
@@ -840,6 +871,7 @@ static Suite *oob_suite(void)
     tc = tu_tcase(s, "token", 60);
     tcase_add_test(tc, test_token_must_match);
     tcase_add_test(tc, test_token_from_env);
+    tcase_add_test(tc, test_token_per_call);
     tcase_add_test(tc, test_token_too_long);
     tc = tu_tcase(s, "fake-server", 60);
     tcase_add_test(tc, test_nobody_listening);
