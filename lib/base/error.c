@@ -7,13 +7,78 @@
 #include "base/defs.h"
 #include "base/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* The sentence explaining the last error this thread got from ferry: room
- * for a refusal that names every provider libfabric has. */
-static _Thread_local char last_error[4096];
+/*
+ * The sentence explaining the last error a thread got from ferry: room for
+ * a refusal that names every provider libfabric has.
+ *
+ * It is not a thread-local array: the registration cache's reader slot is
+ * initial-exec TLS (reached from malloc hooks), which puts all of
+ * libferry's thread-locals in the static TLS block, and a dlopen()ed
+ * libferry (Python's module) gets only a few hundred bytes of it ("cannot
+ * allocate memory in static TLS block").  So each thread points at a
+ * buffer from a pool: a thread's buffer goes back to the pool when it
+ * exits, and every buffer stays reachable from `all`, never freed, so
+ * there are at most as many as threads ever ran at once.
+ */
+struct sentence {
+    struct sentence *next_all;
+    struct sentence *next_free;
+    char text[4096];
+};
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sentence *all, *pool;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key; /* its destructor returns the buffer */
+static _Thread_local struct sentence *mine;
+
+static void give_back(void *buffer)
+{
+    struct sentence *s = buffer;
+
+    pthread_mutex_lock(&pool_lock);
+    s->next_free = pool;
+    pool = s;
+    pthread_mutex_unlock(&pool_lock);
+    mine = NULL;
+}
+
+static void make_exit_key(void)
+{
+    if (pthread_key_create(&exit_key, give_back) != 0)
+        abort(); /* only when a process has used up every key */
+}
+
+/* This thread's buffer, or NULL when there is no memory for one. */
+static struct sentence *my_sentence(void)
+{
+    struct sentence *s = mine;
+
+    if (s != NULL)
+        return s;
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_mutex_lock(&pool_lock);
+    s = pool;
+    if (s != NULL) {
+        pool = s->next_free;
+    } else if ((s = calloc(1, sizeof(*s))) != NULL) {
+        s->next_all = all;
+        all = s;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (s == NULL)
+        return NULL;
+    s->text[0] = '\0';
+    pthread_setspecific(exit_key, s);
+    mine = s;
+    return s;
+}
 
 const char *ferry_strerror(int err)
 {
@@ -32,7 +97,7 @@ const char *ferry_strerror(int err)
 
 const char *ferry_last_error(void)
 {
-    return last_error;
+    return mine != NULL ? mine->text : "";
 }
 
 /*
@@ -53,7 +118,8 @@ static void end_cleanly(char *buf, size_t cap, size_t full)
 int ferry__error(int err, const char *fmt, ...)
 {
     va_list ap;
-    char sentence[sizeof(last_error)];
+    struct sentence *mine_now = my_sentence();
+    char sentence[sizeof(mine_now->text)];
     int full;
 
     /* Through a local buffer: a caller may pass ferry_last_error() itself
@@ -63,14 +129,16 @@ int ferry__error(int err, const char *fmt, ...)
     va_end(ap);
     if (full >= (int)sizeof(sentence))
         end_cleanly(sentence, sizeof(sentence), (size_t)full);
-    memcpy(last_error, sentence, sizeof(last_error));
-    FERRY_LOG_DEBUG("error %d (%s): %s", err, ferry_strerror(err), last_error);
+    if (mine_now != NULL)
+        memcpy(mine_now->text, sentence, sizeof(sentence));
+    FERRY_LOG_DEBUG("error %d (%s): %s", err, ferry_strerror(err), sentence);
     return err;
 }
 
 void ferry__error_clear(void)
 {
-    last_error[0] = '\0';
+    if (mine != NULL)
+        mine->text[0] = '\0';
 }
 
 int ferry__error_from_fi(int fi_err)
