@@ -1,0 +1,458 @@
+/*
+ * ferry.Context: a ferry context, the peers it knows, and the calls that
+ * take no other object (counters, notifications, statistics).
+ */
+#include "pyferry.h"
+
+int pyf_ctx_alive(PyfContext *ctx, const char *what)
+{
+    if (ctx->handle != NULL)
+        return 0;
+    pyf_raise_msg(FERRY_EHANDLE,
+                  "%s: the Context is closed, and everything made from it "
+                  "went with it",
+                  what);
+    return -1;
+}
+
+/* ---- the peer table ------------------------------------------------------ */
+
+PyObject *pyf_peer_lookup(PyfContext *ctx, ferry_peer_t *handle)
+{
+    PyObject *key = PyLong_FromVoidPtr(handle);
+    PyObject *ref = key != NULL ? PyDict_GetItemWithError(ctx->peers, key)
+                                : NULL;
+    PyObject *peer = ref != NULL ? PyWeakref_GetObject(ref) : Py_None;
+
+    Py_XDECREF(key);
+    if (PyErr_Occurred())
+        return NULL;
+    return Py_NewRef(peer != NULL ? peer : Py_None);
+}
+
+PyfPeer *pyf_peer_of(PyfContext *ctx, ferry_peer_t *handle, bool owned)
+{
+    PyObject *known = pyf_peer_lookup(ctx, handle);
+    PyObject *key, *ref;
+    PyfPeer *peer;
+
+    if (known == NULL || known != Py_None)
+        return (PyfPeer *)known;
+    Py_DECREF(known);
+    peer = PyObject_New(PyfPeer, &PyfPeer_Type);
+    if (peer == NULL)
+        return NULL;
+    peer->ctx = (PyfContext *)Py_NewRef(ctx);
+    peer->handle = handle;
+    peer->owned = owned;
+    peer->weakrefs = NULL;
+    key = PyLong_FromVoidPtr(handle);
+    ref = PyWeakref_NewRef((PyObject *)peer, NULL);
+    if (key == NULL || ref == NULL ||
+        PyDict_SetItem(ctx->peers, key, ref) != 0) {
+        peer->handle = NULL; /* not ours to remove on the way out */
+        Py_CLEAR(peer);
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(ref);
+    return peer;
+}
+
+void pyf_peer_forget(PyfContext *ctx, ferry_peer_t *handle)
+{
+    PyObject *key = PyLong_FromVoidPtr(handle);
+
+    if (key == NULL || PyDict_DelItem(ctx->peers, key) != 0)
+        PyErr_Clear();
+    Py_XDECREF(key);
+}
+
+/* ---- construction and closing -------------------------------------------- */
+
+static PyObject *context_new(PyTypeObject *type, PyObject *args,
+                             PyObject *kwargs)
+{
+    PyfContext *self;
+    struct ferry_config cfg;
+    int ret;
+
+    if (PyTuple_GET_SIZE(args) != 0)
+        return PyErr_Format(PyExc_TypeError,
+                            "Context() takes keywords only (the "
+                            "ferry_config fields: provider=..., ...)");
+    self = (PyfContext *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->strings = PyList_New(0);
+    self->peers = PyDict_New();
+    if (self->strings == NULL || self->peers == NULL ||
+        pyf_config_from_kwargs(kwargs, &cfg, self->strings) != 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    PYF_WITHOUT_GIL(self, ret = ferry_context_create(&cfg, &self->handle));
+    if (ret != 0) {
+        pyf_raise(ret, "Context");
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *context_close(PyfContext *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->waiting > 0)
+        return pyf_raise_msg(FERRY_EBUSY,
+                             "Context.close: %d call(s) wait on this context "
+                             "in other threads; let them end first",
+                             self->waiting);
+    if (self->handle != NULL) {
+        ferry_context_t *handle = self->handle;
+        /* Marked closed first: the objects made from it check this. */
+        self->handle = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        ferry_context_destroy(handle);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static void context_dealloc(PyfContext *self)
+{
+    /* Only reached once nothing made from it is left: they hold it. */
+    if (self->handle != NULL)
+        ferry_context_destroy(self->handle);
+    Py_XDECREF(self->strings);
+    Py_XDECREF(self->peers);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *context_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *context_exit(PyfContext *self, PyObject *args)
+{
+    (void)args;
+    return context_close(self, NULL);
+}
+
+/* ---- what the context is -------------------------------------------------- */
+
+static PyObject *context_address(PyfContext *self, PyObject *unused)
+{
+    unsigned char buf[1024];
+    size_t len = sizeof(buf);
+    int ret;
+
+    (void)unused;
+    if (pyf_ctx_alive(self, "Context.address") != 0)
+        return NULL;
+    ret = ferry_context_address(self->handle, buf, &len);
+    if (ret != 0)
+        return pyf_raise(ret, "Context.address");
+    return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
+}
+
+static PyObject *context_info(PyfContext *self, PyObject *unused)
+{
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    int ret;
+
+    (void)unused;
+    if (pyf_ctx_alive(self, "Context.info") != 0)
+        return NULL;
+    if ((ret = ferry_context_info(self->handle, &info)) != 0)
+        return pyf_raise(ret, "Context.info");
+    return Py_BuildValue("{s:s,s:s,s:s,s:I,s:I}", "provider", info.provider,
+                         "fabric", info.fabric, "domain", info.domain,
+                         "rails", info.nrails, "mr_mode", info.mr_mode);
+}
+
+static PyObject *context_stats(PyfContext *self, PyObject *unused)
+{
+    struct ferry_stats st = FERRY_STATS_INIT;
+    PyObject *posted;
+    int ret;
+
+    (void)unused;
+    if (pyf_ctx_alive(self, "Context.stats") != 0)
+        return NULL;
+    if ((ret = ferry_context_stats(self->handle, &st)) != 0)
+        return pyf_raise(ret, "Context.stats");
+    posted = Py_BuildValue("(KKKKKKKK)", st.bytes_posted[0],
+                           st.bytes_posted[1], st.bytes_posted[2],
+                           st.bytes_posted[3], st.bytes_posted[4],
+                           st.bytes_posted[5], st.bytes_posted[6],
+                           st.bytes_posted[7]);
+    if (posted == NULL)
+        return NULL;
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,s:K,s:K,"
+        "s:K}",
+        "rcache_hits", st.rcache_hits, "rcache_misses", st.rcache_misses,
+        "rcache_invalidations", st.rcache_invalidations, "rcache_evictions",
+        st.rcache_evictions, "rcache_entries", st.rcache_entries,
+        "rcache_bytes", st.rcache_bytes, "oneshot_registrations",
+        st.oneshot_registrations, "notifications_received",
+        st.notifications_received, "notifications_unqueued",
+        st.notifications_unqueued, "bytes_posted", posted, "staged_bytes",
+        st.staged_bytes, "staged_chunks", st.staged_chunks,
+        "staged_max_in_flight", st.staged_max_in_flight, "mirror_syncs",
+        st.mirror_syncs, "notifications_in_writes",
+        st.notifications_in_writes, "heartbeats", st.heartbeats,
+        "peers_declared", st.peers_declared);
+}
+
+static PyObject *context_progress(PyfContext *self, PyObject *unused)
+{
+    int ret;
+
+    (void)unused;
+    if (pyf_ctx_alive(self, "Context.progress") != 0)
+        return NULL;
+    ret = ferry_progress(self->handle);
+    if (ret < 0)
+        return pyf_raise(ret, "Context.progress");
+    return PyLong_FromLong(ret);
+}
+
+static PyObject *context_closed(PyfContext *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->handle == NULL);
+}
+
+/* ---- making objects -------------------------------------------------------- */
+
+static PyObject *context_add_peer(PyfContext *self, PyObject *arg)
+{
+    Py_buffer addr;
+    ferry_peer_t *handle = NULL;
+    PyObject *peer;
+    int ret;
+
+    if (pyf_ctx_alive(self, "Context.add_peer") != 0 ||
+        PyObject_GetBuffer(arg, &addr, PyBUF_SIMPLE) != 0)
+        return NULL;
+    ret = ferry_peer_add(self->handle, addr.buf, (size_t)addr.len, &handle);
+    PyBuffer_Release(&addr);
+    if (ret != 0)
+        return pyf_raise(ret, "Context.add_peer");
+    peer = (PyObject *)pyf_peer_of(self, handle, true);
+    if (peer == NULL)
+        ferry_peer_remove(handle);
+    return peer;
+}
+
+static int kind_of(PyObject *kind, int *out)
+{
+    const char *s;
+
+    if (kind == NULL || kind == Py_None) {
+        *out = FERRY_MEM_AUTO;
+        return 0;
+    }
+    s = PyUnicode_Check(kind) ? PyUnicode_AsUTF8(kind) : NULL;
+    if (s != NULL && strcmp(s, "host") == 0)
+        *out = FERRY_MEM_HOST;
+    else if (s != NULL && strcmp(s, "cuda") == 0)
+        *out = FERRY_MEM_CUDA;
+    else {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "register: kind=%R; use \"host\", \"cuda\" or None "
+                      "(from the object)",
+                      kind);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *context_register(PyfContext *self, PyObject *args,
+                                  PyObject *kwargs)
+{
+    static char *names[] = {"obj", "access", "kind", "device", NULL};
+    PyObject *obj, *kind = NULL;
+    unsigned access = FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE;
+    int device = -1, k;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|IOi:register", names,
+                                     &obj, &access, &kind, &device) ||
+        pyf_ctx_alive(self, "Context.register") != 0 || kind_of(kind, &k))
+        return NULL;
+    return pyf_memory_new(self, obj, access, k, device);
+}
+
+static PyObject *context_listen(PyfContext *self, PyObject *args,
+                                PyObject *kwargs)
+{
+    static char *names[] = {"hostport", "token", NULL};
+    const char *hostport, *token = NULL;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z:listen", names,
+                                     &hostport, &token) ||
+        pyf_ctx_alive(self, "Context.listen") != 0)
+        return NULL;
+    return pyf_listen(self, hostport, token);
+}
+
+static PyObject *context_connect(PyfContext *self, PyObject *args,
+                                 PyObject *kwargs)
+{
+    static char *names[] = {"hostport", "token", "timeout", NULL};
+    const char *hostport, *token = NULL;
+    PyObject *timeout = NULL;
+    int ms;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|zO:connect", names,
+                                     &hostport, &token, &timeout) ||
+        pyf_ctx_alive(self, "Context.connect") != 0 ||
+        pyf_timeout_ms(timeout, 10000, "Context.connect", &ms) != 0)
+        return NULL;
+    if (ms == 0)
+        ms = 1;
+    return pyf_connect(self, hostport, token, ms);
+}
+
+static PyObject *context_metadata(PyfContext *self, PyObject *args,
+                                  PyObject *kwargs)
+{
+    static char *names[] = {"name", "url", NULL};
+    const char *name, *url = NULL;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z:metadata", names,
+                                     &name, &url) ||
+        pyf_ctx_alive(self, "Context.metadata") != 0)
+        return NULL;
+    return pyf_meta_open(self, url, name);
+}
+
+/* ---- counters and notifications -------------------------------------------- */
+
+static PyObject *context_counter_get(PyfContext *self, PyObject *arg)
+{
+    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+    uint64_t value;
+    int ret;
+
+    if ((id == (unsigned long long)-1 && PyErr_Occurred()) ||
+        pyf_ctx_alive(self, "Context.counter_get") != 0)
+        return NULL;
+    if ((ret = ferry_counter_get(self->handle, id, &value)) != 0)
+        return pyf_raise(ret, "Context.counter_get");
+    return PyLong_FromUnsignedLongLong(value);
+}
+
+static PyObject *context_counter_wait(PyfContext *self, PyObject *args,
+                                      PyObject *kwargs)
+{
+    static char *names[] = {"id", "expected", "timeout", NULL};
+    unsigned long long id, expected;
+    PyObject *timeout = NULL;
+    int ms, ret;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KK|O:counter_wait", names,
+                                     &id, &expected, &timeout) ||
+        pyf_ctx_alive(self, "Context.counter_wait") != 0 ||
+        pyf_timeout_ms(timeout, -1, "Context.counter_wait", &ms) != 0)
+        return NULL;
+    PYF_WITHOUT_GIL(self,
+                    ret = ferry_counter_wait(self->handle, id, expected, ms));
+    if (ret != 0)
+        return pyf_raise(ret, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *context_counter_reset(PyfContext *self, PyObject *arg)
+{
+    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+    int ret;
+
+    if ((id == (unsigned long long)-1 && PyErr_Occurred()) ||
+        pyf_ctx_alive(self, "Context.counter_reset") != 0)
+        return NULL;
+    if ((ret = ferry_counter_reset(self->handle, id)) != 0)
+        return pyf_raise(ret, "Context.counter_reset");
+    Py_RETURN_NONE;
+}
+
+static PyObject *context_notify_poll(PyfContext *self, PyObject *args,
+                                     PyObject *kwargs)
+{
+    static char *names[] = {"max", NULL};
+    Py_ssize_t max = 64;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:notify_poll", names,
+                                     &max) ||
+        pyf_ctx_alive(self, "Context.notify_poll") != 0)
+        return NULL;
+    if (max < 1 || max > 1 << 20)
+        return pyf_raise_msg(FERRY_EINVAL,
+                             "notify_poll: max=%zd; give 1 to %d", max,
+                             1 << 20);
+    return pyf_notify_poll(self, max);
+}
+
+static PyMethodDef context_methods[] = {
+    {"close", (PyCFunction)context_close, METH_NOARGS,
+     "Destroys the context and every handle made from it (the objects stay "
+     "and raise HandleError)."},
+    {"__enter__", context_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)context_exit, METH_VARARGS, NULL},
+    {"address", (PyCFunction)context_address, METH_NOARGS,
+     "address() -> bytes: the blob a peer passes to add_peer."},
+    {"info", (PyCFunction)context_info, METH_NOARGS,
+     "info() -> dict: provider, fabric, domain, rails, mr_mode."},
+    {"stats", (PyCFunction)context_stats, METH_NOARGS,
+     "stats() -> dict of the context's counters (ferry_context_stats)."},
+    {"progress", (PyCFunction)context_progress, METH_NOARGS,
+     "progress() -> int: completions handled."},
+    {"add_peer", (PyCFunction)context_add_peer, METH_O,
+     "add_peer(address) -> Peer, from another context's address()."},
+    {"register", (PyCFunction)context_register, METH_VARARGS | METH_KEYWORDS,
+     "register(obj, access=REMOTE_READ|REMOTE_WRITE, kind=None, device=-1) "
+     "-> Memory.  obj: a buffer (bytearray, numpy array, memoryview), a "
+     "torch tensor, an object with __cuda_array_interface__ or __dlpack__; "
+     "contiguous.  The Memory keeps obj alive."},
+    {"listen", (PyCFunction)context_listen, METH_VARARGS | METH_KEYWORDS,
+     "listen(hostport, token=None) -> Listener (bootstrap; token None: the "
+     "context's oob_token or FERRY_OOB_TOKEN)."},
+    {"connect", (PyCFunction)context_connect, METH_VARARGS | METH_KEYWORDS,
+     "connect(hostport, token=None, timeout=10.0) -> Connection."},
+    {"metadata", (PyCFunction)context_metadata, METH_VARARGS | METH_KEYWORDS,
+     "metadata(name, url=None) -> Meta: joins the metadata service (etcd://, "
+     "etcds://, bootstrap://; None: config metadata or FERRY_METADATA)."},
+    {"counter_get", (PyCFunction)context_counter_get, METH_O,
+     "counter_get(id) -> int: the sum of notification values for id."},
+    {"counter_wait", (PyCFunction)context_counter_wait,
+     METH_VARARGS | METH_KEYWORDS,
+     "counter_wait(id, expected, timeout=None): waits (without the GIL) "
+     "until the sum for id reaches expected."},
+    {"counter_reset", (PyCFunction)context_counter_reset, METH_O,
+     "counter_reset(id)."},
+    {"notify_poll", (PyCFunction)context_notify_poll,
+     METH_VARARGS | METH_KEYWORDS,
+     "notify_poll(max=64) -> list of Notification, oldest first."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef context_getset[] = {
+    {"closed", (getter)context_closed, NULL, "True once closed.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject PyfContext_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Context",
+    .tp_doc = "Context(**config): a ferry context.  Every field of "
+              "struct ferry_config is a keyword (ferry.CONFIG_FIELDS); the "
+              "others take ferry_config_init's defaults.",
+    .tp_basicsize = sizeof(PyfContext),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = context_new,
+    .tp_dealloc = (destructor)context_dealloc,
+    .tp_methods = context_methods,
+    .tp_getset = context_getset,
+};

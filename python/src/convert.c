@@ -1,0 +1,112 @@
+/*
+ * Python arguments into ferry's: timeouts in seconds, notify=(id, value),
+ * and the checks that an argument is the object a method needs.
+ */
+#include "pyferry.h"
+
+#include <math.h>
+
+int pyf_timeout_ms(PyObject *seconds, int none_ms, const char *what, int *ms)
+{
+    double s;
+
+    if (seconds == NULL || seconds == Py_None) {
+        *ms = none_ms;
+        return 0;
+    }
+    s = PyFloat_AsDouble(seconds);
+    if (s == -1.0 && PyErr_Occurred()) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: timeout must be a number of seconds or None, not "
+                     "%.100s",
+                     what, Py_TYPE(seconds)->tp_name);
+        return -1;
+    }
+    if (!(s >= 0.0) || s > (double)INT32_MAX / 1000.0) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "%s: timeout %R is not a number of seconds between 0 "
+                      "and %d (None: no limit)",
+                      what, seconds, INT32_MAX / 1000);
+        return -1;
+    }
+    /* Rounded up: a wait of 0.0001 s still waits, rather than polls. */
+    *ms = (int)ceil(s * 1000.0);
+    return 0;
+}
+
+static int u64_of(PyObject *o, const char *what, uint64_t *v)
+{
+    unsigned long long x = PyLong_AsUnsignedLongLong(o);
+
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        pyf_raise_msg(FERRY_EINVAL,
+                      "notify: %s %R is not a whole number from 0 to 2**64-1",
+                      what, o);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+int pyf_notify_opts(PyObject *notify, PyObject *timeout,
+                    struct ferry_xfer_opts *opts)
+{
+    *opts = (struct ferry_xfer_opts)FERRY_XFER_OPTS_INIT;
+    /* None: the context's deadline (ferry's 0). */
+    if (pyf_timeout_ms(timeout, 0, "request", &opts->timeout_ms) != 0)
+        return -1;
+    if (timeout != NULL && timeout != Py_None && opts->timeout_ms == 0)
+        opts->timeout_ms = 1; /* 0 s means now, not the default */
+    if (notify == NULL || notify == Py_None)
+        return 0;
+    if (!PyTuple_Check(notify) || PyTuple_GET_SIZE(notify) != 2) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "notify must be a tuple (id, value), not %R", notify);
+        return -1;
+    }
+    opts->flags |= FERRY_XFER_NOTIFY;
+    if (u64_of(PyTuple_GET_ITEM(notify, 0), "id", &opts->notify_id) != 0 ||
+        u64_of(PyTuple_GET_ITEM(notify, 1), "value", &opts->notify_value) != 0)
+        return -1;
+    return 0;
+}
+
+int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem)
+{
+    if (!PyObject_TypeCheck(obj, &PyfMemory_Type)) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "%s must be a ferry.Memory (from Context.register), "
+                      "not %.100s",
+                      what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *mem = (PyfMemory *)obj;
+    if (pyf_ctx_alive((*mem)->ctx, what) != 0)
+        return -1;
+    if ((*mem)->handle == NULL) {
+        pyf_raise_msg(FERRY_EHANDLE, "%s: this Memory was closed", what);
+        return -1;
+    }
+    return 0;
+}
+
+int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem)
+{
+    if (!PyObject_TypeCheck(obj, &PyfRemote_Type)) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "%s must be a ferry.RemoteMemory (from "
+                      "Peer.import_region or a lookup), not %.100s",
+                      what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *rmem = (PyfRemote *)obj;
+    if (pyf_ctx_alive((*rmem)->peer->ctx, what) != 0)
+        return -1;
+    if ((*rmem)->handle == NULL) {
+        pyf_raise_msg(FERRY_EHANDLE, "%s: this RemoteMemory was closed",
+                      what);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,434 @@
+/*
+ * ferry.Blocks (blocks of a region: a segment of a descriptor list) and
+ * ferry.Prepared (a local and a remote list, validated once, posted by
+ * index).  post() hands numpy index arrays to ferry_xfer_post as they
+ * are: no Python loop, no copy, whatever the number of blocks.
+ */
+#include "pyferry.h"
+
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *region; /* Memory or RemoteMemory */
+    Py_ssize_t block_size, count, offset, stride;
+} PyfBlocks;
+
+typedef struct {
+    PyObject_HEAD
+    PyfPeer *peer;
+    PyObject *keep; /* the Blocks of both lists: their regions */
+    ferry_dlist_t *local, *remote;
+    ferry_prep_t *handle; /* NULL once closed */
+} PyfPrepared;
+
+/* ---- Blocks -------------------------------------------------------------------- */
+
+static PyObject *blocks_new(PyTypeObject *type, PyObject *args,
+                            PyObject *kwargs)
+{
+    static char *names[] = {"region", "block_size", "count", "offset",
+                            "stride", NULL};
+    PyObject *region;
+    Py_ssize_t block, count, offset = 0, stride = -1;
+    PyfBlocks *self;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Onn|nn:Blocks", names,
+                                     &region, &block, &count, &offset,
+                                     &stride))
+        return NULL;
+    if (!PyObject_TypeCheck(region, &PyfMemory_Type) &&
+        !PyObject_TypeCheck(region, &PyfRemote_Type))
+        return pyf_raise_msg(FERRY_EINVAL,
+                             "Blocks: region must be a Memory or a "
+                             "RemoteMemory, not %.100s",
+                             Py_TYPE(region)->tp_name);
+    if (block <= 0 || count <= 0 || offset < 0 ||
+        (stride >= 0 && stride < block))
+        return pyf_raise_msg(FERRY_EINVAL,
+                             "Blocks: block_size %zd, count %zd, offset %zd, "
+                             "stride %zd; block_size and count must be "
+                             "positive, offset >= 0, stride >= block_size "
+                             "(default: block_size)",
+                             block, count, offset, stride);
+    self = (PyfBlocks *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->region = Py_NewRef(region);
+    self->block_size = block;
+    self->count = count;
+    self->offset = offset;
+    self->stride = stride >= 0 ? stride : block;
+    return (PyObject *)self;
+}
+
+static void blocks_dealloc(PyfBlocks *self)
+{
+    Py_XDECREF(self->region);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *blocks_repr(PyfBlocks *self)
+{
+    return PyUnicode_FromFormat("ferry.Blocks(%R, block_size=%zd, count=%zd, "
+                                "offset=%zd, stride=%zd)",
+                                self->region, self->block_size, self->count,
+                                self->offset, self->stride);
+}
+
+static PyMemberDef blocks_members[] = {
+    {"region", T_OBJECT, offsetof(PyfBlocks, region), READONLY, NULL},
+    {"block_size", T_PYSSIZET, offsetof(PyfBlocks, block_size), READONLY,
+     NULL},
+    {"count", T_PYSSIZET, offsetof(PyfBlocks, count), READONLY, NULL},
+    {"offset", T_PYSSIZET, offsetof(PyfBlocks, offset), READONLY, NULL},
+    {"stride", T_PYSSIZET, offsetof(PyfBlocks, stride), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject PyfBlocks_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Blocks",
+    .tp_doc = "Blocks(region, block_size, count, offset=0, stride=None): "
+              "count blocks of block_size bytes, stride bytes apart, from "
+              "offset in a Memory or RemoteMemory (a paged KV cache).",
+    .tp_basicsize = sizeof(PyfBlocks),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = blocks_new,
+    .tp_dealloc = (destructor)blocks_dealloc,
+    .tp_repr = (reprfunc)blocks_repr,
+    .tp_members = blocks_members,
+};
+
+/* ---- preparing -------------------------------------------------------------------- */
+
+static int add_blocks(ferry_dlist_t *dl, bool local, PyObject *b,
+                      const char *side)
+{
+    struct ferry_dlist_segment seg = {0};
+    PyfBlocks *blocks = (PyfBlocks *)b;
+    char what[64];
+    int ret;
+
+    snprintf(what, sizeof(what), "prepare: %s blocks", side);
+    if (!PyObject_TypeCheck(b, &PyfBlocks_Type)) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "%s must be ferry.Blocks (or a list of them), not "
+                      "%.100s",
+                      what, Py_TYPE(b)->tp_name);
+        return -1;
+    }
+    if (local) {
+        PyfMemory *mem;
+        if (pyf_check_memory(blocks->region, what, &mem) != 0)
+            return -1;
+        seg.mem = mem->handle;
+    } else {
+        PyfRemote *rmem;
+        if (pyf_check_remote(blocks->region, what, &rmem) != 0)
+            return -1;
+        seg.rmem = rmem->handle;
+    }
+    seg.offset = (uint64_t)blocks->offset;
+    seg.block_size = (size_t)blocks->block_size;
+    seg.count = (size_t)blocks->count;
+    seg.stride = (size_t)blocks->stride;
+    if ((ret = ferry_dlist_add(dl, &seg, NULL)) != 0) {
+        pyf_raise(ret, what);
+        return -1;
+    }
+    return 0;
+}
+
+/* One list from a Blocks or a list of them; appends them to keep. */
+static int make_list(PyfContext *ctx, bool local, PyObject *spec,
+                     PyObject *keep, ferry_dlist_t **dl)
+{
+    const char *side = local ? "local" : "remote";
+    PyObject *seq;
+    int ret;
+
+    if ((ret = ferry_dlist_create(ctx->handle,
+                                  local ? FERRY_DLIST_LOCAL
+                                        : FERRY_DLIST_REMOTE,
+                                  side, dl)) != 0) {
+        pyf_raise(ret, "prepare");
+        return -1;
+    }
+    seq = PyObject_TypeCheck(spec, &PyfBlocks_Type)
+              ? PyTuple_Pack(1, spec)
+              : PySequence_Fast(spec, "prepare: give ferry.Blocks or a list "
+                                      "of them");
+    if (seq == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(seq, i);
+        if (add_blocks(*dl, local, b, side) != 0 ||
+            PyList_Append(keep, b) != 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static void prepared_free_handles(PyfPrepared *self)
+{
+    if (self->peer->ctx->handle != NULL) {
+        ferry_xfer_release(self->handle);
+        ferry_dlist_destroy(self->local);
+        ferry_dlist_destroy(self->remote);
+    }
+    self->handle = NULL;
+    self->local = self->remote = NULL;
+}
+
+PyObject *pyf_prepare(PyfPeer *peer, int op, PyObject *local,
+                      PyObject *remote)
+{
+    PyfPrepared *self = PyObject_New(PyfPrepared, &PyfPrepared_Type);
+    int ret;
+
+    if (self == NULL)
+        return NULL;
+    self->peer = (PyfPeer *)Py_NewRef(peer);
+    self->local = self->remote = NULL;
+    self->handle = NULL;
+    self->keep = PyList_New(0);
+    if (self->keep == NULL ||
+        make_list(peer->ctx, true, local, self->keep, &self->local) != 0 ||
+        make_list(peer->ctx, false, remote, self->keep, &self->remote) != 0)
+        goto fail;
+    ret = ferry_xfer_prepare(peer->handle, (enum ferry_op)op, self->local,
+                             self->remote, &self->handle);
+    if (ret != 0) {
+        pyf_raise(ret, "prepare");
+        goto fail;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* ---- posting ---------------------------------------------------------------------- */
+
+/* Indices as ferry wants them: a uint32 buffer as it is, or a sequence of
+ * ints copied into tmp. */
+struct indices {
+    Py_buffer view;
+    bool has_view;
+    uint32_t *tmp;
+    const uint32_t *idx;
+    size_t n;
+};
+
+static bool is_uint32_format(const Py_buffer *v)
+{
+    const char *f = v->format != NULL ? v->format : "B";
+
+    if (v->itemsize != 4)
+        return false;
+    if (f[0] == '@' || f[0] == '=' ||
+        (f[0] == '<' && PY_LITTLE_ENDIAN) || (f[0] == '>' && PY_BIG_ENDIAN))
+        f++;
+    return strcmp(f, "I") == 0 || (strcmp(f, "L") == 0 && sizeof(long) == 4);
+}
+
+static int indices_from_sequence(PyObject *obj, const char *what,
+                                 struct indices *ix)
+{
+    PyObject *seq = PySequence_Fast(obj, "");
+    Py_ssize_t n;
+
+    if (seq == NULL) {
+        PyErr_Clear();
+        pyf_raise_msg(FERRY_EINVAL,
+                      "post: %s is a %.100s; give a numpy array of dtype "
+                      "uint32 (or a list of ints)",
+                      what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    n = PySequence_Fast_GET_SIZE(seq);
+    ix->tmp = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
+    if (ix->tmp == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long v =
+            PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, i));
+        if ((v == (unsigned long)-1 && PyErr_Occurred()) || v > UINT32_MAX) {
+            PyErr_Clear();
+            Py_DECREF(seq);
+            pyf_raise_msg(FERRY_EINVAL,
+                          "post: %s[%zd] is not an index from 0 to 2**32-1",
+                          what, i);
+            return -1;
+        }
+        ix->tmp[i] = (uint32_t)v;
+    }
+    Py_DECREF(seq);
+    ix->idx = ix->tmp;
+    ix->n = (size_t)n;
+    return 0;
+}
+
+static int indices_get(PyObject *obj, const char *what, struct indices *ix)
+{
+    memset(ix, 0, sizeof(*ix));
+    if (!PyObject_CheckBuffer(obj))
+        return indices_from_sequence(obj, what, ix);
+    if (PyObject_GetBuffer(obj, &ix->view,
+                           PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+        PyErr_Clear();
+        pyf_raise_msg(FERRY_EINVAL,
+                      "post: %s is not contiguous; give a contiguous uint32 "
+                      "array (np.ascontiguousarray(idx, dtype=np.uint32))",
+                      what);
+        return -1;
+    }
+    ix->has_view = true;
+    if (ix->view.ndim > 1 || !is_uint32_format(&ix->view)) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "post: %s has item format '%s' (%zd bytes) and %d "
+                      "dimension(s); indices are one dimension of uint32: "
+                      "np.asarray(idx, dtype=np.uint32)",
+                      what, ix->view.format ? ix->view.format : "B",
+                      ix->view.itemsize, ix->view.ndim);
+        return -1;
+    }
+    ix->idx = ix->view.buf;
+    ix->n = (size_t)(ix->view.len / 4);
+    return 0;
+}
+
+static void indices_release(struct indices *ix)
+{
+    if (ix->has_view)
+        PyBuffer_Release(&ix->view);
+    PyMem_Free(ix->tmp);
+}
+
+static int prepared_alive(PyfPrepared *self, const char *what)
+{
+    if (pyf_ctx_alive(self->peer->ctx, what) != 0)
+        return -1;
+    if (self->handle != NULL)
+        return 0;
+    pyf_raise_msg(FERRY_EHANDLE, "%s: this Prepared was closed", what);
+    return -1;
+}
+
+static PyObject *prepared_post(PyfPrepared *self, PyObject *args,
+                               PyObject *kwargs)
+{
+    static char *names[] = {"local_idx", "remote_idx", "notify", "timeout",
+                            NULL};
+    PyObject *lobj, *robj, *notify = NULL, *timeout = NULL;
+    struct ferry_xfer_opts opts;
+    struct indices li, ri;
+    ferry_req_t *req = NULL;
+    int ret = -1;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OO:post", names, &lobj,
+                                     &robj, &notify, &timeout) ||
+        prepared_alive(self, "Prepared.post") != 0 ||
+        pyf_notify_opts(notify, timeout, &opts) != 0)
+        return NULL;
+    if (indices_get(lobj, "local_idx", &li) != 0)
+        goto out_local;
+    if (indices_get(robj, "remote_idx", &ri) != 0)
+        goto out;
+    if (li.n != ri.n) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "post: local_idx has %zu indices and remote_idx %zu; "
+                      "block local_idx[i] moves to remote_idx[i]",
+                      li.n, ri.n);
+        goto out_both;
+    }
+    ret = ferry_xfer_post(self->handle, li.idx, ri.idx, li.n, &opts, &req);
+    if (ret != 0)
+        pyf_raise(ret, "Prepared.post");
+out_both:
+    indices_release(&ri);
+out:
+    indices_release(&li);
+out_local:
+    if (ret != 0)
+        return NULL;
+    /* ferry copied the indices; the request holds the lists' regions. */
+    return pyf_request_new(self->peer->ctx, req,
+                           PyTuple_Pack(1, (PyObject *)self));
+}
+
+static PyObject *prepared_close(PyfPrepared *self, PyObject *unused)
+{
+    int ret;
+
+    (void)unused;
+    if (self->handle != NULL && self->peer->ctx->handle != NULL &&
+        (ret = ferry_xfer_release(self->handle)) != 0)
+        return pyf_raise(ret, "Prepared.close");
+    self->handle = NULL;
+    prepared_free_handles(self);
+    Py_RETURN_NONE;
+}
+
+static void prepared_dealloc(PyfPrepared *self)
+{
+    /* Requests hold their Prepared: none is in flight here. */
+    prepared_free_handles(self);
+    Py_XDECREF(self->keep);
+    Py_DECREF(self->peer);
+    PyObject_Free(self);
+}
+
+static PyObject *prepared_count(PyfPrepared *self, ferry_dlist_t *dl)
+{
+    if (prepared_alive(self, "Prepared") != 0)
+        return NULL;
+    return PyLong_FromSize_t(ferry_dlist_count(dl));
+}
+
+static PyObject *prepared_local_count(PyfPrepared *self, void *unused)
+{
+    (void)unused;
+    return prepared_count(self, self->local);
+}
+
+static PyObject *prepared_remote_count(PyfPrepared *self, void *unused)
+{
+    (void)unused;
+    return prepared_count(self, self->remote);
+}
+
+static PyMethodDef prepared_methods[] = {
+    {"post", (PyCFunction)prepared_post, METH_VARARGS | METH_KEYWORDS,
+     "post(local_idx, remote_idx, notify=None, timeout=None) -> Request: "
+     "moves block local_idx[i] <-> remote_idx[i] for every i, as one "
+     "request.  Indices: uint32 numpy arrays (or lists of ints)."},
+    {"close", (PyCFunction)prepared_close, METH_NOARGS,
+     "close(): releases the lists (BusyError while requests run)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef prepared_getset[] = {
+    {"local_count", (getter)prepared_local_count, NULL,
+     "Blocks in the local list.", NULL},
+    {"remote_count", (getter)prepared_remote_count, NULL,
+     "Blocks in the remote list.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject PyfPrepared_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Prepared",
+    .tp_doc = "Descriptor lists validated once (Peer.prepare); post by "
+              "index.",
+    .tp_basicsize = sizeof(PyfPrepared),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)prepared_dealloc,
+    .tp_methods = prepared_methods,
+    .tp_getset = prepared_getset,
+};

@@ -1,0 +1,158 @@
+/*
+ * The ferry Python module (ferry._ferry): the objects and the helpers its
+ * files share.  Each Python object wraps one ferry handle and holds a
+ * strong reference to what the handle depends on -- a Memory to its
+ * Context and the object whose memory it registered, a RemoteMemory to
+ * its Peer, a Request to everything its operations touch -- so Python's
+ * collector can free them in any order.
+ *
+ * Context.close() destroys the C context, and with it every handle made
+ * from it; the objects stay, and any call on them raises HandleError.
+ * Every method therefore checks its context (pyf_ctx_alive) before it
+ * touches a handle.
+ */
+#ifndef PYFERRY_H
+#define PYFERRY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <ferry.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    PyObject_HEAD
+    ferry_context_t *handle; /* NULL once closed */
+    PyObject *strings;       /* bytes objects the config points into */
+    PyObject *peers;         /* {handle address: weakref to its Peer} */
+    int waiting;             /* calls running without the GIL */
+} PyfContext;
+
+typedef struct {
+    PyObject_HEAD
+    PyfContext *ctx;
+    ferry_peer_t *handle; /* NULL once closed */
+    bool owned;           /* ours to remove (add_peer), else the context's */
+    PyObject *weakrefs;
+} PyfPeer;
+
+/* Where registered memory lives and what keeps it alive. */
+struct pyf_target {
+    void *addr;
+    size_t len;
+    enum ferry_mem_kind kind;
+    int device;        /* CUDA ordinal, -1: the pointer's */
+    bool readonly;
+    bool has_view;     /* view holds a buffer-protocol export */
+    Py_buffer view;
+    PyObject *owner;   /* the tensor, array interface or DLPack capsule */
+    void (*release)(struct pyf_target *t); /* frees a DLPack tensor */
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyfContext *ctx;
+    ferry_mem_t *handle; /* NULL once closed */
+    PyObject *obj;       /* what was registered, as given */
+    struct pyf_target target;
+    unsigned access;
+} PyfMemory;
+
+typedef struct {
+    PyObject_HEAD
+    PyfPeer *peer;
+    ferry_rmem_t *handle; /* NULL once closed */
+} PyfRemote;
+
+typedef struct {
+    PyObject_HEAD
+    PyfContext *ctx;
+    ferry_req_t *handle;
+    PyObject *keep;   /* what the operations touch, until the request goes */
+    int result;       /* FERRY_EINPROGRESS until it ends */
+    int waiting;      /* threads in wait(): close() refuses meanwhile */
+    PyObject *why;    /* the sentence it ended with (str), or NULL */
+} PyfRequest;
+
+extern PyTypeObject PyfContext_Type, PyfPeer_Type, PyfMemory_Type,
+    PyfRemote_Type, PyfRequest_Type, PyfBlocks_Type, PyfPrepared_Type,
+    PyfListener_Type, PyfConnection_Type, PyfMeta_Type, PyfDevice_Type;
+
+/* ---- errors (errors.c) --------------------------------------------------- */
+
+int pyf_errors_init(PyObject *module);
+/* Raises the exception of ferry code err with ferry_last_error()'s
+ * sentence (call it right after the failing call, in the same thread),
+ * prefixed by what (may be NULL).  Returns NULL. */
+PyObject *pyf_raise(int err, const char *what);
+/* Raises the exception of ferry code err with this sentence.  NULL. */
+PyObject *pyf_raise_msg(int err, const char *fmt, ...);
+/* The exception class of a ferry code (borrowed). */
+PyObject *pyf_error_class(int err);
+
+/* ---- lifetimes (context.c) ------------------------------------------------ */
+
+/* 0 when ctx is open, else -1 with HandleError naming `what`. */
+int pyf_ctx_alive(PyfContext *ctx, const char *what);
+/* The Peer object of a handle: the live one if there is one, else a new
+ * one (owned says whether Peer.close may remove the handle). */
+PyfPeer *pyf_peer_of(PyfContext *ctx, ferry_peer_t *handle, bool owned);
+/* The Peer object of a handle only if one is alive (new reference), else
+ * None. */
+PyObject *pyf_peer_lookup(PyfContext *ctx, ferry_peer_t *handle);
+void pyf_peer_forget(PyfContext *ctx, ferry_peer_t *handle);
+
+/*
+ * Runs `stmt` without the GIL.  While it runs, Context.close() refuses to
+ * destroy the context under it (ctx->waiting); the objects the statement
+ * uses are held by the caller's arguments.
+ */
+#define PYF_WITHOUT_GIL(ctx, stmt)                                            \
+    do {                                                                      \
+        (ctx)->waiting++;                                                     \
+        Py_BEGIN_ALLOW_THREADS                                                \
+        stmt;                                                                 \
+        Py_END_ALLOW_THREADS                                                  \
+        (ctx)->waiting--;                                                     \
+    } while (0)
+
+/* ---- conversions (convert.c) ------------------------------------------- */
+
+/* Seconds (float, int or None) to milliseconds: None gives none_ms. */
+int pyf_timeout_ms(PyObject *seconds, int none_ms, const char *what, int *ms);
+/* A notify=(id, value) argument into opts (None: no notification). */
+int pyf_notify_opts(PyObject *notify, PyObject *timeout,
+                    struct ferry_xfer_opts *opts);
+/* Name arguments of the bootstrap and metadata calls. */
+int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem);
+int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem);
+
+/* ---- the objects ------------------------------------------------------------ */
+
+/* Resolves obj into memory to register (target.c): buffer protocol, torch
+ * tensors, __cuda_array_interface__, DLPack.  writable: the memory will be
+ * written (remote writes).  0, or -1 with the exception set. */
+int pyf_target_get(PyObject *obj, bool writable, struct pyf_target *t);
+void pyf_target_release(struct pyf_target *t);
+
+PyObject *pyf_memory_new(PyfContext *ctx, PyObject *obj, unsigned access,
+                         int kind, int device);
+PyObject *pyf_remote_new(PyfPeer *peer, ferry_rmem_t *handle);
+/* A Request over handle; keep holds what it touches (stolen). */
+PyObject *pyf_request_new(PyfContext *ctx, ferry_req_t *handle,
+                          PyObject *keep);
+PyObject *pyf_prepare(PyfPeer *peer, int op, PyObject *local,
+                      PyObject *remote);
+PyObject *pyf_listen(PyfContext *ctx, const char *hostport,
+                     const char *token);
+PyObject *pyf_connect(PyfContext *ctx, const char *hostport,
+                      const char *token, int timeout_ms);
+PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name);
+int pyf_notification_init(PyObject *module);
+PyObject *pyf_notify_poll(PyfContext *ctx, Py_ssize_t max);
+int pyf_config_from_kwargs(PyObject *kwargs, struct ferry_config *cfg,
+                           PyObject *strings);
+PyObject *pyf_config_fields(void);
+
+#endif /* PYFERRY_H */

@@ -1,0 +1,203 @@
+/*
+ * ferry.Request: a transfer under way.  wait() releases the GIL; `await
+ * req` polls it from the event loop (ferry._aio), without a thread.
+ * Once it has ended, its result and sentence are kept, so every later
+ * wait() or test() says the same.
+ */
+#include "pyferry.h"
+
+PyObject *pyf_request_new(PyfContext *ctx, ferry_req_t *handle,
+                          PyObject *keep)
+{
+    PyfRequest *r;
+
+    if (keep == NULL) {
+        ferry_req_free(handle);
+        return NULL;
+    }
+    r = PyObject_New(PyfRequest, &PyfRequest_Type);
+    if (r == NULL) {
+        ferry_req_free(handle);
+        Py_DECREF(keep);
+        return NULL;
+    }
+    r->ctx = (PyfContext *)Py_NewRef(ctx);
+    r->handle = handle;
+    r->keep = keep;
+    r->result = FERRY_EINPROGRESS;
+    r->why = NULL;
+    r->waiting = 0;
+    return (PyObject *)r;
+}
+
+/* Keeps the end of the request (call right after ferry_req_*, in the
+ * calling thread, for ferry_last_error). */
+static void note_result(PyfRequest *self, int ret)
+{
+    if (ret == FERRY_EINPROGRESS || self->result != FERRY_EINPROGRESS)
+        return;
+    self->result = ret;
+    if (ret != 0)
+        self->why = PyUnicode_FromString(ferry_last_error());
+    PyErr_Clear();
+}
+
+static PyObject *ended(PyfRequest *self)
+{
+    if (self->result == 0)
+        Py_RETURN_TRUE;
+    return pyf_raise_msg(self->result, "%S",
+                         self->why ? self->why : Py_None);
+}
+
+/* 0 when the request can be driven; else the exception is set. */
+static int request_alive(PyfRequest *self, const char *what)
+{
+    if (self->result != FERRY_EINPROGRESS)
+        return 0;
+    if (pyf_ctx_alive(self->ctx, what) != 0)
+        return -1;
+    if (self->handle != NULL)
+        return 0;
+    pyf_raise_msg(FERRY_EHANDLE, "%s: this Request was closed", what);
+    return -1;
+}
+
+static PyObject *request_wait(PyfRequest *self, PyObject *args,
+                              PyObject *kwargs)
+{
+    static char *names[] = {"timeout", NULL};
+    PyObject *timeout = NULL;
+    int ms, ret;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", names,
+                                     &timeout) ||
+        request_alive(self, "Request.wait") != 0 ||
+        pyf_timeout_ms(timeout, -1, "Request.wait", &ms) != 0)
+        return NULL;
+    if (self->result == FERRY_EINPROGRESS) {
+        self->waiting++;
+        PYF_WITHOUT_GIL(self->ctx, ret = ferry_req_wait(self->handle, ms));
+        self->waiting--;
+        if (ret == FERRY_EINPROGRESS)
+            return pyf_raise_msg(FERRY_ETIMEDOUT,
+                                 "Request.wait: still in progress after %d "
+                                 "ms (the request goes on)",
+                                 ms);
+        note_result(self, ret);
+    }
+    if (ended(self) == NULL)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *request_test(PyfRequest *self, PyObject *unused)
+{
+    (void)unused;
+    if (request_alive(self, "Request.test") != 0)
+        return NULL;
+    if (self->result == FERRY_EINPROGRESS) {
+        int ret = ferry_req_test(self->handle);
+        if (ret == FERRY_EINPROGRESS)
+            Py_RETURN_FALSE;
+        note_result(self, ret);
+    }
+    return ended(self);
+}
+
+static PyObject *request_cancel(PyfRequest *self, PyObject *unused)
+{
+    (void)unused;
+    if (request_alive(self, "Request.cancel") != 0)
+        return NULL;
+    if (self->result == FERRY_EINPROGRESS)
+        ferry_req_cancel(self->handle);
+    Py_RETURN_NONE;
+}
+
+static void request_free_handle(PyfRequest *self)
+{
+    if (self->handle != NULL && self->ctx->handle != NULL)
+        ferry_req_free(self->handle);
+    self->handle = NULL;
+}
+
+static PyObject *request_close(PyfRequest *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->waiting > 0)
+        return pyf_raise_msg(FERRY_EBUSY,
+                             "Request.close: another thread waits on it");
+    request_free_handle(self);
+    Py_RETURN_NONE;
+}
+
+static void request_dealloc(PyfRequest *self)
+{
+    /* Cancels it if it has not ended; the provider's operations keep
+     * their registrations until they come back (ferry_req_free). */
+    request_free_handle(self);
+    Py_XDECREF(self->keep);
+    Py_XDECREF(self->why);
+    Py_DECREF(self->ctx);
+    PyObject_Free(self);
+}
+
+static PyObject *request_done(PyfRequest *self, void *unused)
+{
+    (void)unused;
+    if (self->result == FERRY_EINPROGRESS && self->handle != NULL &&
+        self->ctx->handle != NULL)
+        note_result(self, ferry_req_test(self->handle));
+    return PyBool_FromLong(self->result != FERRY_EINPROGRESS);
+}
+
+static PyObject *request_await(PyfRequest *self)
+{
+    PyObject *aio = PyImport_ImportModule("ferry._aio");
+    PyObject *coro, *it;
+
+    if (aio == NULL)
+        return NULL;
+    coro = PyObject_CallMethod(aio, "wait", "O", self);
+    Py_DECREF(aio);
+    if (coro == NULL)
+        return NULL;
+    it = PyObject_CallMethod(coro, "__await__", NULL);
+    Py_DECREF(coro);
+    return it;
+}
+
+static PyMethodDef request_methods[] = {
+    {"wait", (PyCFunction)request_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait(timeout=None): until the request ends (the GIL released).  "
+     "Raises its error (TimeoutError, PeerDeadError...), or TimeoutError "
+     "when this wait's timeout passes first (the request goes on)."},
+    {"test", (PyCFunction)request_test, METH_NOARGS,
+     "test() -> bool: True once done; raises its error if it failed."},
+    {"cancel", (PyCFunction)request_cancel, METH_NOARGS,
+     "cancel(): ends it with CanceledError unless it has ended."},
+    {"close", (PyCFunction)request_close, METH_NOARGS,
+     "close(): frees it, cancelling it if it has not ended."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef request_getset[] = {
+    {"done", (getter)request_done, NULL, "True once it has ended.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyAsyncMethods request_async = {
+    .am_await = (unaryfunc)request_await,
+};
+
+PyTypeObject PyfRequest_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Request",
+    .tp_doc = "A transfer under way: wait(), test(), cancel(), `await req`.",
+    .tp_basicsize = sizeof(PyfRequest),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)request_dealloc,
+    .tp_methods = request_methods,
+    .tp_getset = request_getset,
+    .tp_as_async = &request_async,
+};
