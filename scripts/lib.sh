@@ -10,6 +10,7 @@ packages=(
 	check libsubunit-dev iproute2 libmimalloc-dev libmimalloc2.0
 	openmpi-bin libopenmpi-dev
 	etcd-server etcd-client openssl libcurl4-openssl-dev libjson-c-dev nettle-dev
+	python3-dev python3-setuptools python3-pip python3-numpy python3-torch python3-pytest
 )
 
 log() { printf '\n=== %s\n' "$*"; }

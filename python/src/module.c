@@ -107,6 +107,9 @@ static int add_constants(PyObject *m)
            PyModule_AddObject(m, "CONFIG_FIELDS", pyf_config_fields());
 }
 
+/* The one symbol the module exports (declared here for -Wmissing-prototypes). */
+PyMODINIT_FUNC PyInit__ferry(void);
+
 PyMODINIT_FUNC PyInit__ferry(void)
 {
     PyObject *m = PyModule_Create(&module_def);

@@ -1,0 +1,44 @@
+#!/bin/sh
+# The Python module's test suite: builds python/ in the build tree
+# (python-build/, never in the source tree, which distcheck makes
+# read-only) against this build's libferry, with the build's warning and
+# sanitizer flags, then runs its pytest suite.  Run by make check when
+# configure found a Python that can (--with-python).
+set -eu
+
+srcdir=${abs_top_srcdir:?run by make check}
+builddir=${abs_top_builddir:?run by make check}
+PYTHON=${PYTHON:?run by make check}
+out=$builddir/python-build
+libs=$builddir/lib/.libs
+
+if ! test -e "$libs/libferry.so"; then
+	echo "SKIP: $libs/libferry.so not found: the module needs the shared library (--disable-shared?)"
+	exit 77
+fi
+flags=${FERRY_TEST_CFLAGS:-}
+case $flags in
+*-fsanitize=thread*)
+	echo "SKIP: ThreadSanitizer cannot be loaded into an uninstrumented $PYTHON after it started; the plain and ASan builds run this suite"
+	exit 77 ;;
+*-fsanitize=address*)
+	# The interpreter is not instrumented: ASan's runtime must come first,
+	# and the interpreter's own leaks at exit are not ferry's.
+	LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	export LD_PRELOAD ASAN_OPTIONS ;;
+esac
+
+rm -rf "$out"
+mkdir -p "$out"
+echo "building the module in $out against $libs"
+(cd "$srcdir/python" &&
+	FERRY_INCLUDE_DIR=$srcdir/include FERRY_LIB_DIR=$libs FERRY_PY_CFLAGS=$flags \
+	PYTHONDONTWRITEBYTECODE=1 "$PYTHON" setup.py -q build \
+		--build-base "$out/tmp" --build-lib "$out/lib" 2>&1 |
+	grep -v -e 'Deprecat' -e '^ *\*\*\*' -e 'setup.py install' -e 'standards-based' -e 'pypa' -e 'See https' -e '^ *$' -e 'warnings.warn' -e '^ *!!' -e 'byte-compiling is disabled' || true)
+test -e "$out"/lib/ferry/_ferry*.so || { echo "FAIL: the module did not build"; exit 1; }
+
+cd "$out"
+PYTHONPATH=$out/lib PYTHONDONTWRITEBYTECODE=1 exec "$PYTHON" -m pytest \
+	-p no:cacheprovider -q -rs --rootdir "$out" "$srcdir/python/tests"
