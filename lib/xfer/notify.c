@@ -419,7 +419,8 @@ void ferry__notify_data_received(struct ferry__xfer *x,
 void ferry__notify_received(struct ferry__xfer *x, struct ferry__rail *rail,
                             struct ferry__recv *rv, size_t len)
 {
-    struct ferry_notification n;
+    /* Zeroed: kind DATA, no peer (only id and value come on the wire). */
+    struct ferry_notification n = {.kind = FERRY_NOTIFICATION_DATA};
     uint64_t head = get64(rv->buf);
     uint32_t kind = (uint32_t)(head >> 32);
     int ret;

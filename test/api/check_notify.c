@@ -39,6 +39,18 @@ static void assert_quiet(ferry_context_t *ctx, int ms, const char *what)
     }
 }
 
+/* A data notification says so and names no peer, however it came (the
+ * message path once left both as stack garbage). */
+static void assert_data(const struct ferry_notification *n, const char *prov)
+{
+    ck_assert_msg(n->kind == FERRY_NOTIFICATION_DATA,
+                  "%s: notification {%llu, %llu} has kind %d, not DATA", prov,
+                  (unsigned long long)n->id, (unsigned long long)n->value,
+                  (int)n->kind);
+    ck_assert_msg(n->peer == NULL, "%s: a data notification names peer %p",
+                  prov, (void *)n->peer);
+}
+
 /* ---- riding on the write ------------------------------------------------ */
 
 /* Notifications the initiator sent inside writes' remote CQ data. */
@@ -85,6 +97,7 @@ START_TEST(test_notification_rides_on_write)
                       "landed when the notification was seen", prov, c, bad);
         ck_assert_uint_eq(n[0].id, cases[c].id);
         ck_assert_uint_eq(n[0].value, cases[c].value);
+        assert_data(&n[0], prov);
         ck_assert_msg(in_writes(x.p.init) - before == cases[c].rides,
                       "%s: {%#llx, %#llx} should %s", prov,
                       (unsigned long long)cases[c].id,
@@ -97,6 +110,7 @@ START_TEST(test_notification_rides_on_write)
     ck_assert_int_eq(poll_some(x.p.target, n, 2, prov), 1);
     ck_assert_uint_eq(n[0].id, 5);
     ck_assert_uint_eq(n[0].value, 6);
+    assert_data(&n[0], prov);
     ck_assert_uint_eq(in_writes(x.p.target), 0);
     tu_fx_close(&x);
 }
