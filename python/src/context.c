@@ -67,6 +67,47 @@ void pyf_peer_forget(PyfContext *ctx, ferry_peer_t *handle)
     Py_XDECREF(key);
 }
 
+/* ---- dependents ---------------------------------------------------------- */
+
+void pyf_dependent_link(PyfContext *ctx, struct pyf_dependent *d,
+                        PyObject *owner, void (*close)(PyObject *owner))
+{
+    struct pyf_dependent *head = &ctx->dependents;
+
+    d->owner = owner;
+    d->close = close;
+    d->prev = head->prev;
+    d->next = head;
+    head->prev->next = d;
+    head->prev = d;
+}
+
+void pyf_dependent_unlink(struct pyf_dependent *d)
+{
+    if (d->next == NULL || d->next == d)
+        return;
+    d->prev->next = d->next;
+    d->next->prev = d->prev;
+    d->prev = d->next = d;
+}
+
+/* Closes every dependent's handle.  One at a time, each unlinked first
+ * and held meanwhile: a close may release the GIL (ferry_meta_close), and
+ * other threads may then drop or close the others. */
+static void close_dependents(PyfContext *self)
+{
+    struct pyf_dependent *head = &self->dependents;
+
+    while (head->next != head) {
+        struct pyf_dependent *d = head->next;
+        PyObject *owner = Py_NewRef(d->owner);
+
+        pyf_dependent_unlink(d);
+        d->close(owner);
+        Py_DECREF(owner);
+    }
+}
+
 /* ---- construction and closing -------------------------------------------- */
 
 static PyObject *context_new(PyTypeObject *type, PyObject *args,
@@ -83,6 +124,7 @@ static PyObject *context_new(PyTypeObject *type, PyObject *args,
     self = (PyfContext *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->dependents.prev = self->dependents.next = &self->dependents;
     self->strings = PyList_New(0);
     self->peers = PyDict_New();
     if (self->strings == NULL || self->peers == NULL ||
@@ -111,6 +153,7 @@ static PyObject *context_close(PyfContext *self, PyObject *unused)
         ferry_context_t *handle = self->handle;
         /* Marked closed first: the objects made from it check this. */
         self->handle = NULL;
+        close_dependents(self);
         Py_BEGIN_ALLOW_THREADS
         ferry_context_destroy(handle);
         Py_END_ALLOW_THREADS

@@ -27,6 +27,7 @@ PyObject *pyf_memory_new(PyfContext *ctx, PyObject *obj, unsigned access,
     mem->handle = NULL;
     mem->obj = Py_NewRef(obj);
     mem->access = access;
+    mem->weakrefs = NULL;
     memset(&mem->target, 0, sizeof(mem->target));
     PyObject_GC_Track(mem);
     if (pyf_target_get(obj, access & FERRY_ACCESS_REMOTE_WRITE,
@@ -110,6 +111,11 @@ static int memory_traverse(PyfMemory *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->obj);
     Py_VISIT(self->target.owner);
+    /* The buffer export holds the object too: unvisited, that reference
+     * looked external, and a buffer in a cycle with its Memory (an array
+     * that keeps its own registration) was never collected. */
+    if (self->target.has_view)
+        Py_VISIT(self->target.view.obj);
     Py_VISIT(self->ctx);
     return 0;
 }
@@ -117,6 +123,8 @@ static int memory_traverse(PyfMemory *self, visitproc visit, void *arg)
 static void memory_dealloc(PyfMemory *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     memory_clear(self);
     if (self->handle == NULL) {
         Py_CLEAR(self->ctx);
@@ -233,6 +241,7 @@ PyTypeObject PyfMemory_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Memory",
     .tp_doc = "Registered memory (Context.register); holds the object.",
     .tp_basicsize = sizeof(PyfMemory),
+    .tp_weaklistoffset = offsetof(PyfMemory, weakrefs),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_dealloc = (destructor)memory_dealloc,
     .tp_traverse = (traverseproc)memory_traverse,

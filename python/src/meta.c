@@ -9,7 +9,23 @@ typedef struct {
     PyfContext *ctx;
     ferry_meta_t *handle; /* NULL once closed */
     PyObject *published;  /* {region: Memory} */
+    int busy;             /* calls running without the GIL */
+    struct pyf_dependent dep;
 } PyfMeta;
+
+/* Closes the handle (the dependent's close; see pyferry.h). */
+static void meta_close_handle(PyObject *obj)
+{
+    PyfMeta *self = (PyfMeta *)obj;
+    ferry_meta_t *handle = self->handle;
+
+    self->handle = NULL;
+    if (handle != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        ferry_meta_close(handle);
+        Py_END_ALLOW_THREADS
+    }
+}
 
 PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name)
 {
@@ -20,6 +36,8 @@ PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name)
         return NULL;
     m->ctx = (PyfContext *)Py_NewRef(ctx);
     m->handle = NULL;
+    m->busy = 0;
+    pyf_dependent_link(ctx, &m->dep, (PyObject *)m, meta_close_handle);
     m->published = PyDict_New();
     if (m->published == NULL) {
         Py_DECREF(m);
@@ -56,8 +74,9 @@ static PyObject *meta_publish(PyfMeta *self, PyObject *args)
         meta_alive(self, "Meta.publish") != 0 ||
         pyf_check_memory(obj, "Meta.publish", &mem) != 0)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx, ret = ferry_meta_publish(self->handle, region,
-                                                        mem->handle));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_meta_publish(self->handle, region,
+                                                  mem->handle));
     if (ret != 0)
         return pyf_raise(ret, "Meta.publish");
     if (PyDict_SetItemString(self->published, region, obj) != 0)
@@ -73,8 +92,8 @@ static PyObject *meta_withdraw(PyfMeta *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "s:withdraw", &region) ||
         meta_alive(self, "Meta.withdraw") != 0)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx,
-                    ret = ferry_meta_withdraw(self->handle, region));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_meta_withdraw(self->handle, region));
     if (ret != 0)
         return pyf_raise(ret, "Meta.withdraw");
     if (PyDict_DelItemString(self->published, region) != 0)
@@ -88,8 +107,9 @@ static PyfPeer *peer_named(PyfMeta *self, const char *name, int ms)
     ferry_peer_t *handle = NULL;
     int ret;
 
-    PYF_WITHOUT_GIL(self->ctx,
-                    ret = ferry_meta_peer(self->handle, name, ms, &handle));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_meta_peer(self->handle, name, ms,
+                                               &handle));
     if (ret != 0) {
         pyf_raise(ret, "Meta.peer");
         return NULL;
@@ -130,8 +150,9 @@ static PyObject *meta_lookup(PyfMeta *self, PyObject *args, PyObject *kwargs)
     /* The Peer first: the RemoteMemory holds it. */
     if ((peer = peer_named(self, name, ms)) == NULL)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx, ret = ferry_meta_lookup(self->handle, name,
-                                                       region, ms, &rmem));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_meta_lookup(self->handle, name, region,
+                                                 ms, &rmem));
     if (ret != 0) {
         Py_DECREF(peer);
         return pyf_raise(ret, "Meta.lookup");
@@ -148,7 +169,8 @@ static PyObject *meta_watch(PyfMeta *self, PyObject *unused)
     (void)unused;
     if (meta_alive(self, "Meta.watch") != 0)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx, ret = ferry_meta_watch(self->handle));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_meta_watch(self->handle));
     if (ret != 0)
         return pyf_raise(ret, "Meta.watch");
     Py_RETURN_NONE;
@@ -166,8 +188,8 @@ static PyObject *meta_event(PyfMeta *self, PyObject *args, PyObject *kwargs)
         meta_alive(self, "Meta.event") != 0 ||
         pyf_timeout_ms(timeout, -1, "Meta.event", &ms) != 0)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx,
-                    ret = ferry_meta_event(self->handle, ms, &ev));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_meta_event(self->handle, ms, &ev));
     if (ret == FERRY_ETIMEDOUT)
         Py_RETURN_NONE;
     if (ret != 0)
@@ -179,21 +201,21 @@ static PyObject *meta_event(PyfMeta *self, PyObject *args, PyObject *kwargs)
 static PyObject *meta_close(PyfMeta *self, PyObject *unused)
 {
     (void)unused;
-    if (self->handle != NULL && self->ctx->handle != NULL) {
-        ferry_meta_t *handle = self->handle;
-        self->handle = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        ferry_meta_close(handle);
-        Py_END_ALLOW_THREADS
-    }
-    self->handle = NULL;
+    /* Freed under a peer() in another thread, it would be used after. */
+    if (self->busy > 0)
+        return pyf_raise_msg(FERRY_EBUSY,
+                             "Meta.close: %d call(s) on it run in other "
+                             "threads; let them end first",
+                             self->busy);
+    meta_close_handle((PyObject *)self);
     PyDict_Clear(self->published);
     Py_RETURN_NONE;
 }
 
 static void meta_dealloc(PyfMeta *self)
 {
-    if (self->handle != NULL && self->ctx->handle != NULL)
+    pyf_dependent_unlink(&self->dep);
+    if (self->handle != NULL)
         ferry_meta_close(self->handle);
     Py_XDECREF(self->published);
     Py_DECREF(self->ctx);

@@ -36,10 +36,17 @@ static PyObject *notification_new(PyfContext *ctx,
                                   const struct ferry_notification *n)
 {
     static const char *const kinds[] = {"data", "abort", "peer_down"};
-    PyObject *t = PyStructSequence_New(&notification_type);
+    PyObject *t;
     PyObject *peer;
 
-    if (t == NULL)
+    /* A kind this module does not know (a newer libferry) would index
+     * past kinds[]: refused instead. */
+    if ((unsigned)n->kind >= sizeof(kinds) / sizeof(kinds[0]))
+        return pyf_raise_msg(FERRY_EINVAL,
+                             "notify_poll: notification %llu has kind %d, "
+                             "which this module does not know; update it",
+                             (unsigned long long)n->id, (int)n->kind);
+    if ((t = PyStructSequence_New(&notification_type)) == NULL)
         return NULL;
     peer = n->peer != NULL ? pyf_peer_lookup(ctx, n->peer)
                            : Py_NewRef(Py_None);

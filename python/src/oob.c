@@ -9,6 +9,7 @@ typedef struct {
     PyfContext *ctx;
     ferry_oob_t *handle; /* NULL once closed */
     PyObject *published; /* {name: Memory}: kept registered while served */
+    struct pyf_dependent dep;
 } PyfListener;
 
 typedef struct {
@@ -17,7 +18,19 @@ typedef struct {
     ferry_oob_conn_t *handle; /* NULL once closed */
     PyfPeer *peer;
     PyObject *offered; /* {name: Memory} */
+    int busy;          /* lookup/offer calls running without the GIL */
+    struct pyf_dependent dep;
 } PyfConnection;
+
+/* Closes the handle (the dependent's close; see pyferry.h). */
+static void connection_close_handle(PyObject *obj)
+{
+    PyfConnection *self = (PyfConnection *)obj;
+    ferry_oob_conn_t *handle = self->handle;
+
+    self->handle = NULL;
+    ferry_oob_disconnect(handle);
+}
 
 static PyObject *connection_new(PyfContext *ctx, ferry_oob_conn_t *handle)
 {
@@ -29,6 +42,8 @@ static PyObject *connection_new(PyfContext *ctx, ferry_oob_conn_t *handle)
     }
     c->ctx = (PyfContext *)Py_NewRef(ctx);
     c->handle = handle;
+    c->busy = 0;
+    pyf_dependent_link(ctx, &c->dep, (PyObject *)c, connection_close_handle);
     c->offered = PyDict_New();
     c->peer = pyf_peer_of(ctx, ferry_oob_conn_peer(handle), false);
     if (c->offered == NULL || c->peer == NULL) {
@@ -40,6 +55,20 @@ static PyObject *connection_new(PyfContext *ctx, ferry_oob_conn_t *handle)
 
 /* ---- Listener -------------------------------------------------------------------- */
 
+/* Closes the handle (the dependent's close; see pyferry.h). */
+static void listener_close_handle(PyObject *obj)
+{
+    PyfListener *self = (PyfListener *)obj;
+    ferry_oob_t *handle = self->handle;
+
+    self->handle = NULL;
+    if (handle != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        ferry_oob_close(handle);
+        Py_END_ALLOW_THREADS
+    }
+}
+
 PyObject *pyf_listen(PyfContext *ctx, const char *hostport, const char *token)
 {
     PyfListener *lis = PyObject_New(PyfListener, &PyfListener_Type);
@@ -49,6 +78,8 @@ PyObject *pyf_listen(PyfContext *ctx, const char *hostport, const char *token)
         return NULL;
     lis->ctx = (PyfContext *)Py_NewRef(ctx);
     lis->handle = NULL;
+    pyf_dependent_link(ctx, &lis->dep, (PyObject *)lis,
+                       listener_close_handle);
     lis->published = PyDict_New();
     if (lis->published == NULL) {
         Py_DECREF(lis);
@@ -119,21 +150,15 @@ static PyObject *listener_close(PyfListener *self, PyObject *unused)
         return pyf_raise_msg(FERRY_EBUSY,
                              "Listener.close: calls wait on its context in "
                              "other threads (accept?); let them end first");
-    if (self->handle != NULL && self->ctx->handle != NULL) {
-        ferry_oob_t *handle = self->handle;
-        self->handle = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        ferry_oob_close(handle);
-        Py_END_ALLOW_THREADS
-    }
-    self->handle = NULL;
+    listener_close_handle((PyObject *)self);
     PyDict_Clear(self->published);
     Py_RETURN_NONE;
 }
 
 static void listener_dealloc(PyfListener *self)
 {
-    if (self->handle != NULL && self->ctx->handle != NULL)
+    pyf_dependent_unlink(&self->dep);
+    if (self->handle != NULL)
         ferry_oob_close(self->handle);
     Py_XDECREF(self->published);
     Py_DECREF(self->ctx);
@@ -227,8 +252,9 @@ static PyObject *connection_lookup(PyfConnection *self, PyObject *args,
         connection_alive(self, "Connection.lookup") != 0 ||
         pyf_timeout_ms(timeout, 5000, "Connection.lookup", &ms) != 0)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx, ret = ferry_oob_lookup(self->handle, name, ms,
-                                                      &rmem));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_oob_lookup(self->handle, name, ms,
+                                                &rmem));
     if (ret != 0)
         return pyf_raise(ret, "Connection.lookup");
     return pyf_remote_new(self->peer, rmem);
@@ -249,8 +275,9 @@ static PyObject *connection_offer(PyfConnection *self, PyObject *args,
         pyf_check_memory(obj, "Connection.offer", &mem) != 0 ||
         pyf_timeout_ms(timeout, 5000, "Connection.offer", &ms) != 0)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx, ret = ferry_oob_offer(self->handle, name,
-                                                     mem->handle, ms));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_oob_offer(self->handle, name,
+                                               mem->handle, ms));
     if (ret != 0)
         return pyf_raise(ret, "Connection.offer");
     if (PyDict_SetItemString(self->offered, name, obj) != 0)
@@ -261,17 +288,22 @@ static PyObject *connection_offer(PyfConnection *self, PyObject *args,
 static PyObject *connection_close(PyfConnection *self, PyObject *unused)
 {
     (void)unused;
-    if (self->handle != NULL && self->ctx->handle != NULL)
-        ferry_oob_disconnect(self->handle);
-    self->handle = NULL;
+    /* Freed under a lookup in another thread, it would be used after. */
+    if (self->busy > 0)
+        return pyf_raise_msg(FERRY_EBUSY,
+                             "Connection.close: %d call(s) on it (lookup, "
+                             "offer) run in other threads; let them end "
+                             "first",
+                             self->busy);
+    connection_close_handle((PyObject *)self);
     PyDict_Clear(self->offered);
     Py_RETURN_NONE;
 }
 
 static void connection_dealloc(PyfConnection *self)
 {
-    if (self->handle != NULL && self->ctx->handle != NULL)
-        ferry_oob_disconnect(self->handle);
+    pyf_dependent_unlink(&self->dep);
+    ferry_oob_disconnect(self->handle);
     Py_XDECREF(self->offered);
     Py_XDECREF(self->peer);
     Py_DECREF(self->ctx);

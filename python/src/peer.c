@@ -199,7 +199,9 @@ static PyObject *transfer(PyfPeer *self, PyObject *args, PyObject *kwargs,
     static char *names[] = {"local",  "remote", "offset",  "remote_offset",
                             "length", "notify", "timeout", NULL};
     const char *what = write ? "Peer.write" : "Peer.read";
-    PyObject *local, *remote = NULL, *length = NULL, *notify = NULL,
+    /* remote defaults to None, not NULL: a single Memory given without
+     * one is then refused by pyf_check_remote rather than dereferenced. */
+    PyObject *local, *remote = Py_None, *length = NULL, *notify = NULL,
                      *timeout = NULL, *keep;
     Py_ssize_t offset = 0, remote_offset = 0;
     struct ferry_xfer_opts opts;
@@ -257,7 +259,9 @@ static PyObject *peer_notify(PyfPeer *self, PyObject *args, PyObject *kwargs)
                             &opts, &req);
     if (ret != 0)
         return pyf_raise(ret, "Peer.notify");
-    return pyf_request_new(self->ctx, req, PyTuple_New(0));
+    /* The request holds the Peer, as a write's holds it through its
+     * RemoteMemory: dropped meanwhile, its handle could not be removed. */
+    return pyf_request_new(self->ctx, req, PyTuple_Pack(1, (PyObject *)self));
 }
 
 /* ---- liveness ------------------------------------------------------------------ */

@@ -20,6 +20,7 @@ typedef struct {
     PyObject *keep; /* the Blocks of both lists: their regions */
     ferry_dlist_t *local, *remote;
     ferry_prep_t *handle; /* NULL once closed */
+    struct pyf_dependent dep;
 } PyfPrepared;
 
 /* ---- Blocks -------------------------------------------------------------------- */
@@ -62,8 +63,16 @@ static PyObject *blocks_new(PyTypeObject *type, PyObject *args,
     return (PyObject *)self;
 }
 
+/* For cycles through a Blocks (see request_traverse). */
+static int blocks_traverse(PyfBlocks *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->region);
+    return 0;
+}
+
 static void blocks_dealloc(PyfBlocks *self)
 {
+    PyObject_GC_UnTrack(self);
     Py_XDECREF(self->region);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -92,9 +101,10 @@ PyTypeObject PyfBlocks_Type = {
               "count blocks of block_size bytes, stride bytes apart, from "
               "offset in a Memory or RemoteMemory (a paged KV cache).",
     .tp_basicsize = sizeof(PyfBlocks),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = blocks_new,
     .tp_dealloc = (destructor)blocks_dealloc,
+    .tp_traverse = (traverseproc)blocks_traverse,
     .tp_repr = (reprfunc)blocks_repr,
     .tp_members = blocks_members,
 };
@@ -172,10 +182,14 @@ static int make_list(PyfContext *ctx, bool local, PyObject *spec,
     return 0;
 }
 
-static void prepared_free_handles(PyfPrepared *self)
+/* Frees the prepared transfer and its lists (the dependent's close; see
+ * pyferry.h).  One with requests in flight -- only at Context.close, as
+ * requests hold their Prepared -- is left to leak with its lists. */
+static void prepared_free_handles(PyObject *obj)
 {
-    if (self->peer->ctx->handle != NULL) {
-        ferry_xfer_release(self->handle);
+    PyfPrepared *self = (PyfPrepared *)obj;
+
+    if (ferry_xfer_release(self->handle) == 0) {
         ferry_dlist_destroy(self->local);
         ferry_dlist_destroy(self->remote);
     }
@@ -186,7 +200,7 @@ static void prepared_free_handles(PyfPrepared *self)
 PyObject *pyf_prepare(PyfPeer *peer, int op, PyObject *local,
                       PyObject *remote)
 {
-    PyfPrepared *self = PyObject_New(PyfPrepared, &PyfPrepared_Type);
+    PyfPrepared *self = PyObject_GC_New(PyfPrepared, &PyfPrepared_Type);
     int ret;
 
     if (self == NULL)
@@ -194,7 +208,10 @@ PyObject *pyf_prepare(PyfPeer *peer, int op, PyObject *local,
     self->peer = (PyfPeer *)Py_NewRef(peer);
     self->local = self->remote = NULL;
     self->handle = NULL;
+    pyf_dependent_link(peer->ctx, &self->dep, (PyObject *)self,
+                       prepared_free_handles);
     self->keep = PyList_New(0);
+    PyObject_GC_Track(self);
     if (self->keep == NULL ||
         make_list(peer->ctx, true, local, self->keep, &self->local) != 0 ||
         make_list(peer->ctx, false, remote, self->keep, &self->remote) != 0)
@@ -368,21 +385,29 @@ static PyObject *prepared_close(PyfPrepared *self, PyObject *unused)
     int ret;
 
     (void)unused;
-    if (self->handle != NULL && self->peer->ctx->handle != NULL &&
-        (ret = ferry_xfer_release(self->handle)) != 0)
+    if ((ret = ferry_xfer_release(self->handle)) != 0)
         return pyf_raise(ret, "Prepared.close");
     self->handle = NULL;
-    prepared_free_handles(self);
+    prepared_free_handles((PyObject *)self);
     Py_RETURN_NONE;
+}
+
+/* For cycles through a Prepared (see request_traverse). */
+static int prepared_traverse(PyfPrepared *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->keep);
+    return 0;
 }
 
 static void prepared_dealloc(PyfPrepared *self)
 {
+    PyObject_GC_UnTrack(self);
     /* Requests hold their Prepared: none is in flight here. */
-    prepared_free_handles(self);
+    pyf_dependent_unlink(&self->dep);
+    prepared_free_handles((PyObject *)self);
     Py_XDECREF(self->keep);
     Py_DECREF(self->peer);
-    PyObject_Free(self);
+    PyObject_GC_Del(self);
 }
 
 static PyObject *prepared_count(PyfPrepared *self, ferry_dlist_t *dl)
@@ -427,8 +452,9 @@ PyTypeObject PyfPrepared_Type = {
     .tp_doc = "Descriptor lists validated once (Peer.prepare); post by "
               "index.",
     .tp_basicsize = sizeof(PyfPrepared),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_dealloc = (destructor)prepared_dealloc,
+    .tp_traverse = (traverseproc)prepared_traverse,
     .tp_methods = prepared_methods,
     .tp_getset = prepared_getset,
 };

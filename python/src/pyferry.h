@@ -21,9 +21,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/*
+ * An object whose handle ferry_context_destroy does not close -- a
+ * Listener, Connection, Meta or Prepared -- is linked into its context
+ * while it lives, and Context.close() closes its handle first: left open,
+ * a listener's thread would go on serving the closed context's port, an
+ * etcd lease would be kept alive (the closed context still published),
+ * and a watching Meta would declare the freed peers dead.  So such a
+ * handle is non-NULL only while its C context exists, and closing it
+ * needs no check of the context.
+ */
+struct pyf_dependent {
+    struct pyf_dependent *prev, *next; /* a ring; unlinked: itself */
+    PyObject *owner;
+    void (*close)(PyObject *owner); /* closes the handle (GIL held) */
+};
+
 typedef struct {
     PyObject_HEAD
     ferry_context_t *handle; /* NULL once closed */
+    struct pyf_dependent dependents; /* the ring's head */
     PyObject *strings;       /* bytes objects the config points into */
     PyObject *peers;         /* {handle address: weakref to its Peer} */
     int waiting;             /* calls running without the GIL */
@@ -57,6 +74,7 @@ typedef struct {
     PyObject *obj;       /* what was registered, as given */
     struct pyf_target target;
     unsigned access;
+    PyObject *weakrefs; /* a cache of registrations may hold them weakly */
 } PyfMemory;
 
 typedef struct {
@@ -102,6 +120,10 @@ PyfPeer *pyf_peer_of(PyfContext *ctx, ferry_peer_t *handle, bool owned);
  * None. */
 PyObject *pyf_peer_lookup(PyfContext *ctx, ferry_peer_t *handle);
 void pyf_peer_forget(PyfContext *ctx, ferry_peer_t *handle);
+/* Links d (of owner, closed by close) into ctx; unlink is idempotent. */
+void pyf_dependent_link(PyfContext *ctx, struct pyf_dependent *d,
+                        PyObject *owner, void (*close)(PyObject *owner));
+void pyf_dependent_unlink(struct pyf_dependent *d);
 
 /*
  * Runs `stmt` without the GIL.  While it runs, Context.close() refuses to
@@ -115,6 +137,16 @@ void pyf_peer_forget(PyfContext *ctx, ferry_peer_t *handle);
         stmt;                                                                 \
         Py_END_ALLOW_THREADS                                                  \
         (ctx)->waiting--;                                                     \
+    } while (0)
+
+/* The same, also counting the call in `busy`: an object's own count of
+ * the calls that use its handle without the GIL, under which its close()
+ * must not free the handle (a Connection's lookup, a Meta's peer). */
+#define PYF_WITHOUT_GIL_BUSY(ctx, busy, stmt)                                 \
+    do {                                                                      \
+        (busy)++;                                                             \
+        PYF_WITHOUT_GIL(ctx, stmt);                                           \
+        (busy)--;                                                             \
     } while (0)
 
 /* ---- conversions (convert.c) ------------------------------------------- */

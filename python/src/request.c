@@ -15,7 +15,7 @@ PyObject *pyf_request_new(PyfContext *ctx, ferry_req_t *handle,
         ferry_req_free(handle);
         return NULL;
     }
-    r = PyObject_New(PyfRequest, &PyfRequest_Type);
+    r = PyObject_GC_New(PyfRequest, &PyfRequest_Type);
     if (r == NULL) {
         ferry_req_free(handle);
         Py_DECREF(keep);
@@ -27,6 +27,7 @@ PyObject *pyf_request_new(PyfContext *ctx, ferry_req_t *handle,
     r->result = FERRY_EINPROGRESS;
     r->why = NULL;
     r->waiting = 0;
+    PyObject_GC_Track(r);
     return (PyObject *)r;
 }
 
@@ -132,15 +133,25 @@ static PyObject *request_close(PyfRequest *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* What it holds may hold it (a tensor that keeps its pending request):
+ * the collector must see keep, or such a cycle is never collected.  No
+ * tp_clear: the Memory in the cycle breaks it (memory_clear). */
+static int request_traverse(PyfRequest *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->keep);
+    return 0;
+}
+
 static void request_dealloc(PyfRequest *self)
 {
+    PyObject_GC_UnTrack(self);
     /* Cancels it if it has not ended; the provider's operations keep
      * their registrations until they come back (ferry_req_free). */
     request_free_handle(self);
     Py_XDECREF(self->keep);
     Py_XDECREF(self->why);
     Py_DECREF(self->ctx);
-    PyObject_Free(self);
+    PyObject_GC_Del(self);
 }
 
 static PyObject *request_done(PyfRequest *self, void *unused)
@@ -195,8 +206,9 @@ PyTypeObject PyfRequest_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Request",
     .tp_doc = "A transfer under way: wait(), test(), cancel(), `await req`.",
     .tp_basicsize = sizeof(PyfRequest),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_dealloc = (destructor)request_dealloc,
+    .tp_traverse = (traverseproc)request_traverse,
     .tp_methods = request_methods,
     .tp_getset = request_getset,
     .tp_as_async = &request_async,

@@ -216,14 +216,16 @@ malformed:
 
 static int buffer_target(PyObject *obj, struct pyf_target *t)
 {
-    if (PyObject_GetBuffer(obj, &t->view, PyBUF_ANY_CONTIGUOUS) != 0) {
-        if (!PyErr_ExceptionMatches(PyExc_BufferError))
-            return -1;
-        PyErr_Clear();
+    /* Asked for with its strides, then checked: exporters refuse a
+     * request for contiguous memory each with an exception of their own
+     * (numpy's is a ValueError), which were not all this refusal. */
+    if (PyObject_GetBuffer(obj, &t->view, PyBUF_STRIDES) != 0)
+        return -1;
+    t->has_view = true;
+    if (!PyBuffer_IsContiguous(&t->view, 'A')) {
         not_contiguous("buffer");
         return -1;
     }
-    t->has_view = true;
     t->addr = t->view.buf;
     t->len = (size_t)t->view.len;
     t->readonly = t->view.readonly;
@@ -235,12 +237,15 @@ static int buffer_target(PyObject *obj, struct pyf_target *t)
 
 static void dlpack_release(struct pyf_target *t)
 {
-    struct dl_managed_tensor *m =
-        PyCapsule_GetPointer(t->owner, "used_dltensor");
+    PyObject *type, *value, *tb;
+    struct dl_managed_tensor *m;
 
+    /* A refusal releases the tensor too: its exception must survive. */
+    PyErr_Fetch(&type, &value, &tb);
+    m = PyCapsule_GetPointer(t->owner, "used_dltensor");
     if (m != NULL && m->deleter != NULL)
         m->deleter(m);
-    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
 }
 
 static bool dl_contiguous(const struct dl_tensor *d)
@@ -280,7 +285,10 @@ static int dlpack_target(PyObject *obj, struct pyf_target *t)
     for (int32_t i = 0; i < m->t.ndim; i++)
         n *= (size_t)m->t.shape[i];
     t->addr = (char *)m->t.data + m->t.byte_offset;
-    t->len = n * ((size_t)m->t.dtype.bits * m->t.dtype.lanes + 7) / 8;
+    /* Bytes per element (bits rounded up), times the elements: the
+     * rounding's 7 must not be multiplied too, or the range overruns the
+     * tensor (78 bytes for 16 float32). */
+    t->len = n * (((size_t)m->t.dtype.bits * m->t.dtype.lanes + 7) / 8);
     switch (m->t.device.type) {
     case DL_CPU:
     case DL_CUDA_HOST:
@@ -315,6 +323,10 @@ static int resolve(PyObject *obj, struct pyf_target *t)
         Py_DECREF(cai);
         return ret;
     }
+    /* Only its absence is passed over: an interface that failed (a freed
+     * DeviceBuffer's) says why, not that the object has no memory. */
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
     PyErr_Clear();
     if (PyObject_CheckBuffer(obj))
         return buffer_target(obj, t);
