@@ -1,0 +1,129 @@
+"""`await request`: tested from the event loop, no thread per request."""
+import asyncio
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import ferry
+import ferrytest
+from ferrytest import LONG, TCP
+
+
+def os_threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.parametrize("progress_thread", [True, False],
+                         ids=["progress-thread", "driven-by-await"])
+def test_gather_many_requests(progress_thread):
+    with ferry.Context(progress_thread=True, **TCP) as tgt, \
+            ferry.Context(progress_thread=progress_thread, **TCP) as ini:
+        n, size = 16, 64 << 10
+        dst = np.zeros((n, size), dtype=np.uint8)
+        mem = tgt.register(dst)
+        peer = ini.add_peer(tgt.address())
+        rmem = peer.import_region(mem.export())
+        src = np.arange(n, dtype=np.uint8)[:, None].repeat(size, axis=1)
+        lmem = ini.register(src)
+        # One transfer first: connections and their threads exist before
+        # the threads are counted.
+        peer.write(lmem, rmem, length=1).wait(timeout=LONG)
+        py_threads, threads = threading.active_count(), os_threads()
+        seen = []
+
+        async def watch(stop):
+            while not stop.is_set():
+                seen.append((threading.active_count(), os_threads()))
+                await asyncio.sleep(0.001)
+
+        async def main():
+            stop = asyncio.Event()
+            watcher = asyncio.create_task(watch(stop))
+            reqs = [peer.write(lmem, rmem, offset=i * size,
+                               remote_offset=i * size, length=size,
+                               notify=(1, 1)) for i in range(n)]
+            results = await asyncio.wait_for(asyncio.gather(*reqs), LONG)
+            stop.set()
+            await watcher
+            return reqs, results
+
+        reqs, results = asyncio.run(main())
+        assert results == [None] * n
+        assert all(r.done for r in reqs)
+        tgt.counter_wait(1, n, timeout=LONG)
+        assert np.array_equal(dst, src)
+        assert seen, "the watcher never ran while the requests were awaited"
+        assert {s[0] for s in seen} == {py_threads}
+        assert max(s[1] for s in seen) == threads
+        assert threading.active_count() == py_threads
+
+
+def test_await_raises_the_requests_error():
+    ctx, peer, rmem, mem = ferrytest.dead_region(liveness_ms=0)
+    with ctx:
+        async def main():
+            with pytest.raises(ferry.TimeoutError) as e:
+                await peer.write(mem, rmem, timeout=0.2)
+            return e.value
+        e = asyncio.run(main())
+        assert e.name == "ETIMEDOUT" and "deadline passed" in str(e)
+
+
+def test_await_a_request_that_ended(tcp_pair):
+    mem, rmem = tcp_pair.expose(bytearray(64))
+    req = tcp_pair.peer.write(tcp_pair.initiator.register(bytearray(64)),
+                              rmem)
+    req.wait(timeout=LONG)
+
+    async def main():
+        await req
+        await req  # the same outcome every time
+        return True
+    assert asyncio.run(main())
+
+
+def test_awaiting_leaves_the_loop_free(tcp_pair):
+    """Other coroutines run while a request is awaited; cancelling the
+    awaiting task leaves the request going."""
+    ctx, peer, rmem, mem = ferrytest.dead_region(liveness_ms=0)
+    with ctx:
+        req = peer.write(mem, rmem, timeout=LONG)
+        ticks = []
+
+        async def ticker():
+            for i in range(20):
+                ticks.append(i)
+                await asyncio.sleep(0.005)
+
+        async def main():
+            t = asyncio.create_task(ticker())
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(req, 0.3)
+            await t
+        asyncio.run(main())
+        assert ticks == list(range(20))
+        assert req.done is False
+        req.cancel()
+        with pytest.raises(ferry.CanceledError):
+            req.wait(timeout=LONG)
+
+
+def test_await_notify_and_post(tcp_pair):
+    dst = np.zeros(4096, dtype=np.uint8)
+    mem, rmem = tcp_pair.expose(dst)
+    src = np.full(4096, 5, dtype=np.uint8)
+    lmem = tcp_pair.initiator.register(src)
+    prep = tcp_pair.peer.prepare(ferry.WRITE, ferry.Blocks(lmem, 1024, 4),
+                                 ferry.Blocks(rmem, 1024, 4))
+
+    async def main():
+        await asyncio.gather(
+            prep.post(np.array([0, 1], np.uint32),
+                      np.array([2, 3], np.uint32)),
+            tcp_pair.peer.notify(3, 1))
+    asyncio.run(main())
+    tcp_pair.target.counter_wait(3, 1, timeout=LONG)
+    assert dst[2048:].tolist() == [5] * 2048
+    assert dst[:2048].tolist() == [0] * 2048
