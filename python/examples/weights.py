@@ -1,0 +1,316 @@
+"""weights: ship a model's state_dict from one process into another's
+pre-allocated tensors.
+
+A "sender" builds a small transformer-like torch model (an Embedding,
+LayerNorms, Linears, a buffer; bfloat16, float16, float32 and int64
+tensors) from a fixed seed.  A "receiver" builds the same architecture
+with every tensor zeroed, registers each tensor of its state_dict in
+place (no copy: the state_dict's tensors share the parameters' memory),
+and publishes each under its key.  The sender looks every key up, writes
+all its tensors as one request of one piece per tensor (or, with
+--per-tensor, one request per tensor), and the last of the data carries
+a notification {DONE, tensors}.  The receiver waits for it, then checks
+every key with torch.equal against a model freshly built from the
+sender's seed, and the parent prints "weights: OK" with the bytes moved
+and the rate the sender measured.
+
+    python3 python/examples/weights.py [options]          both, this host
+    python3 python/examples/weights.py --role receiver [--listen HOST:PORT]
+    python3 python/examples/weights.py --role sender --connect HOST:PORT
+
+Give both roles the same model options.  Every wait has a timeout
+(--timeout); the parent kills both after --deadline seconds.
+"""
+import argparse
+import hashlib
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _twoproc  # noqa: E402
+
+PROG = "weights"
+DONE = 1          # {DONE, tensors}: all the data is in place
+ELAPSED = 2       # {ELAPSED, ns}: how long the sender's write took
+GOODBYE = 3       # receiver to sender: 1 equal, 2 not
+NAME_OK = re.compile(r"[A-Za-z0-9._-]{1,127}\Z")
+
+
+def options(argv=None):
+    p = argparse.ArgumentParser(
+        prog="weights.py",
+        description="Ship a torch model's state_dict into another "
+                    "process's pre-allocated tensors and verify it.")
+    p.add_argument("--vocab", type=int, default=8192,
+                   help="embedding rows (default %(default)s)")
+    p.add_argument("--dim", type=int, default=512,
+                   help="model width (default %(default)s)")
+    p.add_argument("--layers", type=int, default=4,
+                   help="blocks (default %(default)s)")
+    p.add_argument("--seed", type=int, default=1234,
+                   help="the sender's seed (default %(default)s)")
+    p.add_argument("--per-tensor", action="store_true",
+                   help="one write per tensor, then a notification alone, "
+                        "instead of one write of all the pieces")
+    p.add_argument("--listen", default="127.0.0.1:18518",
+                   help="receiver: where to listen (default %(default)s)")
+    p.add_argument("--connect", default=None,
+                   help="sender: the receiver's HOST:PORT")
+    _twoproc.add_common_options(p)
+    a = p.parse_args(argv)
+    for name in ("vocab", "dim", "layers"):
+        if getattr(a, name) < 1:
+            p.error("--%s must be at least 1" % name)
+    if a.role not in (None, "sender", "receiver"):
+        p.error("--role %s: sender or receiver" % a.role)
+    if a.metadata is None:
+        a.metadata = os.environ.get("FERRY_METADATA") or None
+    if a.metadata is not None and a.name is None:
+        a.name = "weights"
+    if a.role == "sender" and a.metadata is None and a.connect is None:
+        p.error("--role sender needs --connect HOST:PORT (the receiver's) "
+                "or --metadata URL")
+    return a
+
+
+# ---- the model both sides build -------------------------------------------
+
+
+def build_model(a, seed, torch):
+    """A small decoder-like model in mixed dtypes, from seed."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(dim)                        # float32
+            self.qkv = nn.Linear(dim, 3 * dim).half()           # float16
+            self.proj = nn.Linear(dim, dim).half()
+            self.ln2 = nn.LayerNorm(dim)
+            self.up = nn.Linear(dim, 4 * dim).to(torch.bfloat16)
+            self.down = nn.Linear(4 * dim, dim).to(torch.bfloat16)
+
+    class Model(nn.Module):
+        def __init__(self, vocab, dim, layers):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim).to(torch.bfloat16)
+            self.blocks = nn.ModuleList(Block(dim) for _ in range(layers))
+            self.norm = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, vocab, bias=False).half()
+            # Buffers travel in the state_dict too.
+            self.register_buffer("positions",
+                                 torch.randint(0, 1 << 40, (256,)))
+            self.register_buffer("inv_freq",
+                                 torch.rand(dim // 2, dtype=torch.float64))
+
+    torch.manual_seed(seed)
+    return Model(a.vocab, a.dim, a.layers)
+
+
+def region_name(key):
+    """The key as a bootstrap name ([A-Za-z0-9._-], 1 to 127 characters):
+    state_dict keys usually are; others get a digest."""
+    if NAME_OK.match(key):
+        return key
+    return "k-" + hashlib.sha1(key.encode()).hexdigest()
+
+
+def tensors_of(model):
+    """The state_dict, checked: contiguous tensors with bytes to move."""
+    sd = model.state_dict()  # detached tensors sharing the model's memory
+    for key, t in sd.items():
+        if not t.is_contiguous():
+            raise RuntimeError("%s is not contiguous" % key)
+    return {k: t for k, t in sd.items() if t.numel() > 0}
+
+
+def nbytes(t):
+    return t.numel() * t.element_size()
+
+
+# ---- receiver: the target ---------------------------------------------------
+
+
+def run_receiver(a):
+    step = _twoproc.Steps("receiver")
+    report = _twoproc.Report(a.report_fd)
+    try:
+        step("importing torch and ferry")
+        import torch
+        import ferry
+
+        step("building the model")
+        model = build_model(a, a.seed + 1, torch)
+        sd = tensors_of(model)
+        with torch.no_grad():
+            for t in sd.values():
+                t.zero_()
+        total = sum(nbytes(t) for t in sd.values())
+
+        step("opening the context")
+        same_host = a.same_host or (a.metadata is None and
+                                    _twoproc.is_loopback(a.listen))
+        ctx = ferry.Context(**_twoproc.context_config(a, True, same_host))
+        step("registering the state_dict")
+        mems = {k: ctx.register(t) for k, t in sd.items()}
+        if a.metadata is not None:
+            step("joining %s" % a.metadata)
+            meta = ctx.metadata(a.name + "-receiver", url=a.metadata)
+            for k, m in mems.items():
+                meta.publish(region_name(k), m)
+            report.send(port=None)
+        else:
+            step("listening on %s" % a.listen)
+            lis = ctx.listen(a.listen)
+            for k, m in mems.items():
+                lis.publish(region_name(k), m)
+            report.send(port=lis.port)
+        dtypes = sorted({str(t.dtype).replace("torch.", "")
+                         for t in sd.values()})
+        print("receiver: %d tensors (%s), %.1f MB, registered and published "
+              "on %s" % (len(sd), ", ".join(dtypes), total / 1e6,
+                         "%s on %s" % (ctx.info()["provider"],
+                                       ctx.info()["domain"])), flush=True)
+
+        step("waiting for the sender")
+        if a.metadata is not None:
+            peer = meta.peer(a.name, timeout=a.timeout)
+        else:
+            conn = lis.accept(timeout=a.timeout)
+            peer = conn.peer
+        step("waiting for the weights")
+        peer.counter_wait(DONE, len(sd), timeout=a.timeout)
+        peer.counter_wait(ELAPSED, 1, timeout=a.timeout)
+        elapsed_ns = ctx.counter_get(ELAPSED)
+
+        step("comparing with a model built from the sender's seed")
+        ref = tensors_of(build_model(a, a.seed, torch))
+        bad = [k for k in ref if k not in sd or not torch.equal(sd[k], ref[k])]
+        bad += [k for k in sd if k not in ref]
+        ok = not bad
+        gbps = total / elapsed_ns if elapsed_ns else 0.0
+        print("receiver: %d of %d tensors equal to the sender's%s; %.1f MB "
+              "in %.2f ms (%.2f GB/s, as the sender timed it)" % (
+                  len(sd) - len(bad), len(sd),
+                  "" if ok else " (differ: %s)" % ", ".join(bad[:5]),
+                  total / 1e6, elapsed_ns / 1e6, gbps), flush=True)
+        report.send(ok=ok, tensors=len(sd), bytes=total,
+                    elapsed_ns=elapsed_ns, gbps=gbps)
+
+        step("saying goodbye")
+        peer.notify(GOODBYE, 1 if ok else 2).wait(timeout=a.timeout)
+        return 0 if ok else 1
+    except Exception as e:
+        return step.fail(e)
+    finally:
+        report.close()
+
+
+# ---- sender: the initiator ----------------------------------------------------
+
+
+def run_sender(a):
+    step = _twoproc.Steps("sender")
+    try:
+        step("importing torch and ferry")
+        import torch
+        import ferry
+
+        step("building the model")
+        sd = tensors_of(build_model(a, a.seed, torch))
+        total = sum(nbytes(t) for t in sd.values())
+
+        step("opening the context")
+        same_host = a.same_host or (a.metadata is None and
+                                    _twoproc.is_loopback(a.connect))
+        ctx = ferry.Context(**_twoproc.context_config(a, False, same_host))
+        if a.metadata is not None:
+            step("joining %s" % a.metadata)
+            meta = ctx.metadata(a.name, url=a.metadata)
+            peer = meta.peer(a.name + "-receiver", timeout=a.timeout)
+
+            def lookup(name):
+                return meta.lookup(a.name + "-receiver", name,
+                                   timeout=a.timeout)
+        else:
+            step("connecting to %s" % a.connect)
+            conn = ctx.connect(a.connect, timeout=a.timeout)
+            peer = conn.peer
+
+            def lookup(name):
+                return conn.lookup(name, timeout=a.timeout)
+
+        pieces = []
+        for k, t in sd.items():
+            step("looking up %s" % k)
+            rmem = lookup(region_name(k))
+            if rmem.nbytes != nbytes(t):
+                raise RuntimeError(
+                    "%s: the receiver's tensor has %d bytes and the "
+                    "sender's %d: give both sides the same model options"
+                    % (k, rmem.nbytes, nbytes(t)))
+            step("registering %s" % k)
+            pieces.append((ctx.register(t, access=0), 0, rmem, 0, nbytes(t)))
+
+        step("writing the weights")
+        t0 = time.perf_counter_ns()
+        if a.per_tensor:
+            reqs = [peer.write(m, r, offset=o, remote_offset=ro, length=n,
+                               timeout=a.timeout)
+                    for m, o, r, ro, n in pieces]
+            for r in reqs:
+                r.wait(timeout=a.timeout)
+            # All the data is in place once the writes completed.
+            peer.notify(DONE, len(pieces)).wait(timeout=a.timeout)
+        else:
+            # One request, one piece per tensor; {DONE, n} after the data.
+            peer.write(pieces, notify=(DONE, len(pieces)),
+                       timeout=a.timeout).wait(timeout=a.timeout)
+        elapsed = time.perf_counter_ns() - t0
+        peer.notify(ELAPSED, elapsed).wait(timeout=a.timeout)
+        print("sender: wrote %d tensors, %.1f MB, in %s in %.2f ms "
+              "(%.2f GB/s) on %s on %s" % (
+                  len(pieces), total / 1e6,
+                  "%d requests" % len(pieces) if a.per_tensor
+                  else "one request", elapsed / 1e6, total / elapsed,
+                  ctx.info()["provider"], ctx.info()["domain"]), flush=True)
+
+        step("waiting for the receiver's verdict")
+        peer.counter_wait(GOODBYE, 1, timeout=a.timeout)
+        if ctx.counter_get(GOODBYE) != 1:
+            print("sender: the receiver found tensors that differ",
+                  file=sys.stderr, flush=True)
+            return 1
+        return 0
+    except Exception as e:
+        return step.fail(e)
+
+
+def main():
+    a = options()
+    if a.role == "receiver":
+        return run_receiver(a)
+    if a.role == "sender":
+        return run_sender(a)
+    if a.metadata is not None:
+        listen_args, connect_args = [], []
+    else:
+        listen_args = ["--listen", "127.0.0.1:0"]
+        connect_args = ["--connect", "127.0.0.1:{port}"]
+    ok, reports = _twoproc.run_pair(PROG, os.path.abspath(__file__),
+                                    "receiver", listen_args, "sender",
+                                    connect_args, a.deadline)
+    result = [r for r in reports if "ok" in r]
+    if ok and result and result[-1]["ok"]:
+        r = result[-1]
+        print("weights: OK (%d tensors, %d bytes, %.2f GB/s)" % (
+            r["tensors"], r["bytes"], r["gbps"]), flush=True)
+        return 0
+    print("weights: FAILED", flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
