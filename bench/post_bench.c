@@ -4,15 +4,16 @@
  * and prints the same line).
  *
  *   post_bench [--blocks N] [--block-size B] [--iters K] [--warmup W]
- *              [--provider P] [--domain D]
+ *              [--provider P] [--domain D] [--initiator-thread 0|1]
  *
  * Defaults: N 1024 (1 to 1000000), B 4096, K 200, W 20, provider
  * "tcp;ofi_rxm", domain "lo" (--domain "": NULL, the provider's own, as
  * shm needs).  The steps, in this order:
  *
  *   1. Two contexts in this process, each from ferry_config_init with
- *      provider, domain and progress_thread = 1: the target, then the
- *      initiator.
+ *      provider and domain: the target, with progress_thread = 1, then
+ *      the initiator, without (its waits drive it) unless
+ *      --initiator-thread 1.
  *   2. The target allocates a region of 2*N*B bytes (2N blocks, so that
  *      indices can be chosen), zero-filled, registers it (host memory,
  *      FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_REMOTE_READ) and exports
@@ -67,6 +68,7 @@ static size_t opt_iters = 200;
 static size_t opt_warmup = 20;
 static const char *opt_provider = "tcp;ofi_rxm";
 static const char *opt_domain = "lo";
+static int opt_initiator_thread;
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -78,7 +80,8 @@ static void usage(FILE *out, int code)
             "                  [--iters K (1-%u, default 200)] "
             "[--warmup W (0-%u, default 20)]\n"
             "                  [--provider P (default tcp;ofi_rxm)] "
-            "[--domain D (default lo; \"\": the provider's)]\n",
+            "[--domain D (default lo; \"\": the provider's)]\n"
+            "                  [--initiator-thread 0|1 (default 0)]\n",
             MAX_BLOCKS, MAX_ITERS, MAX_ITERS);
     exit(code);
 }
@@ -126,6 +129,8 @@ static void options(int argc, char **argv)
             opt_provider = v;
         else if (strcmp(a, "--domain") == 0)
             opt_domain = v;
+        else if (strcmp(a, "--initiator-thread") == 0)
+            opt_initiator_thread = (int)number(a, v, 0, 1);
         else {
             fprintf(stderr, "post_bench: %s: unknown option\n", a);
             usage(stderr, 2);
@@ -147,7 +152,13 @@ static void options(int argc, char **argv)
 
 /* ---- setup --------------------------------------------------------------- */
 
-static ferry_context_t *open_context(const char *role)
+/* The target has a progress thread (it never calls ferry).  The
+ * initiator has none unless --initiator-thread 1: its waits drive it
+ * (they poll), and on a 2-core machine a third thread takes the main
+ * thread's core at random, which times the scheduler more than the post;
+ * with one, the main thread sleeps in its waits and each post starts
+ * with cold caches. */
+static ferry_context_t *open_context(const char *role, int progress_thread)
 {
     struct ferry_config cfg;
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
@@ -158,7 +169,7 @@ static ferry_context_t *open_context(const char *role)
         die("ferry_config_init", ret);
     cfg.provider = opt_provider;
     cfg.domain = opt_domain[0] != '\0' ? opt_domain : NULL;
-    cfg.progress_thread = 1;
+    cfg.progress_thread = progress_thread;
     if ((ret = ferry_context_create(&cfg, &ctx)))
         die("ferry_context_create", ret);
     if ((ret = ferry_context_info(ctx, &info)))
@@ -235,8 +246,8 @@ int main(int argc, char **argv)
             opt_provider, opt_domain[0] ? opt_domain : "(the provider's)");
 
     /* 1. Contexts. */
-    tctx = open_context("target");
-    ictx = open_context("initiator");
+    tctx = open_context("target", 1);
+    ictx = open_context("initiator", opt_initiator_thread);
 
     /* 2. The target's region, registered and exported. */
     tbuf = malloc(len);

@@ -57,7 +57,18 @@ def version():
 
 
 
+def numpy_headers():
+    """numpy's C headers, for Prepared.post's fast path over numpy index
+    arrays; without numpy the module takes arrays by the buffer protocol."""
+    try:
+        import numpy
+    except ImportError:
+        return [], []
+    return [numpy.get_include()], [("PYF_HAVE_NUMPY", "1")]
+
+
 include_dirs, library_dirs = libferry()
+numpy_include, numpy_macros = numpy_headers()
 extra = shlex.split(os.environ.get("FERRY_PY_CFLAGS", ""))
 
 setup(
@@ -69,7 +80,8 @@ setup(
         "ferry._ferry",
         sources=sorted(glob.glob(os.path.join("src", "*.c"))),
         depends=[os.path.join("src", "pyferry.h")],
-        include_dirs=include_dirs,
+        include_dirs=include_dirs + numpy_include,
+        define_macros=numpy_macros,
         library_dirs=library_dirs,
         runtime_library_dirs=library_dirs,
         libraries=["ferry"],

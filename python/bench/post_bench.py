@@ -3,7 +3,7 @@ index arrays, against the same post from C (bench/post_bench.c).
 
     python3 python/bench/post_bench.py [--blocks N] [--block-size B]
         [--iters K] [--warmup W] [--provider P] [--domain D]
-        [--repeat R] [--c-bench PATH]
+        [--initiator-thread 0|1] [--repeat R] [--c-bench PATH]
 
 It runs the C program and its Python twin (this file, --lang python) in
 turn, R times each, alternating which goes first, each run a fresh
@@ -24,8 +24,9 @@ lib/.libs), so both measure the same library; the table names both.
 The twin (--lang python) takes bench/post_bench.c's steps exactly, and
 prints the same line with lang=python:
 
-  1. Two contexts in this process, each with provider, domain and
-     progress_thread=True: the target, then the initiator.
+  1. Two contexts in this process, each with provider and domain: the
+     target, with progress_thread=True, then the initiator, without (its
+     waits drive it) unless --initiator-thread 1.
   2. The target allocates a region of 2*N*B bytes (a numpy uint8 array),
      zero-filled, registers it (REMOTE_WRITE | REMOTE_READ) and exports
      its key blob.
@@ -49,6 +50,7 @@ ceil(p * K / 100) (from 1).  Exit 0; 1 when a run fails; 2 for bad
 options.
 """
 import argparse
+import array
 import os
 import re
 import statistics
@@ -82,7 +84,11 @@ def options(argv=None):
                    help="default %(default)s")
     p.add_argument("--domain", default="lo",
                    help='default %(default)s; "": the provider\'s own (shm)')
-    p.add_argument("--repeat", type=int, default=3,
+    p.add_argument("--initiator-thread", type=int, choices=(0, 1), default=0,
+                   help="1: the initiator has a progress thread too, and "
+                   "the main thread sleeps in its waits (default 0: its "
+                   "waits poll)")
+    p.add_argument("--repeat", type=int, default=9,
                    help="runs of each language (default %(default)s)")
     p.add_argument("--c-bench", default=None,
                    help="the C program (default: build-opt/bench/post_bench "
@@ -143,17 +149,17 @@ def twin(a):
               a.domain or "(the provider's)"), file=sys.stderr)
 
     # 1. Contexts.
-    def open_context(role):
+    def open_context(role, progress_thread):
         ctx = ferry.Context(provider=a.provider, domain=domain,
-                            progress_thread=True)
+                            progress_thread=progress_thread)
         info = ctx.info()
         print("post_bench.py: %s context: %s on %s (%s)" % (
             role, info["provider"], info["domain"], info["fabric"]),
               file=sys.stderr)
         return ctx
 
-    tctx = open_context("target")
-    ictx = open_context("initiator")
+    tctx = open_context("target", True)
+    ictx = open_context("initiator", bool(a.initiator_thread))
 
     # 2. The target's region, registered and exported.
     tbuf = np.zeros(length, dtype=np.uint8)
@@ -177,8 +183,12 @@ def twin(a):
     remote_idx = ((i * 13 + 5) % nblocks).astype(np.uint32)
 
     # 6. Warm-up, then the timed iterations.
-    post_ns = [0] * a.iters
-    round_ns = [0] * a.iters
+    # Samples go into C arrays: a list would keep two new int objects per
+    # iteration, and each fresh page they need costs the next post's
+    # clock read (its int) a page fault, ~20 us here: Python's p99, not
+    # the binding's.
+    post_ns = array.array("q", bytes(8 * a.iters))
+    round_ns = array.array("q", bytes(8 * a.iters))
     post = prep.post
     now_ns = time.monotonic_ns
     warmup = a.warmup
@@ -203,8 +213,8 @@ def twin(a):
     tmem.close()
     tctx.close()
 
-    post_ns.sort()
-    round_ns.sort()
+    post_ns = sorted(post_ns)
+    round_ns = sorted(round_ns)
     p50, p99 = percentile_us(post_ns, 50), percentile_us(post_ns, 99)
     r50, r99 = percentile_us(round_ns, 50), percentile_us(round_ns, 99)
     print("post_bench.py: post p50 %.1f us, p99 %.1f us (%.1f ns/block); "
@@ -274,7 +284,8 @@ def compare(a):
         return 1
     common = ["--blocks", str(a.blocks), "--block-size", str(a.block_size),
               "--iters", str(a.iters), "--warmup", str(a.warmup),
-              "--provider", a.provider, "--domain", a.domain]
+              "--provider", a.provider, "--domain", a.domain,
+              "--initiator-thread", str(a.initiator_thread)]
     c_argv = [c_bench] + common
     py_argv = [sys.executable, os.path.abspath(__file__), "--lang",
                "python"] + common

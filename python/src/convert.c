@@ -110,3 +110,41 @@ int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem)
     }
     return 0;
 }
+
+int pyf_fastcall_args(const char *fname, const char *const *names, size_t n,
+                      size_t required, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+
+    if ((size_t)nargs > n) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s() takes at most %zu arguments (%zd given)", fname, n,
+                     nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        out[i] = args[i];
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        size_t i = 0;
+
+        while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]))
+            i++;
+        if (i == n || out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got %s keyword argument %R",
+                         fname, i == n ? "an unexpected" : "a repeated", key);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (size_t i = 0; i < required; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s() missing required argument '%s'", fname,
+                         names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}

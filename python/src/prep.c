@@ -230,104 +230,6 @@ fail:
 
 /* ---- posting ---------------------------------------------------------------------- */
 
-/* Indices as ferry wants them: a uint32 buffer as it is, or a sequence of
- * ints copied into tmp. */
-struct indices {
-    Py_buffer view;
-    bool has_view;
-    uint32_t *tmp;
-    const uint32_t *idx;
-    size_t n;
-};
-
-static bool is_uint32_format(const Py_buffer *v)
-{
-    const char *f = v->format != NULL ? v->format : "B";
-
-    if (v->itemsize != 4)
-        return false;
-    if (f[0] == '@' || f[0] == '=' ||
-        (f[0] == '<' && PY_LITTLE_ENDIAN) || (f[0] == '>' && PY_BIG_ENDIAN))
-        f++;
-    return strcmp(f, "I") == 0 || (strcmp(f, "L") == 0 && sizeof(long) == 4);
-}
-
-static int indices_from_sequence(PyObject *obj, const char *what,
-                                 struct indices *ix)
-{
-    PyObject *seq = PySequence_Fast(obj, "");
-    Py_ssize_t n;
-
-    if (seq == NULL) {
-        PyErr_Clear();
-        pyf_raise_msg(FERRY_EINVAL,
-                      "post: %s is a %.100s; give a numpy array of dtype "
-                      "uint32 (or a list of ints)",
-                      what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    n = PySequence_Fast_GET_SIZE(seq);
-    ix->tmp = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
-    if (ix->tmp == NULL) {
-        Py_DECREF(seq);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned long v =
-            PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, i));
-        if ((v == (unsigned long)-1 && PyErr_Occurred()) || v > UINT32_MAX) {
-            PyErr_Clear();
-            Py_DECREF(seq);
-            pyf_raise_msg(FERRY_EINVAL,
-                          "post: %s[%zd] is not an index from 0 to 2**32-1",
-                          what, i);
-            return -1;
-        }
-        ix->tmp[i] = (uint32_t)v;
-    }
-    Py_DECREF(seq);
-    ix->idx = ix->tmp;
-    ix->n = (size_t)n;
-    return 0;
-}
-
-static int indices_get(PyObject *obj, const char *what, struct indices *ix)
-{
-    memset(ix, 0, sizeof(*ix));
-    if (!PyObject_CheckBuffer(obj))
-        return indices_from_sequence(obj, what, ix);
-    if (PyObject_GetBuffer(obj, &ix->view,
-                           PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
-        PyErr_Clear();
-        pyf_raise_msg(FERRY_EINVAL,
-                      "post: %s is not contiguous; give a contiguous uint32 "
-                      "array (np.ascontiguousarray(idx, dtype=np.uint32))",
-                      what);
-        return -1;
-    }
-    ix->has_view = true;
-    if (ix->view.ndim > 1 || !is_uint32_format(&ix->view)) {
-        pyf_raise_msg(FERRY_EINVAL,
-                      "post: %s has item format '%s' (%zd bytes) and %d "
-                      "dimension(s); indices are one dimension of uint32: "
-                      "np.asarray(idx, dtype=np.uint32)",
-                      what, ix->view.format ? ix->view.format : "B",
-                      ix->view.itemsize, ix->view.ndim);
-        return -1;
-    }
-    ix->idx = ix->view.buf;
-    ix->n = (size_t)(ix->view.len / 4);
-    return 0;
-}
-
-static void indices_release(struct indices *ix)
-{
-    if (ix->has_view)
-        PyBuffer_Release(&ix->view);
-    PyMem_Free(ix->tmp);
-}
-
 static int prepared_alive(PyfPrepared *self, const char *what)
 {
     if (pyf_ctx_alive(self->peer->ctx, what) != 0)
@@ -338,25 +240,29 @@ static int prepared_alive(PyfPrepared *self, const char *what)
     return -1;
 }
 
-static PyObject *prepared_post(PyfPrepared *self, PyObject *args,
-                               PyObject *kwargs)
+/* Prepared.post(local_idx, remote_idx, notify=None, timeout=None), with
+ * the vectorcall convention: no argument tuple or dict is built. */
+static PyObject *prepared_post(PyfPrepared *self, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *names[] = {"local_idx", "remote_idx", "notify", "timeout",
-                            NULL};
-    PyObject *lobj, *robj, *notify = NULL, *timeout = NULL;
+    static const char *const names[] = {"local_idx", "remote_idx", "notify",
+                                        "timeout"};
+    PyObject *arg[4] = {NULL, NULL, NULL, NULL};
+    PyObject *lobj, *robj;
     struct ferry_xfer_opts opts;
-    struct indices li, ri;
+    struct pyf_indices li, ri;
     ferry_req_t *req = NULL;
     int ret = -1;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OO:post", names, &lobj,
-                                     &robj, &notify, &timeout) ||
+    if (pyf_fastcall_args("post", names, 4, 2, args, nargs, kwnames, arg) ||
         prepared_alive(self, "Prepared.post") != 0 ||
-        pyf_notify_opts(notify, timeout, &opts) != 0)
+        pyf_notify_opts(arg[2], arg[3], &opts) != 0)
         return NULL;
-    if (indices_get(lobj, "local_idx", &li) != 0)
+    lobj = arg[0];
+    robj = arg[1];
+    if (pyf_indices_get(lobj, "local_idx", &li) != 0)
         goto out_local;
-    if (indices_get(robj, "remote_idx", &ri) != 0)
+    if (pyf_indices_get(robj, "remote_idx", &ri) != 0)
         goto out;
     if (li.n != ri.n) {
         pyf_raise_msg(FERRY_EINVAL,
@@ -369,15 +275,14 @@ static PyObject *prepared_post(PyfPrepared *self, PyObject *args,
     if (ret != 0)
         pyf_raise(ret, "Prepared.post");
 out_both:
-    indices_release(&ri);
+    pyf_indices_release(&ri);
 out:
-    indices_release(&li);
+    pyf_indices_release(&li);
 out_local:
     if (ret != 0)
         return NULL;
     /* ferry copied the indices; the request holds the lists' regions. */
-    return pyf_request_new(self->peer->ctx, req,
-                           PyTuple_Pack(1, (PyObject *)self));
+    return pyf_request_new(self->peer->ctx, req, Py_NewRef(self));
 }
 
 static PyObject *prepared_close(PyfPrepared *self, PyObject *unused)
@@ -430,7 +335,8 @@ static PyObject *prepared_remote_count(PyfPrepared *self, void *unused)
 }
 
 static PyMethodDef prepared_methods[] = {
-    {"post", (PyCFunction)prepared_post, METH_VARARGS | METH_KEYWORDS,
+    {"post", (PyCFunction)(void (*)(void))prepared_post,
+     METH_FASTCALL | METH_KEYWORDS,
      "post(local_idx, remote_idx, notify=None, timeout=None) -> Request: "
      "moves block local_idx[i] <-> remote_idx[i] for every i, as one "
      "request.  Indices: uint32 numpy arrays (or lists of ints)."},

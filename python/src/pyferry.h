@@ -156,9 +156,33 @@ int pyf_timeout_ms(PyObject *seconds, int none_ms, const char *what, int *ms);
 /* A notify=(id, value) argument into opts (None: no notification). */
 int pyf_notify_opts(PyObject *notify, PyObject *timeout,
                     struct ferry_xfer_opts *opts);
-/* Name arguments of the bootstrap and metadata calls. */
+/* Arguments of a METH_FASTCALL | METH_KEYWORDS method into out[n] (those
+ * not given stay NULL; the first `required` must be).  0, or -1 with a
+ * TypeError as Python words it. */
+int pyf_fastcall_args(const char *fname, const char *const *names, size_t n,
+                      size_t required, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+/* obj as an open Memory (RemoteMemory): 0, or -1 with the exception
+ * naming `what` and what it should be. */
 int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem);
 int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem);
+
+/* ---- block indices (indices.c) ------------------------------------------ */
+
+/* Indices as ferry_xfer_post reads them: an array's memory as it is (held
+ * by the caller's argument), or a list's ints copied into tmp. */
+struct pyf_indices {
+    Py_buffer view;
+    bool has_view;
+    uint32_t *tmp;
+    const uint32_t *idx;
+    size_t n;
+};
+
+/* 0, or -1 with InvalidArgumentError saying what was given and what would
+ * do.  what names the argument. */
+int pyf_indices_get(PyObject *obj, const char *what, struct pyf_indices *ix);
+void pyf_indices_release(struct pyf_indices *ix);
 
 /* ---- the objects ------------------------------------------------------------ */
 

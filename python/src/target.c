@@ -349,6 +349,14 @@ int pyf_target_get(PyObject *obj, bool writable, struct pyf_target *t)
         pyf_target_release(t);
         return -1;
     }
+    if (t->len == 0) {
+        pyf_target_release(t);
+        pyf_raise_msg(FERRY_EINVAL,
+                      "register: the %.100s is empty (0 bytes); a "
+                      "registration needs at least one byte",
+                      Py_TYPE(obj)->tp_name);
+        return -1;
+    }
     if (writable && t->readonly) {
         pyf_target_release(t);
         pyf_raise_msg(FERRY_EINVAL,

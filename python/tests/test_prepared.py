@@ -135,6 +135,8 @@ def test_bad_indices(tcp_pair):
         (np.array([[1, 2]], dtype=np.uint32), ok, "2 dimension(s)"),
         (np.array([1, 2], dtype=np.float32), ok, "format 'f'"),
         (np.arange(4, dtype=np.uint32)[::2], ok, "not contiguous"),
+        # uint32, but big-endian: numpy's fast path must not take it.
+        (np.array([1, 2], dtype=">u4"), ok, "item format '>I'"),
         (ok, np.array([1, 2, 3], dtype=np.uint32),
          "local_idx has 2 indices and remote_idx 3"),
         ([1, -1], ok, "local_idx[1] is not an index"),
@@ -147,6 +149,12 @@ def test_bad_indices(tcp_pair):
         with pytest.raises(ferry.InvalidArgumentError) as e:
             prep.post(local, remote)
         assert words in str(e.value), (words, str(e.value))
+    # A slice of a larger array is read from its own first element, not
+    # the base array's (numpy's fast path): base[N] is out of range.
+    base = np.arange(N + 2, dtype=np.uint32)
+    with pytest.raises(ferry.RangeError) as e:
+        prep.post(base[N:], ok)
+    assert "local_idx[0] = %d is out of range" % N in str(e.value)
     with pytest.raises(ferry.RangeError) as e:
         prep.post([N], [0])
     assert ("local_idx[0] = 16 is out of range for list 'local' "

@@ -184,7 +184,8 @@ def test_access(tcp_pair):
     (5, "a int has no memory"),
     (object(), "a object has no memory"),
     ("text", "a str has no memory"),
-    (bytearray(), "len is 0"),
+    (bytearray(), "the bytearray is empty (0 bytes)"),
+    (torch.zeros(0), "the Tensor is empty (0 bytes)"),
 ])
 def test_nothing_to_register(tcp_pair, obj, words):
     with pytest.raises(ferry.InvalidArgumentError) as e:
