@@ -135,6 +135,24 @@ class Child:
         return False
 
 
+def run_roles(prog, script, listener_role, connector_role, metadata,
+              deadline):
+    """run_pair for a program whose two roles meet through the bootstrap
+    (the listener on a free loopback port, the connector told it) or,
+    when metadata is given, through that service (both get the URL from
+    the command line already).  Returns the final report, or None when
+    either role failed or sent none."""
+    if metadata is not None:
+        listen_args, connect_args = [], []
+    else:
+        listen_args = ["--listen", "127.0.0.1:0"]
+        connect_args = ["--connect", "127.0.0.1:{port}"]
+    ok, reports = run_pair(prog, script, listener_role, listen_args,
+                           connector_role, connect_args, deadline)
+    verdict = [r for r in reports if "ok" in r]
+    return verdict[-1] if ok and verdict and verdict[-1]["ok"] else None
+
+
 def run_pair(prog, script, listener_role, listener_args, connector_role,
              connector_args, deadline, grace=10.0):
     """Runs `script --role listener_role ...`, waits for its first report

@@ -340,16 +340,8 @@ def main():
         return run_decode(a)
     if a.role == "prefill":
         return run_prefill(a)
-    if a.metadata is not None:
-        listen_args, connect_args = [], []
-    else:
-        listen_args = ["--listen", "127.0.0.1:0"]
-        connect_args = ["--connect", "127.0.0.1:{port}"]
-    ok, reports = _twoproc.run_pair(PROG, os.path.abspath(__file__),
-                                    "decode", listen_args, "prefill",
-                                    connect_args, a.deadline)
-    verdict = [r for r in reports if "ok" in r]
-    ok = ok and bool(verdict) and verdict[-1]["ok"]
+    ok = _twoproc.run_roles(PROG, os.path.abspath(__file__), "decode",
+                            "prefill", a.metadata, a.deadline) is not None
     print("kv_disagg: %s" % ("OK" if ok else "FAILED"), flush=True)
     return 0 if ok else 1
 

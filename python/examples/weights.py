@@ -294,22 +294,14 @@ def main():
         return run_receiver(a)
     if a.role == "sender":
         return run_sender(a)
-    if a.metadata is not None:
-        listen_args, connect_args = [], []
-    else:
-        listen_args = ["--listen", "127.0.0.1:0"]
-        connect_args = ["--connect", "127.0.0.1:{port}"]
-    ok, reports = _twoproc.run_pair(PROG, os.path.abspath(__file__),
-                                    "receiver", listen_args, "sender",
-                                    connect_args, a.deadline)
-    result = [r for r in reports if "ok" in r]
-    if ok and result and result[-1]["ok"]:
-        r = result[-1]
-        print("weights: OK (%d tensors, %d bytes, %.2f GB/s)" % (
-            r["tensors"], r["bytes"], r["gbps"]), flush=True)
-        return 0
-    print("weights: FAILED", flush=True)
-    return 1
+    r = _twoproc.run_roles(PROG, os.path.abspath(__file__), "receiver",
+                           "sender", a.metadata, a.deadline)
+    if r is None:
+        print("weights: FAILED", flush=True)
+        return 1
+    print("weights: OK (%d tensors, %d bytes, %.2f GB/s)" % (
+        r["tensors"], r["bytes"], r["gbps"]), flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -171,12 +171,6 @@ static void context_dealloc(PyfContext *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *context_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
 static PyObject *context_exit(PyfContext *self, PyObject *args)
 {
     (void)args;
@@ -392,15 +386,12 @@ static PyObject *context_counter_get(PyfContext *self, PyObject *arg)
 static PyObject *context_counter_wait(PyfContext *self, PyObject *args,
                                       PyObject *kwargs)
 {
-    static char *names[] = {"id", "expected", "timeout", NULL};
     unsigned long long id, expected;
-    PyObject *timeout = NULL;
     int ms, ret;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KK|O:counter_wait", names,
-                                     &id, &expected, &timeout) ||
-        pyf_ctx_alive(self, "Context.counter_wait") != 0 ||
-        pyf_timeout_ms(timeout, -1, "Context.counter_wait", &ms) != 0)
+    if (pyf_counter_wait_args(args, kwargs, "Context.counter_wait", &id,
+                              &expected, &ms) != 0 ||
+        pyf_ctx_alive(self, "Context.counter_wait") != 0)
         return NULL;
     PYF_WITHOUT_GIL(self,
                     ret = ferry_counter_wait(self->handle, id, expected, ms));
@@ -443,7 +434,7 @@ static PyMethodDef context_methods[] = {
     {"close", (PyCFunction)context_close, METH_NOARGS,
      "Destroys the context and every handle made from it (the objects stay "
      "and raise HandleError)."},
-    {"__enter__", context_enter, METH_NOARGS, NULL},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)context_exit, METH_VARARGS, NULL},
     {"address", (PyCFunction)context_address, METH_NOARGS,
      "address() -> bytes: the blob a peer passes to add_peer."},

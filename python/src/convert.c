@@ -148,3 +148,22 @@ int pyf_fastcall_args(const char *fname, const char *const *names, size_t n,
     }
     return 0;
 }
+
+PyObject *pyf_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+int pyf_counter_wait_args(PyObject *args, PyObject *kwargs, const char *what,
+                          unsigned long long *id,
+                          unsigned long long *expected, int *ms)
+{
+    static char *names[] = {"id", "expected", "timeout", NULL};
+    PyObject *timeout = NULL;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KK|O:counter_wait", names,
+                                     id, expected, &timeout))
+        return -1;
+    return pyf_timeout_ms(timeout, -1, what, ms);
+}

@@ -198,12 +198,6 @@ static PyObject *memory_closed(PyfMemory *self, void *unused)
     return PyBool_FromLong(self->handle == NULL || self->ctx->handle == NULL);
 }
 
-static PyObject *memory_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
 static PyObject *memory_exit(PyfMemory *self, PyObject *args)
 {
     (void)args;
@@ -219,7 +213,7 @@ static PyMethodDef memory_methods[] = {
     {"close", (PyCFunction)memory_close, METH_NOARGS,
      "close(): deregisters (BusyError while requests use it) and lets go "
      "of the object."},
-    {"__enter__", memory_enter, METH_NOARGS, NULL},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)memory_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

@@ -222,12 +222,6 @@ static void meta_dealloc(PyfMeta *self)
     PyObject_Free(self);
 }
 
-static PyObject *meta_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
 static PyObject *meta_exit(PyfMeta *self, PyObject *args)
 {
     (void)args;
@@ -250,7 +244,7 @@ static PyMethodDef meta_methods[] = {
      "timeout passes."},
     {"close", (PyCFunction)meta_close, METH_NOARGS,
      "close(): withdraws everything at once and leaves."},
-    {"__enter__", meta_enter, METH_NOARGS, NULL},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)meta_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

@@ -173,12 +173,6 @@ static PyObject *listener_port(PyfListener *self, void *unused)
     return PyLong_FromLong(ferry_oob_port(self->handle));
 }
 
-static PyObject *self_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
 static PyObject *listener_exit(PyfListener *self, PyObject *args)
 {
     (void)args;
@@ -193,7 +187,7 @@ static PyMethodDef listener_methods[] = {
      "token, to find what it offered."},
     {"close", (PyCFunction)listener_close, METH_NOARGS,
      "close(): stops serving (accepted connections stay)."},
-    {"__enter__", self_enter, METH_NOARGS, NULL},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)listener_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -332,7 +326,7 @@ static PyMethodDef connection_methods[] = {
      "it through accept()."},
     {"close", (PyCFunction)connection_close, METH_NOARGS,
      "close(): ends the connection and its offers (the peer stays)."},
-    {"__enter__", self_enter, METH_NOARGS, NULL},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)connection_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

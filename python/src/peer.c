@@ -310,15 +310,12 @@ static PyObject *peer_declare_dead(PyfPeer *self, PyObject *args)
 static PyObject *peer_counter_wait(PyfPeer *self, PyObject *args,
                                    PyObject *kwargs)
 {
-    static char *names[] = {"id", "expected", "timeout", NULL};
     unsigned long long id, expected;
-    PyObject *timeout = NULL;
     int ms, ret;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KK|O:counter_wait", names,
-                                     &id, &expected, &timeout) ||
-        peer_alive(self, "Peer.counter_wait") != 0 ||
-        pyf_timeout_ms(timeout, -1, "Peer.counter_wait", &ms) != 0)
+    if (pyf_counter_wait_args(args, kwargs, "Peer.counter_wait", &id,
+                              &expected, &ms) != 0 ||
+        peer_alive(self, "Peer.counter_wait") != 0)
         return NULL;
     PYF_WITHOUT_GIL(self->ctx, ret = ferry_counter_wait_peer(
                                    self->handle, id, expected, ms));

@@ -162,6 +162,13 @@ int pyf_notify_opts(PyObject *notify, PyObject *timeout,
 int pyf_fastcall_args(const char *fname, const char *const *names, size_t n,
                       size_t required, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+/* __enter__ of every object with a close(): returns the object. */
+PyObject *pyf_enter(PyObject *self, PyObject *unused);
+/* The (id, expected, timeout=None) arguments of the counter waits, the
+ * timeout in ms (-1: none).  0, or -1 with the exception set. */
+int pyf_counter_wait_args(PyObject *args, PyObject *kwargs, const char *what,
+                          unsigned long long *id,
+                          unsigned long long *expected, int *ms);
 /* obj as an open Memory (RemoteMemory): 0, or -1 with the exception
  * naming `what` and what it should be. */
 int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem);

@@ -122,6 +122,22 @@ def wait_until(cond, timeout=LONG, what="condition"):
         time.sleep(0.01)
 
 
+def busy_close(close, what):
+    """Calls close() until it raises ferry.BusyError (another thread's wait
+    may not have released the GIL yet), and returns that error."""
+    out = {}
+
+    def refused():
+        try:
+            close()
+        except ferry.BusyError as e:
+            out["busy"] = e
+            return True
+        return False
+    wait_until(refused, what=what)
+    return out["busy"]
+
+
 def dead_region(**cfg):
     """A context whose peer (a closed context) never answers, its Peer and
     a RemoteMemory there, and a local Memory: requests stay in flight."""

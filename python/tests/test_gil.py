@@ -130,17 +130,9 @@ def test_close_refuses_while_another_thread_waits(tcp_pair):
     t = threading.Thread(target=wait)
     t.start()
     started.wait()
-    # The wait may not have released the GIL yet: retry until it has.
-    def refused():
-        try:
-            tcp_pair.target.close()
-        except ferry.BusyError as e:
-            out["busy"] = e
-            return True
-        return False
-    ferrytest.wait_until(refused, what="BusyError")
-    assert "wait on this context in other threads" in str(out["busy"])
-    assert out["busy"].name == "EBUSY"
+    busy = ferrytest.busy_close(tcp_pair.target.close, "BusyError")
+    assert "wait on this context in other threads" in str(busy)
+    assert busy.name == "EBUSY"
     assert not tcp_pair.target.closed
     tcp_pair.peer.notify(7, 1).wait(timeout=LONG)
     t.join(timeout=LONG)
@@ -155,13 +147,7 @@ def test_request_close_refuses_while_another_thread_waits():
         t = threading.Thread(target=lambda: pytest.raises(
             ferry.Error, req.wait, timeout=2 * WAIT))
         t.start()
-        def refused():
-            try:
-                req.close()
-            except ferry.BusyError:
-                return True
-            return False
-        ferrytest.wait_until(refused, what="Request.close to refuse")
+        ferrytest.busy_close(req.close, "Request.close to refuse")
         t.join()
         req.cancel()
         req.close()
@@ -181,15 +167,8 @@ def refuses_while(obj, call, release):
     t = threading.Thread(target=run)
     t.start()
 
-    def refused():
-        try:
-            obj.close()
-        except ferry.BusyError as e:
-            out["busy"] = e
-            return True
-        return False
-    ferrytest.wait_until(refused, what="close to refuse")
-    assert "in other threads" in str(out["busy"])
+    busy = ferrytest.busy_close(obj.close, "close to refuse")
+    assert "in other threads" in str(busy)
     release()
     t.join(timeout=LONG)
     assert not t.is_alive()
