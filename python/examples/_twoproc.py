@@ -44,6 +44,69 @@ def is_loopback(hostport):
     return host in ("", "localhost", "::1") or host.startswith("127.")
 
 
+def open_context(ferry, a, listener):
+    """The role's context: the listener is the target (a progress thread);
+    both are on one host when they meet on a loopback address."""
+    hostport = a.listen if listener else a.connect
+    same_host = a.same_host or (a.metadata is None and is_loopback(hostport))
+    return ferry.Context(**context_config(a, listener, same_host))
+
+
+class Meeting:
+    """How the two roles meet: through the metadata service (--metadata,
+    the listener joins as NAME-SUFFIX, the connector as NAME) or through
+    ferry's bootstrap (--listen / --connect)."""
+
+    def __init__(self, ctx, a, suffix):
+        self.ctx, self.a, self.suffix = ctx, a, suffix
+        self.meta = self.lis = self.conn = None
+
+    # -- the listening role --
+
+    def publish(self, regions, report):
+        """Publishes {region: Memory}, then tells the launcher (its port)
+        and returns where the regions are, in words."""
+        a = self.a
+        if a.metadata is not None:
+            self.meta = self.ctx.metadata(a.name + self.suffix, url=a.metadata)
+            for name, mem in regions.items():
+                self.meta.publish(name, mem)
+            report.send(port=None)
+            return '%s as "%s%s"' % (a.metadata, a.name, self.suffix)
+        self.lis = self.ctx.listen(a.listen)
+        for name, mem in regions.items():
+            self.lis.publish(name, mem)
+        report.send(port=self.lis.port)
+        return "%s:%d" % (a.listen.rpartition(":")[0] or "*", self.lis.port)
+
+    def wait_peer(self):
+        """The connecting role, once it has come."""
+        if self.meta is not None:
+            return self.meta.peer(self.a.name, timeout=self.a.timeout)
+        # Kept: the connection closes when its object goes, and the other
+        # role's lookups on it would end.
+        self.conn = self.lis.accept(timeout=self.a.timeout)
+        return self.conn.peer
+
+    # -- the connecting role --
+
+    def join(self):
+        """Finds the listening role; returns its Peer."""
+        a = self.a
+        if a.metadata is not None:
+            self.meta = self.ctx.metadata(a.name, url=a.metadata)
+            return self.meta.peer(a.name + self.suffix, timeout=a.timeout)
+        self.conn = self.ctx.connect(a.connect, timeout=a.timeout)
+        return self.conn.peer
+
+    def lookup(self, region):
+        """A region the listening role published (after join)."""
+        if self.meta is not None:
+            return self.meta.lookup(self.a.name + self.suffix, region,
+                                    timeout=self.a.timeout)
+        return self.conn.lookup(region, timeout=self.a.timeout)
+
+
 def add_common_options(p, timeout=30.0, deadline=120.0):
     """Options every role takes, and those of the parent."""
     p.add_argument("--provider", default=None,

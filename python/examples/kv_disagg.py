@@ -178,24 +178,12 @@ def run_decode(a):
         step("allocating the KV cache")
         kv = torch.zeros(shape_of(a), dtype=dtype_of(a, torch))
         step("opening the context")
-        same_host = a.same_host or (a.metadata is None and
-                                    _twoproc.is_loopback(a.listen))
-        ctx = ferry.Context(**_twoproc.context_config(a, True, same_host))
+        ctx = _twoproc.open_context(ferry, a, True)
         step("registering the KV cache")
         mem = ctx.register(kv)  # remote read and write
-        if a.metadata is not None:
-            step("joining %s" % a.metadata)
-            meta = ctx.metadata(a.name + "-decode", url=a.metadata)
-            meta.publish("kv", mem)
-            where = '%s as "%s-decode"' % (a.metadata, a.name)
-            report.send(port=None)
-        else:
-            step("listening on %s" % a.listen)
-            lis = ctx.listen(a.listen)
-            lis.publish("kv", mem)
-            host = a.listen.rpartition(":")[0] or "*"
-            where = "%s:%d" % (host, lis.port)
-            report.send(port=lis.port)
+        step("publishing it")
+        meeting = _twoproc.Meeting(ctx, a, "-decode")
+        where = meeting.publish({"kv": mem}, report)
         print("decode: KV cache %s %s (%s, %s per block) on %s, published "
               'as "kv" at %s' % (list(kv.shape), a.dtype,
                                  size_words(kv.numel() * kv.element_size()),
@@ -203,11 +191,7 @@ def run_decode(a):
                                  where_words(ctx.info()), where), flush=True)
 
         step("waiting for prefill")
-        if a.metadata is not None:
-            peer = meta.peer(a.name, timeout=a.timeout)
-        else:
-            conn = lis.accept(timeout=a.timeout)
-            peer = conn.peer
+        peer = meeting.wait_peer()
 
         bad, moved, used = 0, 0, set()
         seqs = plan(a)
@@ -269,23 +253,14 @@ def run_prefill(a):
             kv[b:b + per] = pattern(range(b, min(b + per, a.blocks)), a,
                                     torch)
         step("opening the context")
-        same_host = a.same_host or (a.metadata is None and
-                                    _twoproc.is_loopback(a.connect))
-        ctx = ferry.Context(**_twoproc.context_config(a, False, same_host))
+        ctx = _twoproc.open_context(ferry, a, False)
         step("registering the KV cache")
         mem = ctx.register(kv, access=0)  # local use only
-        if a.metadata is not None:
-            step("joining %s" % a.metadata)
-            meta = ctx.metadata(a.name, url=a.metadata)
-            step('looking up "%s-decode"\'s cache' % a.name)
-            rmem = meta.lookup(a.name + "-decode", "kv", timeout=a.timeout)
-            peer = rmem.peer
-        else:
-            step("connecting to %s" % a.connect)
-            conn = ctx.connect(a.connect, timeout=a.timeout)
-            peer = conn.peer
-            step("looking up decode's cache")
-            rmem = conn.lookup("kv", timeout=a.timeout)
+        step("finding decode")
+        meeting = _twoproc.Meeting(ctx, a, "-decode")
+        peer = meeting.join()
+        step("looking up decode's cache")
+        rmem = meeting.lookup("kv")
         bsize = block_bytes(a, torch)
         if rmem.nbytes != mem.nbytes:
             raise RuntimeError(

@@ -150,23 +150,12 @@ def run_receiver(a):
         total = sum(nbytes(t) for t in sd.values())
 
         step("opening the context")
-        same_host = a.same_host or (a.metadata is None and
-                                    _twoproc.is_loopback(a.listen))
-        ctx = ferry.Context(**_twoproc.context_config(a, True, same_host))
+        ctx = _twoproc.open_context(ferry, a, True)
         step("registering the state_dict")
-        mems = {k: ctx.register(t) for k, t in sd.items()}
-        if a.metadata is not None:
-            step("joining %s" % a.metadata)
-            meta = ctx.metadata(a.name + "-receiver", url=a.metadata)
-            for k, m in mems.items():
-                meta.publish(region_name(k), m)
-            report.send(port=None)
-        else:
-            step("listening on %s" % a.listen)
-            lis = ctx.listen(a.listen)
-            for k, m in mems.items():
-                lis.publish(region_name(k), m)
-            report.send(port=lis.port)
+        mems = {region_name(k): ctx.register(t) for k, t in sd.items()}
+        step("publishing it")
+        meeting = _twoproc.Meeting(ctx, a, "-receiver")
+        meeting.publish(mems, report)
         dtypes = sorted({str(t.dtype).replace("torch.", "")
                          for t in sd.values()})
         print("receiver: %d tensors (%s), %.1f MB, registered and published "
@@ -175,11 +164,7 @@ def run_receiver(a):
                                        ctx.info()["domain"])), flush=True)
 
         step("waiting for the sender")
-        if a.metadata is not None:
-            peer = meta.peer(a.name, timeout=a.timeout)
-        else:
-            conn = lis.accept(timeout=a.timeout)
-            peer = conn.peer
+        peer = meeting.wait_peer()
         step("waiting for the weights")
         peer.counter_wait(DONE, len(sd), timeout=a.timeout)
         peer.counter_wait(ELAPSED, 1, timeout=a.timeout)
@@ -223,29 +208,15 @@ def run_sender(a):
         total = sum(nbytes(t) for t in sd.values())
 
         step("opening the context")
-        same_host = a.same_host or (a.metadata is None and
-                                    _twoproc.is_loopback(a.connect))
-        ctx = ferry.Context(**_twoproc.context_config(a, False, same_host))
-        if a.metadata is not None:
-            step("joining %s" % a.metadata)
-            meta = ctx.metadata(a.name, url=a.metadata)
-            peer = meta.peer(a.name + "-receiver", timeout=a.timeout)
-
-            def lookup(name):
-                return meta.lookup(a.name + "-receiver", name,
-                                   timeout=a.timeout)
-        else:
-            step("connecting to %s" % a.connect)
-            conn = ctx.connect(a.connect, timeout=a.timeout)
-            peer = conn.peer
-
-            def lookup(name):
-                return conn.lookup(name, timeout=a.timeout)
+        ctx = _twoproc.open_context(ferry, a, False)
+        step("finding the receiver")
+        meeting = _twoproc.Meeting(ctx, a, "-receiver")
+        peer = meeting.join()
 
         pieces = []
         for k, t in sd.items():
             step("looking up %s" % k)
-            rmem = lookup(region_name(k))
+            rmem = meeting.lookup(region_name(k))
             if rmem.nbytes != nbytes(t):
                 raise RuntimeError(
                     "%s: the receiver's tensor has %d bytes and the "
