@@ -51,6 +51,7 @@ options.
 """
 import argparse
 import array
+import glob
 import os
 import re
 import statistics
@@ -290,9 +291,13 @@ def compare(a):
     py_argv = [sys.executable, os.path.abspath(__file__), "--lang",
                "python"] + common
     py_env = dict(os.environ)
-    py_env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.dirname(HERE)] +
-        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # The module built in place beside this file (setup.py build_ext
+    # --inplace), if there is one; else the ferry the environment finds.
+    if glob.glob(os.path.join(os.path.dirname(HERE), "ferry", "_ferry*.so")):
+        py_env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.dirname(HERE)] +
+            [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p])
     libdir = c_libdir(c_bench)
     if libdir is not None:
         py_env["LD_LIBRARY_PATH"] = os.pathsep.join(
