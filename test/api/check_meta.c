@@ -672,8 +672,16 @@ START_TEST(test_kill_publisher)
         while (ferry_meta_event(m, 0, &ev) == 0)
             if (ev.kind == FERRY_META_LEAVE &&
                 strcmp(ev.name, "victim") == 0 && !left) {
+                enum ferry_peer_state st;
+
                 left = true;
                 leave_ms = tu_ms_since(t0);
+                /* Whoever reads the leave finds the handle dead already. */
+                ck_assert_int_eq(ferry_peer_state(peer, &st, NULL, 0), 0);
+                ck_assert_msg(st == FERRY_PEER_DEAD,
+                              "the LEAVE was readable before the peer was "
+                              "declared dead (state %d)",
+                              (int)st);
             }
         ret = ferry_notify_poll(ctx, n, TU_ARRAY_LEN(n));
         ck_assert_msg(ret >= 0, "ferry_notify_poll: %s", ferry_last_error());
