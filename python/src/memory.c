@@ -98,9 +98,11 @@ static PyObject *memory_close(PyfMemory *self, PyObject *unused)
 static int memory_clear(PyfMemory *self)
 {
     if (memory_release(self) != 0) {
-        PyErr_WarnFormat(PyExc_ResourceWarning, 1,
-                         "ferry: a registration still in use by the NIC "
-                         "after 10 s; its memory is kept, never freed");
+        /* Reported, never raised: this runs in dealloc and the GC. */
+        if (PyErr_WarnFormat(PyExc_ResourceWarning, 1,
+                             "ferry: a registration still in use by the NIC "
+                             "after 10 s; its memory is kept, never freed"))
+            PyErr_WriteUnraisable((PyObject *)self);
         return 0;
     }
     Py_CLEAR(self->obj);
@@ -122,10 +124,15 @@ static int memory_traverse(PyfMemory *self, visitproc visit, void *arg)
 
 static void memory_dealloc(PyfMemory *self)
 {
+    PyObject *type, *value, *tb;
+
     PyObject_GC_UnTrack(self);
     if (self->weakrefs != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
+    /* Its warning must not replace an exception in flight. */
+    PyErr_Fetch(&type, &value, &tb);
     memory_clear(self);
+    PyErr_Restore(type, value, tb);
     if (self->handle == NULL) {
         Py_CLEAR(self->ctx);
         PyObject_GC_Del(self);

@@ -37,7 +37,12 @@ static void peer_dealloc(PyfPeer *self)
     if (self->weakrefs != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->handle != NULL && self->ctx->handle != NULL) {
+        /* The table's upkeep must not lose an exception in flight. */
+        PyObject *type, *value, *tb;
+
+        PyErr_Fetch(&type, &value, &tb);
         pyf_peer_forget(self->ctx, self->handle);
+        PyErr_Restore(type, value, tb);
         /* A peer still busy (a counter wait in another context's thread)
          * stays with the context. */
         if (self->owned)
