@@ -672,8 +672,6 @@ START_TEST(test_kill_publisher)
         while (ferry_meta_event(m, 0, &ev) == 0)
             if (ev.kind == FERRY_META_LEAVE &&
                 strcmp(ev.name, "victim") == 0 && !left) {
-                enum ferry_peer_state st;
-
                 left = true;
                 leave_ms = tu_ms_since(t0);
                 /* Whoever reads the leave finds the handle dead already. */
