@@ -33,6 +33,7 @@
 #include <ferry.h>
 
 #include "benchutil.h"
+#include "sockutil.h"
 
 #include "oob/auth.h"
 #include "oob/wire.h"
@@ -82,21 +83,6 @@ static ferry_context_t *context(bool progress_thread)
 
 /* ---- the hostile process ------------------------------------------------ */
 
-/* A connected TCP socket to 127.0.0.1:port, or -1. */
-static int dial(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* What a hostile process did, sent to the parent when it is stopped. */
 struct hostile_report {
     unsigned long reconnects;
@@ -106,7 +92,7 @@ struct hostile_report {
 /* A socket that says nothing, or only the first byte of a frame; -1. */
 static int idle_dial(int port, bool one_byte)
 {
-    int fd = dial(port);
+    int fd = su_dial(port);
 
     if (fd >= 0 && one_byte && send(fd, "F", 1, MSG_NOSIGNAL) != 1) {
         close(fd);
@@ -145,7 +131,7 @@ static int flood_dial(int port, const uint8_t *addr, size_t alen)
 {
     uint8_t srv[FERRY__OOB_BLOB_MAX];
     size_t slen = sizeof(srv);
-    int fd = dial(port);
+    int fd = su_dial(port);
 
     if (fd < 0)
         return -1;

@@ -237,7 +237,10 @@ FERRY_API int ferry_context_create(const struct ferry_config *cfg,
                                    ferry_context_t **ctx);
 /*
  * Closes the context and everything made from it: peers, registrations,
- * remote regions and requests (their handles become invalid).  NULL-safe.
+ * remote regions and requests (their handles become invalid).  Descriptor
+ * lists and prepared transfers, bootstrap listeners and connections and
+ * metadata handles are not closed by it and go on using the context:
+ * release, close or disconnect them first.  NULL-safe.
  */
 FERRY_API void ferry_context_destroy(ferry_context_t *ctx);
 

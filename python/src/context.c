@@ -15,6 +15,20 @@ int pyf_ctx_alive(PyfContext *ctx, const char *what)
     return -1;
 }
 
+int pyf_alive(PyObject *obj, PyfContext *ctx, const void *handle,
+              const char *what)
+{
+    const char *type = strrchr(Py_TYPE(obj)->tp_name, '.');
+
+    if (pyf_ctx_alive(ctx, what) != 0)
+        return -1;
+    if (handle != NULL)
+        return 0;
+    pyf_raise_msg(FERRY_EHANDLE, "%s: this %s was closed", what,
+                  type != NULL ? type + 1 : Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
 /* ---- the peer table ------------------------------------------------------ */
 
 PyObject *pyf_peer_lookup(PyfContext *ctx, ferry_peer_t *handle)
@@ -169,12 +183,6 @@ static void context_dealloc(PyfContext *self)
     Py_XDECREF(self->strings);
     Py_XDECREF(self->peers);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *context_exit(PyfContext *self, PyObject *args)
-{
-    (void)args;
-    return context_close(self, NULL);
 }
 
 /* ---- what the context is -------------------------------------------------- */
@@ -435,7 +443,7 @@ static PyMethodDef context_methods[] = {
      "Destroys the context and every handle made from it (the objects stay "
      "and raise HandleError)."},
     {"__enter__", pyf_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)context_exit, METH_VARARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {"address", (PyCFunction)context_address, METH_NOARGS,
      "address() -> bytes: the blob a peer passes to add_peer."},
     {"info", (PyCFunction)context_info, METH_NOARGS,

@@ -82,13 +82,7 @@ int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem)
         return -1;
     }
     *mem = (PyfMemory *)obj;
-    if (pyf_ctx_alive((*mem)->ctx, what) != 0)
-        return -1;
-    if ((*mem)->handle == NULL) {
-        pyf_raise_msg(FERRY_EHANDLE, "%s: this Memory was closed", what);
-        return -1;
-    }
-    return 0;
+    return pyf_alive(obj, (*mem)->ctx, (*mem)->handle, what);
 }
 
 int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem)
@@ -101,14 +95,7 @@ int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem)
         return -1;
     }
     *rmem = (PyfRemote *)obj;
-    if (pyf_ctx_alive((*rmem)->peer->ctx, what) != 0)
-        return -1;
-    if ((*rmem)->handle == NULL) {
-        pyf_raise_msg(FERRY_EHANDLE, "%s: this RemoteMemory was closed",
-                      what);
-        return -1;
-    }
-    return 0;
+    return pyf_alive(obj, (*rmem)->peer->ctx, (*rmem)->handle, what);
 }
 
 int pyf_fastcall_args(const char *fname, const char *const *names, size_t n,
@@ -153,6 +140,12 @@ PyObject *pyf_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
     return Py_NewRef(self);
+}
+
+PyObject *pyf_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    return PyObject_CallMethod(self, "close", NULL);
 }
 
 int pyf_counter_wait_args(PyObject *args, PyObject *kwargs, const char *what,

@@ -205,12 +205,6 @@ static PyObject *memory_closed(PyfMemory *self, void *unused)
     return PyBool_FromLong(self->handle == NULL || self->ctx->handle == NULL);
 }
 
-static PyObject *memory_exit(PyfMemory *self, PyObject *args)
-{
-    (void)args;
-    return memory_close(self, NULL);
-}
-
 static PyMethodDef memory_methods[] = {
     {"export", (PyCFunction)memory_export, METH_NOARGS,
      "export() -> bytes: the key blob a peer imports (Peer.import_region)."},
@@ -221,7 +215,7 @@ static PyMethodDef memory_methods[] = {
      "close(): deregisters (BusyError while requests use it) and lets go "
      "of the object."},
     {"__enter__", pyf_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)memory_exit, METH_VARARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

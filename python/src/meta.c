@@ -55,12 +55,7 @@ PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name)
 
 static int meta_alive(PyfMeta *self, const char *what)
 {
-    if (pyf_ctx_alive(self->ctx, what) != 0)
-        return -1;
-    if (self->handle != NULL)
-        return 0;
-    pyf_raise_msg(FERRY_EHANDLE, "%s: this Meta was closed", what);
-    return -1;
+    return pyf_alive((PyObject *)self, self->ctx, self->handle, what);
 }
 
 static PyObject *meta_publish(PyfMeta *self, PyObject *args)
@@ -222,12 +217,6 @@ static void meta_dealloc(PyfMeta *self)
     PyObject_Free(self);
 }
 
-static PyObject *meta_exit(PyfMeta *self, PyObject *args)
-{
-    (void)args;
-    return meta_close(self, NULL);
-}
-
 static PyMethodDef meta_methods[] = {
     {"publish", (PyCFunction)meta_publish, METH_VARARGS,
      "publish(region, mem)."},
@@ -245,7 +234,7 @@ static PyMethodDef meta_methods[] = {
     {"close", (PyCFunction)meta_close, METH_NOARGS,
      "close(): withdraws everything at once and leaves."},
     {"__enter__", pyf_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)meta_exit, METH_VARARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

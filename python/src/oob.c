@@ -9,6 +9,7 @@ typedef struct {
     PyfContext *ctx;
     ferry_oob_t *handle; /* NULL once closed */
     PyObject *published; /* {name: Memory}: kept registered while served */
+    int busy;            /* accept calls running without the GIL */
     struct pyf_dependent dep;
 } PyfListener;
 
@@ -78,6 +79,7 @@ PyObject *pyf_listen(PyfContext *ctx, const char *hostport, const char *token)
         return NULL;
     lis->ctx = (PyfContext *)Py_NewRef(ctx);
     lis->handle = NULL;
+    lis->busy = 0;
     pyf_dependent_link(ctx, &lis->dep, (PyObject *)lis,
                        listener_close_handle);
     lis->published = PyDict_New();
@@ -97,12 +99,7 @@ PyObject *pyf_listen(PyfContext *ctx, const char *hostport, const char *token)
 
 static int listener_alive(PyfListener *self, const char *what)
 {
-    if (pyf_ctx_alive(self->ctx, what) != 0)
-        return -1;
-    if (self->handle != NULL)
-        return 0;
-    pyf_raise_msg(FERRY_EHANDLE, "%s: this Listener was closed", what);
-    return -1;
+    return pyf_alive((PyObject *)self, self->ctx, self->handle, what);
 }
 
 static PyObject *listener_publish(PyfListener *self, PyObject *args)
@@ -136,8 +133,8 @@ static PyObject *listener_accept(PyfListener *self, PyObject *args,
         listener_alive(self, "Listener.accept") != 0 ||
         pyf_timeout_ms(timeout, -1, "Listener.accept", &ms) != 0)
         return NULL;
-    PYF_WITHOUT_GIL(self->ctx,
-                    ret = ferry_oob_accept(self->handle, ms, &conn));
+    PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
+                         ret = ferry_oob_accept(self->handle, ms, &conn));
     if (ret != 0)
         return pyf_raise(ret, "Listener.accept");
     return connection_new(self->ctx, conn);
@@ -146,10 +143,12 @@ static PyObject *listener_accept(PyfListener *self, PyObject *args,
 static PyObject *listener_close(PyfListener *self, PyObject *unused)
 {
     (void)unused;
-    if (self->ctx->waiting > 0 && self->handle != NULL)
+    /* Freed under an accept in another thread, it would be used after. */
+    if (self->busy > 0)
         return pyf_raise_msg(FERRY_EBUSY,
-                             "Listener.close: calls wait on its context in "
-                             "other threads (accept?); let them end first");
+                             "Listener.close: %d accept call(s) run in other "
+                             "threads; let them end first",
+                             self->busy);
     listener_close_handle((PyObject *)self);
     PyDict_Clear(self->published);
     Py_RETURN_NONE;
@@ -173,12 +172,6 @@ static PyObject *listener_port(PyfListener *self, void *unused)
     return PyLong_FromLong(ferry_oob_port(self->handle));
 }
 
-static PyObject *listener_exit(PyfListener *self, PyObject *args)
-{
-    (void)args;
-    return listener_close(self, NULL);
-}
-
 static PyMethodDef listener_methods[] = {
     {"publish", (PyCFunction)listener_publish, METH_VARARGS,
      "publish(name, mem): makes mem findable by name (Connection.lookup)."},
@@ -188,7 +181,7 @@ static PyMethodDef listener_methods[] = {
     {"close", (PyCFunction)listener_close, METH_NOARGS,
      "close(): stops serving (accepted connections stay)."},
     {"__enter__", pyf_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)listener_exit, METH_VARARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -224,12 +217,7 @@ PyObject *pyf_connect(PyfContext *ctx, const char *hostport,
 
 static int connection_alive(PyfConnection *self, const char *what)
 {
-    if (pyf_ctx_alive(self->ctx, what) != 0)
-        return -1;
-    if (self->handle != NULL)
-        return 0;
-    pyf_raise_msg(FERRY_EHANDLE, "%s: this Connection was closed", what);
-    return -1;
+    return pyf_alive((PyObject *)self, self->ctx, self->handle, what);
 }
 
 static PyObject *connection_lookup(PyfConnection *self, PyObject *args,
@@ -310,12 +298,6 @@ static PyObject *connection_peer(PyfConnection *self, void *unused)
     return Py_NewRef(self->peer);
 }
 
-static PyObject *connection_exit(PyfConnection *self, PyObject *args)
-{
-    (void)args;
-    return connection_close(self, NULL);
-}
-
 static PyMethodDef connection_methods[] = {
     {"lookup", (PyCFunction)connection_lookup, METH_VARARGS | METH_KEYWORDS,
      "lookup(name, timeout=5.0) -> RemoteMemory: a region the listener "
@@ -327,7 +309,7 @@ static PyMethodDef connection_methods[] = {
     {"close", (PyCFunction)connection_close, METH_NOARGS,
      "close(): ends the connection and its offers (the peer stays)."},
     {"__enter__", pyf_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)connection_exit, METH_VARARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,12 +5,7 @@
 
 static int peer_alive(PyfPeer *self, const char *what)
 {
-    if (pyf_ctx_alive(self->ctx, what) != 0)
-        return -1;
-    if (self->handle != NULL)
-        return 0;
-    pyf_raise_msg(FERRY_EHANDLE, "%s: this Peer was closed", what);
-    return -1;
+    return pyf_alive((PyObject *)self, self->ctx, self->handle, what);
 }
 
 static PyObject *peer_close(PyfPeer *self, PyObject *unused)

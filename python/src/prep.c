@@ -232,12 +232,7 @@ fail:
 
 static int prepared_alive(PyfPrepared *self, const char *what)
 {
-    if (pyf_ctx_alive(self->peer->ctx, what) != 0)
-        return -1;
-    if (self->handle != NULL)
-        return 0;
-    pyf_raise_msg(FERRY_EHANDLE, "%s: this Prepared was closed", what);
-    return -1;
+    return pyf_alive((PyObject *)self, self->peer->ctx, self->handle, what);
 }
 
 /* Prepared.post(local_idx, remote_idx, notify=None, timeout=None), with

@@ -113,6 +113,10 @@ PyObject *pyf_error_class(int err);
 
 /* 0 when ctx is open, else -1 with HandleError naming `what`. */
 int pyf_ctx_alive(PyfContext *ctx, const char *what);
+/* 0 when ctx is open and obj's handle is not NULL, else -1 with
+ * HandleError naming `what` and obj's type ("this Listener was closed"). */
+int pyf_alive(PyObject *obj, PyfContext *ctx, const void *handle,
+              const char *what);
 /* The Peer object of a handle: the live one if there is one, else a new
  * one (owned says whether Peer.close may remove the handle). */
 PyfPeer *pyf_peer_of(PyfContext *ctx, ferry_peer_t *handle, bool owned);
@@ -162,8 +166,10 @@ int pyf_notify_opts(PyObject *notify, PyObject *timeout,
 int pyf_fastcall_args(const char *fname, const char *const *names, size_t n,
                       size_t required, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
-/* __enter__ of every object with a close(): returns the object. */
+/* __enter__ and __exit__ of every object with a close(): the object;
+ * its close(). */
 PyObject *pyf_enter(PyObject *self, PyObject *unused);
+PyObject *pyf_exit(PyObject *self, PyObject *args);
 /* The (id, expected, timeout=None) arguments of the counter waits, the
  * timeout in ms (-1: none).  0, or -1 with the exception set. */
 int pyf_counter_wait_args(PyObject *args, PyObject *kwargs, const char *what,

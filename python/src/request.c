@@ -54,14 +54,10 @@ static PyObject *ended(PyfRequest *self)
 /* 0 when the request can be driven; else the exception is set. */
 static int request_alive(PyfRequest *self, const char *what)
 {
+    /* An ended request answers with its result, whatever went since. */
     if (self->result != FERRY_EINPROGRESS)
         return 0;
-    if (pyf_ctx_alive(self->ctx, what) != 0)
-        return -1;
-    if (self->handle != NULL)
-        return 0;
-    pyf_raise_msg(FERRY_EHANDLE, "%s: this Request was closed", what);
-    return -1;
+    return pyf_alive((PyObject *)self, self->ctx, self->handle, what);
 }
 
 static PyObject *request_wait(PyfRequest *self, PyObject *args,

@@ -14,6 +14,7 @@
  * bench/oob_bench's business.
  */
 #include "oobutil.h"
+#include "sockutil.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -161,20 +162,6 @@ struct relay {
     size_t down_len;
 };
 
-static int relay_dial(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Moves what from has into to, keeping a copy; false once from closed. */
 static bool relay_move(int from, int to, uint8_t *keep, size_t cap,
                        size_t *kept)
@@ -207,7 +194,7 @@ static void *relay_main(void *arg)
         if (poll(pl, 2, 10000) <= 0 || pl[1].revents)
             return NULL;
         cfd = accept(r->lfd, NULL, NULL);
-        sfd = relay_dial(r->target_port);
+        sfd = su_dial(r->target_port);
         while (open && cfd >= 0 && sfd >= 0) {
             struct pollfd p[3] = {{.fd = cfd, .events = POLLIN},
                                   {.fd = sfd, .events = POLLIN},
@@ -230,18 +217,10 @@ static void *relay_main(void *arg)
 
 static void relay_start(struct relay *r, int target_port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t sl = sizeof(sa);
-
     memset(r, 0, sizeof(*r));
     r->target_port = target_port;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    r->lfd = su_listen(&r->port);
     ck_assert_int_ge(r->lfd, 0);
-    ck_assert_int_eq(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(listen(r->lfd, 4), 0);
-    ck_assert_int_eq(getsockname(r->lfd, (struct sockaddr *)&sa, &sl), 0);
-    r->port = ntohs(sa.sin_port);
     ck_assert_int_eq(pipe(r->stop), 0);
     ck_assert_int_eq(pthread_create(&r->th, NULL, relay_main, r), 0);
 }
@@ -388,13 +367,13 @@ START_TEST(test_idle_sockets_do_not_lock_out)
     }
     srv_open(&s, NULL);
     for (size_t i = 0; i < IDLE_SOCKETS; i++) {
-        fds[0][i] = relay_dial(s.port);
+        fds[0][i] = su_dial(s.port);
         ck_assert_msg(fds[0][i] >= 0, "idle socket %zu: %s", i,
                       strerror(errno));
     }
     client_gets_through(&s, "1000 silent sockets");
     for (size_t i = 0; i < IDLE_SOCKETS; i++) {
-        fds[1][i] = relay_dial(s.port);
+        fds[1][i] = su_dial(s.port);
         ck_assert_msg(fds[1][i] >= 0, "half-hello socket %zu: %s", i,
                       strerror(errno));
         ck_assert_int_eq(send(fds[1][i], "F", 1, MSG_NOSIGNAL), 1);

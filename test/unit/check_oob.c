@@ -14,6 +14,7 @@
  * running side by side never collide.
  */
 #include "oobutil.h"
+#include "sockutil.h"
 
 #include "base/blob.h"
 #include "oob/auth.h"
@@ -58,14 +59,10 @@ enum {
 
 static int raw_connect(int port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = su_dial(port);
 
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
-    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
-                  "raw connect to port %d: %s", port, strerror(errno));
+    ck_assert_msg(fd >= 0, "raw connect to port %d: %s", port,
+                  strerror(errno));
     return fd;
 }
 
@@ -840,14 +837,11 @@ struct flood {
 /* A raw, authenticated, non-blocking socket; -1 on failure. */
 static int flood_connect(struct flood *f)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)f->port)};
     uint8_t srv[512];
     size_t slen = sizeof(srv);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = su_dial(f->port);
 
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+    if (fd < 0 ||
         ferry__oob_auth_client(fd, "", f->addr, f->alen,
                                ferry__oob_deadline(3000), "flood", srv,
                                &slen) != 0 ||
@@ -1346,18 +1340,10 @@ static void *fake_main(void *arg)
 
 static void fake_start(struct fake *f, enum fake_mode mode)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t sl = sizeof(sa);
-
     memset(f, 0, sizeof(*f));
     f->mode = mode;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    f->lfd = su_listen(&f->port);
     ck_assert_int_ge(f->lfd, 0);
-    ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(listen(f->lfd, 4), 0);
-    ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&sa, &sl), 0);
-    f->port = ntohs(sa.sin_port);
     ck_assert_int_eq(pipe(f->stop), 0);
     ck_assert_int_eq(pthread_create(&f->th, NULL, fake_main, f), 0);
 }
