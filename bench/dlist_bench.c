@@ -3,6 +3,7 @@
  * descriptors through prepared lists.
  *
  *   dlist_bench [--blocks N] [--block-size B] [--provider P]
+ *               [--patterns R]
  *
  * Measures, for N blocks (default 1M) of B bytes (default 64):
  *   - describing them as one paged segment, and as N explicit entries
@@ -12,6 +13,14 @@
  *   - posting and completing all N writes into a target process
  * and prints nanoseconds per descriptor for each.  The target is a second
  * process on this host reached through the bootstrap (shm by default).
+ *
+ * --patterns R instead moves all N blocks R times (after 3 unmeasured)
+ * in each of three ways: a prepared post of sorted indices (neighbouring
+ * blocks: ferry merges them into operations of up to max_msg_size), one
+ * of the same indices shuffled, and one ferry_write of a single iov over
+ * the whole region; and prints, for each, the operations handed to the
+ * provider per request (ferry_stats.rma_ops_posted; "n/a" from a library
+ * without the counter) and GB/s.
  */
 #include <ferry.h>
 
@@ -27,6 +36,7 @@
 static size_t opt_blocks = 1u << 20;
 static size_t opt_block = 64;
 static const char *opt_provider = "shm";
+static size_t opt_patterns; /* repetitions; 0: the descriptor costs */
 
 static double now_s(void)
 {
@@ -119,12 +129,115 @@ static ferry_dlist_t *paged_list(ferry_context_t *ctx, ferry_mem_t *mem,
     return dl;
 }
 
+/* Operations the context handed to its provider so far. */
+static uint64_t ops_posted(ferry_context_t *ctx)
+{
+    struct ferry_stats st = FERRY_STATS_INIT;
+    int ret;
+
+    if ((ret = ferry_context_stats(ctx, &st)))
+        die("ferry_context_stats", ret);
+    return st.rma_ops_posted[0];
+}
+
+enum pattern { SORTED, SHUFFLED, ONE_IOV };
+
+/* Moves every block once, the pattern's way, and waits. */
+static void move_blocks(ferry_prep_t *prep, ferry_peer_t *peer,
+                        const uint32_t *idx, enum pattern p,
+                        struct ferry_iov *whole)
+{
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    ferry_req_t *req;
+    int ret;
+
+    opts.timeout_ms = -1;
+    ret = p == ONE_IOV ? ferry_write(peer, whole, 1, &opts, &req)
+                       : ferry_xfer_post(prep, idx, idx, opt_blocks, &opts,
+                                         &req);
+    if (ret || (ret = ferry_req_wait(req, -1)))
+        die("moving the blocks", ret);
+    ferry_req_free(req);
+}
+
+static void run_patterns(ferry_context_t *ctx, ferry_prep_t *prep,
+                         ferry_peer_t *peer, ferry_mem_t *mem,
+                         ferry_rmem_t *rmem, uint8_t *buf, uint32_t *sorted)
+{
+    static const char *const names[] = {
+        "prepared, sorted indices", "prepared, shuffled indices",
+        "one iov over the region"};
+    struct ferry_iov whole = {buf, mem, rmem, 0, opt_blocks * opt_block};
+    uint32_t *shuffled = malloc(opt_blocks * sizeof(*shuffled));
+    uint64_t seed = 0x9e3779b97f4a7c15u;
+
+    if (shuffled == NULL)
+        die("malloc", FERRY_ENOMEM);
+    memcpy(shuffled, sorted, opt_blocks * sizeof(*shuffled));
+    for (size_t i = opt_blocks - 1; i > 0; i--) { /* Fisher-Yates */
+        size_t j;
+        uint32_t t;
+
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        j = (size_t)((seed >> 33) % (i + 1));
+        t = shuffled[i], shuffled[i] = shuffled[j], shuffled[j] = t;
+    }
+    for (enum pattern p = SORTED; p <= ONE_IOV; p++) {
+        const uint32_t *idx = p == SHUFFLED ? shuffled : sorted;
+        uint64_t ops;
+        double t;
+        char per[32];
+
+        for (int w = 0; w < 3; w++)
+            move_blocks(prep, peer, idx, p, &whole);
+        ops = ops_posted(ctx);
+        t = now_s();
+        for (size_t r = 0; r < opt_patterns; r++)
+            move_blocks(prep, peer, idx, p, &whole);
+        t = now_s() - t;
+        ops = ops_posted(ctx) - ops;
+        if (ops == 0)
+            snprintf(per, sizeof(per), "n/a");
+        else
+            snprintf(per, sizeof(per), "%.1f", (double)ops / opt_patterns);
+        printf("  %-28s %8s ops/request %8.2f GB/s %9.1f us/request\n",
+               names[p], per,
+               (double)(opt_blocks * opt_block) * opt_patterns / t / 1e9,
+               t * 1e6 / opt_patterns);
+    }
+    free(shuffled);
+}
+
+/* The ferry_xfer_post call for every block, then its writes to the end. */
+static void run_post_costs(ferry_prep_t *prep, const uint32_t *idx)
+{
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    ferry_req_t *req;
+    double t, c;
+    int ret;
+
+    opts.timeout_ms = -1;
+    c = cpu_s();
+    t = now_s();
+    if ((ret = ferry_xfer_post(prep, idx, idx, opt_blocks, &opts, &req)))
+        die("ferry_xfer_post", ret);
+    report("post call (index checks, copy, first ops)", now_s() - t);
+    if ((ret = ferry_req_wait(req, -1)))
+        die("waiting for the writes", ret);
+    t = now_s() - t;
+    c = cpu_s() - c;
+    report("post and complete every write (wall)", t);
+    report("post and complete every write (CPU)", c);
+    printf("  %.2f M descriptors/s end to end\n",
+           (double)opt_blocks / t / 1e6);
+    ferry_req_free(req);
+}
+
 static void run_initiator(int port)
 {
     size_t len = opt_blocks * opt_block;
     ferry_context_t *ctx = open_context(false);
     ferry_dlist_t *local, *remote, *explicit_list;
-    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     ferry_oob_conn_t *conn;
     ferry_rmem_t *rmem;
     ferry_prep_t *prep;
@@ -133,7 +246,7 @@ static void run_initiator(int port)
     uint32_t *idx = malloc(opt_blocks * sizeof(*idx));
     uint8_t *buf = malloc(len);
     char where[64];
-    double t, c;
+    double t;
     int ret;
 
     if (idx == NULL || buf == NULL)
@@ -176,22 +289,11 @@ static void run_initiator(int port)
         die("ferry_xfer_prepare", ret);
     report("prepare (validate both lists)", now_s() - t);
 
-    opts.timeout_ms = -1;
-    c = cpu_s();
-    t = now_s();
-    if ((ret = ferry_xfer_post(prep, idx, idx, opt_blocks, &opts, &req)))
-        die("ferry_xfer_post", ret);
-    report("post call (index checks, copy, first ops)", now_s() - t);
-    if ((ret = ferry_req_wait(req, -1)))
-        die("waiting for the writes", ret);
-    t = now_s() - t;
-    c = cpu_s() - c;
-    report("post and complete every write (wall)", t);
-    report("post and complete every write (CPU)", c);
-    printf("  %.2f M descriptors/s end to end\n",
-           (double)opt_blocks / t / 1e6);
-    ferry_req_free(req);
-
+    if (opt_patterns > 0)
+        run_patterns(ctx, prep, ferry_oob_conn_peer(conn), mem, rmem, buf,
+                     idx);
+    else
+        run_post_costs(prep, idx);
     if ((ret = ferry_notify_send(ferry_oob_conn_peer(conn), 1, 1, NULL,
                                  &req)) ||
         (ret = ferry_req_wait(req, 10000)))
@@ -234,9 +336,11 @@ int main(int argc, char **argv)
             opt_block = parse_count(argv[i], argv[i + 1]), i++;
         else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc)
             opt_provider = argv[++i];
+        else if (strcmp(argv[i], "--patterns") == 0 && i + 1 < argc)
+            opt_patterns = parse_count(argv[i], argv[i + 1]), i++;
         else {
             fprintf(stderr, "usage: dlist_bench [--blocks N] [--block-size "
-                    "B] [--provider P]\n");
+                    "B] [--provider P] [--patterns R]\n");
             return 2;
         }
     }

@@ -457,6 +457,9 @@ struct ferry_stats {
      * completions come), peers declared dead or unreachable. */
     uint64_t heartbeats;
     uint64_t peers_declared;
+    /* Writes and reads handed to the provider, per rail: a run of
+     * contiguous iovs or blocks goes as one (docs/semantics.md). */
+    uint64_t rma_ops_posted[8];
 };
 #define FERRY_STATS_INIT {.size = sizeof(struct ferry_stats)}
 

@@ -213,8 +213,11 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     out.notifications_received = x->notify.received;
     out.notifications_unqueued = x->notify.unqueued;
     for (unsigned i = 0;
-         i < x->reg.fab.nrails && i < FERRY__ARRAY_LEN(out.bytes_posted); i++)
+         i < x->reg.fab.nrails && i < FERRY__ARRAY_LEN(out.bytes_posted);
+         i++) {
         out.bytes_posted[i] = x->req.tx[i].bytes_posted;
+        out.rma_ops_posted[i] = x->req.tx[i].rma_ops_posted;
+    }
     out.staged_bytes = x->stage.bytes;
     out.staged_chunks = x->stage.chunks;
     out.staged_max_in_flight = x->stage.max_in_flight;

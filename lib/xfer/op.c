@@ -50,6 +50,9 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     op->notifies = false;
     op->kind = kind;
     op->len = len;
+    op->first_item = op->last_item = FERRY__NO_ITEM;
+    if (kind == FERRY__OP_WRITE || kind == FERRY__OP_READ)
+        tx->rma_ops_posted++;
     tx->ops_in_flight++;
     if (req != NULL)
         req->ops_in_flight++;

@@ -33,6 +33,8 @@ enum ferry__op_kind {
 
 struct ferry__stage_slot;
 
+#define FERRY__NO_ITEM SIZE_MAX
+
 struct ferry__op {
     struct fi_context2 fi_ctx; /* first: libfabric hands it back */
     struct ferry_req *req;     /* NULL for a heartbeat */
@@ -43,6 +45,9 @@ struct ferry__op {
     enum ferry__op_kind kind;
     bool notifies; /* a write carrying its request's notification */
     size_t len;
+    /* The request's items it covers (several when they were contiguous
+     * and merged), named by its error; FERRY__NO_ITEM for the others. */
+    size_t first_item, last_item;
     /* A message's wire bytes, or a heartbeat's answer. */
     uint8_t msg[FERRY__MSG_SIZE];
 };

@@ -32,7 +32,8 @@ struct ferry__txq {
      * never stops the other peers.  Under the lock. */
     uint64_t epoch;
     unsigned idle_polls;
-    uint64_t bytes_posted; /* statistics */
+    uint64_t bytes_posted;   /* statistics */
+    uint64_t rma_ops_posted; /* writes and reads */
 };
 
 /* xfer.c and op.c: requests, and the operation slots of every rail. */

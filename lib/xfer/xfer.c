@@ -5,6 +5,7 @@
  */
 #include "xfer/xfer.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -499,7 +500,93 @@ static void req_item(const struct ferry_req *req, size_t i,
     }
 }
 
-/* len more bytes of the current item are on their way. */
+/*
+ * What the request's next operation covers: from its current byte, up to
+ * its chunk, the rest of the current item and then as many of the items
+ * after it as continue it (merge_run).  Positions are (item, offset).
+ */
+struct run {
+    size_t len;
+    size_t last;              /* the item it ends in */
+    size_t end_iov, end_off;  /* the request's position after it */
+};
+
+/*
+ * Whether next starts where item's run ends, locally and remotely, under
+ * the same registrations: then both can go as one operation.
+ */
+static bool continues(const struct ferry_iov *item, const struct ferry_iov *next,
+                      const uint8_t *local_end, uint64_t remote_end)
+{
+    return next->local == local_end && next->lmem == item->lmem &&
+           next->rmem == item->rmem && next->roffset == remote_end;
+}
+
+/*
+ * Neighbouring blocks of a paged cache are often posted in runs; where
+ * item's remainder fits the chunk, the items that continue it are merged
+ * into the same operation, the last one possibly in part.  Bounds were
+ * checked item by item when the request was made; an error still names
+ * the items of the operation (first and last).
+ */
+static void merge_run(const struct ferry_req *req,
+                      const struct ferry_iov *item, struct run *run)
+{
+    const uint8_t *local_end = (const uint8_t *)item->local + item->len;
+    uint64_t remote_end = item->roffset + item->len;
+
+    run->len = item->len - req->cur_off;
+    run->last = req->cur_iov;
+    if (run->len >= req->chunk) {
+        run->len = req->chunk;
+        run->end_iov = req->cur_iov;
+        run->end_off = req->cur_off + req->chunk;
+        if (run->end_off == item->len)
+            run->end_iov++, run->end_off = 0;
+        return;
+    }
+    run->end_iov = req->cur_iov + 1;
+    run->end_off = 0;
+    while (run->len < req->chunk && run->end_iov < req->niov) {
+        struct ferry_iov next;
+        size_t take;
+
+        req_item(req, run->end_iov, &next);
+        if (!continues(item, &next, local_end, remote_end))
+            break;
+        take = next.len < req->chunk - run->len ? next.len
+                                                : req->chunk - run->len;
+        run->len += take;
+        run->last = run->end_iov;
+        if (take < next.len) {
+            run->end_off = take;
+            break;
+        }
+        run->end_iov++;
+        local_end += next.len;
+        remote_end += next.len;
+    }
+}
+
+void ferry__req_items_name(const struct ferry_req *req, size_t first,
+                       size_t last, char *buf, size_t size)
+{
+    if (req->prep == NULL && first == last)
+        snprintf(buf, size, "iov[%zu]", first);
+    else if (req->prep == NULL)
+        snprintf(buf, size, "iov[%zu..%zu], merged", first, last);
+    else if (first == last)
+        snprintf(buf, size, "pair %zu: local block %" PRIu32
+                 ", remote block %" PRIu32, first, req->lidx[first],
+                 req->ridx[first]);
+    else
+        snprintf(buf, size, "pairs %zu..%zu, merged: local blocks %" PRIu32
+                 "..%" PRIu32 ", remote blocks %" PRIu32 "..%" PRIu32, first,
+                 last, req->lidx[first], req->lidx[last], req->ridx[first],
+                 req->ridx[last]);
+}
+
+/* A staged item's len more bytes are on their way. */
 static void advance(struct ferry_req *req, const struct ferry_iov *item,
                     size_t len)
 {
@@ -550,18 +637,17 @@ static bool plain_write(const struct ferry_req *req)
  * Whether the request's notification can ride on the write about to be
  * posted on rail, as its remote CQ data: one operation where a write and
  * a message would be two (the target sees the notification in the
- * write's own completion, after its data).  The write must be the
- * request's last, every earlier one delivered already or ordered before
+ * write's own completion, after its data).  The write (run) must end the
+ * request, every earlier one delivered already or ordered before
  * it (writes_ordered), no peer mirror may need its sync message first,
  * and {id, value} must fit the rail's CQ data.
  */
 static bool notify_rides(const struct ferry_req *req,
                          const struct ferry__rail *rail,
-                         const struct ferry_iov *item, size_t len)
+                         const struct run *run)
 {
     return req->notify == FERRY__NOTIFY_PENDING && plain_write(req) &&
-           req->cur_iov + 1 == req->niov &&
-           req->cur_off + len == item->len &&
+           run->end_iov == req->niov &&
            (req->ops_in_flight == 0 ||
             ferry__fabric_of(req->ctx)->writes_ordered) &&
            ferry__notify_fits(rail, req->notify_id, req->notify_value);
@@ -577,8 +663,8 @@ void ferry__req_post_pending(struct ferry_req *req)
         struct ferry__rail *rail;
         struct ferry__txq *tx;
         struct ferry__op *op;
+        struct run run;
         void *desc;
-        size_t len;
         bool notifies;
         uint64_t data;
         ssize_t ret;
@@ -601,16 +687,14 @@ void ferry__req_post_pending(struct ferry_req *req)
             break; /* every slot in flight, or the provider pushed back on
                     * this peer: progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
-        len = item.len - req->cur_off;
-        if (len > req->chunk)
-            len = req->chunk;
-        notifies = notify_rides(req, rail, &item, len);
+        merge_run(req, &item, &run);
+        notifies = notify_rides(req, rail, &run);
         data = notifies ? ferry__notify_pack(rail, req->notify_id,
                                              req->notify_value)
                         : 0;
         ret = ferry__rma_post(req, rail, op,
                               (uint8_t *)item.local + req->cur_off, desc,
-                              item.rmem, item.roffset + req->cur_off, len,
+                              item.rmem, item.roffset + req->cur_off, run.len,
                               notifies, data);
         /* A full provider queue, or a connection still being made: this
          * peer posts on this rail again once the rail's epoch moves
@@ -620,22 +704,31 @@ void ferry__req_post_pending(struct ferry_req *req)
             break;
         }
         if (ret != 0) {
+            char items[96];
+
+            ferry__req_items_name(req, req->cur_iov, run.last, items,
+                                  sizeof(items));
             ferry__req_end(req, ferry__error_from_fi((int)ret),
-                           "posting %s of %zu bytes on rail %u (domain %s) "
-                           "failed: %s",
+                           "posting %s of %zu bytes (%s) on rail %u (domain "
+                           "%s) failed: %s",
                            req->kind == FERRY__OP_WRITE ? "a write" : "a read",
-                           len, rail->index, rail->info->domain_attr->name,
+                           run.len, items, rail->index,
+                           rail->info->domain_attr->name,
                            fi_strerror((int)-ret));
             break;
         }
-        ferry__op_take(tx, op, req, req->peer, req->kind, len);
+        ferry__op_take(tx, op, req, req->peer, req->kind, run.len);
+        op->first_item = req->cur_iov;
+        op->last_item = run.last;
         if (notifies) {
             op->notifies = true;
             req->notify = FERRY__NOTIFY_SENT;
             x->req.notifications_in_writes++;
         }
-        tx->bytes_posted += len;
-        advance(req, &item, len);
+        tx->bytes_posted += run.len;
+        req->rail_pending = -1;
+        req->cur_iov = run.end_iov;
+        req->cur_off = run.end_off;
     }
 }
 
@@ -815,14 +908,20 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     ferry__op_give_back(ferry__txq_of(x, rail), op);
     if (op->kind == FERRY__OP_ABORT)
         req->notify = FERRY__NOTIFY_DONE;
-    else if (err != 0)
-        ferry__req_end(req, err, "%s of %zu bytes on domain %s failed: %s",
+    else if (err != 0) {
+        char items[96] = "";
+
+        if (op->first_item != FERRY__NO_ITEM)
+            ferry__req_items_name(req, op->first_item, op->last_item, items,
+                                  sizeof(items));
+        ferry__req_end(req, err, "%s of %zu bytes%s%s%s on domain %s failed: %s",
                        op->kind == FERRY__OP_SEND    ? "notification"
                        : op->kind == FERRY__OP_SYNC  ? "staged-memory sync"
                        : op->kind == FERRY__OP_WRITE ? "write"
                                                      : "read",
-                       op->len, rail->info->domain_attr->name, why);
-    else if (op->kind == FERRY__OP_SEND)
+                       op->len, items[0] ? " (" : "", items,
+                       items[0] ? ")" : "", rail->info->domain_attr->name, why);
+    } else if (op->kind == FERRY__OP_SEND)
         req->notify = FERRY__NOTIFY_DONE;
     else if (op->kind != FERRY__OP_SYNC) {
         req->bytes_done += op->len;

@@ -217,10 +217,17 @@ static PyObject *context_info(PyfContext *self, PyObject *unused)
                          "rails", info.nrails, "mr_mode", info.mr_mode);
 }
 
+/* A per-rail counter of struct ferry_stats as a tuple of its 8 values. */
+static PyObject *per_rail(const uint64_t v[8])
+{
+    return Py_BuildValue("(KKKKKKKK)", v[0], v[1], v[2], v[3], v[4], v[5],
+                         v[6], v[7]);
+}
+
 static PyObject *context_stats(PyfContext *self, PyObject *unused)
 {
     struct ferry_stats st = FERRY_STATS_INIT;
-    PyObject *posted;
+    PyObject *posted, *ops;
     int ret;
 
     (void)unused;
@@ -228,16 +235,15 @@ static PyObject *context_stats(PyfContext *self, PyObject *unused)
         return NULL;
     if ((ret = ferry_context_stats(self->handle, &st)) != 0)
         return pyf_raise(ret, "Context.stats");
-    posted = Py_BuildValue("(KKKKKKKK)", st.bytes_posted[0],
-                           st.bytes_posted[1], st.bytes_posted[2],
-                           st.bytes_posted[3], st.bytes_posted[4],
-                           st.bytes_posted[5], st.bytes_posted[6],
-                           st.bytes_posted[7]);
-    if (posted == NULL)
+    if ((posted = per_rail(st.bytes_posted)) == NULL)
         return NULL;
+    if ((ops = per_rail(st.rma_ops_posted)) == NULL) {
+        Py_DECREF(posted);
+        return NULL;
+    }
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K}",
+        "s:K,s:N}",
         "rcache_hits", st.rcache_hits, "rcache_misses", st.rcache_misses,
         "rcache_invalidations", st.rcache_invalidations, "rcache_evictions",
         st.rcache_evictions, "rcache_entries", st.rcache_entries,
@@ -249,7 +255,7 @@ static PyObject *context_stats(PyfContext *self, PyObject *unused)
         "staged_max_in_flight", st.staged_max_in_flight, "mirror_syncs",
         st.mirror_syncs, "notifications_in_writes",
         st.notifications_in_writes, "heartbeats", st.heartbeats,
-        "peers_declared", st.peers_declared);
+        "peers_declared", st.peers_declared, "rma_ops_posted", ops);
 }
 
 static PyObject *context_progress(PyfContext *self, PyObject *unused)

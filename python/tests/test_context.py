@@ -160,6 +160,7 @@ def test_info_address_stats_progress(name):
         assert ctx.address() == addr
         stats = ctx.stats()
         assert len(stats["bytes_posted"]) == 8
+        assert len(stats["rma_ops_posted"]) == 8
         assert set(stats) >= {"rcache_hits", "notifications_received",
                               "staged_bytes", "heartbeats", "peers_declared"}
         assert all(v == 0 for k, v in stats.items() if k != "bytes_posted"
@@ -171,10 +172,15 @@ def test_info_address_stats_progress(name):
 
 def test_stats_count_bytes(tcp_pair):
     mem, rmem = tcp_pair.expose(bytearray(3000))
-    before = tcp_pair.initiator.stats()["bytes_posted"][0]
+    before = tcp_pair.initiator.stats()
     src = tcp_pair.initiator.register(bytearray(3000))
-    tcp_pair.peer.write(src, rmem).wait(timeout=ferrytest.LONG)
-    assert tcp_pair.initiator.stats()["bytes_posted"][0] == before + 3000
+    # Three pieces contiguous on both sides go as one write.
+    tcp_pair.peer.write([(src, 0, 0, 1000), (src, 1000, 1000, 1000),
+                         (src, 2000, 2000, 1000)],
+                        rmem).wait(timeout=ferrytest.LONG)
+    after = tcp_pair.initiator.stats()
+    assert after["bytes_posted"][0] == before["bytes_posted"][0] + 3000
+    assert after["rma_ops_posted"][0] == before["rma_ops_posted"][0] + 1
 
 
 def test_counters(tcp_pair):
