@@ -194,6 +194,10 @@ static void usage(FILE *f)
 "  --op write|read         one-sided write into, or read from, the target (write)\n"
 "  --block-size SIZE       bytes per iov (1M; 8 with --pingpong); K, M, G\n"
 "  --batch-size N          iovs per request (1)\n"
+"  --descending            the iovs of a request in descending order, so that\n"
+"                          none continues the one before: one operation per\n"
+"                          block (by default neighbours go as one, up to the\n"
+"                          operation size)\n"
 "  --threads N             initiator threads, each with its own slice (1)\n"
 "  --inflight N            requests kept in flight per thread (4)\n"
 "  --buffer-size SIZE      registered on each side; each thread cycles through\n"
@@ -244,7 +248,7 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
-    F_TARGET_MEM,
+    F_TARGET_MEM, F_DESCENDING,
     F_METADATA, F_NAME, F_HELP,
 };
 
@@ -262,7 +266,7 @@ static const struct flag {
     {"--duration", true, F_DURATION},    {"--iterations", true, F_ITERATIONS},
     {"--warmup", true, F_WARMUP},        {"--buffer-size", true, F_BUFFER},
     {"--mem", true, F_MEM},              {"--target-mem", true, F_TARGET_MEM},
-    {"--notify", false, F_NOTIFY},
+    {"--notify", false, F_NOTIFY},       {"--descending", false, F_DESCENDING},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
     {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
@@ -342,6 +346,7 @@ static bool apply_flag(struct options *o, const struct flag *f,
         return parse_mem(f->name, v, &o->target_cuda, &o->target_cuda_device,
                          &o->target_mem_text);
     case F_NOTIFY: o->notify = true; return true;
+    case F_DESCENDING: o->descending = true; return true;
     case F_VALIDATE: o->validate = true; return true;
     case F_JSON: o->json = true; return true;
     case F_PINGPONG: o->pingpong = true; return true;

@@ -43,6 +43,7 @@ struct options {
     unsigned target_cuda_device;
     const char *target_mem_text;
     bool notify, validate, json, pingpong;
+    bool descending; /* a request's iovs from its last block to its first */
     uint64_t sweep_lo, sweep_hi; /* 0: no sweep */
     const char *sweep_text;
     const char *csv;

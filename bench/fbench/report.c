@@ -57,6 +57,8 @@ void print_header(const struct options *o,
                 " thread%s × %" PRIu64 " in flight",
                 o->batch, o->threads, o->threads == 1 ? "" : "s",
                 o->inflight);
+    if (o->descending)
+        fprintf(g_out, " (iovs in descending order)");
     fprintf(g_out, ", buffer %s%s, ", fmt_iec(b2, sizeof(b2), o->buffer),
             o->cuda ? " of device memory" : "");
     if (o->iterations != 0)
@@ -287,9 +289,10 @@ void print_json(const struct options *o,
     json_num("duration_s", o->iterations ? -1 : o->duration, ",");
     printf("\"iterations\":%" PRIu64 ",", o->iterations);
     json_num("warmup_s", o->warmup, ",");
-    printf("\"notify\":%s,\"validate\":%s,\"pingpong\":%s,",
+    printf("\"notify\":%s,\"validate\":%s,\"pingpong\":%s,"
+           "\"descending\":%s,",
            o->notify ? "true" : "false", o->validate ? "true" : "false",
-           o->pingpong ? "true" : "false");
+           o->pingpong ? "true" : "false", o->descending ? "true" : "false");
     if (n > 0 && o->mode != MODE_MEMCPY) {
         printf("\"registration_ms\":{");
         json_num("initiator", rs[0].reg_ms_here, ",");

@@ -55,7 +55,7 @@ enum phase { PH_WARMUP, PH_MEASURE, PH_STOP };
 struct run {
     struct initiator *in;
     struct grid g;
-    bool read, notify;
+    bool read, notify, descending;
     uint64_t iterations; /* measured requests per thread; 0: a duration */
     _Atomic int phase;
     _Atomic bool abort;
@@ -118,8 +118,10 @@ static int worker_post(struct worker *w, uint64_t k)
     int ret;
 
     for (uint64_t b = 0; b < g->batch; b++) {
-        ln->iov[b].local = r->in->s.buf + off + b * g->block;
-        ln->iov[b].roffset = off + b * g->block;
+        uint64_t at = off + (r->descending ? g->batch - 1 - b : b) * g->block;
+
+        ln->iov[b].local = r->in->s.buf + at;
+        ln->iov[b].roffset = at;
     }
     opts.timeout_ms = r->in->s.timeout_ms;
     if (r->notify) {
@@ -463,6 +465,7 @@ int run_throughput(struct initiator *in, uint64_t block,
 {
     const struct options *o = in->o;
     struct run r = {.in = in, .read = o->read, .notify = o->notify,
+                    .descending = o->descending,
                     .iterations = o->iterations};
     struct window win = {0};
     struct worker *ws;
