@@ -2,7 +2,7 @@
  * rcache_bench: what a registration-cache hit costs, and how it scales.
  *
  *   rcache_bench [--iterations N] [--threads T] [--entries E] [--repeat R]
- *                [--quick]
+ *                [--quick] [--hit-only]
  *
  * Times, in one run on this machine:
  *   - a hit in ferry's cache: ferry__rcache_get + ferry__rcache_put (the
@@ -21,6 +21,16 @@
  *     ibv_reg_mr, the pinning alone: io_uring buffer registration (the
  *     kernel's pin_user_pages(FOLL_LONGTERM), as ib_umem_get) and
  *     mlock + munlock (see reg_pin_setup).
+ * --hit-only times the first case alone (one thread, no invalidations)
+ * and how long filling the cache took: the run bench/scaling.sh repeats
+ * for 100 to 100 K entries.
+ * Each lookup thread goes over every entry of its share (all of them, or
+ * its own part) in a random order, a new shuffle each pass, at a random
+ * 4 KiB offset: a large cache is exercised whole, and neither the
+ * prefetcher nor the branch predictor learns the order.  The cached
+ * memory is mapped but never touched (lookups read only the cache's own
+ * structures; tcp registers in software), so 100 K entries of 64 KiB take
+ * no RAM.
  * Latencies are per operation, from batches of 64 lookups timed with
  * clock_gettime (p50/p99 over batches; the clock's own cost, printed, is
  * included); rates are lookups per second of wall time over all lookup
@@ -45,7 +55,7 @@
 #include <unistd.h>
 
 #define BATCH 64
-#define ADDRS 4096 /* precomputed lookup addresses per thread (power of 2) */
+#define MIN_ADDRS 4096 /* lookup addresses per thread, at least (passes) */
 #define ENTRY_LEN (64u << 10)
 #define MAX_THREADS 16
 
@@ -54,6 +64,7 @@ static unsigned opt_threads = 2;
 static size_t opt_entries = 256;
 static unsigned long opt_reg_iterations = 20000;
 static unsigned opt_repeat = 3;
+static bool opt_hit_only;
 
 static double now_ns(void)
 {
@@ -197,26 +208,42 @@ struct lookup_arg {
     unsigned idx;
 };
 
+static uint64_t next_rand(uint64_t *rng)
+{
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    return *rng >> 20;
+}
+
 static void *lookup_main(void *p)
 {
     struct lookup_arg *a = p;
     struct run *r = a->run;
+    size_t share = r->own ? opt_entries / r->nthreads : opt_entries;
+    size_t first = r->own ? a->idx * share : 0;
+    /* Whole passes over the share, at least MIN_ADDRS lookups. */
+    size_t naddrs = share * ((MIN_ADDRS + share - 1) / share);
     size_t nb = opt_iterations / BATCH, k = 0, next = 0;
     double *lat = malloc(nb * sizeof(double));
-    uintptr_t *addrs = malloc(ADDRS * sizeof(uintptr_t));
+    uintptr_t *addrs = malloc(naddrs * sizeof(uintptr_t));
     uint64_t rng = 0x9e3779b97f4a7c15ull * (a->idx + 1);
 
     if (lat == NULL || addrs == NULL)
         die("malloc", FERRY_ENOMEM);
-    /* 4 KiB pieces of random entries, chosen before the clock starts. */
-    for (size_t i = 0; i < ADDRS; i++) {
-        size_t share = r->own ? opt_entries / r->nthreads : opt_entries;
-        size_t first = r->own ? a->idx * share : 0;
+    /* Each pass a shuffle (Fisher-Yates) of the share's entries, a 4 KiB
+     * piece of each, chosen before the clock starts. */
+    for (size_t pass = 0; pass < naddrs; pass += share) {
+        uintptr_t *v = addrs + pass;
 
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        addrs[i] = (uintptr_t)r->region +
-                   (first + (size_t)((rng >> 33) % share)) * ENTRY_LEN +
-                   ((rng >> 20) % 8) * 4096 + 64;
+        for (size_t i = 0; i < share; i++)
+            v[i] = (uintptr_t)r->region + (first + i) * ENTRY_LEN +
+                   (next_rand(&rng) % 8) * 4096 + 64;
+        for (size_t i = share - 1; i > 0; i--) {
+            size_t j = (size_t)(next_rand(&rng) % (i + 1));
+            uintptr_t t = v[i];
+
+            v[i] = v[j];
+            v[j] = t;
+        }
     }
     pin(a->idx);
     pthread_barrier_wait(&r->start);
@@ -225,7 +252,10 @@ static void *lookup_main(void *p)
         double t = now_ns();
 
         for (unsigned i = 0; i < BATCH; i++) {
-            uintptr_t addr = addrs[next++ & (ADDRS - 1)];
+            uintptr_t addr = addrs[next];
+
+            if (++next == naddrs)
+                next = 0;
 
             if (r->which == FERRY) {
                 struct ferry_mem *mem;
@@ -497,6 +527,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: rcache_bench [--iterations N] [--threads T] "
             "[--entries E] [--repeat R] [--quick]\n"
+            "                    [--hit-only]\n"
             "  --iterations N  cache lookups per thread and run (default "
             "2000000)\n"
             "  --threads T     threads of the multi-threaded runs (default "
@@ -504,9 +535,32 @@ static void usage(void)
             "  --entries E     cached 64 KiB ranges looked up (default "
             "256)\n"
             "  --repeat R      runs of each case, best kept (default 3)\n"
-            "  --quick         few iterations: a smoke test\n",
+            "  --quick         few iterations: a smoke test\n"
+            "  --hit-only      only the hit, one thread: p50, p99, and the "
+            "time the cache\n"
+            "                  took to fill\n",
             MAX_THREADS);
     exit(2);
+}
+
+/* A positive count; K and M multiply by 1000 and 1000000. */
+static unsigned long parse_count(const char *flag, const char *s)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (end != s && *end == 'K')
+        v *= 1000, end++;
+    else if (end != s && *end == 'M')
+        v *= 1000000, end++;
+    if (end == s || *end != '\0' || v == 0 || errno != 0 || s[0] == '-') {
+        fprintf(stderr, "rcache_bench: %s %s: give a positive number (K and "
+                "M suffixes allowed)\n", flag, s);
+        exit(2);
+    }
+    return v;
 }
 
 static void row(const char *what, unsigned threads, const char *entries,
@@ -534,27 +588,47 @@ int main(int argc, char **argv)
     size_t region_len;
     uint8_t *region, *far;
     struct ferry_stats st = FERRY_STATS_INIT;
+    double fill_s;
     int ret;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc)
-            opt_iterations = strtoul(argv[++i], NULL, 0);
+            opt_iterations = parse_count(argv[i], argv[i + 1]), i++;
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
-            opt_threads = (unsigned)strtoul(argv[++i], NULL, 0);
+            opt_threads = (unsigned)parse_count(argv[i], argv[i + 1]), i++;
         else if (strcmp(argv[i], "--entries") == 0 && i + 1 < argc)
-            opt_entries = strtoul(argv[++i], NULL, 0);
+            opt_entries = parse_count(argv[i], argv[i + 1]), i++;
         else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
-            opt_repeat = (unsigned)strtoul(argv[++i], NULL, 0);
+            opt_repeat = (unsigned)parse_count(argv[i], argv[i + 1]), i++;
         else if (strcmp(argv[i], "--quick") == 0) {
             opt_iterations = 20000;
             opt_reg_iterations = 500;
             opt_repeat = 1;
-        } else
+        } else if (strcmp(argv[i], "--hit-only") == 0)
+            opt_hit_only = true;
+        else
             usage();
     }
-    if (opt_threads < 1 || opt_threads > MAX_THREADS || opt_entries < 1 ||
-        opt_iterations < BATCH || opt_repeat < 1)
-        usage();
+    if (opt_threads > MAX_THREADS) {
+        fprintf(stderr, "rcache_bench: --threads %u: at most %d\n",
+                opt_threads, MAX_THREADS);
+        return 2;
+    }
+    if (opt_entries < opt_threads) { /* "own" runs split the entries */
+        fprintf(stderr, "rcache_bench: --entries %zu: at least one per "
+                "thread (--threads %u)\n", opt_entries, opt_threads);
+        return 2;
+    }
+    if (opt_iterations < BATCH) {
+        fprintf(stderr, "rcache_bench: --iterations %lu: at least %d\n",
+                opt_iterations, BATCH);
+        return 2;
+    }
+    if (opt_entries > SIZE_MAX / ENTRY_LEN) {
+        fprintf(stderr, "rcache_bench: --entries %zu: too many\n",
+                opt_entries);
+        return 2;
+    }
 
     ferry_config_init(&cfg);
     cfg.provider = "tcp;ofi_rxm";
@@ -565,17 +639,20 @@ int main(int argc, char **argv)
     if ((ret = ferry_context_create(&cfg, &ctx)))
         die("ferry_context_create", ret);
 
-    /* opt_entries cached ranges, each its own entry (miss, then cached). */
+    /* opt_entries cached ranges, each its own entry (miss, then cached).
+     * Never touched: no RAM, nor swap reserved, for the pages. */
     region_len = opt_entries * ENTRY_LEN;
     region = mmap(NULL, region_len, PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     far = mmap(NULL, 64 * 4096, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (region == MAP_FAILED || far == MAP_FAILED)
         die("mmap", FERRY_ENOMEM);
-    memset(region, 1, region_len);
     base.e = calloc(opt_entries, sizeof(*base.e));
+    if (base.e == NULL)
+        die("calloc", FERRY_ENOMEM);
     base.n = opt_entries;
+    fill_s = now_ns();
     for (size_t i = 0; i < opt_entries; i++) {
         struct ferry_mem *mem;
         struct ferry__rc_entry *ent;
@@ -588,6 +665,7 @@ int main(int argc, char **argv)
         base.e[i].start = (uintptr_t)(region + i * ENTRY_LEN);
         base.e[i].end = base.e[i].start + ENTRY_LEN;
     }
+    fill_s = (now_ns() - fill_s) / 1e9;
 
     memset(&run, 0, sizeof(run));
     run.ctx = ctx;
@@ -611,6 +689,26 @@ int main(int argc, char **argv)
 
     RUN(f1, FERRY, 1, false, false); /* warm-up */
     RUN(f1, FERRY, 1, false, false);
+    if (opt_hit_only) {
+        double load[3] = {0};
+
+        if (getloadavg(load, 3) < 0)
+            load[0] = -1;
+        printf("rcache_bench: hit only, one thread: %zu cached 64 KiB "
+               "ranges (filled in %.2f s), %lu lookups per run in random "
+               "order over all of them, best of %u; load average %.1f; "
+               "%s\n",
+               opt_entries, fill_s, opt_iterations, opt_repeat, load[0],
+               ferry_version_string());
+        printf("  ferry get+put: p50 %.1f ns, p99 %.1f ns, %.1f M "
+               "lookups/s, %lu misses\n",
+               f1.p50, f1.p99, f1.rate / 1e6, f1.misses);
+        ferry_context_destroy(ctx);
+        munmap(region, region_len);
+        munmap(far, 64 * 4096);
+        free(base.e);
+        return 0;
+    }
     RUN(f2, FERRY, opt_threads, false, false);
     RUN(f2o, FERRY, opt_threads, false, true);
     RUN(f1i, FERRY, 1, true, false);

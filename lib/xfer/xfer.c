@@ -212,10 +212,18 @@ static void hold_regions(struct ferry_req *req, struct ferry__lock *take_under)
         users_change(&req->prep->users, take_under);
         return;
     }
+    /* One hold per run of iovs in the same region, not one per iov: a
+     * batch of blocks in one region costs two atomics, not two per
+     * block.  The iovs do not change, so dropping skips the same ones. */
     for (size_t i = 0; i < req->niov; i++) {
-        if (req->iov[i].lmem)
-            users_change(&req->iov[i].lmem->users, take_under);
-        users_change(&req->iov[i].rmem->users, take_under);
+        const struct ferry_iov *v = &req->iov[i];
+        bool same_l = i > 0 && v->lmem == v[-1].lmem;
+        bool same_r = i > 0 && v->rmem == v[-1].rmem;
+
+        if (v->lmem != NULL && !same_l)
+            users_change(&v->lmem->users, take_under);
+        if (!same_r)
+            users_change(&v->rmem->users, take_under);
     }
 }
 
