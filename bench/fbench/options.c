@@ -229,6 +229,8 @@ static void usage(FILE *f)
 "  --rails N               domains used side by side (1)\n"
 "  --tx-depth N            cap on operations in flight per rail (the\n"
 "                          provider's); both sides\n"
+"  --max-op SIZE           largest operation ferry posts (config.max_msg_size;\n"
+"                          default 1M or the provider's limit)\n"
 "  --port N                bootstrap port of --target and --initiator (%d)\n"
 "\n"
 "Output (progress goes to stderr once a second):\n"
@@ -248,7 +250,7 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
-    F_TARGET_MEM, F_DESCENDING,
+    F_TARGET_MEM, F_DESCENDING, F_MAX_OP,
     F_METADATA, F_NAME, F_HELP,
 };
 
@@ -272,6 +274,7 @@ static const struct flag {
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
     {"--timeout", true, F_TIMEOUT},      {"--time-limit", true, F_TIME_LIMIT},
     {"--tx-depth", true, F_TX_DEPTH},    {"--help", false, F_HELP},
+    {"--max-op", true, F_MAX_OP},
     {"--metadata", true, F_METADATA},    {"--name", true, F_NAME},
     {"-h", false, F_HELP},
 };
@@ -367,6 +370,7 @@ static bool apply_flag(struct options *o, const struct flag *f,
         return parse_seconds(f->name, v, false, &o->time_limit);
     case F_TX_DEPTH:
         return parse_uint(f->name, v, 1, 1u << 20, &o->tx_depth);
+    case F_MAX_OP: return parse_size(f->name, v, &o->max_op);
     case F_HELP:
         usage(stdout);
         exit(0);

@@ -24,6 +24,7 @@ struct options {
     const char *provider, *domain;
     unsigned rails;
     uint64_t tx_depth; /* 0: the provider's */
+    uint64_t max_op;   /* --max-op; 0: ferry's default */
     bool read;
     uint64_t block;
     bool block_set;

@@ -30,6 +30,7 @@ int open_context(const struct options *o, bool progress_thread,
     if (o->rails != 0)
         cfg.max_rails = o->rails;
     cfg.tx_depth = (size_t)o->tx_depth;
+    cfg.max_msg_size = (size_t)o->max_op;
     cfg.local_only = o->mode == MODE_LOOPBACK;
     cfg.progress_thread = progress_thread;
     cfg.timeout_ms = o->timeout_ms;
