@@ -1,82 +1,155 @@
 #!/usr/bin/env bash
-# compare.sh: ferry_bench against reference tools on this machine, in one
-# go, alternating the two sides of every comparison, and prints the median
-# of each side with its spread and the ratio ferry / reference.
+# compare.sh: ferry_bench side by side with raw libfabric (bench/rma_raw),
+# UCX (ucx_perftest) and memcpy on this machine, every tool of a row taking
+# its turn in each round, and one markdown table per group of medians with
+# their spreads and the ratios ferry / other.
 #
-#   bench/compare.sh [-n RUNS] [-t SECONDS] [-b FERRY_BENCH] [-c CASES] [-o FILE]
+#   bench/compare.sh [-n RUNS] [-t SECONDS] [-d DEPTH] [-f FOOTPRINT]
+#                    [-c GROUPS] [-P PROVIDERS] [-O OPS] [-s SIZES]
+#                    [-b FERRY_BENCH] [-o FILE] [-m FILE]
 #
-#   -n RUNS      runs of each side of each case (default 5; medians)
-#   -t SECONDS   measured seconds of each throughput run (2; latency runs
-#                take half, rounded up)
-#   -b PATH      ferry_bench to run (default: $FERRY_BENCH, else a build
-#                directory next to the source: build/, ../build/, the cwd)
-#   -c CASES     comma-separated groups: tcp, shm, latency, batch, staged
-#                (all)
-#   -o FILE      raw runs go here (default bench/results/compare-DATE.txt)
+#   -n RUNS       rounds of each row (default 5): medians, min-max spreads
+#   -t SECONDS    measured seconds of each throughput run (1; ping-pongs
+#                 take half, rounded up; warmups come on top)
+#   -d DEPTH      blocks in flight in the streams (16): ferry_bench
+#                 --inflight, rma_raw -b -d, ucx_perftest -O
+#   -f FOOTPRINT  bytes each side cycles through (K, M, G; up to 1G): at
+#                 least, and by default, the block x DEPTH, or block x
+#                 batch in the small group, as ferry_bench picks by itself:
+#                 ferry_bench --buffer-size, rma_raw -B, the memcpy's region
+#   -c GROUPS     comma-separated (default stream,pingpong,small; all for
+#                 every group):
+#                   stream    one-way GB/s, PROVIDERS x OPS x SIZES
+#                   pingpong  mean half round trip (us), 8 B and 4 KiB
+#                   small     ops/s of 4 and 16 KiB blocks, batches of 64
+#                             and 256, one request (window) in flight
+#                   iperf     tcp write 1 and 4 MiB against iperf3
+#                   batch     ferry_bench 4 KiB blocks, batch 64 against 1
+#                   staged    --mem cuda against --mem host, 4 MiB
+#   -P PROVIDERS  tcp, shm or both (tcp,shm) for stream, pingpong, small
+#   -O OPS        write, read or both (write,read) for stream
+#   -s SIZES      block sizes of stream (4K,16K,64K,256K,1M,4M,16M)
+#   -b PATH       ferry_bench to run (default: $FERRY_BENCH, else a build
+#                 directory next to the source: build/, ../build/, the cwd);
+#                 rma_raw is taken from beside it (or $RMA_RAW)
+#   -o FILE       raw runs (default bench/results/compare-DATE.txt)
+#   -m FILE       the tables in markdown, with a line on the method, ready
+#                 for docs/performance.md (they are printed in any case)
 #
-# The cases:
-#   tcp      ferry_bench --provider "tcp;ofi_rxm" --domain lo --op write,
-#            1 MiB and 4 MiB blocks, against iperf3 single stream over
-#            127.0.0.1 with the same -l (receiver's bits_per_second): GB/s;
-#            iperf3 takes at most -l 1M over TCP, so 4 MiB uses -l 1M;
-#            and the same ferry runs against bench/rma_raw -b (raw
-#            libfabric streaming the same blocks, 4 in flight, as 1 MiB
-#            fi_write operations, as ferry posts them: the provider's floor)
-#   shm      ferry_bench --provider shm --op write, 4 MiB blocks, against
-#            ferry_bench --memcpy (one thread, same blocks), both over a
-#            256 MiB region, larger than the caches: GB/s
-#   latency  ferry_bench --pingpong (mean half round trip) against
-#            fi_pingpong -e rdm (its usec/xfer, also a mean half round
-#            trip), 8 B and 4 KiB, tcp;ofi_rxm and shm: lower is better;
-#            and the same ferry runs against bench/rma_raw (built beside
-#            ferry_bench), raw libfabric doing what a ferry ping does:
-#            fi_writedata with FI_DELIVERY_COMPLETE, the CQ data announcing
-#            the write (the provider's floor for ferry)
-#   batch    ferry_bench 4 KiB blocks, --batch-size 64 against --batch-size
-#            1, tcp and shm: ops/s (blocks), batching must help
-#   staged   ferry_bench --mem cuda against --mem host, 4 MiB blocks, tcp
-#            and shm: GB/s of GPU memory the provider cannot register
-#            (staged through host buffers), from a GPU into host memory
-#            (--target-mem host: one staging copy) and GPU to GPU (two);
-#            without a GPU (no nvidia-smi -L) on ferry's simulated device
-#            (FERRY_SIM_DEVICES=1), whose copy engine is the CPU
+# The columns.  tcp is "tcp;ofi_rxm" on domain lo (UCX: UCX_TLS=tcp,
+# UCX_NET_DEVICES=lo); shm is libfabric's shm and UCX's shared memory
+# transports, UCX_TLS=posix,cma,self and UCX_TLS=sysv,cma,self.
+#   ferry     ferry_bench --loopback --inflight DEPTH --buffer-size
+#             FOOTPRINT (--pingpong; --batch-size B --inflight 1)
+#   rma_raw   the same blocks in raw libfabric, FI_DELIVERY_COMPLETE as
+#             ferry asks: -b -d DEPTH -B FOOTPRINT, blocks above 1 MiB as
+#             1 MiB operations as ferry posts them (its default largest
+#             operation); its ping-pong; -W B for the small group (fabtests'
+#             fi_rma_bw loop: B blocks, wait for all, repeat).  ferry posts
+#             the contiguous blocks of a batch as one operation of up to
+#             1 MiB (docs/semantics.md), rma_raw each block as its own: the
+#             small group's ratios include what that saves
+#   UCX       ucx_perftest -t ucp_put_bw (write) or ucp_get (read) -O DEPTH,
+#             ucp_put_lat for the ping-pong, run for about as long as the
+#             others from the rate its previous run (or the row's others)
+#             measured.  Heap buffers: UCX_ALLOC_PRIO=heap.  ucx_perftest
+#             1.13 has no option for the memory it moves: it asks
+#             ucp_mem_map to allocate it, and UCX's default allocation
+#             order (md:sysv,md:posix,huge,thp,md:*,mmap,heap) puts it in
+#             sysv or posix shared memory whenever a shared memory
+#             transport is on, which the peer maps and writes straight
+#             into: one memcpy with no CMA or bounce buffer, 45-52 GB/s at
+#             4 MiB here, something no application with malloc'd buffers
+#             (nor ferry) gets.  heap makes it posix_memalign, so UCX moves
+#             ordinary memory (through CMA or its FIFOs) as the others do.
+#             It reuses one block-sized buffer on each side (no
+#             FOOTPRINT), and a put completes once its buffer may be
+#             reused, not once delivered.
+#   memcpy    ferry_bench --memcpy (one thread, the same blocks over the
+#             same FOOTPRINT), for shm
+#   fi_pingpong  fabtests' msg ping-pong (libfabric-bin), in the ping-pong
+#             group when installed
+# A ratio is ferry's median over the other's: above 1 ferry is faster for
+# GB/s and ops/s, slower for latency.  The groups tcp, shm and latency of
+# earlier versions live on in stream (the rma_raw and memcpy columns) and
+# pingpong (rma_raw and fi_pingpong).
 #
-# Missing reference tools (apt-get install iperf3 libfabric-bin) skip their
-# cases.  Every process runs under timeout(1), so nothing hangs; servers
-# are killed if their client fails.  Other jobs on the machine make these
-# numbers noisy: the load average is printed with them.
+# Every process runs under timeout(1), so nothing hangs; servers are killed
+# if their client fails, or on an interrupt.  Missing tools (ucx_perftest:
+# apt-get install ucx-utils; iperf3; fi_pingpong: libfabric-bin) leave
+# their column out.  Other jobs on the machine make these numbers noisy:
+# the load average goes with them, and the method line reports it.
 set -uo pipefail
 
 me=compare.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-runs=5 secs=2 bench=${FERRY_BENCH:-} cases=tcp,shm,latency,batch,staged out=
+runs=5 secs=1 depth=16 footprint='' groups=stream,pingpong,small
+provs=tcp,shm ops=write,read sizes=4K,16K,64K,256K,1M,4M,16M
+bench=${FERRY_BENCH:-} out='' md=''
+all_groups=stream,pingpong,small,iperf,batch,staged
 
 usage() {
 	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
 }
+bad() { echo "$me: $*" >&2; exit 2; }
 
-while getopts n:t:b:c:o:h opt; do
+while getopts n:t:d:f:c:P:O:s:b:o:m:h opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	t) secs=$OPTARG ;;
+	d) depth=$OPTARG ;;
+	f) footprint=$OPTARG ;;
+	c) groups=$OPTARG ;;
+	P) provs=$OPTARG ;;
+	O) ops=$OPTARG ;;
+	s) sizes=$OPTARG ;;
 	b) bench=$OPTARG ;;
-	c) cases=$OPTARG ;;
 	o) out=$OPTARG ;;
+	m) md=$OPTARG ;;
 	*) usage ;;
 	esac
 done
 shift $((OPTIND - 1))
-(($# == 0)) || usage
-[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "$me: -n $runs: give a whole number >= 1" >&2; exit 2; }
-[[ $secs =~ ^[1-9][0-9]*$ ]] || { echo "$me: -t $secs: give whole seconds >= 1" >&2; exit 2; }
-for c in ${cases//,/ }; do
-	case $c in
-	tcp | shm | latency | batch | staged) ;;
-	*) echo "$me: -c $c: the groups are tcp, shm, latency, batch and staged" >&2; exit 2 ;;
-	esac
+(($# == 0)) || bad "$1: takes options only (-h lists them)"
+
+# A size with an optional K, M or G (powers of 1024) in bytes, or nothing.
+bytes() { [[ $1 =~ ^[0-9]+[KMG]?$ ]] && numfmt --from=iec "$1" 2> /dev/null; }
+
+# Every word of a comma-separated list is one of the allowed: LIST ALLOWED WHAT
+check_list() {
+	local w
+	[[ -n $1 ]] || bad "$3: give at least one of ${2//,/, }"
+	for w in ${1//,/ }; do
+		[[ ,$2, == *,$w,* ]] || bad "$3 $w: give ${2//,/, } (comma-separated)"
+	done
+}
+
+[[ $runs =~ ^[1-9][0-9]*$ ]] || bad "-n $runs: give a whole number >= 1"
+[[ $secs =~ ^[1-9][0-9]*$ ]] || bad "-t $secs: give whole seconds >= 1"
+if ! [[ $depth =~ ^[1-9][0-9]*$ ]] || ((depth > 64)); then
+	bad "-d $depth: give a whole number from 1 to 64 (rma_raw -d's limit)"
+fi
+if [[ -n $footprint ]]; then
+	fp_bytes=$(bytes "$footprint")
+	if [[ -z $fp_bytes ]] || ((fp_bytes == 0 || fp_bytes > 1 << 30)); then
+		bad "-f $footprint: give bytes up to 1G, e.g. 256M"
+	fi
+fi
+[[ $groups == all ]] && groups=$all_groups
+check_list "$groups" "$all_groups" "-c"
+check_list "$provs" tcp,shm "-P"
+check_list "$ops" write,read "-O"
+size_list=()
+for s in ${sizes//,/ }; do
+	b=$(bytes "$s")
+	if [[ -z $b ]] || ((b == 0 || b > 64 << 20)); then
+		bad "-s $s: give block sizes from 1 to 64M, e.g. 4K,1M (rma_raw's limit)"
+	fi
+	size_list+=("$b")
 done
-want() { [[ ,$cases, == *,$1,* ]]; }
+((${#size_list[@]} > 0)) || bad "-s: give at least one block size, e.g. 4K,1M"
+want() { [[ ,$groups, == *,$1,* ]]; }
 
 if [[ -z $bench ]]; then
 	for b in "$src_dir/../build/bench/ferry_bench" "$src_dir/../../build/bench/ferry_bench" \
@@ -85,8 +158,11 @@ if [[ -z $bench ]]; then
 	done
 fi
 if [[ -z $bench || ! -x $bench ]]; then
-	echo "$me: no ferry_bench found${bench:+ at $bench}: build it (make bench/ferry_bench) and pass -b PATH" >&2
-	exit 2
+	bad "no ferry_bench found${bench:+ at $bench}: build it (make bench/ferry_bench) and pass -b PATH"
+fi
+rma=${RMA_RAW:-$(dirname "$bench")/rma_raw}
+if [[ ! -x $rma ]] && { want stream || want pingpong || want small; }; then
+	bad "no rma_raw at $rma: build it (make bench/rma_raw) or set RMA_RAW"
 fi
 
 if [[ -z $out ]]; then
@@ -94,6 +170,9 @@ if [[ -z $out ]]; then
 	out=$src_dir/results/compare-$(date +%Y%m%d-%H%M%S).txt
 fi
 : > "$out" || { echo "$me: cannot write $out" >&2; exit 1; }
+if [[ -n $md ]]; then
+	: > "$md" || { echo "$me: cannot write $md" >&2; exit 1; }
+fi
 tmp=$(mktemp -d) || exit 1
 # Servers are started inside $(...): their pids go to a file, so that an
 # interrupted run still stops them.
@@ -108,22 +187,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-raw() { printf '%s\n' "$*" >> "$out"; }
-
-# A JSON number by path, with jq or python3.
-json_get() { # FILE PATH (jq syntax, e.g. .end.sum_received.bits_per_second)
-	if command -v jq > /dev/null; then
-		jq -r "$2 // empty" "$1" 2> /dev/null
-	elif command -v python3 > /dev/null; then
-		python3 - "$1" "$2" <<-'EOF' 2> /dev/null
-			import json, sys
-			v = json.load(open(sys.argv[1]))
-			for k in sys.argv[2].strip('.').split('.'):
-			    v = v[k]
-			print(v)
-		EOF
-	fi
-}
+raw() { printf '%s\n' "$@" >> "$out"; }
 
 # Waits up to 5 s for a TCP port to listen on this host.
 wait_listen() {
@@ -138,6 +202,19 @@ wait_listen() {
 }
 
 free_port() { echo $((20000 + (RANDOM * 32768 + RANDOM) % 40000)); }
+
+# Starts a server in the background (SERVER_PID) and waits for PORT.
+start_server() { # PORT LOG COMMAND...
+	local port=$1 log=$2
+	shift 2
+	"$@" > "$log" 2>&1 &
+	server_pid=$!
+	echo "$server_pid" >> "$tmp/servers"
+	wait_listen "$port" && return 0
+	raw "  server on port $port did not start: $(head -c 300 "$log")"
+	stop_server "$server_pid"
+	return 1
+}
 
 # Stops a server: it should end by itself once its client is done.
 stop_server() {
@@ -168,44 +245,68 @@ ferry_value() { # COL ARGS...
 	raw "    $(tail -n +2 "$csv" | head -n 1) (size,GB/s,ops/s,p50,p99,p999,mean us)"
 }
 
-iperf3_gbps() { # SIZE
-	local port pid v
+# rma_raw ARGS... -> field FIELD of its result line: "BYTES ITERATIONS
+# USEC" (ping-pong) or "BYTES ITERATIONS GB/S OPS/S" (streams)
+rma_value() { # FIELD ARGS...
+	local field=$1 v
+	shift
+	timeout -k 2 $((secs + 60)) "$rma" "$@" > "$tmp/rma.out" 2>&1
+	raw "  rma_raw $(printf '%q ' "$@")-> rc $?"
+	v=$(awk -v f="$field" 'NF >= 3 && $1 ~ /^[0-9]+$/ { v = $f } END { if (v != "") print v }' "$tmp/rma.out")
+	[[ -n $v ]] || { raw "    no result: $(head -c 300 "$tmp/rma.out")"; return; }
+	raw "    $(tail -n 1 "$tmp/rma.out")"
+	echo "$v"
+}
+
+# ucx_perftest, server and client with the same environment, heap buffers
+# (see the top) -> GB/s (its overall MB/s are MiB/s) or, with lat, its
+# overall latency: half the round trip for ucp_put_lat
+ucx_value() { # bw|lat TLS ARGS...
+	local what=$1 tls=$2 port v
+	shift 2
+	local env=(env UCX_TLS="$tls" UCX_ALLOC_PRIO=heap)
+	[[ $tls == tcp ]] && env+=(UCX_NET_DEVICES=lo)
 	port=$(free_port)
-	timeout -k 2 $((secs + 30)) iperf3 -s -1 -p "$port" > "$tmp/iperf3-s.out" 2>&1 &
-	pid=$!
-	echo "$pid" >> "$tmp/servers"
-	if ! wait_listen "$port"; then
-		raw "  iperf3 server on port $port did not start"
-		stop_server "$pid"
-		return
+	start_server "$port" "$tmp/ucx-s.out" \
+		timeout -k 2 $((secs * 10 + 30)) "${env[@]}" ucx_perftest -p "$port" || return
+	timeout -k 2 $((secs * 10 + 30)) "${env[@]}" ucx_perftest 127.0.0.1 -p "$port" "$@" -f -v \
+		> "$tmp/ucx.out" 2>&1
+	raw "  UCX_TLS=$tls ucx_perftest $* -f -v -> rc $?"
+	stop_server "$server_pid"
+	# iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,...
+	v=$(awk -F, -v w="$what" '{ sub(/^ +/, "") } $1 ~ /^[0-9]+$/ && NF >= 8 {
+		v = w == "lat" ? $4 : sprintf("%.6f", $6 * 1048576 / 1e9) }
+		END { if (v != "") print v }' "$tmp/ucx.out")
+	[[ -n $v ]] || { raw "    no result: $(head -c 300 "$tmp/ucx.out")"; return; }
+	raw "    $(tail -n 1 "$tmp/ucx.out")"
+	echo "$v"
+}
+
+# A JSON number by path, with jq or python3.
+json_get() { # FILE PATH (jq syntax, e.g. .end.sum_received.bits_per_second)
+	if command -v jq > /dev/null; then
+		jq -r "$2 // empty" "$1" 2> /dev/null
+	elif command -v python3 > /dev/null; then
+		python3 - "$1" "$2" <<-'EOF' 2> /dev/null
+			import json, sys
+			v = json.load(open(sys.argv[1]))
+			for k in sys.argv[2].strip('.').split('.'):
+			    v = v[k]
+			print(v)
+		EOF
 	fi
-	timeout -k 2 $((secs + 30)) iperf3 -c 127.0.0.1 -p "$port" -t "$secs" -l "$1" -J \
-		> "$tmp/iperf3.json" 2> "$tmp/iperf3-c.err"
-	raw "  iperf3 -c 127.0.0.1 -p $port -t $secs -l $1 -J -> rc $?"
-	stop_server "$pid"
-	v=$(json_get "$tmp/iperf3.json" .end.sum_received.bits_per_second)
-	[[ -n $v ]] || { raw "    no bits_per_second: $(head -c 300 "$tmp/iperf3-c.err" "$tmp/iperf3.json")"; return; }
-	awk -v b="$v" 'BEGIN { printf "%.6f\n", b / 8 / 1e9 }'
-	raw "    receiver bits_per_second $v"
 }
 
 # fi_pingpong's usec/xfer: the mean one-way time (half a round trip).
 fi_pingpong_us() { # PROVIDER SIZE ITERATIONS
-	local port pid v
+	local port v
 	port=$(free_port)
-	timeout -k 2 $((secs * 10 + 30)) fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -B "$port" \
-		> "$tmp/fipp-s.out" 2>&1 &
-	pid=$!
-	echo "$pid" >> "$tmp/servers"
-	if ! wait_listen "$port"; then
-		raw "  fi_pingpong server on port $port did not start: $(head -c 300 "$tmp/fipp-s.out")"
-		stop_server "$pid"
-		return
-	fi
+	start_server "$port" "$tmp/fipp-s.out" \
+		timeout -k 2 $((secs * 10 + 30)) fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -B "$port" || return
 	timeout -k 2 $((secs * 10 + 30)) fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -P "$port" 127.0.0.1 \
 		> "$tmp/fipp-c.out" 2>&1
 	raw "  fi_pingpong -p '$1' -e rdm -I $3 -S $2 -P $port 127.0.0.1 -> rc $?"
-	stop_server "$pid"
+	stop_server "$server_pid"
 	# bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
 	v=$(awk '$1 ~ /^[0-9]/ && NF >= 8 { v = $7 } END { if (v != "") print v }' "$tmp/fipp-c.out")
 	[[ -n $v ]] || { raw "    no result: $(head -c 300 "$tmp/fipp-c.out")"; return; }
@@ -213,204 +314,276 @@ fi_pingpong_us() { # PROVIDER SIZE ITERATIONS
 	echo "$v"
 }
 
-# rma_raw ARGS... -> the last field of its result line: the mean half
-# round trip in µs (ping-pong), or GB/s (-b).
-rma_value() {
-	local v
-	timeout -k 2 $((secs * 10 + 30)) "$rma" "$@" > "$tmp/rma.out" 2>&1
-	raw "  rma_raw $(printf '%q ' "$@")-> rc $?"
-	v=$(awk 'NF == 3 && $1 ~ /^[0-9]+$/ { v = $3 } END { if (v != "") print v }' "$tmp/rma.out")
-	[[ -n $v ]] || { raw "    no result: $(head -c 300 "$tmp/rma.out")"; return; }
-	raw "    $(tail -n 1 "$tmp/rma.out") (bytes iterations usec-or-GB/s)"
-	echo "$v"
-}
-# Blocks of rma_raw -b that take about $secs at RATE GB/s: SIZE RATE
-stream_blocks() { awk -v s="$1" -v r="$2" -v t="$secs" 'BEGIN { printf "%d\n", r * 1e9 * t / s }'; }
-
-# ---- cases ---------------------------------------------------------------
-
-# Rows of the table: name|unit|ferry label|ref label|ferry values|ref values|better
-rows=()
-
-# "median min max count" of the numbers given
-stats() {
-	printf '%s\n' "$@" | grep -E '^[0-9.eE+-]+$' | sort -g | awk '
-		{ v[NR] = $1 }
-		END {
-			if (NR == 0) { print "- - - 0"; exit }
-			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-			print m, v[1], v[NR], NR
-		}'
+iperf3_gbps() { # SIZE
+	local port v
+	port=$(free_port)
+	start_server "$port" "$tmp/iperf3-s.out" \
+		timeout -k 2 $((secs + 30)) iperf3 -s -1 -p "$port" || return
+	timeout -k 2 $((secs + 30)) iperf3 -c 127.0.0.1 -p "$port" -t "$secs" -l "$1" -J \
+		> "$tmp/iperf3.json" 2> "$tmp/iperf3-c.err"
+	raw "  iperf3 -c 127.0.0.1 -p $port -t $secs -l $1 -J -> rc $?"
+	stop_server "$server_pid"
+	v=$(json_get "$tmp/iperf3.json" .end.sum_received.bits_per_second)
+	[[ -n $v ]] || { raw "    no bits_per_second: $(head -c 300 "$tmp/iperf3-c.err" "$tmp/iperf3.json")"; return; }
+	awk -v b="$v" 'BEGIN { printf "%.6f\n", b / 8 / 1e9 }'
+	raw "    receiver bits_per_second $v"
 }
 
-# compare NAME UNIT BETTER FERRY_LABEL REF_LABEL FERRY_FN REF_FN
-# Runs both sides -n times, alternating which goes first.
-compare() {
-	local name=$1 unit=$2 better=$3 fl=$4 rl=$5 ffn=$6 rfn=$7 i a b
-	local fvals=() rvals=()
-	rm -f "$tmp/last_ferry"
-	raw "" "== $name ($unit; ferry: $fl; reference: $rl)"
-	printf '%s: %-34s' "$me" "$name" >&2
+# ---- rows: every column once per round, the order reversed every other --
+
+declare -A vals=() # [ROW COLUMN] -> the values of the runs, x for a failure
+declare -A last=() # [COLUMN] -> its latest value in the current row
+
+measure_row() { # ROW-NAME COLUMN...
+	local row=$1 i c v
+	shift
+	local cols=("$@") order
+	raw "" "== $row: ${cols[*]}"
+	printf '%s: %-28s' "$me" "$row" >&2
+	last=()
 	for ((i = 1; i <= runs; i++)); do
 		raw "run $i (load $(load))"
-		if ((i % 2)); then
-			a=$($ffn)
-			[[ -z $a ]] || echo "$a" > "$tmp/last_ferry"
-			b=$($rfn)
-		else
-			b=$($rfn)
-			a=$($ffn)
-			[[ -z $a ]] || echo "$a" > "$tmp/last_ferry"
-		fi
-		fvals+=("${a:-x}") rvals+=("${b:-x}")
+		order=("${cols[@]}")
+		((i % 2)) || mapfile -t order < <(printf '%s\n' "${cols[@]}" | tac)
+		for c in "${order[@]}"; do
+			v=$($c)
+			[[ -n $v ]] && last[$c]=$v
+			vals[$row $c]+="${v:-x} "
+		done
 		printf '.' >&2
 	done
 	printf '\n' >&2
-	raw "ferry: ${fvals[*]}" "reference: ${rvals[*]}"
-	rows+=("$name|$unit|$fl|$rl|${fvals[*]}|${rvals[*]}|$better")
+	for c in "${cols[@]}"; do raw "$c: ${vals[$row $c]}"; done
 }
 
-P_TCP=(--provider "tcp;ofi_rxm" --domain lo)
+# The latest value of column COL in this row, else the least (or, with
+# max, the largest) of the others': what a tool that counts iterations
+# rather than time sizes its run from.
+estimate() { # COL min|max DEFAULT
+	local c best=
+	if [[ -n ${last[$1]:-} ]]; then echo "${last[$1]}"; return; fi
+	for c in "${!last[@]}"; do
+		best=$(awk -v a="${best:-${last[$c]}}" -v b="${last[$c]}" -v m="$2" \
+			'BEGIN { print (m == "min") == (a + 0 < b + 0) ? a : b }')
+	done
+	echo "${best:-$3}"
+}
+
+# ---- the groups ------------------------------------------------------------
+
 FB=(--duration "$secs" --warmup 0.3)
-# A pingpong gathers thousands of samples a second: half the time will do.
+# A ping-pong gathers thousands of samples a second: half the time will do.
 lsecs=$(((secs + 1) / 2))
 FL=(--duration "$lsecs" --warmup 0.3)
+MAX_OP=$((1 << 20)) # ferry's default largest operation (lib/fabric)
 
-tcp_ferry_1m() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 1M "${FB[@]}"; }
-tcp_ferry_4m() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
-tcp_iperf_1m() { iperf3_gbps 1M; }
-tcp_iperf_4m() { iperf3_gbps 1M; } # iperf3 refuses -l above 1M for TCP
-shm_ferry_4m() { ferry_value 2 --provider shm --op write --block-size 4M --buffer-size 256M "${FB[@]}"; }
-shm_memcpy_4m() { ferry_value 2 --memcpy --block-size 4M --buffer-size 256M "${FB[@]}"; }
-# mean half round trip: column 7
-lat_ferry_tcp_8() { ferry_value 7 "${P_TCP[@]}" --pingpong --block-size 8 "${FL[@]}"; }
-lat_ferry_tcp_4k() { ferry_value 7 "${P_TCP[@]}" --pingpong --block-size 4K "${FL[@]}"; }
-lat_ferry_shm_8() { ferry_value 7 --provider shm --pingpong --block-size 8 "${FL[@]}"; }
-lat_ferry_shm_4k() { ferry_value 7 --provider shm --pingpong --block-size 4K "${FL[@]}"; }
-# fi_pingpong runs a number of iterations, not a time: enough for as long
-# as ferry's pingpong at the half round trip ferry just measured in this
-# case (the first run of each case measures ferry first).
-pp_iterations() {
-	local us
-	us=$(cat "$tmp/last_ferry" 2> /dev/null)
-	awk -v us="${us:-100}" -v s="$lsecs" 'BEGIN {
-		n = s * 1e6 / (2 * (us > 0.5 ? us : 0.5))
-		if (n < 200) n = 200
-		if (n > s * 200000) n = s * 200000
-		printf "%d\n", n
-	}'
+# The row's provider as each tool names it: sets FA (ferry_bench), RA
+# (rma_raw), UCX_MAIN (UCX_TLS of the UCX column) and FIPP (fi_pingpong).
+set_provider() { # tcp|shm
+	case $1 in
+	tcp)
+		FA=(--provider "tcp;ofi_rxm" --domain lo) RA=(-p "tcp;ofi_rxm" -D lo)
+		UCX_MAIN=tcp FIPP="tcp;ofi_rxm"
+		;;
+	shm) FA=(--provider shm) RA=(-p shm) UCX_MAIN=posix,cma,self FIPP=shm ;;
+	esac
 }
-lat_ref_tcp_8() { fi_pingpong_us "tcp;ofi_rxm" 8 "$(pp_iterations)"; }
-lat_ref_tcp_4k() { fi_pingpong_us "tcp;ofi_rxm" 4096 "$(pp_iterations)"; }
-lat_ref_shm_8() { fi_pingpong_us shm 8 "$(pp_iterations)"; }
-lat_ref_shm_4k() { fi_pingpong_us shm 4096 "$(pp_iterations)"; }
-lat_rma_tcp_8() { rma_value -p "tcp;ofi_rxm" -D lo -s 8 -n "$(pp_iterations)"; }
-lat_rma_tcp_4k() { rma_value -p "tcp;ofi_rxm" -D lo -s 4096 -n "$(pp_iterations)"; }
-lat_rma_shm_8() { rma_value -p shm -s 8 -n "$(pp_iterations)"; }
-lat_rma_shm_4k() { rma_value -p shm -s 4096 -n "$(pp_iterations)"; }
-tcp_rma_1m() { rma_value -p "tcp;ofi_rxm" -D lo -b -s 1048576 -d 4 -n "$(stream_blocks 1048576 4)" -w 200; }
-tcp_rma_4m() { rma_value -p "tcp;ofi_rxm" -D lo -b -s 4194304 -o 1048576 -d 4 -n "$(stream_blocks 4194304 4)" -w 50; }
-batch_tcp_64() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
-batch_tcp_1() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
-batch_shm_64() { ferry_value 3 --provider shm --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
-batch_shm_1() { ferry_value 3 --provider shm --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
-# --mem cuda: a real GPU if there is one, else the simulated device.
+# The footprint of a row whose blocks in flight take BYTES: -f's, but
+# never less (ferry_bench needs a slot for every block in flight).
+fp_of() { echo $((${fp_bytes:-0} > $1 ? fp_bytes : $1)); }
+
+# Iterations of about SECONDS at the estimated rate of COLUMN: GB/s, or
+# with -u the half round trip in us; at least 20.
+iterations() { # COLUMN SIZE SECONDS [-u]
+	local r
+	if [[ ${4:-} == -u ]]; then
+		r=$(estimate "$1" max 100)
+		awk -v us="$r" -v s="$3" 'BEGIN { n = s * 1e6 / (2 * (us > 0.2 ? us : 0.2)); printf "%d\n", n < 200 ? 200 : n }'
+	else
+		r=$(estimate "$1" min 1)
+		awk -v g="$r" -v b="$2" -v s="$3" 'BEGIN { n = s * g * 1e9 / b; printf "%d\n", n < 20 ? 20 : n }'
+	fi
+}
+
+# stream: one-way blocks of $size, $op, DEPTH in flight over $fp bytes
+s_ferry() { ferry_value 2 "${FA[@]}" --op "$op" --block-size "$size" --inflight "$depth" --buffer-size "$fp" "${FB[@]}"; }
+s_raw() {
+	local a=(-b -d "$depth" -s "$size" -B "$fp" -T "$secs" -w $((depth * 4)))
+	((size > MAX_OP)) && a+=(-o "$MAX_OP")
+	[[ $op == read ]] && a+=(-r)
+	rma_value 3 "${RA[@]}" "${a[@]}"
+}
+s_ucx_tls() { # TLS COLUMN
+	local n test=ucp_put_bw
+	[[ $op == read ]] && test=ucp_get
+	n=$(iterations "$2" "$size" "$secs")
+	ucx_value bw "$1" -t "$test" -s "$size" -O "$depth" -n "$n" -w $((n / 10 + 1))
+}
+s_ucx() { s_ucx_tls "$UCX_MAIN" s_ucx; }
+s_ucx_sysv() { s_ucx_tls sysv,cma,self s_ucx_sysv; }
+s_memcpy() { ferry_value 2 --memcpy --block-size "$size" --buffer-size "$fp" "${FB[@]}"; }
+
+stream_group() {
+	local p cols
+	for p in ${provs//,/ }; do
+		set_provider "$p"
+		for op in ${ops//,/ }; do
+			for size in "${size_list[@]}"; do
+				fp=$(fp_of $((size * depth)))
+				cols=(s_ferry s_raw)
+				[[ -n $have_ucx ]] && cols+=(s_ucx)
+				[[ -n $have_ucx && $p == shm ]] && cols+=(s_ucx_sysv)
+				[[ $p == shm ]] && cols+=(s_memcpy)
+				measure_row "stream $p $op $size" "${cols[@]}"
+			done
+		done
+	done
+}
+
+# pingpong: mean half round trip of $size bytes
+p_ferry() { ferry_value 7 "${FA[@]}" --pingpong --block-size "$size" "${FL[@]}"; }
+p_raw() { rma_value 3 "${RA[@]}" -s "$size" -T "$lsecs"; }
+p_ucx_tls() { # TLS COLUMN
+	local n
+	n=$(iterations "$2" "$size" "$lsecs" -u)
+	ucx_value lat "$1" -t ucp_put_lat -s "$size" -n "$n" -w $((n / 10 + 1))
+}
+p_ucx() { p_ucx_tls "$UCX_MAIN" p_ucx; }
+p_ucx_sysv() { p_ucx_tls sysv,cma,self p_ucx_sysv; }
+p_fipp() { fi_pingpong_us "$FIPP" "$size" "$(iterations p_fipp "$size" "$lsecs" -u)"; }
+
+pingpong_group() {
+	local p cols
+	for p in ${provs//,/ }; do
+		set_provider "$p"
+		for size in 8 4096; do
+			cols=(p_ferry p_raw)
+			[[ -n $have_ucx ]] && cols+=(p_ucx)
+			[[ -n $have_ucx && $p == shm ]] && cols+=(p_ucx_sysv)
+			[[ -n $have_fipp ]] && cols+=(p_fipp)
+			measure_row "pingpong $p $size" "${cols[@]}"
+		done
+	done
+}
+
+# small: ops/s of $batch blocks of $size, one request or window in flight
+b_ferry() {
+	ferry_value 3 "${FA[@]}" --block-size "$size" --batch-size "$batch" --inflight 1 \
+		--buffer-size "$fp" "${FB[@]}"
+}
+b_raw() { rma_value 4 "${RA[@]}" -W "$batch" -s "$size" -B "$fp" -T "$secs" -w $((batch * 4)); }
+
+small_group() {
+	local p
+	for p in ${provs//,/ }; do
+		set_provider "$p"
+		for size in 4096 16384; do
+			for batch in 64 256; do
+				fp=$(fp_of $((size * batch)))
+				measure_row "small $p $size $batch" b_ferry b_raw
+			done
+		done
+	done
+}
+
+# The older pairs, ferry_bench's defaults against one reference each.
+P_TCP=(--provider "tcp;ofi_rxm" --domain lo)
+i_ferry_1m() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 1M "${FB[@]}"; }
+i_ferry_4m() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
+i_iperf() { iperf3_gbps 1M; } # iperf3 refuses -l above 1M for TCP
+a_tcp_64() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
+a_tcp_1() { ferry_value 3 "${P_TCP[@]}" --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
+a_shm_64() { ferry_value 3 --provider shm --block-size 4K --batch-size 64 --buffer-size 1M "${FB[@]}"; }
+a_shm_1() { ferry_value 3 --provider shm --block-size 4K --batch-size 1 --buffer-size 1M "${FB[@]}"; }
+# --mem cuda: a real GPU if there is one, else ferry's simulated device,
+# whose copy engine is the CPU.
 staged() { # ARGS...
 	if [[ -z ${FERRY_SIM_DEVICES:-} ]] && ! nvidia-smi -L > /dev/null 2>&1; then
 		export FERRY_SIM_DEVICES=1
 	fi
 	ferry_value 2 "$@" --mem cuda
 }
-staged_tcp_sender() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}" --target-mem host; }
-staged_tcp_both() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
-host_tcp() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
-staged_shm_sender() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}" --target-mem host; }
-staged_shm_both() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
-host_shm() { ferry_value 2 --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
+g_tcp_sender() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}" --target-mem host; }
+g_tcp_both() { staged "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
+g_tcp_host() { ferry_value 2 "${P_TCP[@]}" --op write --block-size 4M "${FB[@]}"; }
+g_shm_sender() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}" --target-mem host; }
+g_shm_both() { staged --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
+g_shm_host() { ferry_value 2 --provider shm --op write --block-size 4M --buffer-size 64M "${FB[@]}"; }
 
-have() {
+# Rows of the pair table: ROW|unit|ferry label|reference label|better
+pairs=()
+pair() { # NAME UNIT BETTER FERRY_LABEL REF_LABEL FERRY_COL REF_COL
+	measure_row "$1" "$6" "$7"
+	pairs+=("$1|$2|$4|$5|$3|$6|$7")
+}
+
+pair_groups() {
+	if want iperf && have iperf3 "the iperf group" iperf3; then
+		pair "tcp write 1 MiB" GB/s higher ferry_bench "iperf3 -l 1M" i_ferry_1m i_iperf
+		pair "tcp write 4 MiB" GB/s higher ferry_bench "iperf3 -l 1M" i_ferry_4m i_iperf
+	fi
+	if want batch; then
+		pair "tcp 4 KiB batch 64 vs 1" ops/s higher "batch 64" "batch 1" a_tcp_64 a_tcp_1
+		pair "shm 4 KiB batch 64 vs 1" ops/s higher "batch 64" "batch 1" a_shm_64 a_shm_1
+	fi
+	if want staged; then
+		pair "tcp 4 MiB GPU->host staged" GB/s higher "--mem cuda" "--mem host" g_tcp_sender g_tcp_host
+		pair "tcp 4 MiB GPU->GPU staged" GB/s higher "--mem cuda" "--mem host" g_tcp_both g_tcp_host
+		pair "shm 4 MiB GPU->host staged" GB/s higher "--mem cuda" "--mem host" g_shm_sender g_shm_host
+		pair "shm 4 MiB GPU->GPU staged" GB/s higher "--mem cuda" "--mem host" g_shm_both g_shm_host
+	fi
+}
+
+have() { # TOOL WHAT PACKAGE
 	command -v "$1" > /dev/null && return 0
 	echo "$me: $1 is not installed: skipping $2 (apt-get install $3)" >&2
 	raw "skipped $2: $1 not installed"
 	return 1
 }
 
-ncases=0
-want tcp && ncases=$((ncases + 2))
-want shm && ncases=$((ncases + 1))
-rma=${RMA_RAW:-$(dirname "$bench")/rma_raw}
-nlat=0
-want latency && nlat=4
-if [[ -x $rma ]]; then
-	want latency && nlat=8
-	want tcp && ncases=$((ncases + 2))
-elif want latency || want tcp; then
-	echo "$me: no rma_raw at $rma: the tcp and latency cases run without the raw-RMA floor (make bench/rma_raw)" >&2
-fi
-ncases=$((ncases + nlat))
-want batch && ncases=$((ncases + 2))
-want staged && ncases=$((ncases + 4))
-load0=$(load)
-raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
-raw "ferry_bench: $bench; -n $runs -t $secs; load average at start: $load0"
-echo "$me: $ncases cases × $runs runs × 2 sides, about" \
-	"$(((ncases - nlat) * runs * (2 * secs + 3) + nlat * runs * (2 * lsecs + 3))) s; raw runs in $out" >&2
+# ---- go --------------------------------------------------------------------
 
-if want tcp && have iperf3 "the tcp cases" iperf3; then
-	compare "tcp write 1 MiB" "GB/s" higher "ferry_bench" "iperf3 -l 1M" tcp_ferry_1m tcp_iperf_1m
-	compare "tcp write 4 MiB" "GB/s" higher "ferry_bench" "iperf3 -l 1M" tcp_ferry_4m tcp_iperf_4m
+have_ucx='' have_fipp=''
+if want stream || want pingpong; then
+	have ucx_perftest "the UCX columns" ucx-utils && have_ucx=1
 fi
-if want tcp && [[ -x $rma ]]; then
-	compare "tcp write 1 MiB vs RMA" "GB/s" higher "ferry_bench" "rma_raw -b" tcp_ferry_1m tcp_rma_1m
-	compare "tcp write 4 MiB vs RMA" "GB/s" higher "ferry_bench" "rma_raw -b" tcp_ferry_4m tcp_rma_4m
-fi
-if want shm; then
-	compare "shm write 4 MiB" "GB/s" higher "ferry_bench" "memcpy 1 thread" shm_ferry_4m shm_memcpy_4m
-fi
-if want latency && have fi_pingpong "the latency cases" libfabric-bin; then
-	compare "latency tcp 8 B" "us" lower "pingpong" "fi_pingpong" lat_ferry_tcp_8 lat_ref_tcp_8
-	compare "latency tcp 4 KiB" "us" lower "pingpong" "fi_pingpong" lat_ferry_tcp_4k lat_ref_tcp_4k
-	compare "latency shm 8 B" "us" lower "pingpong" "fi_pingpong" lat_ferry_shm_8 lat_ref_shm_8
-	compare "latency shm 4 KiB" "us" lower "pingpong" "fi_pingpong" lat_ferry_shm_4k lat_ref_shm_4k
-fi
-if want latency && [[ -x $rma ]]; then
-	compare "latency tcp 8 B vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_tcp_8 lat_rma_tcp_8
-	compare "latency tcp 4 KiB vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_tcp_4k lat_rma_tcp_4k
-	compare "latency shm 8 B vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_shm_8 lat_rma_shm_8
-	compare "latency shm 4 KiB vs RMA" "us" lower "pingpong" "rma_raw" lat_ferry_shm_4k lat_rma_shm_4k
-fi
-if want batch; then
-	compare "tcp 4 KiB batch 64 vs 1" "ops/s" higher "batch 64" "batch 1" batch_tcp_64 batch_tcp_1
-	compare "shm 4 KiB batch 64 vs 1" "ops/s" higher "batch 64" "batch 1" batch_shm_64 batch_shm_1
-fi
+want pingpong && have fi_pingpong "the fi_pingpong column" libfabric-bin && have_fipp=1
 
-if want staged; then
-	compare "tcp 4 MiB GPU->host staged" "GB/s" higher "--mem cuda" "--mem host" staged_tcp_sender host_tcp
-	compare "tcp 4 MiB GPU->GPU staged" "GB/s" higher "--mem cuda" "--mem host" staged_tcp_both host_tcp
-	compare "shm 4 MiB GPU->host staged" "GB/s" higher "--mem cuda" "--mem host" staged_shm_sender host_shm
-	compare "shm 4 MiB GPU->GPU staged" "GB/s" higher "--mem cuda" "--mem host" staged_shm_both host_shm
-fi
-
-# ---- the table -------------------------------------------------------------
-
-fmt() { awk -v v="$1" 'BEGIN { if (v == "-") print "-"; else if (v >= 1000) printf "%.0f", v; else printf "%.3g", v }'; }
-
-table() {
-	local row name unit fl rl fv rv better fs rs fm fmin fmax fn rm rmin rmax rn ratio
-	printf '%-26s %-6s %-30s %-36s %s\n' "case" "unit" "ferry median (min-max) n" "reference median (min-max) n" "ratio"
-	for row in "${rows[@]}"; do
-		IFS='|' read -r name unit fl rl fv rv better <<< "$row"
-		read -r fm fmin fmax fn <<< "$(stats $fv)"
-		read -r rm rmin rmax rn <<< "$(stats $rv)"
-		ratio=$(awk -v a="$fm" -v b="$rm" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
-		fs="$(fmt "$fm") ($(fmt "$fmin")-$(fmt "$fmax")) $fn/$runs"
-		rs="$rl $(fmt "$rm") ($(fmt "$rmin")-$(fmt "$rmax")) $rn/$runs"
-		printf '%-26s %-6s %-30s %-36s %s%s\n' "$name" "$unit" "$fs" "$rs" "$ratio" \
-			"$([[ $better == lower ]] && echo ' (lower is better)')"
-	done
-	echo "ratio = ferry median / reference median; load average at start $load0, at the end $(load) on $(nproc) CPUs"
+# Seconds a run takes beyond its measured time (start-up, warmup,
+# registration), on this machine.
+estimate_seconds() {
+	local np nprov nops ncols_s ncols_p t=0
+	nprov=$(wc -w <<< "${provs//,/ }") nops=$(wc -w <<< "${ops//,/ }")
+	np=$(grep -o shm <<< "$provs" | wc -l)
+	ncols_s=$(((nprov - np) * (2 + ${have_ucx:-0}) + np * (3 + 2 * ${have_ucx:-0})))
+	ncols_p=$(((nprov - np) * (2 + ${have_ucx:-0}) + np * (2 + 2 * ${have_ucx:-0}) + nprov * ${have_fipp:-0}))
+	want stream && t=$((t + ncols_s * nops * ${#size_list[@]} * runs * (secs + 1)))
+	want pingpong && t=$((t + ncols_p * 2 * runs * (lsecs + 1)))
+	want small && t=$((t + nprov * 8 * runs * (secs + 1)))
+	want iperf && t=$((t + 4 * runs * (secs + 1)))
+	want batch && t=$((t + 4 * runs * (secs + 1)))
+	want staged && t=$((t + 8 * runs * (secs + 2)))
+	echo "$t"
 }
 
+load0=$(load) t_start=$(date +%s)
+raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
+raw "ferry_bench: $bench; rma_raw: $rma; -n $runs -t $secs -d $depth -f ${footprint:-block x depth}"
+raw "groups $groups; providers $provs; ops $ops; sizes $sizes; load average at start: $load0"
+echo "$me: groups $groups, about $(($(estimate_seconds) / 60 + 1)) min; raw runs in $out" >&2
+
+want stream && stream_group
+want pingpong && pingpong_group
+want small && small_group
+pair_groups
+
+# ---- the tables ------------------------------------------------------------
+
+# shellcheck source=bench/compare-table.sh
+. "$src_dir/compare-table.sh"
+tables > "$tmp/tables.md"
 echo
-table | tee -a "$out"
-echo "raw runs: $out"
+cat "$tmp/tables.md"
+cat "$tmp/tables.md" >> "$out"
+[[ -z $md ]] || cp "$tmp/tables.md" "$md"
+echo "raw runs: $out${md:+; markdown: $md}"

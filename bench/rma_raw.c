@@ -1,27 +1,54 @@
 /*
  * rma_raw: the provider's own floor for what ferry_bench measures, in raw
  * libfabric and nothing else.  Two processes on this machine (a fork)
- * write into each other's registered buffer with FI_DELIVERY_COMPLETE,
- * the completion ferry asks for, and busy poll their CQs.
+ * write into, or read from, each other's registered buffer with
+ * FI_DELIVERY_COMPLETE, the completion ferry asks for, and busy poll their
+ * CQs.
  *
- *   rma_raw -p PROVIDER [-D DOMAIN] [-s BYTES] [-n ITERATIONS]
- *           [-w WARMUP] [-t] [-b [-d DEPTH] [-o OP_BYTES]]
+ *   rma_raw -p PROVIDER [-D DOMAIN] [-s BYTES] [-n ITERATIONS | -T SECONDS]
+ *           [-w WARMUP] [-t | -i] [-c] [-b [-d DEPTH] | -W WINDOW [-a]]
+ *           [-o OP_BYTES] [-B REGION] [-r] [-e] [-x]
  *
  * Ping-pong (the default): a write bounces back and forth, its remote CQ
  * data telling the other side it landed (the way ferry carries a
  * notification on a write).  Prints "BYTES ITERATIONS USEC", the mean
  * half round trip, in fi_pingpong's terms.
  *
- * -b, one-way stream: BYTES blocks written DEPTH (4) at a time over DEPTH
- * slices of the buffer, each as writes of at most OP_BYTES (the whole
- * block); the last carries CQ data that ends the target's polling.
- * Prints "BYTES ITERATIONS GB/S".
+ * One-way streams of BYTES blocks, each posted as operations of at most
+ * OP_BYTES (the whole block), print "BYTES ITERATIONS GB/S OPS/S", where
+ * an iteration and an op are a block:
+ *   -b  keeps DEPTH (4) blocks in flight, posting one as one completes
+ *       (ferry_bench's --inflight DEPTH);
+ *   -W  posts WINDOW blocks, waits for all of them and posts the next
+ *       window: fi_rma_bw's loop (its -W, 64 there), and ferry_bench's
+ *       --batch-size WINDOW --inflight 1.
+ * Block i goes to slot i mod (REGION / BYTES) of a REGION-byte buffer, at
+ * the same offset on both sides.  REGION is BYTES x DEPTH or BYTES x
+ * WINDOW, a slot for every block in flight, unless -B says otherwise:
+ * -B BYTES reuses one block as fabtests do; -B with ferry_bench's
+ * --buffer-size cycles through the same footprint as ferry does.
+ * -r reads the target's blocks (fi_read) instead of writing them.
+ * Writes carry remote CQ data on their last operation only, which ends
+ * the target's polling, or with -e on every one (fi_rma_bw -o writedata);
+ * -a adds fi_rma_bw -o writedata's handshake: the target answers every
+ * window once all of it arrived, and the next window waits for that.
+ * -x runs the stream both ways at once, as fi_rma_bw -o write and -o read
+ * do; the initiating side prints its direction.
  *
- * -t asks for FI_TRANSMIT_COMPLETE instead, which ferry never does: it
- * shows what the delivery guarantee costs on the provider.
+ * -n counts round trips or blocks after the WARMUP; -T runs them for
+ * SECONDS instead.  -t asks for FI_TRANSMIT_COMPLETE instead, which ferry
+ * never does: it shows what the delivery guarantee costs on the provider.
+ * -i asks for no completion level at all, the provider's default, as
+ * fi_rma_bw does unless given -U: tcp (libfabric 1.17) then completes a
+ * write once it is sent, without the peer's acknowledgement that it
+ * sends for both FI_TRANSMIT_COMPLETE and FI_DELIVERY_COMPLETE.
+ * -c asks for the traffic class FI_TC_BULK_DATA, as fi_rma_bw does and
+ * ferry does not: tcp then leaves Nagle's algorithm on (no TCP_NODELAY).
+ * fi_rma_bw -o writedata -W W -S BYTES is therefore rma_raw -W W -a -i -c
+ * -B BYTES -s BYTES, and with -U, rma_raw -W W -a -c -B BYTES -s BYTES.
  *
- * bench/compare.sh sets it beside ferry_bench and fi_pingpong or iperf3,
- * so that a gap between ferry and those can be split into what the
+ * bench/compare.sh sets it beside ferry_bench, ucx_perftest and memcpy, so
+ * that a gap between ferry and those can be split into what the
  * provider's RMA costs and what ferry adds.
  */
 #include <rdma/fabric.h>
@@ -43,17 +70,42 @@
 #include <unistd.h>
 
 #define MAX_SIZE (64u << 20)
-#define MAX_DEPTH 64
+#define MAX_REGION (1u << 30)
+#define MAX_DEPTH 64    /* -d */
+#define MAX_WINDOW 1024 /* -W: ferry_bench's batches of 256 and more */
 #define ADDR_MAX 256
+
+/* What the remote CQ data of a write says. */
+enum {
+    DATA_OP = 1, /* a ping, or a write of the stream (-e) */
+    DATA_END,    /* the initiator's last write: it is done */
+    DATA_ACK,    /* the target saw a whole window arrive (-a) */
+};
+
+enum mode { PINGPONG, STREAM, WINDOW };
 
 /* What to run, from the options. */
 struct run {
     const char *prov;
-    const char *domain; /* -D, or NULL: the provider's first */
-    uint64_t completion; /* FI_DELIVERY_COMPLETE, or -t's */
-    bool stream;         /* -b */
-    size_t size, op, depth;
+    const char *domain;  /* -D, or NULL: the provider's first */
+    uint64_t completion; /* FI_DELIVERY_COMPLETE, -t's or -i's (0) */
+    bool bulk;           /* -c */
+    enum mode mode;
+    bool read, every, ack, both; /* -r, -e, -a, -x */
+    size_t size, op;
+    size_t depth; /* blocks in flight (-d) or in a window (-W) */
+    size_t slots; /* blocks the region holds */
     uint64_t iters, warmup;
+    uint64_t ns; /* -T, or 0: run iters */
+};
+
+/* What one side has seen so far. */
+struct tally {
+    uint64_t posted; /* operations this side posted */
+    uint64_t done;   /* ... and their completions */
+    uint64_t data;   /* writes of the other side that carried CQ data */
+    uint64_t ends;   /* ... DATA_END */
+    uint64_t acks;   /* ... DATA_ACK (not counted in data) */
 };
 
 /* One side: its libfabric objects, its buffer and what it knows of the
@@ -70,6 +122,7 @@ struct side {
     fi_addr_t peer;
     uint64_t peer_addr, peer_key;
     uint8_t *buf;
+    struct tally n;
 };
 
 /* What the two sides swap over the socket pair before the first write. */
@@ -101,16 +154,20 @@ static int side_open(struct side *s, const struct run *r, size_t len)
     struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA,
                                  .wait_obj = FI_WAIT_NONE};
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+    const uint64_t access =
+        FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     int ret;
 
     if (hints == NULL)
         return fail("fi_allocinfo", -FI_ENOMEM);
     hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+    hints->caps = FI_RMA | access;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
                                   FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->tx_attr->op_flags = r->completion;
+    if (r->bulk)
+        hints->tx_attr->tclass = FI_TC_BULK_DATA;
     hints->fabric_attr->prov_name = strdup(r->prov);
     if (r->domain != NULL)
         hints->domain_attr->name = strdup(r->domain);
@@ -144,8 +201,7 @@ static int side_open(struct side *s, const struct run *r, size_t len)
     /* Every page its own: untouched pages all map the one zero page, which
      * the kernel would copy from its cache. */
     memset(s->buf, 0x5a, len);
-    ret = fi_mr_reg(s->domain, s->buf, len, FI_WRITE | FI_REMOTE_WRITE, 0,
-                    0, 0, &s->mr, NULL);
+    ret = fi_mr_reg(s->domain, s->buf, len, access, 0, 0, 0, &s->mr, NULL);
     if (ret)
         return fail("fi_mr_reg", ret);
     s->desc = fi_mr_desc(s->mr);
@@ -177,11 +233,8 @@ static int side_meet(struct side *s, int fd)
     return 0;
 }
 
-/*
- * Reads the CQ once: completions of this side's writes add to *done,
- * writes of the other side that carried CQ data to *arrived.
- */
-static int reap(struct side *s, uint64_t *done, uint64_t *arrived)
+/* Reads the CQ once into the side's tally. */
+static int reap(struct side *s)
 {
     struct fi_cq_data_entry e[16];
     ssize_t n = fi_cq_read(s->cq, e, 16);
@@ -195,96 +248,217 @@ static int reap(struct side *s, uint64_t *done, uint64_t *arrived)
         return fail("a completion", err.err ? err.err : (int)n);
     }
     for (ssize_t i = 0; i < n; i++) {
-        if (e[i].flags & FI_REMOTE_CQ_DATA)
-            ++*arrived;
-        else
-            ++*done;
+        if (!(e[i].flags & FI_REMOTE_CQ_DATA))
+            s->n.done++;
+        else if (e[i].data == DATA_ACK)
+            s->n.acks++;
+        else {
+            s->n.data++;
+            s->n.ends += e[i].data == DATA_END;
+        }
     }
     return 0;
 }
 
-/* A write of [off, +len) to the same offset of the other side's buffer,
- * with CQ data or without; progresses while the provider has no room. */
-static int post(struct side *s, size_t off, size_t len, bool data,
-                uint64_t *done, uint64_t *arrived)
+/* Polls until *count (a field of s->n) reaches want. */
+static int poll_until(struct side *s, const uint64_t *count, uint64_t want)
 {
+    while (*count < want)
+        if (reap(s))
+            return 1;
+    return 0;
+}
+
+/*
+ * A read of [off, +len) from the same offset of the other side's buffer,
+ * or a write to it, carrying data as CQ data unless data is 0; progresses
+ * while the provider has no room (-FI_EAGAIN).
+ */
+static int post(struct side *s, bool read, size_t off, size_t len,
+                uint64_t data)
+{
+    void *local = s->buf + off;
+    uint64_t raddr = s->peer_addr + off;
     ssize_t ret;
 
     for (;;) {
-        ret = data ? fi_writedata(s->ep, s->buf + off, len, s->desc, 1,
-                                  s->peer, s->peer_addr + off, s->peer_key,
-                                  NULL)
-                   : fi_write(s->ep, s->buf + off, len, s->desc, s->peer,
-                              s->peer_addr + off, s->peer_key, NULL);
+        if (read)
+            ret = fi_read(s->ep, local, len, s->desc, s->peer, raddr,
+                          s->peer_key, NULL);
+        else if (data != 0)
+            ret = fi_writedata(s->ep, local, len, s->desc, data, s->peer,
+                               raddr, s->peer_key, NULL);
+        else
+            ret = fi_write(s->ep, local, len, s->desc, s->peer, raddr,
+                           s->peer_key, NULL);
         if (ret != -FI_EAGAIN)
             break;
-        if (reap(s, done, arrived))
+        if (reap(s))
             return 1;
     }
-    return ret ? fail(data ? "fi_writedata" : "fi_write", (int)ret) : 0;
-}
-
-/* Polls until *count (done or arrived) reaches want. */
-static int poll_until(struct side *s, const uint64_t *count, uint64_t want,
-                      uint64_t *done, uint64_t *arrived)
-{
-    while (*count < want)
-        if (reap(s, done, arrived))
-            return 1;
+    if (ret)
+        return fail(read ? "fi_read" : data ? "fi_writedata" : "fi_write",
+                    (int)ret);
+    s->n.posted++;
     return 0;
 }
 
-/* The side that starts each round trip times them; the other answers. */
-static int pingpong(struct side *s, const struct run *r, int starts)
+/*
+ * Whether round trip or block number next (from 0, the warmup included)
+ * is to run: -n counts them after the warmup; -T times them from the
+ * first measured one, which started at t0.
+ */
+static bool more(const struct run *r, uint64_t next, uint64_t t0)
 {
-    uint64_t done = 0, arrived = 0, t0 = 0, n = r->warmup + r->iters;
+    if (next <= r->warmup)
+        return true;
+    if (r->ns == 0)
+        return next < r->warmup + r->iters;
+    return now_ns() - t0 < r->ns;
+}
 
-    for (uint64_t i = 0; i < n; i++) {
+/* The side that starts each round trip times them; the other answers
+ * until the ping marked as the last. */
+static int pingpong(struct side *s, const struct run *r, bool starts)
+{
+    uint64_t i, t0 = 0, ns;
+    bool last = false;
+
+    for (i = 0; !last; i++) {
         if (i == r->warmup)
             t0 = now_ns();
-        if ((starts && post(s, 0, r->size, true, &done, &arrived)) ||
-            poll_until(s, &arrived, i + 1, &done, &arrived) ||
-            (!starts && post(s, 0, r->size, true, &done, &arrived)))
-            return 1;
-    }
-    if (starts)
-        printf("%zu %" PRIu64 " %.3f\n", r->size, r->iters,
-               (double)(now_ns() - t0) / (double)r->iters / 2 / 1e3);
-    return poll_until(s, &done, n, &done, &arrived); /* all delivered */
-}
-
-/* The starting side streams blocks; the other polls until the last. */
-static int stream(struct side *s, const struct run *r, int starts)
-{
-    uint64_t done = 0, arrived = 0, posted = 0, t0 = 0;
-    uint64_t n = r->warmup + r->iters;
-    size_t ops = (r->size + r->op - 1) / r->op;
-
-    if (!starts)
-        return poll_until(s, &arrived, 1, &done, &arrived);
-    for (uint64_t b = 0; b < n; b++) {
-        size_t base = (size_t)(b % r->depth) * r->size;
-
-        /* At most depth blocks in flight. */
-        while (posted - done >= r->depth * ops)
-            if (reap(s, &done, &arrived))
+        if (starts) {
+            last = !more(r, i + 1, t0);
+            if (post(s, false, 0, r->size, last ? DATA_END : DATA_OP) ||
+                poll_until(s, &s->n.data, i + 1))
                 return 1;
-        if (b == r->warmup)
-            t0 = now_ns();
-        for (size_t off = 0; off < r->size; off += r->op) {
-            size_t len = r->size - off < r->op ? r->size - off : r->op;
-            bool last = b + 1 == n && off + len == r->size;
-
-            if (post(s, base + off, len, last, &done, &arrived))
+        } else {
+            if (poll_until(s, &s->n.data, i + 1))
                 return 1;
-            posted++;
+            last = s->n.ends > 0;
+            if (post(s, false, 0, r->size, DATA_OP))
+                return 1;
         }
     }
-    if (poll_until(s, &done, posted, &done, &arrived))
-        return 1;
-    printf("%zu %" PRIu64 " %.3f\n", r->size, r->iters,
-           (double)r->iters * (double)r->size / (double)(now_ns() - t0));
+    ns = now_ns() - t0;
+    if (starts)
+        printf("%zu %" PRIu64 " %.3f\n", r->size, i - r->warmup,
+               (double)ns / (double)(i - r->warmup) / 2 / 1e3);
+    return poll_until(s, &s->n.done, s->n.posted); /* all delivered */
+}
+
+static size_t ops_per_block(const struct run *r)
+{
+    return (r->size + r->op - 1) / r->op;
+}
+
+/* Posts block b as operations of at most r->op bytes into its slot; the
+ * last write of the last block tells the target the stream is over. */
+static int post_block(struct side *s, const struct run *r, uint64_t b,
+                      bool last)
+{
+    size_t base = (size_t)(b % r->slots) * r->size;
+
+    for (size_t off = 0; off < r->size; off += r->op) {
+        size_t len = r->size - off < r->op ? r->size - off : r->op;
+        uint64_t data = 0;
+
+        if (!r->read && last && off + len == r->size)
+            data = DATA_END;
+        else if (r->every)
+            data = DATA_OP;
+        if (post(s, r->read, base + off, len, data))
+            return 1;
+    }
     return 0;
+}
+
+/* Waits until every operation posted has completed and, with -a, the
+ * target has answered every window of the first blocks blocks. */
+static int settle(struct side *s, const struct run *r, uint64_t blocks)
+{
+    if (poll_until(s, &s->n.done, s->n.posted))
+        return 1;
+    return r->ack ? poll_until(s, &s->n.acks,
+                               (blocks + r->depth - 1) / r->depth)
+                  : 0;
+}
+
+/* Waits until block b may be posted: the window before it is settled, or
+ * fewer than depth blocks are in flight. */
+static int make_room(struct side *s, const struct run *r, uint64_t b)
+{
+    if (r->mode == WINDOW)
+        return b % r->depth == 0 ? settle(s, r, b) : 0;
+    while (s->n.posted - s->n.done >= r->depth * ops_per_block(r))
+        if (reap(s))
+            return 1;
+    return 0;
+}
+
+/*
+ * Streams blocks until more() says stop, then settles; a read stream then
+ * tells the target with a write of its own that it is over.  Prints the
+ * result when told to.
+ */
+static int initiate(struct side *s, const struct run *r, bool print)
+{
+    uint64_t b, t0 = 0, ns;
+    bool last = false;
+
+    for (b = 0; !last; b++) {
+        if (make_room(s, r, b))
+            return 1;
+        if (b == r->warmup)
+            t0 = now_ns();
+        last = !more(r, b + 1, t0);
+        if (post_block(s, r, b, last))
+            return 1;
+    }
+    if (settle(s, r, b))
+        return 1;
+    ns = now_ns() - t0;
+    if (r->read && (post(s, false, 0, 1, DATA_END) ||
+                    poll_until(s, &s->n.done, s->n.posted)))
+        return 1;
+    if (print)
+        printf("%zu %" PRIu64 " %.3f %.0f\n", r->size, b - r->warmup,
+               (double)(b - r->warmup) * (double)r->size / (double)ns,
+               (double)(b - r->warmup) * 1e9 / (double)ns);
+    return 0;
+}
+
+/*
+ * The target polls, which also progresses the initiator's operations on
+ * providers with manual progress, until the stream's end; with -a it
+ * answers every window that has arrived, and the last one, whole or not.
+ */
+static int serve(struct side *s, const struct run *r)
+{
+    uint64_t per_window = r->depth * ops_per_block(r), acked = 0;
+
+    while (s->n.ends == 0) {
+        if (reap(s))
+            return 1;
+        while (r->ack && (s->n.data >= (acked + 1) * per_window ||
+                          (s->n.ends > 0 && s->n.data > acked * per_window))) {
+            if (post(s, false, 0, 1, DATA_ACK))
+                return 1;
+            acked++;
+        }
+    }
+    return poll_until(s, &s->n.done, s->n.posted);
+}
+
+static int exercise(struct side *s, const struct run *r, bool starts)
+{
+    if (r->mode == PINGPONG)
+        return pingpong(s, r, starts);
+    if (!r->both)
+        return starts ? initiate(s, r, true) : serve(s, r);
+    /* Both ways: each side serves the other while it streams, then until
+     * the other's stream is over too. */
+    return initiate(s, r, starts) || poll_until(s, &s->n.ends, 1);
 }
 
 static void side_close(struct side *s)
@@ -306,12 +480,12 @@ static void side_close(struct side *s)
     free(s->buf);
 }
 
-static int run_side(const struct run *r, int fd, int starts)
+static int run_side(const struct run *r, int fd, bool starts)
 {
     struct side s = {0};
     char done = 0;
-    int ret = side_open(&s, r, r->size * r->depth) || side_meet(&s, fd) ||
-              (r->stream ? stream(&s, r, starts) : pingpong(&s, r, starts));
+    int ret = side_open(&s, r, r->size * r->slots) || side_meet(&s, fd) ||
+              exercise(&s, r, starts);
 
     /* Neither closes its endpoint while the other may still need it. */
     if (write(fd, &done, 1) != 1 || read(fd, &done, 1) != 1)
@@ -323,11 +497,20 @@ static int run_side(const struct run *r, int fd, int starts)
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: rma_raw -p PROVIDER [-D DOMAIN] [-s BYTES (8; 1 to %u)] "
-            "[-n ITERATIONS (100000)] [-w WARMUP (1000)] [-t: "
-            "FI_TRANSMIT_COMPLETE] [-b: one-way stream [-d DEPTH (4; 1 to "
-            "%u)] [-o OP_BYTES (BYTES)]]\n",
-            MAX_SIZE, MAX_DEPTH);
+            "usage: rma_raw -p PROVIDER [-D DOMAIN] [-s BYTES (8; 1 to %u)]\n"
+            "         [-n ITERATIONS (100000) | -T SECONDS] [-w WARMUP "
+            "(1000)]\n"
+            "         [-t: FI_TRANSMIT_COMPLETE | -i: the provider's default] "
+            "[-c: FI_TC_BULK_DATA]\n"
+            "  ping-pong by default; one-way streams:\n"
+            "         [-b: DEPTH in flight [-d DEPTH (4; 1 to %u)] | "
+            "-W WINDOW: windows (1 to %u)]\n"
+            "         [-o OP_BYTES (BYTES)] [-B REGION (BYTES x DEPTH or "
+            "WINDOW; at most %u)]\n"
+            "         [-r: reads] [-e: CQ data on every write] [-a: the "
+            "target answers windows]\n"
+            "         [-x: both ways at once]\n",
+            MAX_SIZE, MAX_DEPTH, MAX_WINDOW, MAX_REGION);
     return 2;
 }
 
@@ -344,29 +527,129 @@ static long long number(const char *s, long long lo, long long hi)
     return v;
 }
 
+/* Seconds in (0, 86400] as nanoseconds, or 0. */
+static uint64_t seconds(const char *s)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !(v > 0 && v <= 86400))
+        return 0;
+    return (uint64_t)(v * 1e9);
+}
+
+/* Options that do not go together: the sentence says which and why. */
+static int refuse(const char *why)
+{
+    fprintf(stderr, "rma_raw: %s\n", why);
+    return 2;
+}
+
+/* The option letters given, for the checks that combine them. */
+struct given {
+    bool n, d, B, t, i, stream_only;
+    long long region;
+};
+
+/* Checks what the options combine into and fills in the stream's shape. */
+static int shape(struct run *r, const struct given *g, long long depth,
+                 long long op)
+{
+    if (g->n && r->ns != 0)
+        return refuse("-n counts, -T times: give one");
+    if (g->t && g->i)
+        return refuse("-t asks for FI_TRANSMIT_COMPLETE, -i for no level: "
+                      "give one");
+    if (r->mode == PINGPONG && g->stream_only)
+        return refuse("-d, -o, -B, -r, -e, -a and -x shape the streams: "
+                      "give -b or -W as well");
+    if (r->mode == WINDOW && g->d)
+        return refuse("-d is the depth of -b: -W WINDOW sets the window");
+    if (r->read && (r->every || r->ack))
+        return refuse("reads carry no CQ data: -e and -a are for writes");
+    if (r->ack && r->mode != WINDOW)
+        return refuse("-a answers windows: give -W WINDOW");
+    if (r->ack && r->both)
+        return refuse("-a is fi_rma_bw -o writedata's handshake, one way "
+                      "only: not with -x");
+    r->every |= r->ack; /* the target counts every write of a window */
+    r->depth = r->mode == PINGPONG ? 1 : (size_t)depth;
+    r->op = r->mode != PINGPONG && op != 0 ? (size_t)op : r->size;
+    if (!g->B && r->size * r->depth > MAX_REGION) {
+        fprintf(stderr, "rma_raw: %zu blocks of %zu bytes are above %u "
+                        "bytes: lower -d or -W, or give -B\n",
+                r->depth, r->size, MAX_REGION);
+        return usage();
+    }
+    if (g->B && (size_t)g->region < r->size) {
+        fprintf(stderr, "rma_raw: -B %lld: the region must hold a block "
+                        "(-s %zu) at least\n", g->region, r->size);
+        return usage();
+    }
+    r->slots = g->B ? (size_t)g->region / r->size : r->depth;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    struct run r = {.completion = FI_DELIVERY_COMPLETE};
+    struct run r = {.completion = FI_DELIVERY_COMPLETE, .mode = PINGPONG};
+    struct given g = {0};
     long long size = 8, iters = 100000, warmup = 1000, depth = 4, op = 0;
+    bool bad = false;
     int fds[2], opt, status, ret;
     pid_t child;
 
-    while ((opt = getopt(argc, argv, "p:D:s:n:w:tbd:o:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticbd:W:o:B:reax")) != -1) {
         switch (opt) {
         case 'p': r.prov = optarg; break;
         case 'D': r.domain = optarg; break;
-        case 's': size = number(optarg, 1, MAX_SIZE); break;
-        case 'n': iters = number(optarg, 1, 1000000000); break;
-        case 'w': warmup = number(optarg, 0, 1000000000); break;
-        case 't': r.completion = FI_TRANSMIT_COMPLETE; break;
-        case 'b': r.stream = true; break;
-        case 'd': depth = number(optarg, 1, MAX_DEPTH); break;
-        case 'o': op = number(optarg, 1, MAX_SIZE); break;
+        case 's': bad = (size = number(optarg, 1, MAX_SIZE)) < 0; break;
+        case 'n':
+            bad = (iters = number(optarg, 1, 1000000000)) < 0;
+            g.n = true;
+            break;
+        case 'T': bad = (r.ns = seconds(optarg)) == 0; break;
+        case 'w': bad = (warmup = number(optarg, 0, 1000000000)) < 0; break;
+        case 't':
+            r.completion = FI_TRANSMIT_COMPLETE;
+            g.t = true;
+            break;
+        case 'i':
+            r.completion = 0;
+            g.i = true;
+            break;
+        case 'c': r.bulk = true; break;
+        case 'b':
+        case 'W':
+            if (r.mode != PINGPONG)
+                return refuse("-b and -W are two kinds of stream: give one");
+            r.mode = opt == 'b' ? STREAM : WINDOW;
+            if (opt == 'W')
+                bad = (depth = number(optarg, 1, MAX_WINDOW)) < 0;
+            break;
+        case 'd':
+            bad = (depth = number(optarg, 1, MAX_DEPTH)) < 0;
+            g.d = g.stream_only = true;
+            break;
+        case 'o':
+            bad = (op = number(optarg, 1, MAX_SIZE)) < 0;
+            g.stream_only = true;
+            break;
+        case 'B':
+            bad = (g.region = number(optarg, 1, MAX_REGION)) < 0;
+            g.B = g.stream_only = true;
+            break;
+        case 'r': r.read = g.stream_only = true; break;
+        case 'e': r.every = g.stream_only = true; break;
+        case 'a': r.ack = g.stream_only = true; break;
+        case 'x': r.both = g.stream_only = true; break;
         default: return usage();
         }
-        if (size < 0 || iters < 0 || warmup < 0 || depth < 0 || op < 0) {
-            fprintf(stderr, "rma_raw: -%c %s is not a whole number in "
-                            "range\n", opt, optarg);
+        if (bad) {
+            fprintf(stderr, "rma_raw: -%c %s is not a %s in range\n", opt,
+                    optarg, opt == 'T' ? "number of seconds" : "whole number");
             return usage();
         }
     }
@@ -375,9 +658,8 @@ int main(int argc, char **argv)
     r.size = (size_t)size;
     r.iters = (uint64_t)iters;
     r.warmup = (uint64_t)warmup;
-    /* A ping-pong bounces one block; -d and -o shape the stream only. */
-    r.depth = r.stream ? (size_t)depth : 1;
-    r.op = r.stream && op != 0 ? (size_t)op : r.size;
+    if ((ret = shape(&r, &g, depth, op)))
+        return ret;
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
         perror("rma_raw: socketpair");
         return 1;
@@ -390,10 +672,10 @@ int main(int argc, char **argv)
     }
     if (child == 0) {
         close(fds[0]);
-        _exit(run_side(&r, fds[1], 0));
+        _exit(run_side(&r, fds[1], false));
     }
     close(fds[1]);
-    ret = run_side(&r, fds[0], 1);
+    ret = run_side(&r, fds[0], true);
     close(fds[0]); /* a child stuck on the swap sees the end */
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
         WEXITSTATUS(status) != 0)

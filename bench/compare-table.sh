@@ -1,0 +1,168 @@
+# shellcheck shell=bash disable=SC2154
+# compare-table.sh: the markdown tables of bench/compare.sh, which sources
+# it after its runs; not a program of its own.
+#
+# It reads compare.sh's state (hence SC2154 off): vals[ROW COLUMN] (the values of the runs,
+# x for a failed one), runs, the lists it went through (provs, ops,
+# size_list), pairs, want, and the settings the method line reports.
+# tables prints every table of the groups that ran, then the method.
+
+# "median min max count" of the numbers given
+stats() {
+	printf '%s\n' "$@" | grep -E '^[0-9.eE+-]+$' | sort -g | awk '
+		{ v[NR] = $1 }
+		END {
+			if (NR == 0) { print "- - - 0"; exit }
+			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			print m, v[1], v[NR], NR
+		}'
+}
+
+# Three significant digits; ops/s and other large numbers in k or M.
+fmt() {
+	awk -v v="$1" 'BEGIN {
+		if (v == "-") print "-"
+		else if (v >= 1e6) printf "%.3gM\n", v / 1e6
+		else if (v >= 1e4) printf "%.3gk\n", v / 1e3
+		else if (v >= 1000) printf "%.0f\n", v
+		else printf "%.3g\n", v
+	}'
+}
+
+# 8 B, 4 KiB, 16 MiB
+size_name() {
+	awk -v b="$1" 'BEGIN {
+		if (b >= 1048576 && b % 1048576 == 0) printf "%d MiB\n", b / 1048576
+		else if (b >= 1024 && b % 1024 == 0) printf "%d KiB\n", b / 1024
+		else printf "%d B\n", b
+	}'
+}
+
+# The median of a column in a row, or - when it has no value.
+median() { # ROW COLUMN
+	local m _
+	# The values are separate words on purpose.
+	# shellcheck disable=SC2086
+	read -r m _ <<< "$(stats ${vals[$1 $2]:-})"
+	echo "$m"
+}
+
+# "median (min-max)", with the count when runs failed; - when the column
+# did not run in the row.
+cell() { # ROW COLUMN
+	local v=${vals[$1 $2]:-} m lo hi n
+	[[ -n $v ]] || { echo "-"; return; }
+	# shellcheck disable=SC2086
+	read -r m lo hi n <<< "$(stats $v)"
+	((n > 0)) || { echo "failed"; return; }
+	printf '%s (%s-%s)%s\n' "$(fmt "$m")" "$(fmt "$lo")" "$(fmt "$hi")" \
+		"$( ((n == runs)) || echo " $n/$runs")"
+}
+
+# ferry's median over the other column's, to two decimals, or -.
+ratio() { # ROW FERRY_COLUMN OTHER_COLUMN
+	awk -v a="$(median "$1" "$2")" -v b="$(median "$1" "$3")" \
+		'BEGIN { if (a == "-" || b == "-" || b == "" || b == 0) print "-"; else printf "%.2f\n", a / b }'
+}
+
+# One row of a group's table: the leading fields, then ferry's cell and
+# each other column's cell with its ratio.
+md_row() { # ROW FERRY_COLUMN "OTHER_COLUMN..." LEADING_FIELD...
+	local row=$1 fc=$2 c line others
+	read -ra others <<< "$3"
+	shift 3
+	line="| $(printf '%s | ' "$@")$(cell "$row" "$fc")"
+	for c in "${others[@]}"; do
+		line+=" | $(cell "$row" "$c") | $(ratio "$row" "$fc" "$c")"
+	done
+	echo "$line |"
+}
+
+stream_table() {
+	local p op size
+	echo "One-way streams, GB/s (higher is better), $depth blocks in flight; ratio = ferry / other."
+	echo
+	echo "| provider | op | block | ferry | rma_raw | ratio | UCX | ratio | UCX sysv | ratio | memcpy | ratio |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for p in ${provs//,/ }; do
+		for op in ${ops//,/ }; do
+			for size in "${size_list[@]}"; do
+				md_row "stream $p $op $size" s_ferry "s_raw s_ucx s_ucx_sysv s_memcpy" \
+					"$p" "$op" "$(size_name "$size")"
+			done
+		done
+	done
+	echo
+	echo "UCX: UCX_TLS=tcp on tcp, posix,cma,self on shm (sysv,cma,self: UCX sysv), heap buffers (UCX_ALLOC_PRIO=heap)."
+}
+
+pingpong_table() {
+	local p size
+	echo "Ping-pong, mean half round trip in us (lower is better); ratio = ferry / other."
+	echo
+	echo "| provider | size | ferry | rma_raw | ratio | UCX | ratio | UCX sysv | ratio | fi_pingpong | ratio |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for p in ${provs//,/ }; do
+		for size in 8 4096; do
+			md_row "pingpong $p $size" p_ferry "p_raw p_ucx p_ucx_sysv p_fipp" "$p" "$(size_name "$size")"
+		done
+	done
+}
+
+small_table() {
+	local p size batch
+	echo "Small blocks, ops/s (blocks; higher is better): ferry_bench --batch-size B --inflight 1"
+	echo "against rma_raw -W B (B blocks, wait for all, repeat); ratio = ferry / rma_raw."
+	echo
+	echo "| provider | block | batch | ferry | rma_raw | ratio |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	for p in ${provs//,/ }; do
+		for size in 4096 16384; do
+			for batch in 64 256; do
+				md_row "small $p $size $batch" b_ferry b_raw "$p" "$(size_name "$size")" "$batch"
+			done
+		done
+	done
+}
+
+pair_table() {
+	local row name unit fl rl better fc rc
+	echo "ferry_bench against one reference each; ratio = ferry / reference."
+	echo
+	echo "| case | unit | ferry | reference | ratio |"
+	echo "|---|---|---:|---:|---:|"
+	for row in "${pairs[@]}"; do
+		IFS='|' read -r name unit fl rl better fc rc <<< "$row"
+		echo "| $name | $unit | $fl $(cell "$name" "$fc") | $rl $(cell "$name" "$rc") |" \
+			"$(ratio "$name" "$fc" "$rc")$([[ $better == lower ]] && echo ' (lower is better)') |"
+	done
+}
+
+version_of() { # TOOL: a one-word version, or ?
+	case $1 in
+	libfabric) pkg-config --modversion libfabric 2> /dev/null || echo "?" ;;
+	ucx) ucx_info -v 2> /dev/null | awk '/Version/ { print $NF; exit }' ;;
+	esac
+}
+
+method() {
+	local dur=$(($(date +%s) - t_start))
+	printf 'Method: \x60bench/compare.sh -n %s -t %s -d %s%s -c %s\x60, %s, on %s (%s CPUs, %s), %s' \
+		"$runs" "$secs" "$depth" "${footprint:+ -f $footprint}" "$groups" "$(date +%F)" \
+		"$(hostname)" "$(nproc)" "$(uname -r)" "libfabric $(version_of libfabric)"
+	[[ -z $have_ucx ]] || printf ', UCX %s' "$(version_of ucx)"
+	printf '. Each cell is the median of %s runs (min-max; n/%s where some failed), the tools of a row' "$runs" "$runs"
+	printf ' taking turns in every round and the order reversed every other round. Throughput runs measure %s s' "$secs"
+	printf ' after a warmup, ping-pongs %s s; the footprint each side cycles through is %s.' "$lsecs" \
+		"${footprint:+$footprint, or where larger }the block x $depth (x the batch in the small group)"
+	printf ' Load average %s at the start, %s at the end; the whole run took %d min %d s.\n' \
+		"$load0" "$(load)" $((dur / 60)) $((dur % 60))
+}
+
+tables() {
+	if want stream; then stream_table; echo; fi
+	if want pingpong; then pingpong_table; echo; fi
+	if want small; then small_table; echo; fi
+	if ((${#pairs[@]} > 0)); then pair_table; echo; fi
+	method
+}
