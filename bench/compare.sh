@@ -77,8 +77,12 @@
 # Every process runs under timeout(1), so nothing hangs; servers are killed
 # if their client fails, or on an interrupt.  Missing tools (ucx_perftest:
 # apt-get install ucx-utils; iperf3; fi_pingpong: libfabric-bin) leave
-# their column out.  Other jobs on the machine make these numbers noisy:
-# the load average goes with them, and the method line reports it.
+# their column out.  Other jobs on the machine make these numbers noisy,
+# and worse: every tool here busy-polls on both sides, and on 2 CPUs one
+# more busy process leaves the two sides sharing a CPU, where a stream
+# collapses to about 100 operations a second (each waits for the other
+# side's time slice).  Run it on an idle machine; the load average goes
+# with every run in the raw file and into the method line.
 set -uo pipefail
 
 me=compare.sh
