@@ -110,16 +110,21 @@ pingpong_table() {
 }
 
 small_table() {
-	local p size batch
-	echo "Small blocks, ops/s (blocks; higher is better): ferry_bench --batch-size B --inflight 1"
-	echo "against rma_raw -W B (B blocks, wait for all, repeat); ratio = ferry / rma_raw."
+	local p size batch row
+	echo "Small blocks, ops/s (blocks; higher is better), one request in flight: ferry_bench"
+	echo "--batch-size B --inflight 1, which posts neighbouring blocks as one operation, and with"
+	echo "--descending, one operation per block, against rma_raw -W B (B operations, wait for all,"
+	echo "repeat); ratio = ferry / rma_raw."
 	echo
-	echo "| provider | block | batch | ferry | rma_raw | ratio |"
-	echo "|---|---:|---:|---:|---:|---:|"
+	echo "| provider | block | batch | rma_raw | ferry | ratio | ferry --descending | ratio |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 	for p in ${provs//,/ }; do
 		for size in 4096 16384; do
 			for batch in 64 256; do
-				md_row "small $p $size $batch" b_ferry b_raw "$p" "$(size_name "$size")" "$batch"
+				row="small $p $size $batch"
+				echo "| $p | $(size_name "$size") | $batch | $(cell "$row" b_raw)" \
+					"| $(cell "$row" b_ferry) | $(ratio "$row" b_ferry b_raw)" \
+					"| $(cell "$row" b_ferry_desc) | $(ratio "$row" b_ferry_desc b_raw) |"
 			done
 		done
 	done
@@ -147,14 +152,15 @@ version_of() { # TOOL: a one-word version, or ?
 
 method() {
 	local dur=$(($(date +%s) - t_start))
-	printf 'Method: \x60bench/compare.sh -n %s -t %s -d %s%s -c %s\x60, %s, on %s (%s CPUs, %s), %s' \
-		"$runs" "$secs" "$depth" "${footprint:+ -f $footprint}" "$groups" "$(date +%F)" \
-		"$(hostname)" "$(nproc)" "$(uname -r)" "libfabric $(version_of libfabric)"
+	printf 'Method: \x60bench/compare.sh -n %s -t %s -d %s%s -c %s -P %s -O %s -s %s\x60, %s, on %s (%s CPUs, %s), %s' \
+		"$runs" "$secs" "$depth" "${footprint:+ -f $footprint}" "$groups" "$provs" "$ops" "$sizes" \
+		"$(date +%F)" "$(hostname)" "$(nproc)" "$(uname -r)" "libfabric $(version_of libfabric)"
 	[[ -z $have_ucx ]] || printf ', UCX %s' "$(version_of ucx)"
 	printf '. Each cell is the median of %s runs (min-max; n/%s where some failed), the tools of a row' "$runs" "$runs"
 	printf ' taking turns in every round and the order reversed every other round. Throughput runs measure %s s' "$secs"
-	printf ' after a warmup, ping-pongs %s s; the footprint each side cycles through is %s.' "$lsecs" \
-		"${footprint:+$footprint, or where larger }the block x $depth (x the batch in the small group)"
+	printf ' after a warmup, ping-pongs %s s; each side cycles through %sthe block x %s in the streams,' "$lsecs" \
+		"${footprint:+$footprint or, where larger, }" "$depth"
+	printf ' the block x the batch in the small group.'
 	printf ' Load average %s at the start, %s at the end; the whole run took %d min %d s.\n' \
 		"$load0" "$(load)" $((dur / 60)) $((dur % 60))
 }

@@ -45,14 +45,16 @@
 #             ferry asks: -b -d DEPTH -B FOOTPRINT, blocks above 1 MiB as
 #             1 MiB operations as ferry posts them (its default largest
 #             operation); its ping-pong; -W B for the small group (fabtests'
-#             fi_rma_bw loop: B blocks, wait for all, repeat).  ferry posts
-#             the contiguous blocks of a batch as one operation of up to
-#             1 MiB (docs/semantics.md), rma_raw each block as its own: the
-#             small group's ratios include what that saves
+#             fi_rma_bw loop: B blocks, wait for all, repeat), each block
+#             an operation of its own.  ferry posts the neighbouring blocks
+#             of a batch as one operation of up to 1 MiB (docs/semantics.md);
+#             the small group has it both ways: as is, and with
+#             --descending, one operation per block as rma_raw posts them
 #   UCX       ucx_perftest -t ucp_put_bw (write) or ucp_get (read) -O DEPTH,
-#             ucp_put_lat for the ping-pong, run for about as long as the
-#             others from the rate its previous run (or the row's others)
-#             measured.  Heap buffers: UCX_ALLOC_PRIO=heap.  ucx_perftest
+#             ucp_put_lat for the ping-pong; it counts iterations: as many
+#             as take SECONDS at the rate its first run in the row measured
+#             (the first run: at the rate of the row's ferry or rma_raw).
+#             Heap buffers: UCX_ALLOC_PRIO=heap.  ucx_perftest
 #             1.13 has no option for the memory it moves: it asks
 #             ucp_mem_map to allocate it, and UCX's default allocation
 #             order (md:sysv,md:posix,huge,thp,md:*,mmap,heap) puts it in
@@ -193,30 +195,43 @@ trap 'exit 130' INT TERM
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 raw() { printf '%s\n' "$@" >> "$out"; }
 
-# Waits up to 5 s for a TCP port to listen on this host.
-wait_listen() {
+# Waits up to 5 s for a TCP port to listen on this host, while PID lives.
+wait_listen() { # PORT PID
 	local i
 	for ((i = 0; i < 50; i++)); do
 		if command -v ss > /dev/null; then
 			ss -Hltn "sport = :$1" 2> /dev/null | grep -q . && return 0
 		fi
+		kill -0 "$2" 2> /dev/null || return 1
 		sleep 0.1
 	done
 	return 1
 }
 
-free_port() { echo $((20000 + (RANDOM * 32768 + RANDOM) % 40000)); }
+# A port for a server, below the kernel's ephemeral ports: the tools' own
+# connections take those and leave them in TIME_WAIT, where a server's
+# bind() fails.
+free_port() {
+	local lo _
+	read -r lo _ < /proc/sys/net/ipv4/ip_local_port_range 2> /dev/null || lo=32768
+	((lo > 11000)) || lo=32768
+	echo $((10000 + RANDOM % (lo - 10000)))
+}
 
-# Starts a server in the background (SERVER_PID) and waits for PORT.
-start_server() { # PORT LOG COMMAND...
-	local port=$1 log=$2
-	shift 2
-	"$@" > "$log" 2>&1 &
-	server_pid=$!
-	echo "$server_pid" >> "$tmp/servers"
-	wait_listen "$port" && return 0
-	raw "  server on port $port did not start: $(head -c 300 "$log")"
-	stop_server "$server_pid"
+# Starts COMMAND in the background, @PORT@ in it standing for a free port,
+# and waits for it to listen there; sets port and server_pid.  Three tries.
+start_server() { # LOG COMMAND...
+	local log=$1 try
+	shift
+	for ((try = 0; try < 3; try++)); do
+		port=$(free_port)
+		"${@//@PORT@/$port}" > "$log" 2>&1 &
+		server_pid=$!
+		echo "$server_pid" >> "$tmp/servers"
+		wait_listen "$port" "$server_pid" && return 0
+		raw "  server on port $port did not start: $(head -c 300 "$log")"
+		stop_server "$server_pid"
+	done
 	return 1
 }
 
@@ -270,9 +285,8 @@ ucx_value() { # bw|lat TLS ARGS...
 	shift 2
 	local env=(env UCX_TLS="$tls" UCX_ALLOC_PRIO=heap)
 	[[ $tls == tcp ]] && env+=(UCX_NET_DEVICES=lo)
-	port=$(free_port)
-	start_server "$port" "$tmp/ucx-s.out" \
-		timeout -k 2 $((secs * 10 + 30)) "${env[@]}" ucx_perftest -p "$port" || return
+	start_server "$tmp/ucx-s.out" \
+		timeout -k 2 $((secs * 10 + 30)) "${env[@]}" ucx_perftest -p @PORT@ || return
 	timeout -k 2 $((secs * 10 + 30)) "${env[@]}" ucx_perftest 127.0.0.1 -p "$port" "$@" -f -v \
 		> "$tmp/ucx.out" 2>&1
 	raw "  UCX_TLS=$tls ucx_perftest $* -f -v -> rc $?"
@@ -304,9 +318,8 @@ json_get() { # FILE PATH (jq syntax, e.g. .end.sum_received.bits_per_second)
 # fi_pingpong's usec/xfer: the mean one-way time (half a round trip).
 fi_pingpong_us() { # PROVIDER SIZE ITERATIONS
 	local port v
-	port=$(free_port)
-	start_server "$port" "$tmp/fipp-s.out" \
-		timeout -k 2 $((secs * 10 + 30)) fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -B "$port" || return
+	start_server "$tmp/fipp-s.out" \
+		timeout -k 2 $((secs * 10 + 30)) fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -B @PORT@ || return
 	timeout -k 2 $((secs * 10 + 30)) fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -P "$port" 127.0.0.1 \
 		> "$tmp/fipp-c.out" 2>&1
 	raw "  fi_pingpong -p '$1' -e rdm -I $3 -S $2 -P $port 127.0.0.1 -> rc $?"
@@ -320,9 +333,8 @@ fi_pingpong_us() { # PROVIDER SIZE ITERATIONS
 
 iperf3_gbps() { # SIZE
 	local port v
-	port=$(free_port)
-	start_server "$port" "$tmp/iperf3-s.out" \
-		timeout -k 2 $((secs + 30)) iperf3 -s -1 -p "$port" || return
+	start_server "$tmp/iperf3-s.out" \
+		timeout -k 2 $((secs + 30)) iperf3 -s -1 -p @PORT@ || return
 	timeout -k 2 $((secs + 30)) iperf3 -c 127.0.0.1 -p "$port" -t "$secs" -l "$1" -J \
 		> "$tmp/iperf3.json" 2> "$tmp/iperf3-c.err"
 	raw "  iperf3 -c 127.0.0.1 -p $port -t $secs -l $1 -J -> rc $?"
@@ -336,7 +348,7 @@ iperf3_gbps() { # SIZE
 # ---- rows: every column once per round, the order reversed every other --
 
 declare -A vals=() # [ROW COLUMN] -> the values of the runs, x for a failure
-declare -A last=() # [COLUMN] -> its latest value in the current row
+declare -A first=() # [COLUMN] -> its first value in the current row
 
 measure_row() { # ROW-NAME COLUMN...
 	local row=$1 i c v
@@ -344,14 +356,14 @@ measure_row() { # ROW-NAME COLUMN...
 	local cols=("$@") order
 	raw "" "== $row: ${cols[*]}"
 	printf '%s: %-28s' "$me" "$row" >&2
-	last=()
+	first=()
 	for ((i = 1; i <= runs; i++)); do
 		raw "run $i (load $(load))"
 		order=("${cols[@]}")
 		((i % 2)) || mapfile -t order < <(printf '%s\n' "${cols[@]}" | tac)
 		for c in "${order[@]}"; do
 			v=$($c)
-			[[ -n $v ]] && last[$c]=$v
+			[[ -n $v && -z ${first[$c]:-} ]] && first[$c]=$v
 			vals[$row $c]+="${v:-x} "
 		done
 		printf '.' >&2
@@ -360,14 +372,17 @@ measure_row() { # ROW-NAME COLUMN...
 	for c in "${cols[@]}"; do raw "$c: ${vals[$row $c]}"; done
 }
 
-# The latest value of column COL in this row, else the least (or, with
-# max, the largest) of the others': what a tool that counts iterations
-# rather than time sizes its run from.
+# What a tool that counts iterations rather than time sizes its runs from:
+# the first value column COL measured in this row, else the least (or,
+# with max, the largest) of the other columns' first values.  The first,
+# not the latest: every later run of the row is as long (UCX's tcp puts
+# of 4 MiB and more stall for seconds at the end of a run, whatever its
+# length; adapting to that would shorten the runs round by round).
 estimate() { # COL min|max DEFAULT
 	local c best=
-	if [[ -n ${last[$1]:-} ]]; then echo "${last[$1]}"; return; fi
-	for c in "${!last[@]}"; do
-		best=$(awk -v a="${best:-${last[$c]}}" -v b="${last[$c]}" -v m="$2" \
+	if [[ -n ${first[$1]:-} ]]; then echo "${first[$1]}"; return; fi
+	for c in "${!first[@]}"; do
+		best=$(awk -v a="${best:-${first[$c]}}" -v b="${first[$c]}" -v m="$2" \
 			'BEGIN { print (m == "min") == (a + 0 < b + 0) ? a : b }')
 	done
 	echo "${best:-$3}"
@@ -473,8 +488,9 @@ pingpong_group() {
 # small: ops/s of $batch blocks of $size, one request or window in flight
 b_ferry() {
 	ferry_value 3 "${FA[@]}" --block-size "$size" --batch-size "$batch" --inflight 1 \
-		--buffer-size "$fp" "${FB[@]}"
+		--buffer-size "$fp" "${FB[@]}" "$@"
 }
+b_ferry_desc() { b_ferry --descending; }
 b_raw() { rma_value 4 "${RA[@]}" -W "$batch" -s "$size" -B "$fp" -T "$secs" -w $((batch * 4)); }
 
 small_group() {
@@ -484,7 +500,7 @@ small_group() {
 		for size in 4096 16384; do
 			for batch in 64 256; do
 				fp=$(fp_of $((size * batch)))
-				measure_row "small $p $size $batch" b_ferry b_raw
+				measure_row "small $p $size $batch" b_ferry b_ferry_desc b_raw
 			done
 		done
 	done
@@ -563,7 +579,7 @@ estimate_seconds() {
 	ncols_p=$(((nprov - np) * (2 + ${have_ucx:-0}) + np * (2 + 2 * ${have_ucx:-0}) + nprov * ${have_fipp:-0}))
 	want stream && t=$((t + ncols_s * nops * ${#size_list[@]} * runs * (secs + 1)))
 	want pingpong && t=$((t + ncols_p * 2 * runs * (lsecs + 1)))
-	want small && t=$((t + nprov * 8 * runs * (secs + 1)))
+	want small && t=$((t + nprov * 12 * runs * (secs + 1)))
 	want iperf && t=$((t + 4 * runs * (secs + 1)))
 	want batch && t=$((t + 4 * runs * (secs + 1)))
 	want staged && t=$((t + 8 * runs * (secs + 2)))
