@@ -578,6 +578,14 @@ static void row(const char *what, unsigned threads, const char *entries,
            entries, inv_s, r->p50, r->p99, r->rate / 1e6, r->misses);
 }
 
+/* The one-minute load average printed with the results, -1 if unknown. */
+static double load_average(void)
+{
+    double load[3];
+
+    return getloadavg(load, 3) < 0 ? -1 : load[0];
+}
+
 int main(int argc, char **argv)
 {
     struct ferry_config cfg;
@@ -692,15 +700,11 @@ int main(int argc, char **argv)
     RUN(f1, FERRY, 1, false, false); /* warm-up */
     RUN(f1, FERRY, 1, false, false);
     if (opt_hit_only) {
-        double load[3] = {0};
-
-        if (getloadavg(load, 3) < 0)
-            load[0] = -1;
         printf("rcache_bench: hit only, one thread: %zu cached 64 KiB "
                "ranges (filled in %.2f s), %lu lookups per run in random "
                "order over all of them, best of %u; load average %.1f; "
                "%s\n",
-               opt_entries, fill_s, opt_iterations, opt_repeat, load[0],
+               opt_entries, fill_s, opt_iterations, opt_repeat, load_average(),
                ferry_version_string());
         printf("  ferry get+put: p50 %.1f ns, p99 %.1f ns, %.1f M "
                "lookups/s, %lu misses\n",
@@ -741,19 +745,17 @@ int main(int argc, char **argv)
     lock = time_register(NULL, REG_MLOCK);
 
     {
-        double t = now_ns(), load[3] = {0};
+        double t = now_ns();
 
         for (int i = 0; i < 1000; i++)
             (void)now_ns();
         t = (now_ns() - t) / 1000;
-        if (getloadavg(load, 3) < 0)
-            load[0] = -1;
         printf("rcache_bench: %lu lookups per thread and run, best of %u; "
                "%zu cached 64 KiB ranges, lookups of 4000 bytes; %ld CPUs, "
                "load average %.1f; clock_gettime %.0f ns (%.1f ns per "
                "lookup in a batch); %s\n",
                opt_iterations, opt_repeat, opt_entries,
-               sysconf(_SC_NPROCESSORS_ONLN), load[0], t, t / BATCH,
+               sysconf(_SC_NPROCESSORS_ONLN), load_average(), t, t / BATCH,
                ferry_version_string());
     }
     printf("  %-22s %7s %7s %12s %8s %8s %11s %6s\n", "hit path", "threads",

@@ -517,6 +517,10 @@ struct run {
     size_t len;
     size_t last;              /* the item it ends in */
     size_t end_iov, end_off;  /* the request's position after it */
+    /* The item at end_iov when merge_run read it and stopped at its
+     * start: the next operation begins there without reading it again. */
+    bool peeked;
+    struct ferry_iov peek;
 };
 
 /*
@@ -542,37 +546,39 @@ static void merge_run(const struct ferry_req *req,
 {
     const uint8_t *local_end = (const uint8_t *)item->local + item->len;
     uint64_t remote_end = item->roffset + item->len;
+    size_t rest = item->len - req->cur_off;
 
-    run->len = item->len - req->cur_off;
     run->last = req->cur_iov;
-    if (run->len >= req->chunk) {
+    run->peeked = false;
+    if (rest > req->chunk) { /* the chunk ends inside this item */
         run->len = req->chunk;
         run->end_iov = req->cur_iov;
         run->end_off = req->cur_off + req->chunk;
-        if (run->end_off == item->len)
-            run->end_iov++, run->end_off = 0;
         return;
     }
+    run->len = rest;
     run->end_iov = req->cur_iov + 1;
     run->end_off = 0;
     while (run->len < req->chunk && run->end_iov < req->niov) {
-        struct ferry_iov next;
+        struct ferry_iov *next = &run->peek;
         size_t take;
 
-        req_item(req, run->end_iov, &next);
-        if (!continues(item, &next, local_end, remote_end))
+        req_item(req, run->end_iov, next);
+        if (!continues(item, next, local_end, remote_end)) {
+            run->peeked = true;
             break;
-        take = next.len < req->chunk - run->len ? next.len
-                                                : req->chunk - run->len;
+        }
+        take = next->len < req->chunk - run->len ? next->len
+                                                 : req->chunk - run->len;
         run->len += take;
         run->last = run->end_iov;
-        if (take < next.len) {
+        if (take < next->len) {
             run->end_off = take;
             break;
         }
         run->end_iov++;
-        local_end += next.len;
-        remote_end += next.len;
+        local_end += next->len;
+        remote_end += next->len;
     }
 }
 
@@ -664,6 +670,7 @@ static bool notify_rides(const struct ferry_req *req,
 void ferry__req_post_pending(struct ferry_req *req)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct run run = {.peeked = false}; /* the last operation's */
 
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
     while (req->status == FERRY_EINPROGRESS && req->cur_iov < req->niov) {
@@ -671,13 +678,16 @@ void ferry__req_post_pending(struct ferry_req *req)
         struct ferry__rail *rail;
         struct ferry__txq *tx;
         struct ferry__op *op;
-        struct run run;
         void *desc;
         bool notifies;
         uint64_t data;
         ssize_t ret;
 
-        req_item(req, req->cur_iov, &item);
+        if (run.peeked)
+            item = run.peek;
+        else
+            req_item(req, req->cur_iov, &item);
+        run.peeked = false;
         if (item.lmem != NULL && item.lmem->staged) {
             ssize_t n = ferry__stage_post(req, &item);
 

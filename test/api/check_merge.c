@@ -46,6 +46,17 @@ static uint64_t ops_posted(ferry_context_t *ctx)
     return tu_stats(ctx).rma_ops_posted[0];
 }
 
+/* Asserts that ctx posted want operations since it had posted before. */
+static void assert_ops_since(ferry_context_t *ctx, uint64_t before,
+                             uint64_t want, const char *what)
+{
+    uint64_t got = ops_posted(ctx) - before;
+
+    ck_assert_msg(got == want,
+                  "%s: %" PRIu64 " operations posted, the runs make %" PRIu64,
+                  what, got, want);
+}
+
 static void config_max_msg(struct ferry_config *cfg, const char *prov)
 {
     tu_config(cfg, prov);
@@ -127,11 +138,8 @@ static void iov_case(const char *prov, bool write, enum order order)
     }
     before = ops_posted(f.p.init);
     tu_xfer_ok(f.p.peer, write, iov, NITEMS, what);
-    ck_assert_msg(ops_posted(f.p.init) - before ==
-                      model_ops(len, joins, NITEMS, MAX_MSG),
-                  "%s: %" PRIu64 " operations posted, the runs make %" PRIu64,
-                  what, ops_posted(f.p.init) - before,
-                  model_ops(len, joins, NITEMS, MAX_MSG));
+    assert_ops_since(f.p.init, before, model_ops(len, joins, NITEMS, MAX_MSG),
+                     what);
     tu_assert_same(write ? f.tbuf : f.lbuf, want, REGION, what);
     tu_fx_close(&f);
     tu_free_buf(want, REGION);
@@ -218,12 +226,10 @@ static void lists_close(struct lists *g)
 /*
  * Pairs: sorted runs of 1 to 17 blocks at scattered places, the same
  * run on both sides (shifted remotely by `shift`), so that some pairs
- * continue their predecessor and the run boundaries do not.  Fills joins
- * by the rule the library must follow: the next pair continues this one
- * in both lists.
+ * continue their predecessor and the run boundaries do not.  Returns
+ * how many.
  */
-static size_t pairs_make(uint32_t *lidx, uint32_t *ridx, bool *joins,
-                         size_t *len, uint32_t shift)
+static size_t pairs_make(uint32_t *lidx, uint32_t *ridx, uint32_t shift)
 {
     size_t n = 0;
 
@@ -235,12 +241,20 @@ static size_t pairs_make(uint32_t *lidx, uint32_t *ridx, bool *joins,
             ridx[n] = (start + k + shift) % BLOCKS;
         }
     }
+    return n;
+}
+
+/* The model's input for n pairs of blocks, by the rule the library must
+ * follow: a pair joins the next when the next continues it in both
+ * lists. */
+static void pairs_joins(const uint32_t *lidx, const uint32_t *ridx,
+                        size_t n, bool *joins, size_t *len)
+{
     for (size_t i = 0; i < n; i++) {
         len[i] = BLOCK;
         joins[i] = i + 1 < n && lidx[i + 1] == lidx[i] + 1 &&
                    ridx[i + 1] == ridx[i] + 1;
     }
-    return n;
 }
 
 static void prepared_case(const char *prov, enum ferry_op op, bool sorted)
@@ -261,7 +275,7 @@ static void prepared_case(const char *prov, enum ferry_op op, bool sorted)
     region_fill(&g.remote, 0x2222);
     tl_fill_blocks(op == FERRY_OP_WRITE ? &g.ll : &g.rl, 0x9000);
     if (sorted) {
-        n = pairs_make(lidx, ridx, joins, len, 3);
+        n = pairs_make(lidx, ridx, 3);
     } else {
         /* Every block once, in an order where no pair continues the
          * one before it. */
@@ -269,12 +283,9 @@ static void prepared_case(const char *prov, enum ferry_op op, bool sorted)
         for (size_t i = 0; i < n; i++) {
             lidx[i] = (uint32_t)((i * 101) % BLOCKS);
             ridx[i] = (uint32_t)((i * 53 + 7) % BLOCKS);
-            len[i] = BLOCK;
         }
-        for (size_t i = 0; i < n; i++)
-            joins[i] = i + 1 < n && lidx[i + 1] == lidx[i] + 1 &&
-                       ridx[i + 1] == ridx[i] + 1;
     }
+    pairs_joins(lidx, ridx, n, joins, len);
     want_ops = model_ops(len, joins, n, MAX_MSG);
     prep = prepare(g.p.peer, op, &g.ll, &g.rl);
     if (op == FERRY_OP_WRITE)
@@ -283,9 +294,7 @@ static void prepared_case(const char *prov, enum ferry_op op, bool sorted)
         shadow_move(&g.rl, ridx, &g.ll, lidx, n);
     before = ops_posted(g.p.init);
     post_ok(prep, lidx, ridx, n, what);
-    ck_assert_msg(ops_posted(g.p.init) - before == want_ops,
-                  "%s: %" PRIu64 " operations posted, the runs make %" PRIu64,
-                  what, ops_posted(g.p.init) - before, want_ops);
+    assert_ops_since(g.p.init, before, want_ops, what);
     if (sorted)
         ck_assert_uint_lt(want_ops, n); /* the case does merge */
     region_assert(&g.local, what);
