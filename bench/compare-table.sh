@@ -82,18 +82,22 @@ stream_table() {
 	local p op size
 	echo "One-way streams, GB/s (higher is better), $depth blocks in flight; ratio = ferry / other."
 	echo
-	echo "| provider | op | block | ferry | rma_raw | ratio | UCX | ratio | UCX sysv | ratio | memcpy | ratio |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| provider | op | block | ferry | rma_raw | ratio | UCX | ratio | UCX sysv | ratio | memcpy | ratio | ferry, target polls | ratio to rma_raw |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for p in ${provs//,/ }; do
 		for op in ${ops//,/ }; do
 			for size in "${size_list[@]}"; do
-				md_row "stream $p $op $size" s_ferry "s_raw s_ucx s_ucx_sysv s_memcpy" \
-					"$p" "$op" "$(size_name "$size")"
+				row="stream $p $op $size"
+				echo "$(md_row "$row" s_ferry "s_raw s_ucx s_ucx_sysv s_memcpy" \
+					"$p" "$op" "$(size_name "$size")") $(cell "$row" s_ferry_polled)" \
+					"| $(ratio "$row" s_ferry_polled s_raw) |"
 			done
 		done
 	done
 	echo
 	echo "UCX: UCX_TLS=tcp on tcp, posix,cma,self on shm (sysv,cma,self: UCX sysv), heap buffers (UCX_ALLOC_PRIO=heap)."
+	echo "ferry's target runs ferry's progress thread, which sleeps on the CQ's descriptor after 50 us without"
+	echo "work (tcp); \"target polls\": ferry_bench --target-polls, the target's own thread busy-polls, as rma_raw's does."
 }
 
 pingpong_table() {
@@ -153,13 +157,17 @@ version_of() { # TOOL: a one-word version, or ?
 method() {
 	local dur=$(($(date +%s) - t_start))
 	printf 'Method: \x60bench/compare.sh -n %s -t %s -d %s%s -c %s -P %s -O %s -s %s\x60, %s, on %s (%s CPUs, %s), %s' \
-		"$runs" "$secs" "$depth" "${footprint:+ -f $footprint}" "$groups" "$provs" "$ops" "$sizes" \
+		"$runs" "$secs" "$depth" "${footprint:+ -f $footprint}${one_block:+ -1}" "$groups" "$provs" "$ops" "$sizes" \
 		"$(date +%F)" "$(hostname)" "$(nproc)" "$(uname -r)" "libfabric $(version_of libfabric)"
 	[[ -z $have_ucx ]] || printf ', UCX %s' "$(version_of ucx)"
 	printf '. Each cell is the median of %s runs (min-max; n/%s where some failed), the tools of a row' "$runs" "$runs"
 	printf ' taking turns in every round and the order reversed every other round. Throughput runs measure %s s' "$secs"
-	printf ' after a warmup, ping-pongs %s s; each side cycles through %sthe block x %s in the streams,' "$lsecs" \
-		"${footprint:+$footprint or, where larger, }" "$depth"
+	if [[ -n $one_block ]]; then
+		printf ' after a warmup, ping-pongs %s s; in the streams every operation moves the same block (-1),' "$lsecs"
+	else
+		printf ' after a warmup, ping-pongs %s s; each side cycles through %sthe block x %s in the streams,' "$lsecs" \
+			"${footprint:+$footprint or, where larger, }" "$depth"
+	fi
 	printf ' the block x the batch in the small group.'
 	printf ' Load average %s at the start, %s at the end; the whole run took %d min %d s.\n' \
 		"$load0" "$(load)" $((dur / 60)) $((dur % 60))

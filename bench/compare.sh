@@ -4,7 +4,7 @@
 # its turn in each round, and one markdown table per group of medians with
 # their spreads and the ratios ferry / other.
 #
-#   bench/compare.sh [-n RUNS] [-t SECONDS] [-d DEPTH] [-f FOOTPRINT]
+#   bench/compare.sh [-n RUNS] [-t SECONDS] [-d DEPTH] [-f FOOTPRINT | -1]
 #                    [-c GROUPS] [-P PROVIDERS] [-O OPS] [-s SIZES]
 #                    [-b FERRY_BENCH] [-o FILE] [-m FILE]
 #
@@ -17,6 +17,10 @@
 #                 least, and by default, the block x DEPTH, or block x
 #                 batch in the small group, as ferry_bench picks by itself:
 #                 ferry_bench --buffer-size, rma_raw -B, the memcpy's region
+#   -1            one block: in the streams every operation moves the same
+#                 block, as ucx_perftest's always do (ferry_bench
+#                 --same-block, rma_raw -B BLOCK, memcpy over one block);
+#                 the data then stays in the CPU's caches
 #   -c GROUPS     comma-separated (default stream,pingpong,small; all for
 #                 every group):
 #                   stream    one-way GB/s, PROVIDERS x OPS x SIZES
@@ -40,7 +44,9 @@
 # UCX_NET_DEVICES=lo); shm is libfabric's shm and UCX's shared memory
 # transports, UCX_TLS=posix,cma,self and UCX_TLS=sysv,cma,self.
 #   ferry     ferry_bench --loopback --inflight DEPTH --buffer-size
-#             FOOTPRINT (--pingpong; --batch-size B --inflight 1)
+#             FOOTPRINT (--pingpong; --batch-size B --inflight 1); its
+#             target runs ferry's progress thread, and on tcp a second
+#             column has it poll itself instead (--target-polls)
 #   rma_raw   the same blocks in raw libfabric, FI_DELIVERY_COMPLETE as
 #             ferry asks: -b -d DEPTH -B FOOTPRINT, blocks above 1 MiB as
 #             1 MiB operations as ferry posts them (its default largest
@@ -89,7 +95,7 @@ set -uo pipefail
 
 me=compare.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-runs=5 secs=1 depth=16 footprint='' groups=stream,pingpong,small
+runs=5 secs=1 depth=16 footprint='' one_block='' groups=stream,pingpong,small
 provs=tcp,shm ops=write,read sizes=4K,16K,64K,256K,1M,4M,16M
 bench=${FERRY_BENCH:-} out='' md=''
 all_groups=stream,pingpong,small,iperf,batch,staged
@@ -100,12 +106,13 @@ usage() {
 }
 bad() { echo "$me: $*" >&2; exit 2; }
 
-while getopts n:t:d:f:c:P:O:s:b:o:m:h opt; do
+while getopts n:t:d:f:1c:P:O:s:b:o:m:h opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	t) secs=$OPTARG ;;
 	d) depth=$OPTARG ;;
 	f) footprint=$OPTARG ;;
+	1) one_block=1 ;;
 	c) groups=$OPTARG ;;
 	P) provs=$OPTARG ;;
 	O) ops=$OPTARG ;;
@@ -136,6 +143,7 @@ check_list() {
 if ! [[ $depth =~ ^[1-9][0-9]*$ ]] || ((depth > 64)); then
 	bad "-d $depth: give a whole number from 1 to 64 (rma_raw -d's limit)"
 fi
+[[ -n $footprint && -n $one_block ]] && bad "-f and -1: give one footprint"
 if [[ -n $footprint ]]; then
 	fp_bytes=$(bytes "$footprint")
 	if [[ -z $fp_bytes ]] || ((fp_bytes == 0 || fp_bytes > 1 << 30)); then
@@ -425,7 +433,11 @@ iterations() { # COLUMN SIZE SECONDS [-u]
 }
 
 # stream: one-way blocks of $size, $op, DEPTH in flight over $fp bytes
-s_ferry() { ferry_value 2 "${FA[@]}" --op "$op" --block-size "$size" --inflight "$depth" --buffer-size "$fp" "${FB[@]}"; }
+s_ferry() {
+	ferry_value 2 "${FA[@]}" --op "$op" --block-size "$size" --inflight "$depth" \
+		--buffer-size "$fp" ${one_block:+--same-block} "${FB[@]}" "$@"
+}
+s_ferry_polled() { s_ferry --target-polls; }
 s_raw() {
 	local a=(-b -d "$depth" -s "$size" -B "$fp" -T "$secs" -w $((depth * 4)))
 	((size > MAX_OP)) && a+=(-o "$MAX_OP")
@@ -440,7 +452,12 @@ s_ucx_tls() { # TLS COLUMN
 }
 s_ucx() { s_ucx_tls "$UCX_MAIN" s_ucx; }
 s_ucx_sysv() { s_ucx_tls sysv,cma,self s_ucx_sysv; }
-s_memcpy() { ferry_value 2 --memcpy --block-size "$size" --buffer-size "$fp" "${FB[@]}"; }
+s_memcpy() {
+	# --inflight 1: its buffer check counts blocks in flight, which -1's
+	# one-block buffer holds only one of.
+	ferry_value 2 --memcpy --block-size "$size" --buffer-size "$fp" \
+		${one_block:+--inflight 1} "${FB[@]}"
+}
 
 stream_group() {
 	local p cols
@@ -449,7 +466,9 @@ stream_group() {
 		for op in ${ops//,/ }; do
 			for size in "${size_list[@]}"; do
 				fp=$(fp_of $((size * depth)))
+				[[ -n $one_block ]] && fp=$size
 				cols=(s_ferry s_raw)
+				[[ $p == tcp ]] && cols+=(s_ferry_polled)
 				[[ -n $have_ucx ]] && cols+=(s_ucx)
 				[[ -n $have_ucx && $p == shm ]] && cols+=(s_ucx_sysv)
 				[[ $p == shm ]] && cols+=(s_memcpy)
@@ -588,7 +607,9 @@ estimate_seconds() {
 
 load0=$(load) t_start=$(date +%s)
 raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
-raw "ferry_bench: $bench; rma_raw: $rma; -n $runs -t $secs -d $depth -f ${footprint:-block x depth}"
+fp_desc="-f ${footprint:-block x depth}"
+[[ -n $one_block ]] && fp_desc="-1 (one block)"
+raw "ferry_bench: $bench; rma_raw: $rma; -n $runs -t $secs -d $depth $fp_desc"
 raw "groups $groups; providers $provs; ops $ops; sizes $sizes; load average at start: $load0"
 echo "$me: groups $groups, about $(($(estimate_seconds) / 60 + 1)) min; raw runs in $out" >&2
 

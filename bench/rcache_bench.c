@@ -23,7 +23,9 @@
  *     mlock + munlock (see reg_pin_setup).
  * --hit-only times the first case alone (one thread, no invalidations),
  * and the baseline's, and how long filling the cache took: the run
- * bench/scaling.sh repeats for 100 to 100 K entries.
+ * bench/scaling.sh repeats for 100 to 100 K entries.  It times them again
+ * over HOT_SET entries spread evenly over the cache: the same searches,
+ * with what they touch in the CPU's caches.
  * Each lookup thread goes over every entry of its share (all of them, or
  * its own part) in a random order, a new shuffle each pass, at a random
  * 4 KiB offset: a large cache is exercised whole, and neither the
@@ -183,6 +185,9 @@ static void base_invalidate(struct base_cache *c, uintptr_t start,
 
 enum which { FERRY, BASELINE };
 
+/* --hit-only's working set that fits the CPU's caches. */
+#define HOT_SET 64
+
 struct run {
     enum which which;
     ferry_context_t *ctx;
@@ -192,6 +197,7 @@ struct run {
     unsigned nthreads;
     bool invalidations;
     bool own; /* each thread looks up its own share of the entries */
+    size_t hot; /* if not 0, only this many entries, spread over all */
     /* Shared */
     pthread_barrier_t start;
     atomic_bool stop;
@@ -218,8 +224,13 @@ static void *lookup_main(void *p)
 {
     struct lookup_arg *a = p;
     struct run *r = a->run;
-    size_t share = r->own ? opt_entries / r->nthreads : opt_entries;
+    size_t share = r->hot     ? r->hot
+                   : r->own ? opt_entries / r->nthreads
+                            : opt_entries;
     size_t first = r->own ? a->idx * share : 0;
+    /* A hot set lies spread over the whole cache: every search still
+     * goes through all the entries. */
+    size_t stride = r->hot ? opt_entries / r->hot : 1;
     /* Whole passes over the share, at least MIN_ADDRS lookups. */
     size_t naddrs = share * ((MIN_ADDRS + share - 1) / share);
     size_t nb = opt_iterations / BATCH, k = 0, next = 0;
@@ -235,7 +246,7 @@ static void *lookup_main(void *p)
         uintptr_t *v = addrs + pass;
 
         for (size_t i = 0; i < share; i++)
-            v[i] = (uintptr_t)r->region + (first + i) * ENTRY_LEN +
+            v[i] = (uintptr_t)r->region + (first + i * stride) * ENTRY_LEN +
                    (next_rand(&rng) % 8) * 4096 + 64;
         for (size_t i = share - 1; i > 0; i--) {
             size_t j = (size_t)(next_rand(&rng) % (i + 1));
@@ -715,6 +726,15 @@ int main(int argc, char **argv)
         printf("  mutex + sorted array: p50 %.1f ns, p99 %.1f ns, %.1f M "
                "lookups/s, %lu misses\n",
                b1.p50, b1.p99, b1.rate / 1e6, b1.misses);
+        /* The same search over every entry, but a working set that stays
+         * in the CPU's caches: what the cache's structure costs, apart
+         * from fetching a random entry from memory. */
+        run.hot = opt_entries < HOT_SET ? opt_entries : HOT_SET;
+        RUN(f1, FERRY, 1, false, false);
+        RUN(b1, BASELINE, 1, false, false);
+        printf("  %zu hot entries spread over all: ferry p50 %.1f ns, "
+               "mutex + sorted array p50 %.1f ns\n",
+               run.hot, f1.p50, b1.p50);
         ferry_context_destroy(ctx);
         munmap(region, region_len);
         munmap(far, 64 * 4096);

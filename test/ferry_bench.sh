@@ -50,6 +50,16 @@ FERRY_SIM_DEVICES=1 expect 0 "result       OK" --mem cuda --provider "tcp;ofi_rx
 FERRY_SIM_DEVICES=2 expect 0 "result       OK" --mem cuda:1 --provider shm \
 	--op read --validate --block-size 256K --batch-size 2 $short
 FERRY_SIM_DEVICES=1 expect 1 "device 3 does not exist" --mem cuda:3 $short
+# --same-block: a buffer of one block holds every request in flight, and
+# the run says so; nothing to validate then.
+expect 0 "(every request the same blocks)" --provider shm --same-block \
+	--block-size 64K --inflight 8 --buffer-size 64K $short
+expect 2 "--same-block does not go with --validate" --same-block --validate
+expect 2 "does not fit in --buffer-size 64 KiB" --block-size 64K \
+	--inflight 8 --buffer-size 64K
+# --target-polls: the target drives its own progress, and the data lands.
+expect 0 "result       OK" --provider "tcp;ofi_rxm" --target-polls \
+	--validate $short
 expect 2 "--target-mem is for --loopback" --target --target-mem host
 expect 2 "--target-mem cuda: x: not a whole number" --target-mem cuda:x
 

@@ -198,6 +198,10 @@ static void usage(FILE *f)
 "                          none continues the one before: one operation per\n"
 "                          block (by default neighbours go as one, up to the\n"
 "                          operation size)\n"
+"  --same-block            every request of a thread moves the same blocks, as\n"
+"                          fi_rma_bw and ucx_perftest do (the data then stays\n"
+"                          in the CPU's caches; --buffer-size need not hold\n"
+"                          --inflight requests; not with --validate)\n"
 "  --threads N             initiator threads, each with its own slice (1)\n"
 "  --inflight N            requests kept in flight per thread (4)\n"
 "  --buffer-size SIZE      registered on each side; each thread cycles through\n"
@@ -212,6 +216,9 @@ static void usage(FILE *f)
 "  --mem host|cuda[:N]     memory of the buffers (host); cuda without a GPU:\n"
 "                          set FERRY_SIM_DEVICES=1 (ferry's simulated device)\n"
 "  --target-mem host|cuda[:N]  --loopback: the target's buffer (as --mem)\n"
+"  --target-polls          the target's own thread busy-polls for progress, as\n"
+"                          rma_raw's does, instead of ferry's progress thread\n"
+"                          (which sleeps on the CQ's descriptor when idle)\n"
 "\n"
 "Length of a run:\n"
 "  --duration SECONDS      measured time (5; with --sweep the total, split over\n"
@@ -250,7 +257,7 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
-    F_TARGET_MEM, F_DESCENDING, F_MAX_OP,
+    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_MAX_OP,
     F_METADATA, F_NAME, F_HELP,
 };
 
@@ -269,6 +276,8 @@ static const struct flag {
     {"--warmup", true, F_WARMUP},        {"--buffer-size", true, F_BUFFER},
     {"--mem", true, F_MEM},              {"--target-mem", true, F_TARGET_MEM},
     {"--notify", false, F_NOTIFY},       {"--descending", false, F_DESCENDING},
+    {"--same-block", false, F_SAME_BLOCK},
+    {"--target-polls", false, F_TARGET_POLLS},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
     {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
@@ -350,6 +359,8 @@ static bool apply_flag(struct options *o, const struct flag *f,
                          &o->target_mem_text);
     case F_NOTIFY: o->notify = true; return true;
     case F_DESCENDING: o->descending = true; return true;
+    case F_SAME_BLOCK: o->same_block = true; return true;
+    case F_TARGET_POLLS: o->target_polls = true; return true;
     case F_VALIDATE: o->validate = true; return true;
     case F_JSON: o->json = true; return true;
     case F_PINGPONG: o->pingpong = true; return true;
@@ -465,6 +476,17 @@ static bool check_conflicts(const struct options *o)
                              "thread: drop %s",
                              bad);
     }
+    if (o->same_block && (o->pingpong || o->validate ||
+                          o->mode == MODE_MEMCPY))
+        return !complain("--same-block does not go with %s: %s",
+                         o->pingpong   ? "--pingpong"
+                         : o->validate ? "--validate"
+                                       : "--memcpy",
+                         o->validate ? "every request overwrites the same "
+                                       "blocks, so there is nothing to check"
+                                     : "it applies to the streams only (for "
+                                       "--memcpy, give --buffer-size the "
+                                       "block size)");
     if (o->sweep_lo != 0 && o->block_set)
         return !complain("--sweep sets the block sizes: drop --block-size");
     if (o->duration_set && o->iterations != 0)
@@ -490,7 +512,7 @@ static bool check_buffer(struct options *o)
 
     if (__builtin_mul_overflow(o->batch, block, &need) ||
         __builtin_mul_overflow(need, o->threads, &need) ||
-        __builtin_mul_overflow(need, o->inflight, &need))
+        __builtin_mul_overflow(need, o->same_block ? 1 : o->inflight, &need))
         return !complain("--batch-size %" PRIu64 " × %s %s × --threads "
                          "%" PRIu64 " × --inflight %" PRIu64
                          " overflows 64 bits: lower one of them",

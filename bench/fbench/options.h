@@ -45,6 +45,8 @@ struct options {
     const char *target_mem_text;
     bool notify, validate, json, pingpong;
     bool descending; /* a request's iovs from its last block to its first */
+    bool same_block; /* every request moves the same blocks (slot 0) */
+    bool target_polls; /* the target polls itself: no progress thread */
     uint64_t sweep_lo, sweep_hi; /* 0: no sweep */
     const char *sweep_text;
     const char *csv;

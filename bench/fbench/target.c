@@ -416,7 +416,9 @@ int target_main(const struct options *o, int report_fd)
     int code = 1;
 
     t.loud = report_fd < 0;
-    if (open_context(o, !o->pingpong, &t.s) ||
+    /* A progress thread, as a target that only exposes memory would run,
+     * unless told to poll itself (ping-pongs always do). */
+    if (open_context(o, !o->pingpong && !o->target_polls, &t.s) ||
         setup_buffer(&t.s, o->buffer, PAT_A,
                      FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE))
         goto out;

@@ -26,6 +26,7 @@ struct grid {
     uint64_t block, batch, threads, inflight;
     uint64_t slot;             /* batch x block */
     uint64_t slots_per_thread; /* S */
+    bool same_block;           /* every lane posts to slot 0 */
 };
 
 static void grid_init(struct grid *g, const struct options *o,
@@ -37,10 +38,13 @@ static void grid_init(struct grid *g, const struct options *o,
     g->inflight = o->inflight;
     g->slot = g->batch * block; /* check_buffer made sure this fits */
     g->slots_per_thread = buffer / g->threads / g->slot;
+    g->same_block = o->same_block;
 }
 
 static uint64_t lane_slots(const struct grid *g, uint64_t lane)
 {
+    if (g->same_block) /* slot 0, counted once: by lane 0 */
+        return lane == 0;
     return (g->slots_per_thread - lane + g->inflight - 1) / g->inflight;
 }
 
@@ -112,7 +116,8 @@ static int worker_post(struct worker *w, uint64_t k)
     struct run *r = w->run;
     const struct grid *g = &r->g;
     struct lane *ln = &w->lanes[k];
-    uint64_t slot = k + (ln->posts % lane_slots(g, k)) * g->inflight;
+    uint64_t slot =
+        g->same_block ? 0 : k + (ln->posts % lane_slots(g, k)) * g->inflight;
     uint64_t off = slot_offset(g, w->index, slot);
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     int ret;

@@ -24,6 +24,7 @@
 
 #include "dev/hmem.h"
 #include "reg/monitor.h"
+#include "reg/sindex.h"
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -44,8 +45,6 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 &&
 #define MAX_CACHES 64
 /* Entries a lookup examines left of its position (overlapping entries). */
 #define LOOKUP_SCAN 8
-/* Starts the search compares at once at its end (lower_bound). */
-#define SEARCH_WINDOW 16
 
 /* ---- epochs ---------------------------------------------------------------- */
 
@@ -263,10 +262,10 @@ struct snapshot {
     size_t max_len;             /* longest entry: bounds overlap searches */
     struct snapshot *retired_next;
     uint64_t retired_epoch;
-    /* start[i] == e[i]->start, in the same allocation after e[] (perf:
-     * the binary search reads one small array instead of chasing a
-     * pointer per step), then SEARCH_WINDOW times UINTPTR_MAX. */
-    uintptr_t *start;
+    /* The keys are e[i]->start, in the same allocation after e[] (perf:
+     * the search reads small arrays instead of chasing a pointer per
+     * step). */
+    struct ferry__sindex start;
     struct ferry__rc_entry *e[]; /* sorted by start */
 };
 
@@ -306,23 +305,56 @@ static _Atomic(struct ferry__rcache *) caches[MAX_CACHES];
 /* Index of the first entry whose start is >= key. */
 static inline size_t lower_bound(const struct snapshot *s, uintptr_t key)
 {
-    const uintptr_t *a = s->start;
-    size_t base = 0, len = s->n, below = 0;
+    return ferry__sindex_lower_bound(&s->start, key);
+}
 
-    /* Halving without branches on the data (perf: random lookups
-     * mispredicted about every other step of the usual loop), while the
-     * answer lies in [base, base + len]... */
-    while (len > SEARCH_WINDOW) {
-        size_t half = len / 2;
-        base = a[base + half] < key ? base + half : base;
-        len -= half;
-    }
-    /* ...then counting over a fixed window, whose loads do not wait on
-     * each other (perf: the last four halvings were four dependent loads).
-     * Past base + len every start is >= key, the padding included. */
-    for (size_t i = 0; i < SEARCH_WINDOW; i++)
-        below += a[base + i] < key;
-    return base + below;
+/* ---- an entry's state ------------------------------------------------- */
+
+unsigned ferry__rc_refs(struct ferry__rc_entry *e)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
+        n += atomic_load(&e->hot[i].refs);
+    return n;
+}
+
+bool ferry__rc_dead(struct ferry__rc_entry *e)
+{
+    return atomic_load(&e->hot[0].flags) & FERRY__RC_DEAD;
+}
+
+/*
+ * Marks e dead in every shard; true if this call was the first to.  The
+ * marks are seq_cst and all made before the caller goes on to read refs:
+ * a lookup in shard k increments hot[k].refs, then loads hot[k].flags
+ * (both seq_cst), so either the caller sees that reference or the lookup
+ * sees the mark.  A lookup in a shard not yet marked may still take a
+ * reference meanwhile; a reference, not a use after free: reclaim()
+ * closes nothing referenced.
+ */
+static bool entry_kill(struct ferry__rc_entry *e)
+{
+    bool first = !(atomic_fetch_or(&e->hot[0].flags, FERRY__RC_DEAD) &
+                   FERRY__RC_DEAD);
+
+    for (unsigned i = 1; i < FERRY__RC_REF_SHARDS; i++)
+        atomic_fetch_or(&e->hot[i].flags, FERRY__RC_DEAD);
+    return first;
+}
+
+/* CLOCK: was e hit since the hand last passed (in any shard)?  Clears
+ * the marks. */
+static bool entry_take_referenced(struct ferry__rc_entry *e)
+{
+    bool referenced = false;
+
+    for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
+        if (atomic_load(&e->hot[i].flags) & FERRY__RC_REFERENCED) {
+            atomic_fetch_and(&e->hot[i].flags, ~FERRY__RC_REFERENCED);
+            referenced = true;
+        }
+    return referenced;
 }
 
 /* Marks every entry of s overlapping [start, end) dead; counts them. */
@@ -335,10 +367,9 @@ static unsigned mark_dead(const struct snapshot *s, uintptr_t start,
      * can reach `start`. */
     for (size_t i = lower_bound(s, end); i-- > 0;) {
         struct ferry__rc_entry *e = s->e[i];
-        if (e->start + s->max_len <= start)
+        if (s->start.layer[0][i] + s->max_len <= start)
             break;
-        if (e->end > start && !(atomic_fetch_or(&e->flags, FERRY__RC_DEAD) &
-                                FERRY__RC_DEAD))
+        if (e->end > start && entry_kill(e))
             marked++;
     }
     return marked;
@@ -408,16 +439,7 @@ static bool invalidated_since(uint64_t since, uintptr_t start, uintptr_t end)
 
 /* ---- lookups ----------------------------------------------------------- */
 
-unsigned ferry__rc_refs(struct ferry__rc_entry *e)
-{
-    unsigned n = 0;
-
-    for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
-        n += atomic_load(&e->refs[i].n);
-    return n;
-}
-
-/* The shard of e->refs this thread counts in (0 before its first
+/* The shard of e->hot this thread counts in (0 before its first
  * lookup). */
 static inline unsigned ref_shard(const struct reader *r)
 {
@@ -425,43 +447,40 @@ static inline unsigned ref_shard(const struct reader *r)
 }
 
 /*
- * A live entry covering [start, end) with a reference taken, or NULL.
- * The caller has checked that the monitor is not handling events.
+ * A live entry covering [start, end) with a reference taken in shard sh,
+ * or NULL.  The caller has checked that the monitor is not handling
+ * events.
  */
-static inline struct ferry__rc_entry *
-lookup(struct ferry__rcache *rc, struct reader *r, uintptr_t start,
-       uintptr_t end)
+static inline struct ferry__rc_entry *lookup(struct ferry__rcache *rc,
+                                             unsigned sh, uintptr_t start,
+                                             uintptr_t end)
 {
-    struct ferry__rc_entry *found = NULL;
-    unsigned sh = ref_shard(r);
     struct snapshot *s;
 
     s = atomic_load_explicit(&rc->snap, memory_order_acquire);
     for (size_t i = s ? lower_bound(s, start + 1) : 0, k = 0;
          i-- > 0 && k < LOOKUP_SCAN; k++) {
-        struct ferry__rc_entry *e = s->e[i];
+        struct ferry__rc_hot *h = &s->e[i]->hot[sh];
 
-        if (e->end < end ||
-            (atomic_load_explicit(&e->flags, memory_order_relaxed) &
+        if (h->end < end ||
+            (atomic_load_explicit(&h->flags, memory_order_relaxed) &
              FERRY__RC_DEAD))
             continue;
         /* seq_cst increment then flag load: an evictor that marks the
          * entry dead and later reads refs sees this reference, or this
-         * lookup sees the mark and backs off. */
-        atomic_fetch_add(&e->refs[sh].n, 1);
-        if (atomic_load(&e->flags) & FERRY__RC_DEAD) {
-            atomic_fetch_sub(&e->refs[sh].n, 1);
+         * lookup sees the mark and backs off (entry_kill). */
+        atomic_fetch_add(&h->refs, 1);
+        if (atomic_load(&h->flags) & FERRY__RC_DEAD) {
+            atomic_fetch_sub(&h->refs, 1);
             continue;
         }
-        found = e;
-        break;
+        if (!(atomic_load_explicit(&h->flags, memory_order_relaxed) &
+              FERRY__RC_REFERENCED))
+            atomic_fetch_or_explicit(&h->flags, FERRY__RC_REFERENCED,
+                                     memory_order_relaxed);
+        return s->e[i];
     }
-    if (found != NULL &&
-        !(atomic_load_explicit(&found->flags, memory_order_relaxed) &
-          FERRY__RC_REFERENCED))
-        atomic_fetch_or_explicit(&found->flags, FERRY__RC_REFERENCED,
-                                 memory_order_relaxed);
-    return found;
+    return NULL;
 }
 
 void ferry__rcache_put(struct ferry__rc_entry *entry)
@@ -469,7 +488,7 @@ void ferry__rcache_put(struct ferry__rc_entry *entry)
     /* Release: the transfer's use of the registration happens before a
      * reclaimer sees the count reach zero.  Any thread may drop it, in its
      * own shard. */
-    atomic_fetch_sub_explicit(&entry->refs[ref_shard(my_reader)].n, 1,
+    atomic_fetch_sub_explicit(&entry->hot[ref_shard(my_reader)].refs, 1,
                               memory_order_release);
 }
 
@@ -539,7 +558,7 @@ static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
      * after invalidations the cache evicted live entries, or refused to
      * cache at all, to make room that was already free. */
     for (size_t i = 0; i < n; i++)
-        if (!(atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD)) {
+        if (!ferry__rc_dead(s->e[i])) {
             live++;
             bytes += s->e[i]->end - s->e[i]->start;
         }
@@ -548,16 +567,13 @@ static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
                            bytes + need_bytes > rc->max_bytes);
          turn++) {
         struct ferry__rc_entry *e = s->e[rc->clock_hand++ % n];
-        unsigned f = atomic_load(&e->flags);
 
-        if ((f & FERRY__RC_DEAD) || ferry__rc_refs(e) != 0)
+        if (ferry__rc_dead(e) || ferry__rc_refs(e) != 0 ||
+            entry_take_referenced(e))
             continue;
-        if (f & FERRY__RC_REFERENCED) {
-            atomic_fetch_and(&e->flags, ~FERRY__RC_REFERENCED);
-            continue;
-        }
-        atomic_fetch_or(&e->flags, FERRY__RC_DEAD);
-        atomic_fetch_add_explicit(&rc->evictions, 1, memory_order_relaxed);
+        if (entry_kill(e)) /* else an invalidation was first */
+            atomic_fetch_add_explicit(&rc->evictions, 1,
+                                      memory_order_relaxed);
         live--;
         bytes -= e->end - e->start;
     }
@@ -572,18 +588,19 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
 {
     struct snapshot *old = atomic_load(&rc->snap), *s;
     size_t n = old ? old->n : 0, k = 0;
+    /* The index after e[], on a cache line boundary: each of its blocks
+     * is one line. */
+    size_t index_at = (sizeof(*s) + (n + 1) * sizeof(s->e[0]) + 63) & ~63ul;
     bool placed = add == NULL;
 
-    s = malloc(sizeof(*s) + (n + 1) * sizeof(s->e[0]) +
-               (n + 1 + SEARCH_WINDOW) * sizeof(uintptr_t));
+    s = aligned_alloc(64, index_at + ferry__sindex_bytes(n + 1));
     if (s == NULL)
         return FERRY_ENOMEM;
-    s->start = (uintptr_t *)&s->e[n + 1];
     s->max_len = 0;
     for (size_t i = 0; i < n; i++) {
         struct ferry__rc_entry *e = old->e[i];
 
-        if (atomic_load(&e->flags) & FERRY__RC_DEAD) {
+        if (ferry__rc_dead(e)) {
             retire_entry(rc, e);
             continue;
         }
@@ -596,13 +613,13 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
     if (!placed)
         s->e[k++] = add;
     s->n = k;
+    ferry__sindex_init(&s->start, (char *)s + index_at, k);
     for (size_t i = 0; i < k; i++) {
-        s->start[i] = s->e[i]->start;
+        s->start.layer[0][i] = s->e[i]->start;
         if (s->e[i]->end - s->e[i]->start > s->max_len)
             s->max_len = s->e[i]->end - s->e[i]->start;
     }
-    for (size_t i = k; i < k + SEARCH_WINDOW; i++)
-        s->start[i] = UINTPTR_MAX;
+    ferry__sindex_build(&s->start);
     /* seq_cst: ordered before the ring re-check that follows. */
     atomic_store(&rc->snap, s);
     if (old != NULL) {
@@ -622,20 +639,28 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
                                       struct ferry_mem *mem, uintptr_t start,
                                       uintptr_t end, uint64_t since)
 {
-    struct ferry__rc_entry *e = calloc(1, sizeof(*e)), *closable = NULL;
+    /* Aligned: each shard of e->hot on a cache line of its own. */
+    struct ferry__rc_entry *e = aligned_alloc(_Alignof(*e), sizeof(*e));
+    struct ferry__rc_entry *closable = NULL;
     struct snapshot *cur;
     bool cached = false;
 
     if (e == NULL)
         return NULL;
+    memset(e, 0, sizeof(*e));
     e->mem = mem;
     e->device = mem->kind == FERRY_MEM_CUDA;
     e->start = start;
     e->end = end;
-    for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++)
-        atomic_init(&e->refs[i].n, 0);
-    atomic_init(&e->refs[ref_shard(my_reader)].n, 1);
-    atomic_init(&e->flags, FERRY__RC_REFERENCED);
+    for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++) {
+        bool mine = i == ref_shard(my_reader);
+
+        atomic_init(&e->hot[i].refs, mine);
+        atomic_init(&e->hot[i].flags, mine ? FERRY__RC_REFERENCED : 0);
+        e->hot[i].end = end;
+        e->hot[i].mem = mem;
+        e->hot[i].device = e->device;
+    }
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);
     if (!invalidated_since(since, start, end) &&
@@ -645,7 +670,7 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
         /* An invalidation that read the previous snapshot missed e, but
          * it is in the ring: look again now that e is visible. */
         if (invalidated_since(since, start, end))
-            atomic_fetch_or(&e->flags, FERRY__RC_DEAD);
+            entry_kill(e);
     }
     reclaim(rc, &closable);
     pthread_mutex_unlock(&rc->writer);
@@ -678,16 +703,18 @@ static uintptr_t page_size(void)
  * at the same address has a new id; its old entry dies here.
  */
 static bool device_entry_current(struct ferry__rcache *rc,
-                                 struct ferry__rc_entry *e, const void *addr)
+                                 struct ferry__rc_entry *e,
+                                 const struct ferry__rc_hot *h,
+                                 const void *addr)
 {
     struct ferry__hmem_ptr pi;
 
-    if (!e->device) /* read with start and end: no trip to e->mem */
+    if (!h->device) /* on the line the hit read: no trip to h->mem */
         return true;
     if (ferry__hmem()->ptr_info(addr, &pi) == 0 && pi.device &&
-        pi.buffer_id == e->mem->buffer_id)
+        pi.buffer_id == h->mem->buffer_id)
         return true;
-    if (!(atomic_fetch_or(&e->flags, FERRY__RC_DEAD) & FERRY__RC_DEAD))
+    if (entry_kill(e))
         atomic_fetch_add_explicit(&rc->invalidations, 1,
                                   memory_order_relaxed);
     ferry__rcache_put(e);
@@ -740,11 +767,12 @@ int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
      */
     if (rc != NULL && !(ferry__monitor_seq() & 1)) {
         struct reader *r = reader_enter();
+        unsigned sh = ref_shard(r);
 
-        e = r != NULL ? lookup(rc, r, start, end) : NULL;
+        e = r != NULL ? lookup(rc, sh, start, end) : NULL;
         if (r != NULL)
             reader_leave(r);
-        if (e != NULL && !device_entry_current(rc, e, addr))
+        if (e != NULL && !device_entry_current(rc, e, &e->hot[sh], addr))
             e = NULL;
         if (e != NULL) {
             _Atomic uint64_t *hits = &rc->hits[r->index % STRIPES].n;
@@ -752,7 +780,7 @@ int ferry__rcache_get(struct ferry_context *ctx, void *addr, size_t len,
             atomic_store_explicit(
                 hits, atomic_load_explicit(hits, memory_order_relaxed) + 1,
                 memory_order_relaxed);
-            *mem = e->mem;
+            *mem = e->hot[sh].mem;
             *entry = e;
             return 0;
         }
@@ -843,7 +871,7 @@ void ferry__rcache_destroy(struct ferry__rcache *rc)
         ;
     s = atomic_load(&rc->snap);
     for (size_t i = 0; s != NULL && i < s->n; i++)
-        atomic_fetch_or(&s->e[i]->flags, FERRY__RC_DEAD);
+        entry_kill(s->e[i]);
     pthread_mutex_lock(&rc->writer);
     if (s != NULL)
         publish(rc, NULL); /* retires every entry */
@@ -888,7 +916,7 @@ void ferry__rcache_stats(struct ferry__rcache *rc, struct ferry__rc_stats *st)
         return;
     s = atomic_load(&rc->snap);
     for (size_t i = 0; s != NULL && i < s->n; i++) {
-        if (atomic_load(&s->e[i]->flags) & FERRY__RC_DEAD)
+        if (ferry__rc_dead(s->e[i]))
             continue;
         st->entries++;
         st->bytes += s->e[i]->end - s->e[i]->start;

@@ -17,29 +17,41 @@
 
 #include "reg/mem.h"
 
-/* Shards of an entry's reference count (see refs below). */
+/* Shards of an entry's reference count and flags (see hot below). */
 #define FERRY__RC_REF_SHARDS 4
+
+/*
+ * What a hit reads and writes, one cache line per shard of threads.  A
+ * thread counts in the shard of its reader slot (rcache.c), so threads
+ * hitting the same entry do not pass one line between their cores (perf:
+ * with one counter, two threads hitting the same entries ran no faster
+ * than one).  Each line also holds copies of the immutable fields a hit
+ * needs, so a hit touches this one line of the entry (perf: at 100 K
+ * entries, a line with end and the flags and another with the count were
+ * two cache misses per hit, 84% of its time).
+ */
+struct ferry__rc_hot {
+    /*
+     * Transfers using the entry, counted in this shard.  A reference may be
+     * dropped by another thread than the one that took it, in another
+     * shard, which may then wrap below zero: only the sum over the shards
+     * modulo 2^32 counts, ferry__rc_refs().
+     */
+    _Atomic unsigned refs;
+    /* FERRY__RC_DEAD, set in every shard (shard 0's decides who set it
+     * first); FERRY__RC_REFERENCED, set by the hits of this shard. */
+    _Atomic unsigned flags;
+    uintptr_t end;         /* copy of the entry's end */
+    struct ferry_mem *mem; /* copy of the entry's mem */
+    bool device;           /* copy of the entry's device */
+} __attribute__((aligned(64)));
 
 /* A cached registration.  Immutable but for the atomics. */
 struct ferry__rc_entry {
+    struct ferry__rc_hot hot[FERRY__RC_REF_SHARDS];
     struct ferry_mem *mem; /* owned; closed once retired and unused */
     uintptr_t start, end;  /* registered range, page aligned */
     bool device;           /* device memory: checked by buffer id on hits */
-    _Atomic unsigned flags; /* FERRY__RC_DEAD | FERRY__RC_REFERENCED */
-    char sep[60]; /* refs on other cache lines than what lookups read */
-    /*
-     * Transfers using it.  A thread counts in the shard of its reader
-     * slot (rcache.c), each shard 64 bytes from the next, so that threads hitting
-     * the same entry do not pass one cache line between their cores
-     * (perf: with one counter, two threads hitting the same entries ran no
-     * faster than one).  A reference may be dropped by another thread than
-     * the one that took it, in another shard, which may then wrap below
-     * zero: only the sum modulo 2^32 counts, ferry__rc_refs().
-     */
-    struct {
-        _Atomic unsigned n;
-        char pad[64 - sizeof(unsigned)];
-    } refs[FERRY__RC_REF_SHARDS];
     /* Reclamation, under the writer lock. */
     struct ferry__rc_entry *retired_next;
     uint64_t retired_epoch;
@@ -47,6 +59,8 @@ struct ferry__rc_entry {
 
 /* References held on e (seq_cst loads of each shard, summed). */
 unsigned ferry__rc_refs(struct ferry__rc_entry *e);
+/* e was marked dead (seq_cst). */
+bool ferry__rc_dead(struct ferry__rc_entry *e);
 
 #define FERRY__RC_DEAD 1u        /* never returned by a lookup again */
 #define FERRY__RC_REFERENCED 2u  /* CLOCK bit, set by hits */

@@ -1078,10 +1078,10 @@ static void in_flight(const char *prov, bool evict)
             writer_turn(r.p.init, false);
         ck_assert_uint_eq(stats(r.p.init).rcache_evictions,
                           s.rcache_evictions);
-        ck_assert(!(atomic_load(&e->flags) & FERRY__RC_DEAD));
+        ck_assert(!ferry__rc_dead(e));
     } else {
         ferry_mem_invalidate(buf + len / 2, 1);
-        ck_assert(atomic_load(&e->flags) & FERRY__RC_DEAD);
+        ck_assert(ferry__rc_dead(e));
         ck_assert_uint_eq(stats(r.p.init).rcache_invalidations,
                           s.rcache_invalidations + 1);
         /* Writer turns retire the dead entry and reclaim what they can. */
