@@ -260,24 +260,44 @@ static int peer_from_locked(struct ferry_meta *m, const char *name,
     return 0;
 }
 
+/* Reads of a peer's entry that a leave overtook before one is believed
+ * anyway (leaves of other peers can overtake a read too). */
+#define FIND_PEER_READS 8
+
 /* The peer under name, waiting as ferry_meta_peer from start. */
 static int find_peer(struct ferry_meta *m, const char *name, int timeout_ms,
                      uint64_t start, ferry_peer_t **peer, const char *call)
 {
     uint8_t blob[FERRY__META_BLOB_MAX];
-    size_t len = sizeof(blob);
     char key[FERRY__META_KEY_MAX];
     int ret;
 
     if ((ret = check_name(name, "the peer name", call)))
         return ret;
     peer_key(key, name);
-    if ((ret = get_waiting(m, key, timeout_ms, start, blob, &len, call)))
+    for (unsigned read = 1;; read++) {
+        size_t len = sizeof(blob);
+        uint64_t leaves;
+
+        pthread_mutex_lock(&m->lock);
+        leaves = m->leaves;
+        pthread_mutex_unlock(&m->lock);
+        if ((ret = get_waiting(m, key, timeout_ms, start, blob, &len, call)))
+            return ret;
+        pthread_mutex_lock(&m->lock);
+        /* Fix: a leave handled between the read and here had already
+         * declared the peer dead and forgotten it; adding it from the
+         * entry read before gave the application a second, live-looking
+         * handle to a dead peer, which no leave would ever end.  Read
+         * again: the entry is gone now, or back from a new start. */
+        if (m->leaves != leaves && read < FIND_PEER_READS) {
+            pthread_mutex_unlock(&m->lock);
+            continue;
+        }
+        ret = peer_from_locked(m, name, blob, len, peer);
+        pthread_mutex_unlock(&m->lock);
         return ret;
-    pthread_mutex_lock(&m->lock);
-    ret = peer_from_locked(m, name, blob, len, peer);
-    pthread_mutex_unlock(&m->lock);
-    return ret;
+    }
 }
 
 int ferry_meta_peer(ferry_meta_t *m, const char *name, int timeout_ms,
@@ -339,13 +359,15 @@ int ferry_meta_watch(ferry_meta_t *m)
     return ret;
 }
 
-/* Takes name's handle out of those meta gave, or NULL if it gave none. */
+/* Takes name's handle out of those meta gave, or NULL if it gave none,
+ * and counts the leave in the same hold of the lock (find_peer). */
 static struct ferry__meta_known *forget_known(struct ferry_meta *m,
                                               const char *name)
 {
     struct ferry__meta_known *gone = NULL;
 
     pthread_mutex_lock(&m->lock);
+    m->leaves++;
     for (struct ferry__meta_known **pk = &m->known; *pk; pk = &(*pk)->next)
         if (strcmp((*pk)->name, name) == 0) {
             gone = *pk;

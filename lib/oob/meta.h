@@ -80,6 +80,9 @@ struct ferry_meta {
     bool watching;
     struct ferry__meta_queued *events, **events_tail;
     struct ferry__meta_known *known;
+    /* Leaves seen so far (under lock): a lookup that read a peer's entry
+     * before its leave was handled must not add the peer again after. */
+    uint64_t leaves;
 };
 
 /*
