@@ -55,6 +55,8 @@ FERRY_SIM_DEVICES=1 expect 1 "device 3 does not exist" --mem cuda:3 $short
 expect 0 "(every request the same blocks)" --provider shm --same-block \
 	--block-size 64K --inflight 8 --buffer-size 64K $short
 expect 2 "--same-block does not go with --validate" --same-block --validate
+expect 2 "--same-block does not go with --memcpy" --memcpy --same-block
+expect 2 "--same-block does not go with --pingpong" --pingpong --same-block
 expect 2 "does not fit in --buffer-size 64 KiB" --block-size 64K \
 	--inflight 8 --buffer-size 64K
 # --target-polls: the target drives its own progress, and the data lands.

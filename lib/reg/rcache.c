@@ -649,7 +649,6 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
         return NULL;
     memset(e, 0, sizeof(*e));
     e->mem = mem;
-    e->device = mem->kind == FERRY_MEM_CUDA;
     e->start = start;
     e->end = end;
     for (unsigned i = 0; i < FERRY__RC_REF_SHARDS; i++) {
@@ -659,7 +658,7 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
         atomic_init(&e->hot[i].flags, mine ? FERRY__RC_REFERENCED : 0);
         e->hot[i].end = end;
         e->hot[i].mem = mem;
-        e->hot[i].device = e->device;
+        e->hot[i].device = mem->kind == FERRY_MEM_CUDA;
     }
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);

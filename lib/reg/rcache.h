@@ -43,7 +43,7 @@ struct ferry__rc_hot {
     _Atomic unsigned flags;
     uintptr_t end;         /* copy of the entry's end */
     struct ferry_mem *mem; /* copy of the entry's mem */
-    bool device;           /* copy of the entry's device */
+    bool device;           /* device memory: checked by buffer id on hits */
 } __attribute__((aligned(64)));
 
 /* A cached registration.  Immutable but for the atomics. */
@@ -51,7 +51,6 @@ struct ferry__rc_entry {
     struct ferry__rc_hot hot[FERRY__RC_REF_SHARDS];
     struct ferry_mem *mem; /* owned; closed once retired and unused */
     uintptr_t start, end;  /* registered range, page aligned */
-    bool device;           /* device memory: checked by buffer id on hits */
     /* Reclamation, under the writer lock. */
     struct ferry__rc_entry *retired_next;
     uint64_t retired_epoch;
