@@ -26,8 +26,11 @@
 /* Progress-thread idling: spin this long after the last work, then nap. */
 #define IDLE_SPIN_NS (100u * 1000u * 1000u)
 #define IDLE_NAP_NS (100u * 1000u)
-/* With CQ descriptors to sleep on: spin only this long before sleeping. */
-#define IDLE_FD_SPIN_NS (50u * 1000u)
+/* With CQ descriptors to sleep on: the spin before sleeping starts at the
+ * first and doubles up to the second while traffic keeps waking the
+ * thread sooner than the spin lasted (see progress_main). */
+#define IDLE_FD_SPIN_MIN_NS (50u * 1000u)
+#define IDLE_FD_SPIN_MAX_NS (1000u * 1000u)
 /* Longest sleep on the CQ descriptors: bounds how late a stop is seen. */
 #define IDLE_WAIT_MS 20
 
@@ -466,6 +469,7 @@ static void *progress_main(void *arg)
     uint64_t last_work = ferry__now_ns();
     const struct timespec nap = {0, IDLE_NAP_NS};
     bool fd_wait = fab->nrails > 0;
+    uint64_t fd_spin = IDLE_FD_SPIN_MIN_NS;
 
     for (unsigned i = 0; i < fab->nrails; i++)
         fd_wait &= fab->rails[i].has_wait_fd;
@@ -499,14 +503,31 @@ static void *progress_main(void *arg)
          * have descriptors, whatever arrives (data included: the tcp
          * provider waits on its sockets) wakes them, so after a short
          * spin the thread sleeps on them and leaves the CPU to the rest
-         * of the machine.  Without descriptors it keeps polling while it
-         * exposes regions or for a while after the last sign of work
-         * (yielding the CPU to anyone runnable), and naps otherwise. */
+         * of the machine.  A stream of writes wakes it again and again,
+         * each wake a system call and a context switch the data waits
+         * for: when the sleep ended sooner than the spin lasted, a longer
+         * spin would have caught the data, so the spin doubles (up to
+         * IDLE_FD_SPIN_MAX_NS); a sleep that outlasts it, or ends with
+         * nothing, brings it back to the minimum.  Without descriptors
+         * it keeps polling while it exposes regions or for a while after
+         * the last sign of work (yielding the CPU to anyone runnable),
+         * and naps otherwise. */
         if (fd_wait) {
-            if (ferry__now_ns() - last_work < IDLE_FD_SPIN_NS)
+            uint64_t now = ferry__now_ns(), slept;
+
+            if (now - last_work < fd_spin) {
                 sched_yield();
-            else if (wait_for_events(ctx, IDLE_WAIT_MS))
-                last_work = ferry__now_ns();
+                continue;
+            }
+            if (!wait_for_events(ctx, IDLE_WAIT_MS)) {
+                fd_spin = IDLE_FD_SPIN_MIN_NS;
+                continue;
+            }
+            last_work = ferry__now_ns();
+            slept = last_work - now;
+            fd_spin = slept < fd_spin ? fd_spin * 2 : IDLE_FD_SPIN_MIN_NS;
+            if (fd_spin > IDLE_FD_SPIN_MAX_NS)
+                fd_spin = IDLE_FD_SPIN_MAX_NS;
         } else if (atomic_load_explicit(
                        &ferry__reg_of(ctx)->mem.exposed_regions,
                        memory_order_relaxed) != 0 ||
