@@ -402,6 +402,10 @@ enum ferry_mem_kind {
 enum ferry_access {
     FERRY_ACCESS_REMOTE_READ = 1u << 0,
     FERRY_ACCESS_REMOTE_WRITE = 1u << 1,
+    /* The region may receive a fan-out (ferry_fanout): with REMOTE_WRITE,
+     * ferry keeps a small inbox beside it for the fan-out's plan, and
+     * the exported blob carries it. */
+    FERRY_ACCESS_FANOUT = 1u << 2,
 };
 
 /*
@@ -728,6 +732,73 @@ FERRY_API int ferry_counter_wait_peer(ferry_peer_t *peer, uint64_t id,
 /* Sets the sum for id back to 0 and forgets an abort (to reuse an id).
  * Returns 0. */
 FERRY_API int ferry_counter_reset(ferry_context_t *ctx, uint64_t id);
+
+/*
+ * Notification ids from FERRY_NOTIFY_ID_RESERVED up are ferry's own (the
+ * fan-out's messages): requests with such an id are refused.
+ */
+#define FERRY_NOTIFY_ID_RESERVED UINT64_C(0xfe00000000000000)
+
+/*
+ * Fan-out: the same bytes to the regions of n peers in about the time of
+ * one copy.  The source cuts [offset, offset + len) of src into chunks
+ * and writes them to the first receivers of a chain or a tree; every
+ * receiver writes each chunk on to its own children, from its own region,
+ * as soon as the chunk has landed.  The plan (who forwards to whom, the
+ * keys) travels with the data, into the inbox of each receiving region:
+ * receivers register their regions with FERRY_ACCESS_REMOTE_WRITE |
+ * FERRY_ACCESS_FANOUT, export them, and wait on a counter; their progress
+ * (the progress thread, or their calls) forwards.
+ *
+ * A receiver that dies is reported; its children are taken over by its
+ * nearest live ancestor and still receive everything.  The fan-out ends
+ * once every receiver has all the data or is dead, or at its deadline.
+ */
+typedef struct ferry_fanout ferry_fanout_t;
+
+struct ferry_fanout_opts {
+    size_t size;        /* sizeof(struct ferry_fanout_opts) */
+    size_t chunk;       /* bytes per chunk; 0: ferry picks (len / 64,
+                           256 KiB to 8 MiB) */
+    unsigned degree;    /* children per node: 1 is a chain; 0: ferry picks
+                           (a chain when there are at least as many chunks
+                           as receivers, else 2) */
+    int timeout_ms;     /* the whole fan-out; 0: the context's default;
+                           < 0: none */
+    uint64_t notify_id; /* each receiver's context adds 1 to this counter
+                           once its region holds everything, the source
+                           knows, and its own children have their copies:
+                           it may leave then (below
+                           FERRY_NOTIFY_ID_RESERVED) */
+};
+#define FERRY_FANOUT_OPTS_INIT {.size = sizeof(struct ferry_fanout_opts)}
+
+/*
+ * Starts the fan-out of len bytes at offset in src to dst[i] (imported
+ * from peers[i]; written from their offset 0) for every i < n.  Returns
+ * 0, FERRY_EINVAL (a region too small or without a fan-out inbox: the
+ * sentence names the receiver), FERRY_EHANDLE or FERRY_ENOMEM.
+ */
+FERRY_API int ferry_fanout(ferry_mem_t *src, uint64_t offset, size_t len,
+                           ferry_peer_t *const *peers,
+                           ferry_rmem_t *const *dst, size_t n,
+                           const struct ferry_fanout_opts *opts,
+                           ferry_fanout_t **out);
+/*
+ * Drives it once.  Returns FERRY_EINPROGRESS, 0 (every receiver has
+ * everything), FERRY_EPEERDEAD (it ended; some receivers died without
+ * the data: ferry_fanout_missing names them, as does the sentence) or
+ * FERRY_ETIMEDOUT.
+ */
+FERRY_API int ferry_fanout_test(ferry_fanout_t *f);
+/* Waits at most timeout_ms (< 0: until it ends); returns as the test. */
+FERRY_API int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms);
+/* The receivers (indices into dst) without the data, up to max of them
+ * into idx (may be NULL); returns how many there are. */
+FERRY_API size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx,
+                                      size_t max);
+/* Ends it (receivers still forwarding stop) and frees it.  NULL-safe. */
+FERRY_API void ferry_fanout_free(ferry_fanout_t *f);
 
 /*
  * Bootstrap over TCP, for programs without a control plane of their own.

@@ -11,6 +11,7 @@
 #include "fabric/config.h"
 #include "fabric/pulse.h"
 #include "fabric/rails.h"
+#include "fan.h"
 #include "part.h"
 #include "progress.h"
 #include "reg/mem.h"
@@ -66,10 +67,12 @@ int ferry_context_create(const struct ferry_config *cfg,
     fab = &reg->fab;
     ferry__lock_init(&fab->lock);
     pthread_cond_init(&ctx->progress.progressed, NULL);
+    ferry__fan_init(ctx);
     ret = ferry__config_adopt(fab, cfg);
     if (ret == 0)
         ret = ferry__provider_select(&fab->cfg, &sel);
     if (ret != 0) {
+        ferry__fan_destroy(ctx);
         pthread_cond_destroy(&ctx->progress.progressed);
         ferry__lock_destroy(&fab->lock);
         free(ctx);
@@ -117,6 +120,8 @@ void ferry_context_destroy(ferry_context_t *ctx)
      * after which requests and registrations can go. */
     ferry__fabric_close_endpoints(fab);
     ferry__reqs_destroy(ferry__xfer_of(ctx));
+    /* Fan-out nodes give back the regions and peers they hold. */
+    ferry__fan_destroy(ctx);
     ferry__stage_destroy(ferry__xfer_of(ctx));
     /* Registrations and remote regions before peers: a remote region
      * points at its peer (rmem_release reads rmem->peer->ctx and drops

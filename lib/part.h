@@ -20,9 +20,31 @@ struct ferry__progress_part {
     atomic_bool stopping;
 };
 
+/* fan.c: the fan-outs this context sends or forwards. */
+struct ferry__fan_event {
+    uint64_t id, value;
+};
+
+struct ferry__fan_part {
+    /* One thread at a time drives the fan-outs (fan.c says why the
+     * context lock cannot be the one). */
+    pthread_mutex_t run;
+    struct ferry_fanout *nodes; /* under run */
+    /* Events for fan-outs whose plan has not come yet; under run. */
+    struct ferry__fan_event *early;
+    size_t nearly, early_head;
+    /* Arrived notifications of ferry's own, under the context lock. */
+    struct ferry__fan_event *events;
+    size_t nevents, events_cap;
+    /* Whether there is anything to drive: nodes or events (a hint read
+     * without either lock, so progress costs nothing without fan-outs). */
+    atomic_uint work;
+};
+
 struct ferry_context {
     struct ferry__xfer xfer; /* first: ferry__xfer_of & co. cast to it */
     struct ferry__progress_part progress;
+    struct ferry__fan_part fan;
 };
 
 /* The casts of ferry__fabric_of, ferry__reg_of and ferry__xfer_of hold

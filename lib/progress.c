@@ -14,6 +14,7 @@
 #include <rdma/fi_eq.h>
 
 #include "fabric/rails.h"
+#include "fan.h"
 #include "xfer/live.h"
 #include "xfer/notify.h"
 #include "xfer/stage.h"
@@ -162,12 +163,13 @@ static int progress_poll(struct ferry_context *ctx)
     return ferry__progress_locked(ctx);
 }
 
-/* Between two polls of a waiting loop (spins counts them). */
 static void progress_pause(struct ferry_context *ctx, unsigned spins)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
     struct timespec until;
 
+    /* A waiter without a progress thread forwards fan-out chunks too. */
+    ferry__fan_run(ctx);
     /* Without a progress thread the waiter is the one polling: it lets
      * the peer's process run now and then on a busy machine. */
     if (!ctx->progress.started) {
@@ -230,6 +232,7 @@ int ferry_progress(ferry_context_t *ctx)
     ferry__lock_acquire(&fab->lock);
     ret = ferry__progress_locked(ctx);
     ferry__lock_release(&fab->lock);
+    ferry__fan_run(ctx);
     return ret;
 }
 
@@ -494,6 +497,8 @@ static void *progress_main(void *arg)
         if (n > 0 && ctx->progress.waiters > 0)
             pthread_cond_broadcast(&ctx->progress.progressed);
         ferry__lock_release(&fab->lock);
+        /* Fan-out chunks that landed go on to the children now. */
+        ferry__fan_run(ctx);
         if (n > 0 || busy) {
             last_work = ferry__now_ns();
             continue;
@@ -561,4 +566,25 @@ void ferry__progress_thread_stop(struct ferry_context *ctx)
     atomic_store_explicit(&ctx->progress.stopping, true, memory_order_release);
     pthread_join(ctx->progress.thread, NULL);
     ctx->progress.started = false;
+}
+
+/* ---- fan-outs ------------------------------------------------------------ */
+
+int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms)
+{
+    uint64_t until = timeout_ms < 0
+                         ? 0
+                         : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    unsigned spins = 0;
+    int ret;
+
+    while ((ret = ferry_fanout_test(f)) == FERRY_EINPROGRESS) {
+        if (until != 0 && ferry__now_ns() >= until)
+            return ferry__error(FERRY_EINPROGRESS,
+                                "ferry_fanout_wait: %d ms passed; the "
+                                "fan-out is still running",
+                                timeout_ms);
+        progress_pause(ferry__fan_context(f), ++spins);
+    }
+    return ret;
 }

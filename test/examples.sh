@@ -23,6 +23,10 @@ FERRY_PROVIDER=shm runs "demo: OK" "$ex/hello_write" demo --size 4M --iterations
 # 1.17, its own tcp provider from 1.18), over loopback (the peer's route).
 FERRY_PROVIDER=tcp runs "on domain lo" "$ex/hello_write" demo --size 4M --iterations 2
 FERRY_PROVIDER=tcp runs "kv_transfer (push): OK" "$ex/kv_transfer" demo --mode push
+# One call, five receivers: a chain, then a tree, and the naive copies.
+runs "fanout: OK" "$ex/fanout" demo --receivers 5 --size 8M
+runs "fanout: OK" "$ex/fanout" demo --receivers 3 --size 3M --degree 2 --chunk 256K
+runs "(parallel)" "$ex/fanout" demo --receivers 2 --size 2M --mode parallel
 # No GPU here: it says so and runs on the simulated device.
 runs "verified on the device: OK" "$ex/gpu_write" --size 8M --iterations 2
 FERRY_PROVIDER=tcp runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2

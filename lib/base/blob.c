@@ -120,6 +120,8 @@ static const char *kind_name(unsigned kind)
         return "an address blob";
     case FERRY__BLOB_RKEY:
         return "a remote-key blob";
+    case FERRY__BLOB_PLAN:
+        return "a fan-out plan";
     default:
         return "a blob of unknown kind";
     }

@@ -13,7 +13,11 @@
  * length and a checksum, then fields read and written through bounded
  * cursors.  A reader never reads past the end; any overrun sets `bad`.
  */
-enum ferry__blob_kind { FERRY__BLOB_ADDR = 1, FERRY__BLOB_RKEY = 2 };
+enum ferry__blob_kind {
+    FERRY__BLOB_ADDR = 1,
+    FERRY__BLOB_RKEY = 2,
+    FERRY__BLOB_PLAN = 3, /* a fan-out's plan (fan.c) */
+};
 #define FERRY__BLOB_MAGIC 0x59525246u /* "FRRY" little-endian */
 #define FERRY__BLOB_VERSION 1u
 #define FERRY__BLOB_HEADER_LEN 16u

@@ -23,7 +23,9 @@
  * Remote-key blob fields (after the common header, see blob.c):
  *   str provider | u32 flags | u32 access | u64 base | u64 len |
  *   [u64 mirror id, with RKEY_MIRROR] |
- *   u16 rails | rails x (u64 raw_base | u16 key_len | key bytes)
+ *   u16 rails | rails x (u64 raw_base | u16 key_len | key bytes) |
+ *   [with RKEY_INBOX, the fan-out plan's inbox: u64 inbox id | u64 base |
+ *    u16 rails | rails x (u64 raw_base | u16 key_len | key bytes)]
  */
 #include "reg/mem.h"
 
@@ -41,6 +43,10 @@
 #define RKEY_VIRT_ADDR 0x1u
 #define RKEY_RAW 0x2u
 #define RKEY_MIRROR 0x4u /* a host mirror of the exporter's device memory */
+#define RKEY_INBOX 0x8u  /* a fan-out receiver's region, with its inbox */
+#define ACCESS_ALL                                                            \
+    (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE |                   \
+     FERRY_ACCESS_FANOUT)
 
 static void key_from_u64(uint8_t *key, uint64_t v, size_t len)
 {
@@ -409,8 +415,37 @@ int ferry__mem_register_any(struct ferry_context *ctx, void *addr, size_t len,
     return mem_finish(mem, register_device(ferry__reg_of(ctx), mem), out);
 }
 
+/*
+ * The inbox of a region registered with FERRY_ACCESS_FANOUT: a buffer of
+ * its own that peers write the fan-out's plan into.  Ids are unique in
+ * the process, so a plan's notification names the region it is for.
+ */
+static int open_inbox(struct ferry_mem *mem)
+{
+    static _Atomic uint64_t next_id = 1;
+    void *buf = calloc(1, FERRY__INBOX_SIZE);
+    int ret;
+
+    if (buf == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out inbox");
+    ret = ferry__mem_register(mem->ctx, buf, FERRY__INBOX_SIZE,
+                              FERRY_ACCESS_REMOTE_WRITE, false, &mem->inbox);
+    if (ret != 0) {
+        free(buf);
+        return ret;
+    }
+    mem->inbox_id = atomic_fetch_add(&next_id, 1);
+    return 0;
+}
+
 void ferry__mem_close_locked(struct ferry_mem *mem)
 {
+    if (mem->inbox != NULL) {
+        void *buf = mem->inbox->addr;
+
+        ferry__mem_close_locked(mem->inbox);
+        free(buf);
+    }
     if (mem->magic == FERRY__MAGIC_MEM && exposed(mem))
         atomic_fetch_sub(&ferry__reg_of(mem->ctx)->mem.exposed_regions, 1);
     close_rails(mem);
@@ -453,12 +488,17 @@ int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
                             "ferry_mem_register: [%p, +%zu) wraps around the "
                             "address space",
                             addr, len);
-    if (access & ~(unsigned)(FERRY_ACCESS_REMOTE_READ |
-                             FERRY_ACCESS_REMOTE_WRITE))
+    if (access & ~(unsigned)ACCESS_ALL)
         return ferry__error(FERRY_EINVAL,
                             "ferry_mem_register: access 0x%x has bits that "
-                            "are not FERRY_ACCESS_REMOTE_READ/WRITE",
+                            "are not FERRY_ACCESS_REMOTE_READ/WRITE/FANOUT",
                             access);
+    if ((access & FERRY_ACCESS_FANOUT) &&
+        !(access & FERRY_ACCESS_REMOTE_WRITE))
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_mem_register: FERRY_ACCESS_FANOUT without "
+                            "FERRY_ACCESS_REMOTE_WRITE; a fan-out writes into "
+                            "the region: add FERRY_ACCESS_REMOTE_WRITE");
     if (kind != FERRY_MEM_HOST && kind != FERRY_MEM_CUDA &&
         kind != FERRY_MEM_AUTO)
         return ferry__error(FERRY_EINVAL,
@@ -467,6 +507,9 @@ int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
                             (int)kind);
     ret = ferry__mem_register_any(ctx, addr, len, kind, device, access, false,
                                   "ferry_mem_register", &mem);
+    if (ret == 0 && (access & FERRY_ACCESS_FANOUT) &&
+        (ret = open_inbox(mem)) != 0)
+        ferry__mem_close(mem);
     if (ret != 0)
         return ret;
     if (mem->path == FERRY__DEV_STAGED)
@@ -520,6 +563,17 @@ int ferry_mem_deregister(ferry_mem_t *mem)
     return 0;
 }
 
+static void put_keys(struct ferry__blob_writer *w, const struct ferry__reg *reg,
+                     const struct ferry_mem *mem)
+{
+    ferry__blob_put_u16(w, (uint16_t)reg->fab.nrails);
+    for (unsigned i = 0; i < reg->fab.nrails; i++) {
+        ferry__blob_put_u64(w, mem->raw_base[i]);
+        ferry__blob_put_u16(w, (uint16_t)mem->key_len[i]);
+        ferry__blob_put_bytes(w, mem->key[i], mem->key_len[i]);
+    }
+}
+
 int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
 {
     const struct ferry__reg *reg;
@@ -547,6 +601,8 @@ int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
         flags |= RKEY_RAW;
     if (mem->mirror != NULL)
         flags |= RKEY_MIRROR;
+    if (mem->inbox != NULL)
+        flags |= RKEY_INBOX;
     ferry__blob_begin(&w, blob, *len, FERRY__BLOB_RKEY);
     ferry__blob_put_str(&w, reg->fab.rails[0].info->fabric_attr->prov_name);
     ferry__blob_put_u32(&w, flags);
@@ -558,11 +614,11 @@ int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
     ferry__blob_put_u64(&w, mem->len);
     if (mem->mirror != NULL)
         ferry__blob_put_u64(&w, mem->mirror_id);
-    ferry__blob_put_u16(&w, (uint16_t)reg->fab.nrails);
-    for (unsigned i = 0; i < reg->fab.nrails; i++) {
-        ferry__blob_put_u64(&w, mem->raw_base[i]);
-        ferry__blob_put_u16(&w, (uint16_t)mem->key_len[i]);
-        ferry__blob_put_bytes(&w, mem->key[i], mem->key_len[i]);
+    put_keys(&w, reg, mem);
+    if (mem->inbox != NULL) {
+        ferry__blob_put_u64(&w, mem->inbox_id);
+        ferry__blob_put_u64(&w, (uint64_t)(uintptr_t)mem->inbox->addr);
+        put_keys(&w, reg, mem->inbox);
     }
     return ferry__blob_end(&w, len);
 }
@@ -613,11 +669,6 @@ static int import_keys(struct ferry__reg *reg, struct ferry__blob_reader *r,
                                 fi_strerror(-ret));
         rmem->key_mapped[i] = true;
     }
-    if (r->pos != r->len)
-        return ferry__error(FERRY_EBLOB,
-                            "remote-key blob has %zu bytes after its last "
-                            "field",
-                            r->len - r->pos);
     return 0;
 }
 
@@ -625,6 +676,9 @@ static void rmem_release(struct ferry_rmem *rmem)
 {
     struct ferry__reg *reg = ferry__reg_of(rmem->peer->ctx);
 
+    if (rmem->inbox != NULL)
+        rmem_release(rmem->inbox);
+    free(rmem->blob);
     for (unsigned i = 0; i < reg->fab.nrails; i++)
         if (rmem->key_mapped[i])
             fi_mr_unmap_key(reg->fab.rails[i].domain, rmem->key[i]);
@@ -635,12 +689,38 @@ static void rmem_release(struct ferry_rmem *rmem)
     free(rmem);
 }
 
+/* The inbox fields of a fan-out receiver's blob, into rmem->inbox. */
+static int parse_inbox(struct ferry__reg *reg, struct ferry__blob_reader *r,
+                       struct ferry_rmem *rmem)
+{
+    struct ferry_rmem *in = calloc(1, sizeof(*in));
+
+    if (in == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a remote region");
+    in->peer = rmem->peer;
+    ferry__users_take(&rmem->peer->rmem_count, &reg->fab.lock);
+    /* Freed with rmem from here on, whatever happens below. */
+    rmem->inbox = in;
+    memcpy(in->provider, rmem->provider, sizeof(in->provider));
+    in->access = FERRY_ACCESS_REMOTE_WRITE;
+    in->virt_addr = rmem->virt_addr;
+    rmem->inbox_id = ferry__blob_get_u64(r);
+    in->base = ferry__blob_get_u64(r);
+    in->len = FERRY__INBOX_SIZE;
+    if (r->bad)
+        return ferry__error(FERRY_EBLOB, "remote-key blob ends inside its "
+                                         "fan-out inbox fields");
+    in->magic = FERRY__MAGIC_RMEM;
+    return import_keys(reg, r, in, reg->fab.mr_mode & FERRY_MR_RAW);
+}
+
 static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
                       struct ferry_rmem *rmem)
 {
     const char *ours = reg->fab.rails[0].info->fabric_attr->prov_name;
     bool raw_here = reg->fab.mr_mode & FERRY_MR_RAW;
     unsigned flags;
+    int ret;
 
     ferry__blob_get_str(r, rmem->provider, sizeof(rmem->provider));
     flags = ferry__blob_get_u32(r);
@@ -666,17 +746,24 @@ static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
                             raw_here ? "uses them" : "does not");
     if (flags & RKEY_MIRROR)
         rmem->mirror_id = ferry__blob_get_u64(r);
-    if (flags & ~(RKEY_VIRT_ADDR | RKEY_RAW | RKEY_MIRROR) || rmem->len == 0 ||
-        rmem->base + rmem->len < rmem->base ||
-        rmem->access & ~(unsigned)(FERRY_ACCESS_REMOTE_READ |
-                                   FERRY_ACCESS_REMOTE_WRITE))
+    if (flags & ~(RKEY_VIRT_ADDR | RKEY_RAW | RKEY_MIRROR | RKEY_INBOX) ||
+        rmem->len == 0 || rmem->base + rmem->len < rmem->base ||
+        rmem->access & ~(unsigned)ACCESS_ALL)
         return ferry__error(FERRY_EBLOB,
                             "remote-key blob has unknown flags 0x%x, access "
                             "0x%x or an empty or wrapping region",
                             flags, rmem->access);
     rmem->virt_addr = flags & RKEY_VIRT_ADDR;
     rmem->mirror = flags & RKEY_MIRROR;
-    return import_keys(reg, r, rmem, raw_here);
+    if ((ret = import_keys(reg, r, rmem, raw_here)) != 0 ||
+        ((flags & RKEY_INBOX) && (ret = parse_inbox(reg, r, rmem)) != 0))
+        return ret;
+    if (r->pos != r->len)
+        return ferry__error(FERRY_EBLOB,
+                            "remote-key blob has %zu bytes after its last "
+                            "field",
+                            r->len - r->pos);
+    return 0;
 }
 
 int ferry_rmem_import(ferry_peer_t *peer, const void *blob, size_t len,
@@ -703,6 +790,16 @@ int ferry_rmem_import(ferry_peer_t *peer, const void *blob, size_t len,
     ferry__lock_acquire(&reg->fab.lock);
     ferry__users_take(&peer->rmem_count, &reg->fab.lock);
     ret = parse_rkey(reg, &r, rmem);
+    /* A fan-out source hands the blob on in its plan (fan.c). */
+    if (ret == 0 && rmem->inbox != NULL) {
+        if ((rmem->blob = malloc(len)) == NULL)
+            ret = ferry__error(FERRY_ENOMEM, "out of memory for a remote "
+                                             "region");
+        else {
+            memcpy(rmem->blob, blob, len);
+            rmem->blob_len = len;
+        }
+    }
     if (ret == 0) {
         rmem->magic = FERRY__MAGIC_RMEM;
         reg->mem.mirror_rmems += rmem->mirror;

@@ -35,7 +35,14 @@ struct ferry_mem {
     uint8_t key[FERRY__MAX_RAILS][FERRY__KEY_MAX];
     size_t key_len[FERRY__MAX_RAILS];
     uint64_t raw_base[FERRY__MAX_RAILS]; /* FI_MR_RAW: base for map_raw */
+    /* FERRY_ACCESS_FANOUT: the registration of the fan-out plan's inbox
+     * (FERRY__INBOX_SIZE bytes of its own), named by inbox_id. */
+    struct ferry_mem *inbox;
+    uint64_t inbox_id;
 };
+
+/* The plan inbox of a region that may receive a fan-out. */
+#define FERRY__INBOX_SIZE (64u * 1024u)
 
 struct ferry_rmem {
     uint32_t magic;
@@ -54,6 +61,13 @@ struct ferry_rmem {
     uint64_t key[FERRY__MAX_RAILS];
     bool key_mapped[FERRY__MAX_RAILS]; /* raw key mapped with fi_mr_map_raw */
     char provider[FERRY__NAME_MAX];    /* exporter's, for error sentences */
+    /* A fan-out receiver's region: its plan inbox (not on rlist; freed
+     * with this one), and the blob it came from, which the fan-out's
+     * plan hands on to whoever forwards to it. */
+    struct ferry_rmem *inbox;
+    uint64_t inbox_id;
+    uint8_t *blob;
+    size_t blob_len;
 };
 
 /*

@@ -163,8 +163,12 @@ int ferry_peer_add(ferry_context_t *ctx, const void *addr, size_t len,
                                 "address blob")))
         return ret;
     peer = calloc(1, sizeof(*peer));
-    if (peer == NULL)
+    if (peer == NULL || (peer->blob = malloc(len)) == NULL) {
+        free(peer);
         return ferry__error(FERRY_ENOMEM, "out of memory for a peer");
+    }
+    memcpy(peer->blob, addr, len);
+    peer->blob_len = len;
     for (unsigned i = 0; i < FERRY__MAX_RAILS; i++)
         peer->fi_addr[i] = FI_ADDR_NOTAVAIL;
     ferry__lock_acquire(&reg->fab.lock);
@@ -180,6 +184,7 @@ int ferry_peer_add(ferry_context_t *ctx, const void *addr, size_t len,
     }
     ferry__lock_release(&reg->fab.lock);
     if (ret != 0) {
+        free(peer->blob);
         free(peer);
         return ret;
     }
@@ -208,6 +213,7 @@ void ferry__peer_free(struct ferry__reg *reg, struct ferry_peer *peer)
     ferry__peer_drop_addresses(reg, peer);
     ferry__pulse_release(&reg->fab, &peer->pulse);
     peer->magic = FERRY__MAGIC_DEAD;
+    free(peer->blob);
     free(peer);
 }
 

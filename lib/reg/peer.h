@@ -42,6 +42,9 @@ struct ferry_peer {
      * (of requests that ended, heartbeats): the handle is invalid, and
      * the memory goes when the last one comes back (xfer/op.c). */
     bool removed;
+    /* The address blob it was added from (a fan-out's plan hands it on). */
+    uint8_t *blob;
+    size_t blob_len;
 };
 
 /* Takes the peer's addresses out of every rail's address vector (a peer

@@ -332,13 +332,22 @@ static void queue(struct ferry__xfer *x, const struct ferry_notification *n)
                        (unsigned long long)n->id);
 }
 
-/* Counts n on its counter and queues it for ferry_notify_poll. */
+static void accept(struct ferry__xfer *x,
+                   const struct ferry_notification *n);
+
+/* Counts n on its counter and queues it for ferry_notify_poll; hands
+ * ferry's own to the fan-out. */
 static void deliver(struct ferry__xfer *x,
                     const struct ferry_notification *n)
 {
-    struct ferry__counter *counter =
-        counter_find(&x->notify.counters, n->id, true);
+    struct ferry__counter *counter;
 
+    if (n->id >= FERRY_NOTIFY_ID_RESERVED) {
+        if (x->notify.fan_sink != NULL)
+            x->notify.fan_sink(x, n->id, n->value);
+        return;
+    }
+    counter = counter_find(&x->notify.counters, n->id, true);
     if (counter == NULL)
         FERRY_LOG_WARN("out of memory: notification %llu lost",
                        (unsigned long long)n->id);
@@ -346,6 +355,14 @@ static void deliver(struct ferry__xfer *x,
         counter->sum += n->value;
     queue(x, n);
     x->notify.received++;
+}
+
+void ferry__notify_local(struct ferry__xfer *x, uint64_t id, uint64_t value)
+{
+    struct ferry_notification n = {.id = id, .value = value};
+
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    accept(x, &n);
 }
 
 void ferry__notify_event(struct ferry__xfer *x,

@@ -63,6 +63,9 @@ void ferry__notify_release_held(struct ferry__xfer *x);
 /* Moves up to max queued notifications, oldest first, into out. */
 size_t ferry__notify_take(struct ferry__xfer *x,
                           struct ferry_notification *out, size_t max);
+/* Delivers {id, value} as if a peer had sent it (a fan-out receiver
+ * counting its own completion, fan.c). */
+void ferry__notify_local(struct ferry__xfer *x, uint64_t id, uint64_t value);
 /* Queues an event of ferry's own (a peer down, live.c) for
  * ferry_notify_poll. */
 void ferry__notify_event(struct ferry__xfer *x,

@@ -74,6 +74,8 @@ struct ferry__rxq {
     struct fid_mr *send_mr;
 };
 
+struct ferry__xfer;
+
 /* notify.c: notifications that arrived, and the counters they feed. */
 struct ferry__notify_part {
     struct ferry__rxq rx[FERRY__MAX_RAILS];
@@ -84,6 +86,10 @@ struct ferry__notify_part {
     struct ferry__counters counters;
     uint64_t received; /* statistics */
     uint64_t unqueued; /* counted, not queued: the queue was full */
+    /* Notifications with ids from FERRY_NOTIFY_ID_RESERVED up go here,
+     * not to the queue and counters: the fan-out's (set by the context to
+     * fan.c's; NULL drops them).  Called with the lock held. */
+    void (*fan_sink)(struct ferry__xfer *x, uint64_t id, uint64_t value);
 };
 
 /* stage.c: the staging buffers (made on first need), and statistics. */

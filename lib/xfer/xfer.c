@@ -99,7 +99,22 @@ static int check_remote(const struct ferry_peer *peer,
     return 0;
 }
 
-static int check_opts(const struct ferry_xfer_opts *opts, const char *call)
+/* Ids from FERRY_NOTIFY_ID_RESERVED up are the fan-out's (fan.c). */
+static int check_id(uint64_t id, const char *call)
+{
+    if (id < FERRY_NOTIFY_ID_RESERVED)
+        return 0;
+    return ferry__error(FERRY_EINVAL,
+                        "%s: notification id 0x%llx is one of ferry's own "
+                        "(from FERRY_NOTIFY_ID_RESERVED up, the fan-out's); "
+                        "use an id below 0x%llx",
+                        call, (unsigned long long)id,
+                        (unsigned long long)FERRY_NOTIFY_ID_RESERVED);
+}
+
+/* own: ferry's own request (the fan-out), which may use reserved ids. */
+static int check_opts(const struct ferry_xfer_opts *opts, const char *call,
+                      bool own)
 {
     if (opts == NULL)
         return 0;
@@ -113,12 +128,14 @@ static int check_opts(const struct ferry_xfer_opts *opts, const char *call)
                             "%s: opts->flags 0x%x has bits that are not "
                             "FERRY_XFER_* flags",
                             call, opts->flags);
+    if ((opts->flags & FERRY_XFER_NOTIFY) && !own)
+        return check_id(opts->notify_id, call);
     return 0;
 }
 
 static int check_args(ferry_peer_t *peer, const struct ferry_iov *iov,
                       size_t n, const struct ferry_xfer_opts *opts,
-                      ferry_req_t **out, enum ferry__op_kind kind)
+                      ferry_req_t **out, enum ferry__op_kind kind, bool own)
 {
     const char *call = kind == FERRY__OP_WRITE ? "ferry_write" : "ferry_read";
     int ret;
@@ -134,7 +151,7 @@ static int check_args(ferry_peer_t *peer, const struct ferry_iov *iov,
     if (n > SIZE_MAX / sizeof(*iov))
         return ferry__error(FERRY_EINVAL, "%s: n = %zu iovs is too many",
                             call, n);
-    if ((ret = check_opts(opts, call)))
+    if ((ret = check_opts(opts, call, own)))
         return ret;
     for (size_t i = 0; i < n; i++) {
         if (iov[i].len == 0)
@@ -380,13 +397,13 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
 
 static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
                   const struct ferry_xfer_opts *opts, ferry_req_t **out,
-                  enum ferry__op_kind kind)
+                  enum ferry__op_kind kind, bool own)
 {
     struct ferry_req *req;
     int ret;
 
     ferry__error_clear();
-    if ((ret = check_args(peer, iov, n, opts, out, kind)))
+    if ((ret = check_args(peer, iov, n, opts, out, kind, own)))
         return ret;
     req = req_new(peer, kind, opts);
     if (req == NULL || (req->iov = malloc(n * sizeof(*iov))) == NULL) {
@@ -418,7 +435,7 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
 
     ferry__error_clear();
     if ((ret = ferry__check_prep(prep, "ferry_xfer_post")) ||
-        (ret = check_opts(opts, "ferry_xfer_post")))
+        (ret = check_opts(opts, "ferry_xfer_post", false)))
         return ret;
     if (out == NULL || local_idx == NULL || remote_idx == NULL || n == 0)
         return ferry__error(FERRY_EINVAL,
@@ -446,8 +463,9 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
     return req_start(req, out, "ferry_xfer_post");
 }
 
-int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
-                      const struct ferry_xfer_opts *opts, ferry_req_t **out)
+static int notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
+                       const struct ferry_xfer_opts *opts, ferry_req_t **out,
+                       bool own)
 {
     struct ferry_xfer_opts with = FERRY_XFER_OPTS_INIT;
     struct ferry_req *req;
@@ -455,7 +473,8 @@ int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
 
     ferry__error_clear();
     if ((ret = ferry__check_peer(peer, "ferry_notify_send")) ||
-        (ret = check_opts(opts, "ferry_notify_send")))
+        (ret = check_opts(opts, "ferry_notify_send", own)) ||
+        (!own && (ret = check_id(id, "ferry_notify_send"))))
         return ret;
     if (out == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_notify_send: req is NULL");
@@ -471,16 +490,36 @@ int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
     return req_start(req, out, "ferry_notify_send");
 }
 
+int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
+                      const struct ferry_xfer_opts *opts, ferry_req_t **out)
+{
+    return notify_send(peer, id, value, opts, out, false);
+}
+
+int ferry__notify_send_own(ferry_peer_t *peer, uint64_t id, uint64_t value,
+                           const struct ferry_xfer_opts *opts,
+                           ferry_req_t **out)
+{
+    return notify_send(peer, id, value, opts, out, true);
+}
+
 int ferry_write(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
                 const struct ferry_xfer_opts *opts, ferry_req_t **req)
 {
-    return submit(peer, iov, n, opts, req, FERRY__OP_WRITE);
+    return submit(peer, iov, n, opts, req, FERRY__OP_WRITE, false);
+}
+
+int ferry__write_own(ferry_peer_t *peer, const struct ferry_iov *iov,
+                     size_t n, const struct ferry_xfer_opts *opts,
+                     ferry_req_t **req)
+{
+    return submit(peer, iov, n, opts, req, FERRY__OP_WRITE, true);
 }
 
 int ferry_read(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
                const struct ferry_xfer_opts *opts, ferry_req_t **req)
 {
-    return submit(peer, iov, n, opts, req, FERRY__OP_READ);
+    return submit(peer, iov, n, opts, req, FERRY__OP_READ, false);
 }
 
 /*

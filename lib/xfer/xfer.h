@@ -9,6 +9,15 @@
 
 #include "xfer/op.h"
 
+/* ferry_write and ferry_notify_send for ferry's own requests (the
+ * fan-out, fan.c): notification ids from FERRY_NOTIFY_ID_RESERVED up
+ * are allowed.  Caller holds no lock. */
+int ferry__write_own(ferry_peer_t *peer, const struct ferry_iov *iov,
+                     size_t n, const struct ferry_xfer_opts *opts,
+                     ferry_req_t **req);
+int ferry__notify_send_own(ferry_peer_t *peer, uint64_t id, uint64_t value,
+                           const struct ferry_xfer_opts *opts,
+                           ferry_req_t **req);
 /* Posts what the request still has to post, as far as slots allow. */
 void ferry__req_post_pending(struct ferry_req *req);
 /* Marks it done if all is posted and back; retires it if ended and idle. */

@@ -195,9 +195,14 @@ def test_counters(tcp_pair):
     with pytest.raises(ferry.TimeoutError) as e:
         tgt.counter_wait(11, 1, timeout=0.05)
     assert "counter 11 reached 0 of 1" in str(e.value)
-    # ids and values are unsigned 64-bit.
-    tcp_pair.peer.notify(2**64 - 1, 2**63).wait(timeout=ferrytest.LONG)
-    tgt.counter_wait(2**64 - 1, 2**63, timeout=ferrytest.LONG)
+    # ids and values are unsigned 64-bit; ids from 0xfe << 56 up are
+    # ferry's own (the fan-out's).
+    top = (0xFE << 56) - 1
+    tcp_pair.peer.notify(top, 2**64 - 1).wait(timeout=ferrytest.LONG)
+    tgt.counter_wait(top, 2**64 - 1, timeout=ferrytest.LONG)
+    with pytest.raises(ferry.InvalidArgumentError) as e:
+        tcp_pair.peer.notify(top + 1, 1)
+    assert "one of ferry's own" in str(e.value)
     with pytest.raises(OverflowError):
         tgt.counter_get(-1)
     with pytest.raises(TypeError):

@@ -44,10 +44,10 @@ START_TEST(test_register_unknown_access)
     void *buf = tu_alloc_buf(4096);
 
     TU_EXPECT_ERROR(ferry_mem_register(ctx, buf, 4096, FERRY_MEM_HOST, 0,
-                                       RW | 0x4u, &mem),
+                                       RW | 0x8u, &mem),
                     FERRY_EINVAL,
-                    "access 0x7 has bits that are not "
-                    "FERRY_ACCESS_REMOTE_READ/WRITE");
+                    "access 0xb has bits that are not "
+                    "FERRY_ACCESS_REMOTE_READ/WRITE/FANOUT");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
     ferry_context_destroy(ctx);
     tu_free_buf(buf, 4096);

@@ -77,7 +77,8 @@ START_TEST(test_notification_rides_on_write)
         {UINT32_MAX, UINT32_MAX, true}, /* the largest that fit */
         {UINT64_C(1) << 32, 1, false},
         {3, UINT64_C(1) << 32, false},
-        {UINT64_MAX, UINT64_MAX, false},
+        /* the largest id an application may use */
+        {FERRY_NOTIFY_ID_RESERVED - 1, UINT64_MAX, false},
     };
     struct ferry_notification n[2];
     struct tu_fx x;

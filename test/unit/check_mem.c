@@ -384,10 +384,17 @@ START_TEST(test_import_built_blobs)
                     "rail 0 has a 9-byte key without the raw-key flag");
 
     s = good_spec();
+    s.flags = 0x10;
+    len = build_rkey(blob, sizeof(blob), &s);
+    TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
+                    "unknown flags 0x10");
+
+    /* The fan-out inbox flag without its fields. */
+    s = good_spec();
     s.flags = 0x8;
     len = build_rkey(blob, sizeof(blob), &s);
     TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
-                    "unknown flags 0x8");
+                    "ends inside its fan-out inbox fields");
 
     s = good_spec();
     s.len = 0;

@@ -1,0 +1,393 @@
+/*
+ * ferry_fanout through the API, with the source and its receivers as
+ * contexts of this process on tcp over loopback, each with its progress
+ * thread (the receivers' threads do the forwarding): every receiver's
+ * bytes are checked against the pattern and its counter must reach 1,
+ * for a chain, a tree, sizes that are no multiple of the chunk, one
+ * receiver; a receiver that is gone is reported by index while the one
+ * behind it still gets everything; bad arguments are refused with
+ * sentences that say what to do.  A fan-out across processes in
+ * namespaces with rate-limited links: bench/fanout_netns.sh.
+ */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TCP "tcp;ofi_rxm"
+#define MAX_RECV 8
+#define DONE_ID 77
+#define SEED 0xfa11
+
+struct receiver {
+    ferry_context_t *ctx;
+    void *buf;
+    ferry_mem_t *mem;
+    ferry_peer_t *peer; /* the source's handle for it */
+    ferry_rmem_t *rmem; /* the source's import of its region */
+};
+
+struct fan_fx {
+    ferry_context_t *src;
+    void *buf;
+    ferry_mem_t *mem;
+    size_t len;
+    size_t n;
+    struct receiver r[MAX_RECV];
+    ferry_peer_t *peers[MAX_RECV];
+    ferry_rmem_t *dst[MAX_RECV];
+};
+
+static void config(struct ferry_config *cfg)
+{
+    tu_config(cfg, TCP);
+    cfg->progress_thread = 1;
+    cfg->liveness_ms = 1000;
+}
+
+static void receiver_open(struct fan_fx *fx, struct receiver *r,
+                          unsigned access)
+{
+    struct ferry_config cfg;
+    uint8_t addr[512];
+    size_t alen = sizeof(addr);
+
+    config(&cfg);
+    r->ctx = tu_context_cfg(&cfg);
+    r->buf = tu_alloc_buf(fx->len);
+    memset(r->buf, 0, fx->len);
+    r->mem = tu_register(r->ctx, r->buf, fx->len, access);
+    ck_assert_int_eq(ferry_context_address(r->ctx, addr, &alen), 0);
+    ck_assert_msg(ferry_peer_add(fx->src, addr, alen, &r->peer) == 0, "%s",
+                  ferry_last_error());
+    r->rmem = tu_share(r->mem, r->peer);
+}
+
+static void fx_open(struct fan_fx *fx, size_t n, size_t len)
+{
+    struct ferry_config cfg;
+
+    memset(fx, 0, sizeof(*fx));
+    fx->n = n;
+    fx->len = len;
+    config(&cfg);
+    fx->src = tu_context_cfg(&cfg);
+    fx->buf = tu_alloc_buf(len);
+    tu_fill(fx->buf, len, SEED);
+    fx->mem = tu_register(fx->src, fx->buf, len, 0);
+    for (size_t i = 0; i < n; i++) {
+        receiver_open(fx, &fx->r[i],
+                      FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_FANOUT);
+        fx->peers[i] = fx->r[i].peer;
+        fx->dst[i] = fx->r[i].rmem;
+    }
+}
+
+static void receiver_close(struct fan_fx *fx, struct receiver *r)
+{
+    if (r->ctx == NULL)
+        return;
+    ferry_context_destroy(r->ctx);
+    tu_free_buf(r->buf, fx->len);
+    r->ctx = NULL;
+}
+
+static void fx_close(struct fan_fx *fx)
+{
+    for (size_t i = 0; i < fx->n; i++)
+        receiver_close(fx, &fx->r[i]);
+    ferry_context_destroy(fx->src);
+    tu_free_buf(fx->buf, fx->len);
+}
+
+/* Receiver i counted the fan-out and holds the source's bytes. */
+static void assert_received(struct fan_fx *fx, size_t i)
+{
+    int ret = ferry_counter_wait(fx->r[i].ctx, DONE_ID, 1, 20000);
+
+    ck_assert_msg(ret == 0, "receiver %zu: %s", i, ferry_last_error());
+    tu_assert_pattern(fx->r[i].buf, fx->len, SEED, "receiver's region");
+}
+
+static uint64_t bytes_posted(ferry_context_t *ctx)
+{
+    struct ferry_stats st = tu_stats(ctx);
+    uint64_t sum = 0;
+
+    for (size_t i = 0; i < 8; i++)
+        sum += st.bytes_posted[i];
+    return sum;
+}
+
+/*
+ * Node x (0 the source, i + 1 receiver i) of a tree of degree d wrote
+ * the data once per child, and its plan (a few hundred bytes) to each:
+ * the receivers forward, the source does not write every copy itself.
+ */
+static void assert_copies(struct fan_fx *fx, unsigned degree)
+{
+    for (size_t x = 0; x <= fx->n; x++) {
+        ferry_context_t *ctx = x == 0 ? fx->src : fx->r[x - 1].ctx;
+        uint64_t kids = 0, posted = bytes_posted(ctx);
+
+        for (size_t j = 1; j <= fx->n; j++)
+            kids += (j - 1) / degree == x;
+        ck_assert_msg(posted >= kids * fx->len &&
+                          posted <= kids * (fx->len + 4096),
+                      "node %zu posted %llu bytes for %llu children of %zu",
+                      x, (unsigned long long)posted,
+                      (unsigned long long)kids, fx->len);
+    }
+}
+
+static void fan_ok(struct fan_fx *fx, size_t chunk, unsigned degree)
+{
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    ferry_fanout_t *f = NULL;
+    int ret;
+
+    opts.chunk = chunk;
+    opts.degree = degree;
+    opts.notify_id = DONE_ID;
+    ret = ferry_fanout(fx->mem, 0, fx->len, fx->peers, fx->dst, fx->n,
+                       &opts, &f);
+    ck_assert_msg(ret == 0, "ferry_fanout: %s", ferry_last_error());
+    ret = ferry_fanout_wait(f, 30000);
+    ck_assert_msg(ret == 0, "ferry_fanout_wait: %s", ferry_last_error());
+    ck_assert_uint_eq(ferry_fanout_missing(f, NULL, 0), 0);
+    ferry_fanout_free(f);
+    for (size_t i = 0; i < fx->n; i++)
+        assert_received(fx, i);
+}
+
+START_TEST(chain_of_three)
+{
+    struct fan_fx fx;
+
+    fx_open(&fx, 3, 4 * MiB);
+    fan_ok(&fx, 256 * KiB, 1);
+    assert_copies(&fx, 1);
+    fx_close(&fx);
+}
+END_TEST
+
+/* Five receivers in a binary tree; the last chunk is short. */
+START_TEST(tree_odd_size)
+{
+    struct fan_fx fx;
+
+    fx_open(&fx, 5, MiB + 12345);
+    fan_ok(&fx, 64 * KiB, 2);
+    assert_copies(&fx, 2);
+    fx_close(&fx);
+}
+END_TEST
+
+/* One receiver, fewer bytes than any chunk ferry would pick. */
+START_TEST(one_receiver_small)
+{
+    struct fan_fx fx;
+
+    fx_open(&fx, 1, 100);
+    fan_ok(&fx, 0, 0);
+    fx_close(&fx);
+}
+END_TEST
+
+/* The same regions take a second fan-out (a new plan, new data). */
+START_TEST(twice_over_the_same_regions)
+{
+    struct fan_fx fx;
+
+    fx_open(&fx, 2, 2 * MiB);
+    fan_ok(&fx, 128 * KiB, 1);
+    for (size_t i = 0; i < fx.n; i++) {
+        ck_assert_int_eq(ferry_counter_reset(fx.r[i].ctx, DONE_ID), 0);
+        memset(fx.r[i].buf, 0, fx.len);
+    }
+    fan_ok(&fx, 128 * KiB, 1);
+    fx_close(&fx);
+}
+END_TEST
+
+/*
+ * Source -> 0 -> 1 -> 2, and receiver 0 is gone before the data comes:
+ * it is reported missing by index, and 1 and 2 still get everything
+ * (the source takes 1 over).
+ */
+START_TEST(middle_receiver_gone)
+{
+    struct fan_fx fx;
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    ferry_fanout_t *f = NULL;
+    size_t missing[MAX_RECV];
+    int ret;
+
+    fx_open(&fx, 3, 2 * MiB);
+    receiver_close(&fx, &fx.r[0]);
+    opts.chunk = 256 * KiB;
+    opts.degree = 1;
+    opts.notify_id = DONE_ID;
+    ck_assert_int_eq(ferry_fanout(fx.mem, 0, fx.len, fx.peers, fx.dst, fx.n,
+                                  &opts, &f),
+                     0);
+    ret = ferry_fanout_wait(f, 30000);
+    ck_assert_msg(ret == FERRY_EPEERDEAD, "wait: %d %s", ret,
+                  ferry_last_error());
+    ck_assert_msg(strstr(ferry_last_error(), "died without the data") != NULL,
+                  "%s", ferry_last_error());
+    ck_assert_uint_eq(ferry_fanout_missing(f, missing, MAX_RECV), 1);
+    ck_assert_uint_eq(missing[0], 0);
+    ferry_fanout_free(f);
+    assert_received(&fx, 1);
+    assert_received(&fx, 2);
+    fx_close(&fx);
+}
+END_TEST
+
+/*
+ * Receiver 0 of a chain goes away while the data flows: whatever it had
+ * forwarded by then, receiver 1 ends up with everything, and the result
+ * names receiver 0 only if it had not got everything itself.
+ */
+START_TEST(middle_receiver_dies_midway)
+{
+    struct fan_fx fx;
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    ferry_fanout_t *f = NULL;
+    size_t missing[MAX_RECV];
+    int ret;
+
+    fx_open(&fx, 2, 32 * MiB);
+    opts.chunk = 256 * KiB;
+    opts.degree = 1;
+    opts.notify_id = DONE_ID;
+    ck_assert_int_eq(ferry_fanout(fx.mem, 0, fx.len, fx.peers, fx.dst, fx.n,
+                                  &opts, &f),
+                     0);
+    receiver_close(&fx, &fx.r[0]);
+    ret = ferry_fanout_wait(f, 30000);
+    ck_assert_msg(ret == 0 || ret == FERRY_EPEERDEAD, "wait: %d %s", ret,
+                  ferry_last_error());
+    if (ret == FERRY_EPEERDEAD) {
+        ck_assert_uint_eq(ferry_fanout_missing(f, missing, MAX_RECV), 1);
+        ck_assert_uint_eq(missing[0], 0);
+    }
+    ferry_fanout_free(f);
+    assert_received(&fx, 1);
+    fx_close(&fx);
+}
+END_TEST
+
+static void assert_refused(struct fan_fx *fx, uint64_t offset, size_t len,
+                           const struct ferry_fanout_opts *opts,
+                           const char *words)
+{
+    ferry_fanout_t *f = NULL;
+    int ret = ferry_fanout(fx->mem, offset, len, fx->peers, fx->dst, fx->n,
+                           opts, &f);
+
+    ck_assert_int_eq(ret, FERRY_EINVAL);
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strstr(ferry_last_error(), words) != NULL,
+                  "'%s' lacks '%s'", ferry_last_error(), words);
+}
+
+START_TEST(bad_arguments)
+{
+    struct fan_fx fx;
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    struct ferry_xfer_opts xo = FERRY_XFER_OPTS_INIT;
+    struct receiver plain;
+    ferry_mem_t *mem;
+    ferry_req_t *req = NULL;
+
+    fx_open(&fx, 1, MiB);
+    assert_refused(&fx, 0, 0, NULL, "len is 0");
+    assert_refused(&fx, 4096, fx.len, NULL, "runs past the source region");
+    opts.notify_id = FERRY_NOTIFY_ID_RESERVED + 5;
+    assert_refused(&fx, 0, fx.len, &opts, "one of ferry's own");
+    /* A receiver whose region has no inbox, and one too small. */
+    receiver_open(&fx, &plain, FERRY_ACCESS_REMOTE_WRITE);
+    fx.dst[0] = plain.rmem;
+    fx.peers[0] = plain.peer;
+    assert_refused(&fx, 0, fx.len, NULL, "FERRY_ACCESS_FANOUT");
+    fx.dst[0] = fx.r[0].rmem;
+    fx.peers[0] = plain.peer;
+    ck_assert_int_eq(ferry_fanout(fx.mem, 0, fx.len, fx.peers, fx.dst, 1,
+                                  NULL, &(ferry_fanout_t *){NULL}),
+                     FERRY_EHANDLE);
+    fx.peers[0] = fx.r[0].peer;
+    receiver_close(&fx, &plain);
+    /* FANOUT without REMOTE_WRITE, and the reserved ids in plain calls. */
+    ck_assert_int_eq(ferry_mem_register(fx.src, fx.buf, fx.len,
+                                        FERRY_MEM_HOST, 0,
+                                        FERRY_ACCESS_FANOUT, &mem),
+                     FERRY_EINVAL);
+    ck_assert_msg(strstr(ferry_last_error(), "add FERRY_ACCESS_REMOTE_WRITE"),
+                  "%s", ferry_last_error());
+    xo.flags = FERRY_XFER_NOTIFY;
+    xo.notify_id = FERRY_NOTIFY_ID_RESERVED;
+    ck_assert_int_eq(ferry_write(fx.peers[0],
+                                 &(struct ferry_iov){.local = fx.buf,
+                                                     .lmem = fx.mem,
+                                                     .rmem = fx.dst[0],
+                                                     .len = 8},
+                                 1, &xo, &req),
+                     FERRY_EINVAL);
+    ck_assert_int_eq(ferry_notify_send(fx.peers[0], FERRY_NOTIFY_ID_RESERVED,
+                                       1, NULL, &req),
+                     FERRY_EINVAL);
+    ck_assert_msg(strstr(ferry_last_error(), "use an id below"), "%s",
+                  ferry_last_error());
+    fx_close(&fx);
+}
+END_TEST
+
+/* A region too small for the data is refused naming the receiver. */
+START_TEST(region_too_small)
+{
+    struct fan_fx fx;
+    struct fan_fx big;
+
+    fx_open(&fx, 2, 64 * KiB);
+    fx_open(&big, 1, MiB);
+    /* big's source fans MiB out to fx's receivers' 64 KiB regions. */
+    for (size_t i = 0; i < fx.n; i++) {
+        uint8_t addr[512], blob[1024];
+        size_t alen = sizeof(addr), blen = sizeof(blob);
+
+        ck_assert_int_eq(ferry_context_address(fx.r[i].ctx, addr, &alen), 0);
+        ck_assert_int_eq(ferry_peer_add(big.src, addr, alen, &big.peers[i]),
+                         0);
+        ck_assert_int_eq(ferry_mem_export(fx.r[i].mem, blob, &blen), 0);
+        ck_assert_int_eq(ferry_rmem_import(big.peers[i], blob, blen,
+                                           &big.dst[i]),
+                         0);
+    }
+    ck_assert_int_eq(ferry_fanout(big.mem, 0, big.len, big.peers, big.dst,
+                                  2, NULL, &(ferry_fanout_t *){NULL}),
+                     FERRY_EINVAL);
+    ck_assert_msg(strstr(ferry_last_error(), "receiver 0's region is 65536 "
+                                             "bytes"),
+                  "%s", ferry_last_error());
+    fx_close(&big);
+    fx_close(&fx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fanout");
+
+    tu_clear_ferry_env();
+    tcase_add_test(tu_tcase(s, "chain", 60), chain_of_three);
+    tcase_add_test(tu_tcase(s, "tree", 60), tree_odd_size);
+    tcase_add_test(tu_tcase(s, "one", 60), one_receiver_small);
+    tcase_add_test(tu_tcase(s, "twice", 60), twice_over_the_same_regions);
+    tcase_add_test(tu_tcase(s, "gone", 90), middle_receiver_gone);
+    tcase_add_test(tu_tcase(s, "dies", 90), middle_receiver_dies_midway);
+    tcase_add_test(tu_tcase(s, "bad", 60), bad_arguments);
+    tcase_add_test(tu_tcase(s, "small", 60), region_too_small);
+    return tu_run(s);
+}
