@@ -283,17 +283,66 @@ static struct ferry_fanout *node_new(struct ferry_context *ctx,
     return NULL;
 }
 
+/*
+ * The peer for an address blob of a plan: one per address and context,
+ * kept until the context goes.  Removing a peer and adding it again
+ * while it still sends to us crashed libfabric 1.17's shm provider in
+ * this process's progress (the second fan-out of a source to the same
+ * receivers did), and a receiver meets the same source every time.
+ */
+struct ferry__fan_peer {
+    struct ferry__fan_peer *next;
+    ferry_peer_t *peer;
+    size_t len;
+    uint8_t blob[];
+};
+
+static int fan_peer(struct ferry_context *ctx, const uint8_t *blob,
+                    size_t len, ferry_peer_t **out)
+{
+    struct ferry__fan_peer *p;
+    int ret;
+
+    for (p = ctx->fan.peers; p != NULL; p = p->next)
+        if (p->len == len && memcmp(p->blob, blob, len) == 0) {
+            *out = p->peer;
+            return 0;
+        }
+    if ((p = malloc(sizeof(*p) + len)) == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a peer");
+    if ((ret = ferry_peer_add(ctx, blob, len, &p->peer)) != 0) {
+        free(p);
+        return ret;
+    }
+    p->len = len;
+    memcpy(p->blob, blob, len);
+    p->next = ctx->fan.peers;
+    ctx->fan.peers = p;
+    *out = p->peer;
+    return 0;
+}
+
+/* Whether another receiving node watches the same source as f. */
+static bool source_watched(const struct ferry_fanout *f)
+{
+    for (const struct ferry_fanout *g = f->ctx->fan.nodes; g; g = g->next)
+        if (g != f && g->me != 0 && g->peer[0] == f->peer[0])
+            return true;
+    return false;
+}
+
 /* Frees a node whose requests are all back.  A receiver also lets go of
- * the regions and peers it added and of its own region. */
+ * the regions it imported and of its own region, and stops watching its
+ * source unless another node still does. */
 static void node_free(struct ferry_fanout *f)
 {
     struct ferry__fabric *fab = ferry__fabric_of(f->ctx);
 
     if (f->me != 0) {
-        for (uint32_t i = 0; i <= f->plan.n; i++) {
+        for (uint32_t i = 0; i <= f->plan.n; i++)
             ferry_rmem_free(f->rmem[i]);
-            ferry_peer_remove(f->peer[i]);
-        }
+        if (f->peer[0] != NULL && !source_watched(f))
+            ferry_peer_watch(f->peer[0], 0);
         ferry__lock_acquire(&fab->lock);
         ferry__users_drop(&f->mem->users);
         ferry__lock_release(&fab->lock);
@@ -450,9 +499,8 @@ static int reach(struct ferry_fanout *f, uint32_t c)
     if (f->peer[c] != NULL && (c == 0 || f->rmem[c] != NULL))
         return 0;
     ret = f->peer[c] != NULL ? 0
-                             : ferry_peer_add(f->ctx, f->plan.addr[c],
-                                              f->plan.addr_len[c],
-                                              &f->peer[c]);
+                             : fan_peer(f->ctx, f->plan.addr[c],
+                                        f->plan.addr_len[c], &f->peer[c]);
     if (ret == 0 && c == 0)
         return ferry_peer_watch(f->peer[0], 1);
     if (ret == 0)
@@ -921,6 +969,12 @@ void ferry__fan_destroy(struct ferry_context *ctx)
             free(f->reqs[i].buf);
         f->nreqs = 0;
         node_free(f);
+    }
+    while (fan->peers != NULL) { /* the peers go with the context */
+        struct ferry__fan_peer *p = fan->peers;
+
+        fan->peers = p->next;
+        free(p);
     }
     free(fan->events);
     free(fan->early);

@@ -25,11 +25,16 @@ struct ferry__fan_event {
     uint64_t id, value;
 };
 
+struct ferry__fan_peer;
+
 struct ferry__fan_part {
     /* One thread at a time drives the fan-outs (fan.c says why the
      * context lock cannot be the one). */
     pthread_mutex_t run;
     struct ferry_fanout *nodes; /* under run */
+    /* Peers receivers added from plans, one per address, kept for the
+     * context's life; under run. */
+    struct ferry__fan_peer *peers;
     /* Events for fan-outs whose plan has not come yet; under run. */
     struct ferry__fan_event *early;
     size_t nearly, early_head;

@@ -57,6 +57,14 @@ expect 0 "(every request the same blocks)" --provider shm --same-block \
 expect 2 "--same-block does not go with --validate" --same-block --validate
 expect 2 "--same-block does not go with --memcpy" --memcpy --same-block
 expect 2 "--same-block does not go with --pingpong" --pingpong --same-block
+# --fanout: three receiver processes, a chain and a tree; every receiver
+# checks every byte; what it cannot do is refused.
+expect 0 "to 3 receivers" --fanout 3 --block-size 3M --fanout-chunk 256K \
+	--fanout-degree 1 --provider "tcp;ofi_rxm" --domain lo $short
+expect 0 "every receiver verified" --fanout 3 --block-size 1M \
+	--fanout-degree 2 --provider shm $short
+expect 2 "drop --op read" --fanout 2 --op read
+expect 2 "go with --fanout N" --fanout-chunk 1M
 expect 2 "does not fit in --buffer-size 64 KiB" --block-size 64K \
 	--inflight 8 --buffer-size 64K
 # --target-polls: the target drives its own progress, and the data lands.

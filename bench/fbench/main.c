@@ -2,6 +2,7 @@
  * ferry_bench: main: options in, one mode out (loopback, target, initiator,
  * memcpy).
  */
+#include "fanout.h"
 #include "fbench.h"
 #include "initiator.h"
 #include "loopback.h"
@@ -56,6 +57,10 @@ int main(int argc, char **argv)
     switch (o.mode) {
     case MODE_MEMCPY:
         code = memcpy_main(&o, csv);
+        break;
+    case MODE_FANOUT:
+        arm_time_bound(bound_s);
+        code = fanout_main(&o);
         break;
     case MODE_TARGET:
         g_role = "ferry_bench (target)";

@@ -4,6 +4,7 @@
  */
 #include "options.h"
 
+
 #include "util.h"
 
 #include <ctype.h>
@@ -188,6 +189,11 @@ static void usage(FILE *f)
 "                          (etcd://HOST:PORT/PREFIX...; or FERRY_METADATA)\n"
 "  --memcpy                the reference: single-thread memcpy of --block-size\n"
 "                          blocks over a --buffer-size region\n"
+"  --fanout N              ferry_fanout of --block-size bytes to N receiver\n"
+"                          processes on this host (their progress threads\n"
+"                          forward); every receiver checks every byte; with\n"
+"                          --fanout-chunk SIZE and --fanout-degree D (1: a\n"
+"                          chain; ferry picks both by default)"
 "\n"
 "Transfers (the target and the initiator must agree on --pingpong and should\n"
 "be given the same sizes):\n"
@@ -258,7 +264,7 @@ enum flag_id {
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
     F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_MAX_OP,
-    F_METADATA, F_NAME, F_HELP,
+    F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE, F_HELP,
 };
 
 static const struct flag {
@@ -285,13 +291,16 @@ static const struct flag {
     {"--tx-depth", true, F_TX_DEPTH},    {"--help", false, F_HELP},
     {"--max-op", true, F_MAX_OP},
     {"--metadata", true, F_METADATA},    {"--name", true, F_NAME},
+    {"--fanout", true, F_FANOUT},
+    {"--fanout-chunk", true, F_FANOUT_CHUNK},
+    {"--fanout-degree", true, F_FANOUT_DEGREE},
     {"-h", false, F_HELP},
 };
 
 static bool set_mode(struct options *o, enum mode m, const char *flag)
 {
     if (o->mode_set && o->mode != m) {
-        complain("%s: only one of --loopback, --target, --initiator and "
+        complain("%s: only one of --loopback, --target, --initiator, --fanout and "
                  "--memcpy may be given",
                  flag);
         return false;
@@ -382,6 +391,12 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_TX_DEPTH:
         return parse_uint(f->name, v, 1, 1u << 20, &o->tx_depth);
     case F_MAX_OP: return parse_size(f->name, v, &o->max_op);
+    case F_FANOUT:
+        return set_mode(o, MODE_FANOUT, f->name) &&
+               parse_uint(f->name, v, 1, MAX_FANOUT, &o->fanout);
+    case F_FANOUT_CHUNK: return parse_size(f->name, v, &o->fanout_chunk);
+    case F_FANOUT_DEGREE:
+        return parse_uint(f->name, v, 1, MAX_FANOUT, &o->fanout_degree);
     case F_HELP:
         usage(stdout);
         exit(0);
@@ -476,6 +491,27 @@ static bool check_conflicts(const struct options *o)
                              "thread: drop %s",
                              bad);
     }
+    if (o->mode == MODE_FANOUT) {
+        if (o->read)
+            bad = "--op read";
+        else if (o->pingpong)
+            bad = "--pingpong";
+        else if (o->threads_set && o->threads != 1)
+            bad = "--threads";
+        else if (o->batch_set && o->batch != 1)
+            bad = "--batch-size";
+        else if (o->sweep_lo != 0)
+            bad = "--sweep";
+        else if (o->cuda || o->target_mem_set)
+            bad = "--mem cuda / --target-mem (host memory only here)";
+        if (bad != NULL)
+            return !complain("--fanout moves one --block-size region from "
+                             "host memory to every receiver, and checks "
+                             "every byte itself: drop %s",
+                             bad);
+    } else if (o->fanout_chunk != 0 || o->fanout_degree != 0)
+        return !complain("--fanout-chunk and --fanout-degree go with "
+                         "--fanout N");
     if (o->same_block && (o->pingpong || o->validate ||
                           o->mode == MODE_MEMCPY))
         return !complain("--same-block does not go with %s: %s",

@@ -9,8 +9,16 @@
 #include <stdint.h>
 
 #define DEFAULT_PORT 18520
+/* The most receivers --fanout takes. */
+#define MAX_FANOUT 64
 
-enum mode { MODE_LOOPBACK, MODE_TARGET, MODE_INITIATOR, MODE_MEMCPY };
+enum mode {
+    MODE_LOOPBACK,
+    MODE_TARGET,
+    MODE_INITIATOR,
+    MODE_MEMCPY,
+    MODE_FANOUT, /* --fanout N */
+};
 
 struct options {
     enum mode mode;
@@ -52,6 +60,9 @@ struct options {
     const char *csv;
     int timeout_ms;
     double time_limit; /* 0: computed */
+    uint64_t fanout;       /* --fanout: receivers */
+    uint64_t fanout_chunk; /* --fanout-chunk; 0: ferry picks */
+    uint64_t fanout_degree; /* --fanout-degree; 0: ferry picks */
 };
 
 bool parse_args(int argc, char **argv, struct options *o);

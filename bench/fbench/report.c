@@ -27,6 +27,7 @@ static const char *mode_name(enum mode m)
     case MODE_TARGET: return "target";
     case MODE_INITIATOR: return "initiator";
     case MODE_MEMCPY: return "memcpy";
+    case MODE_FANOUT: return "fanout";
     }
     return "?";
 }

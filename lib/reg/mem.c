@@ -554,8 +554,9 @@ int ferry_mem_deregister(ferry_mem_t *mem)
     if (users != 0)
         return ferry__error(FERRY_EBUSY,
                             "ferry_mem_deregister: [%p, +%zu) has %u "
-                            "user%s: requests with operations in flight or "
-                            "descriptor lists; wait for or free the "
+                            "user%s: requests with operations in flight, "
+                            "descriptor lists, or a fan-out it receives "
+                            "(until the fan-out ends); wait for or free the "
                             "requests, destroy the lists first",
                             (void *)mem->addr, mem->len, users,
                             users == 1 ? "" : "s");

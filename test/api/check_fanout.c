@@ -4,7 +4,7 @@
  * thread (the receivers' threads do the forwarding): every receiver's
  * bytes are checked against the pattern and its counter must reach 1,
  * for a chain, a tree, sizes that are no multiple of the chunk, one
- * receiver; a receiver that is gone is reported by index while the one
+ * receiver, staged device memory on every side; a receiver that is gone is reported by index while the one
  * behind it still gets everything; bad arguments are refused with
  * sentences that say what to do.  A fan-out across processes in
  * namespaces with rate-limited links: bench/fanout_netns.sh.
@@ -279,6 +279,69 @@ START_TEST(middle_receiver_dies_midway)
 }
 END_TEST
 
+/*
+ * Device memory on every side (the simulated device: tcp cannot register
+ * it, so it is staged through host buffers): the source's region and the
+ * receivers' are device memory, and each receiver forwards from its own.
+ */
+START_TEST(staged_device_memory)
+{
+    enum { N = 3 };
+    const size_t len = 3 * MiB + 4096;
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    struct fan_fx fx;
+    void *dev[N + 1];
+    uint8_t *host = tu_alloc_buf(len);
+    ferry_fanout_t *f = NULL;
+    int ret;
+
+    setenv("FERRY_SIM_DEVICES", "2", 1);
+    fx_open(&fx, N, len);
+    tu_fill(host, len, SEED);
+    ck_assert_int_eq(ferry_device_alloc(0, len, &dev[0]), 0);
+    ck_assert_int_eq(ferry_device_copy(dev[0], host, len), 0);
+    ck_assert_int_eq(ferry_mem_deregister(fx.mem), 0);
+    ck_assert_int_eq(ferry_mem_register(fx.src, dev[0], len, FERRY_MEM_CUDA,
+                                        0, 0, &fx.mem),
+                     0);
+    ck_assert_str_eq(ferry_mem_path(fx.mem), "cuda staged");
+    for (size_t i = 0; i < N; i++) {
+        struct receiver *r = &fx.r[i];
+
+        ck_assert_int_eq(ferry_device_alloc(1, len, &dev[i + 1]), 0);
+        ck_assert_int_eq(ferry_mem_deregister(r->mem), 0);
+        ck_assert_int_eq(ferry_rmem_free(r->rmem), 0);
+        ck_assert_int_eq(ferry_mem_register(r->ctx, dev[i + 1], len,
+                                            FERRY_MEM_CUDA, 1,
+                                            FERRY_ACCESS_REMOTE_WRITE |
+                                                FERRY_ACCESS_FANOUT,
+                                            &r->mem),
+                         0);
+        r->rmem = fx.dst[i] = tu_share(r->mem, r->peer);
+    }
+    opts.chunk = 512 * KiB;
+    opts.degree = 1;
+    opts.notify_id = DONE_ID;
+    ck_assert_int_eq(ferry_fanout(fx.mem, 0, len, fx.peers, fx.dst, N, &opts,
+                                  &f),
+                     0);
+    ret = ferry_fanout_wait(f, 30000);
+    ck_assert_msg(ret == 0, "wait: %s", ferry_last_error());
+    ferry_fanout_free(f);
+    for (size_t i = 0; i < N; i++) {
+        ck_assert_int_eq(ferry_counter_wait(fx.r[i].ctx, DONE_ID, 1, 20000),
+                         0);
+        memset(host, 0, len);
+        ck_assert_int_eq(ferry_device_copy(host, dev[i + 1], len), 0);
+        tu_assert_pattern(host, len, SEED, "receiver's device memory");
+    }
+    fx_close(&fx);
+    for (size_t i = 0; i <= N; i++)
+        ck_assert_int_eq(ferry_device_free(dev[i]), 0);
+    tu_free_buf(host, len);
+}
+END_TEST
+
 static void assert_refused(struct fan_fx *fx, uint64_t offset, size_t len,
                            const struct ferry_fanout_opts *opts,
                            const char *words)
@@ -387,6 +450,7 @@ int main(void)
     tcase_add_test(tu_tcase(s, "twice", 60), twice_over_the_same_regions);
     tcase_add_test(tu_tcase(s, "gone", 90), middle_receiver_gone);
     tcase_add_test(tu_tcase(s, "dies", 90), middle_receiver_dies_midway);
+    tcase_add_test(tu_tcase(s, "device", 60), staged_device_memory);
     tcase_add_test(tu_tcase(s, "bad", 60), bad_arguments);
     tcase_add_test(tu_tcase(s, "small", 60), region_too_small);
     return tu_run(s);

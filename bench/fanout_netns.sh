@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# fanout_netns.sh: one source and N receivers as hosts of their own, each
+# in a network namespace joined to a bridge by a veth pair whose two ends
+# are rate-limited with tc tbf (each host's upload and download), moving
+# SIZE bytes with examples/fanout three ways: every copy from the source
+# one after the other (sequential), all at once (parallel), and
+# ferry_fanout (a chain or tree of the receivers, each forwarding).
+# Every receiver verifies every byte.
+#
+#   bench/fanout_netns.sh [-s SIZE] [-r RATE] [-n "1 2 4 8"]
+#                         [-m "sequential parallel fanout"] [-R RUNS]
+#                         [-k] [-x EXAMPLES_DIR] [-q]
+#
+#   -s SIZE   bytes per receiver (default 256M; K/M/G)
+#   -r RATE   each host's link, both ways, as tc says it (default 1gbit)
+#   -n LIST   receiver counts (default "1 2 4 8")
+#   -m LIST   modes (default "sequential parallel fanout")
+#   -R RUNS   runs of each case; the median is reported (default 1)
+#   -k        also the failure case: a chain of 2 receivers whose first is
+#             killed (SIGKILL) while the data flows; the second must still
+#             get everything, and the source must name the first
+#   -x DIR    the examples' build directory (default build/examples)
+#   -q        no table, only "fanout_netns: OK" or what failed (tests)
+#
+# Prints a table of seconds per case and the ratio to the N = 1 time of
+# the same mode.  Needs root, iproute2 and tc; exits 77 without them,
+# saying which is missing.
+set -uo pipefail
+
+me=fanout_netns.sh
+src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+size=256M rate=1gbit counts="1 2 4 8" modes="sequential parallel fanout"
+runs=1 kill_case=0 quiet=0 ex=$src_dir/../build/examples
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+while getopts s:r:n:m:R:kx:qh opt; do
+	case $opt in
+	s) size=$OPTARG ;;
+	r) rate=$OPTARG ;;
+	n) counts=$OPTARG ;;
+	m) modes=$OPTARG ;;
+	R) runs=$OPTARG ;;
+	k) kill_case=1 ;;
+	x) ex=$OPTARG ;;
+	q) quiet=1 ;;
+	*) usage ;;
+	esac
+done
+
+skip() { echo "$me: SKIP: $*" >&2; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
+command -v ip >/dev/null || skip "needs iproute2 (ip)"
+command -v tc >/dev/null || skip "needs tc (iproute2)"
+bin=$ex/fanout
+[ -x "$bin" ] || { echo "$me: $bin is missing: build the examples" >&2; exit 2; }
+# libtool's wrapper runs the program against the build tree's library.
+
+max=0
+for n in $counts; do [ "$n" -gt "$max" ] && max=$n; done
+[ "$kill_case" = 1 ] && [ "$max" -lt 2 ] && max=2
+id=$$
+hub=fh$id
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fanout-netns.XXXXXX")
+cleanup() {
+	for ((i = 0; i <= max; i++)); do ip netns del "fn$id-$i" 2>/dev/null; done
+	ip netns del "$hub" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+shape() { # DEV: tbf on DEV, in the namespace of the caller's ip -n
+	local ns=$1 dev=$2
+	# burst: at least the rate over the timer tick; latency bounds the queue.
+	ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" \
+		burst 1mb latency 50ms || return 1
+}
+
+setup() {
+	ip netns add "$hub" && ip -n "$hub" link add br0 type bridge &&
+		ip -n "$hub" link set br0 up && ip -n "$hub" link set lo up || return 1
+	for ((i = 0; i <= max; i++)); do
+		local ns=fn$id-$i
+		ip netns add "$ns" &&
+			ip link add "v$id-$i" type veth peer name "h$id-$i" &&
+			ip link set "v$id-$i" netns "$ns" &&
+			ip -n "$ns" link set "v$id-$i" name eth0 &&
+			ip link set "h$id-$i" netns "$hub" &&
+			ip -n "$hub" link set "h$id-$i" master br0 &&
+			ip -n "$hub" link set "h$id-$i" up &&
+			ip -n "$ns" addr add "10.201.0.$((i + 1))/24" dev eth0 &&
+			ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up &&
+			shape "$ns" eth0 && shape "$hub" "h$id-$i" || return 1
+	done
+}
+setup || { echo "$me: could not make the namespaces (above)" >&2; exit 1; }
+
+# In host i's namespace, with tcp on its link.
+on() {
+	local i=$1; shift
+	ip netns exec "fn$id-$i" env FERRY_PROVIDER="tcp;ofi_rxm" \
+		FERRY_DOMAIN=eth0 FERRY_OOB_TOKEN="fanout-netns-$id" "$@"
+}
+
+# Waits until receiver i published its region (or ended); 1 if it ended.
+published() {
+	local i=$1 pid=$2 tries=0
+	until grep -q published "$tmp/recv$i"; do
+		kill -0 "$pid" 2>/dev/null || return 1
+		tries=$((tries + 1))
+		[ "$tries" -lt 3000 ] || return 1
+		sleep 0.01
+	done
+}
+
+failures=0
+fail() { echo "$me: FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# Runs one case; prints the sender's seconds, or nothing on failure.
+# kill_after: SIGKILL receiver 1 that many seconds after the send began.
+run_case() {
+	local n=$1 mode=$2 kill_after=${3:-} pids=() where=() i secs
+	for ((i = 1; i <= n; i++)); do
+		on "$i" "$bin" recv "10.201.0.$((i + 1)):18520" --size "$size" \
+			--timeout 300 >"$tmp/recv$i" 2>&1 &
+		pids+=($!)
+		where+=("10.201.0.$((i + 1)):18520")
+	done
+	for ((i = 1; i <= n; i++)); do
+		if ! published "$i" "${pids[i - 1]}"; then
+			kill "${pids[@]}" 2>/dev/null
+			wait "${pids[@]}" 2>/dev/null
+			fail "$mode to $n: receiver $i: $(tail -n 2 "$tmp/recv$i")"
+			return
+		fi
+	done
+	on 0 "$bin" send "${where[@]}" --size "$size" --mode "$mode" \
+		--timeout 300 >"$tmp/send" 2>&1 &
+	local sender=$!
+	if [ -n "$kill_after" ]; then
+		sleep "$kill_after"
+		# The receiver itself, not the shell that started it.
+		pkill -9 -f "fanout recv ${where[0]} " ||
+			fail "kill: no receiver at ${where[0]} to kill"
+	fi
+	wait "$sender"
+	local send_rc=$?
+	for ((i = 1; i <= n; i++)); do
+		wait "${pids[i - 1]}"
+		local rc=$?
+		[ -n "$kill_after" ] && [ "$i" = 1 ] && continue
+		[ "$rc" = 0 ] && grep -q "bytes verified" "$tmp/recv$i" ||
+			fail "$mode to $n: receiver $i: $(tail -n 2 "$tmp/recv$i")"
+	done
+	secs=$(sed -n 's/.* in \([0-9.]*\) s:.*/\1/p' "$tmp/send")
+	if [ -n "$kill_after" ]; then
+		grep -q "receiver 0 did not get the data" "$tmp/send" ||
+			fail "kill: the source did not name receiver 0: $(tail -n 3 "$tmp/send")"
+		return
+	fi
+	if [ "$send_rc" != 0 ] || [ -z "$secs" ]; then
+		fail "$mode to $n: the sender: $(tail -n 3 "$tmp/send")"
+		return
+	fi
+	echo "$secs"
+}
+
+median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
+
+declare -A t
+for mode in $modes; do
+	for n in $counts; do
+		all=
+		for ((r = 0; r < runs; r++)); do
+			all="$all $(run_case "$n" "$mode")"
+		done
+		t[$mode,$n]=$(echo "$all" | median)
+		[ "$quiet" = 1 ] || echo "$me: $mode to $n: ${t[$mode,$n]:-failed} s (runs:$all)" >&2
+	done
+done
+
+if [ "$kill_case" = 1 ]; then
+	# The first of a chain of two dies a quarter into the transfer.
+	one=${t[fanout,1]:-1}
+	run_case 2 fanout "$(awk -v s="$one" 'BEGIN {printf "%.2f", s / 4 + 0.3}')" >/dev/null
+	[ "$quiet" = 1 ] || {
+		echo "$me: kill case: receiver 1 of a chain of 2 killed; receiver 2:"
+		sed 's/^/  /' "$tmp/recv2"
+		echo "$me: the source said:"
+		sed 's/^/  /' "$tmp/send"
+	}
+fi
+
+if [ "$quiet" = 0 ]; then
+	printf '\n| %s to N receivers, %s links |' "$size" "$rate"
+	for n in $counts; do printf ' N = %s |' "$n"; done
+	printf '\n|---|'
+	for n in $counts; do printf -- '---|'; done
+	printf '\n'
+	for mode in $modes; do
+		printf '| %s, s (x N = 1) |' "$mode"
+		for n in $counts; do
+			v=${t[$mode,$n]:-} base=${t[$mode,${counts%% *}]:-}
+			if [ -n "$v" ] && [ -n "$base" ]; then
+				printf ' %s (%s) |' "$v" "$(awk -v a="$v" -v b="$base" 'BEGIN {printf "%.2f", a / b}')"
+			else
+				printf ' failed |'
+			fi
+		done
+		printf '\n'
+	done
+fi
+[ "$failures" = 0 ] || { echo "$me: $failures failures" >&2; exit 1; }
+echo "fanout_netns: OK"
