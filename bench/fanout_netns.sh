@@ -9,13 +9,14 @@
 #
 #   bench/fanout_netns.sh [-s SIZE] [-r RATE] [-n "1 2 4 8"]
 #                         [-m "sequential parallel fanout"] [-R RUNS]
-#                         [-k] [-x EXAMPLES_DIR] [-q]
+#                         [-c CHUNK] [-k] [-x EXAMPLES_DIR] [-q]
 #
 #   -s SIZE   bytes per receiver (default 256M; K/M/G)
 #   -r RATE   each host's link, both ways, as tc says it (default 1gbit)
 #   -n LIST   receiver counts (default "1 2 4 8")
 #   -m LIST   modes (default "sequential parallel fanout")
 #   -R RUNS   runs of each case; the median is reported (default 1)
+#   -c CHUNK  the fan-out's chunk (default: ferry picks)
 #   -k        also the failure case: a chain of 2 receivers whose first is
 #             killed (SIGKILL) while the data flows; the second must still
 #             get everything, and the source must name the first
@@ -23,22 +24,23 @@
 #   -q        no table, only "fanout_netns: OK" or what failed (tests)
 #
 # Prints a table of seconds per case and the ratio to the N = 1 time of
-# the same mode.  Needs root, iproute2 and tc; exits 77 without them,
+# the same mode, then the same as a bar plot.  Needs root, iproute2 and tc; exits 77 without them,
 # saying which is missing.
 set -uo pipefail
 
 me=fanout_netns.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 size=256M rate=1gbit counts="1 2 4 8" modes="sequential parallel fanout"
-runs=1 kill_case=0 quiet=0 ex=$src_dir/../build/examples
+runs=1 kill_case=0 quiet=0 ex=$src_dir/../build/examples chunk=()
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while getopts s:r:n:m:R:kx:qh opt; do
+while getopts s:r:n:m:R:c:kx:qh opt; do
 	case $opt in
 	s) size=$OPTARG ;;
 	r) rate=$OPTARG ;;
 	n) counts=$OPTARG ;;
 	m) modes=$OPTARG ;;
 	R) runs=$OPTARG ;;
+	c) chunk=(--chunk "$OPTARG") ;;
 	k) kill_case=1 ;;
 	x) ex=$OPTARG ;;
 	q) quiet=1 ;;
@@ -134,7 +136,7 @@ run_case() {
 		fi
 	done
 	on 0 "$bin" send "${where[@]}" --size "$size" --mode "$mode" \
-		--timeout 300 >"$tmp/send" 2>&1 &
+		"${chunk[@]}" --timeout 300 >"$tmp/send" 2>&1 &
 	local sender=$!
 	if [ -n "$kill_after" ]; then
 		sleep "$kill_after"
@@ -207,6 +209,18 @@ if [ "$quiet" = 0 ]; then
 			fi
 		done
 		printf '\n'
+	done
+fi
+if [ "$quiet" = 0 ]; then
+	# The same as bars: one character per 0.5 s.
+	printf '\nseconds per transfer (one # per 0.5 s)\n'
+	for n in $counts; do
+		for mode in $modes; do
+			v=${t[$mode,$n]:-}
+			[ -n "$v" ] || continue
+			printf 'N = %-2s %-10s %7.2f %s\n' "$n" "$mode" "$v" \
+				"$(awk -v v="$v" 'BEGIN {s = ""; for (i = 0; i < v * 2; i++) s = s "#"; print s}')"
+		done
 	done
 fi
 [ "$failures" = 0 ] || { echo "$me: $failures failures" >&2; exit 1; }

@@ -241,6 +241,20 @@ static int plan_decode(const uint8_t *buf, size_t len, struct fan_plan *p,
 
 /* ---- nodes --------------------------------------------------------------- */
 
+static void free_arrays(struct ferry_fanout *f)
+{
+    free(f->peer);
+    free(f->rmem);
+    free(f->dead);
+    free(f->done);
+    free(f->fails);
+    free(f->inflight);
+    free(f->kids);
+    free(f->have);
+    free(f->sent);
+    free(f->plan_sent);
+}
+
 static struct ferry_fanout *node_new(struct ferry_context *ctx,
                                      struct fan_plan *plan, uint32_t me)
 {
@@ -269,16 +283,7 @@ static struct ferry_fanout *node_new(struct ferry_context *ctx,
         return f;
     }
     f->plan = (struct fan_plan){0};
-    free(f->peer);
-    free(f->rmem);
-    free(f->dead);
-    free(f->done);
-    free(f->fails);
-    free(f->inflight);
-    free(f->kids);
-    free(f->have);
-    free(f->sent);
-    free(f->plan_sent);
+    free_arrays(f);
     free(f);
     return NULL;
 }
@@ -348,16 +353,7 @@ static void node_free(struct ferry_fanout *f)
         ferry__lock_release(&fab->lock);
     }
     plan_free(&f->plan);
-    free(f->peer);
-    free(f->rmem);
-    free(f->dead);
-    free(f->done);
-    free(f->fails);
-    free(f->inflight);
-    free(f->kids);
-    free(f->have);
-    free(f->sent);
-    free(f->plan_sent);
+    free_arrays(f);
     free(f->reqs);
     f->magic = FERRY__MAGIC_DEAD;
     free(f);

@@ -38,11 +38,16 @@ struct fan_fx {
     ferry_rmem_t *dst[MAX_RECV];
 };
 
+/* Liveness of the next fixture's contexts: off, unless a test loses a
+ * receiver on purpose (then long enough that a slow sanitizer build does
+ * not lose the live ones too). */
+static unsigned fx_liveness_ms;
+
 static void config(struct ferry_config *cfg)
 {
     tu_config(cfg, TCP);
     cfg->progress_thread = 1;
-    cfg->liveness_ms = 1000;
+    cfg->liveness_ms = fx_liveness_ms;
 }
 
 static void receiver_open(struct fan_fx *fx, struct receiver *r,
@@ -210,6 +215,21 @@ START_TEST(twice_over_the_same_regions)
 }
 END_TEST
 
+/* A chain of the fixture's receivers, 256 KiB chunks, started. */
+static ferry_fanout_t *start_chain(struct fan_fx *fx)
+{
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    ferry_fanout_t *f = NULL;
+
+    opts.chunk = 256 * KiB;
+    opts.degree = 1;
+    opts.notify_id = DONE_ID;
+    ck_assert_msg(ferry_fanout(fx->mem, 0, fx->len, fx->peers, fx->dst,
+                               fx->n, &opts, &f) == 0,
+                  "ferry_fanout: %s", ferry_last_error());
+    return f;
+}
+
 /*
  * Source -> 0 -> 1 -> 2, and receiver 0 is gone before the data comes:
  * it is reported missing by index, and 1 and 2 still get everything
@@ -218,19 +238,14 @@ END_TEST
 START_TEST(middle_receiver_gone)
 {
     struct fan_fx fx;
-    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
-    ferry_fanout_t *f = NULL;
+    ferry_fanout_t *f;
     size_t missing[MAX_RECV];
     int ret;
 
+    fx_liveness_ms = 3000;
     fx_open(&fx, 3, 2 * MiB);
     receiver_close(&fx, &fx.r[0]);
-    opts.chunk = 256 * KiB;
-    opts.degree = 1;
-    opts.notify_id = DONE_ID;
-    ck_assert_int_eq(ferry_fanout(fx.mem, 0, fx.len, fx.peers, fx.dst, fx.n,
-                                  &opts, &f),
-                     0);
+    f = start_chain(&fx);
     ret = ferry_fanout_wait(f, 30000);
     ck_assert_msg(ret == FERRY_EPEERDEAD, "wait: %d %s", ret,
                   ferry_last_error());
@@ -253,18 +268,13 @@ END_TEST
 START_TEST(middle_receiver_dies_midway)
 {
     struct fan_fx fx;
-    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
-    ferry_fanout_t *f = NULL;
+    ferry_fanout_t *f;
     size_t missing[MAX_RECV];
     int ret;
 
+    fx_liveness_ms = 3000;
     fx_open(&fx, 2, 32 * MiB);
-    opts.chunk = 256 * KiB;
-    opts.degree = 1;
-    opts.notify_id = DONE_ID;
-    ck_assert_int_eq(ferry_fanout(fx.mem, 0, fx.len, fx.peers, fx.dst, fx.n,
-                                  &opts, &f),
-                     0);
+    f = start_chain(&fx);
     receiver_close(&fx, &fx.r[0]);
     ret = ferry_fanout_wait(f, 30000);
     ck_assert_msg(ret == 0 || ret == FERRY_EPEERDEAD, "wait: %d %s", ret,
