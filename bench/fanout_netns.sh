@@ -52,6 +52,14 @@ skip() { echo "$me: SKIP: $*" >&2; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
 command -v ip >/dev/null || skip "needs iproute2 (ip)"
 command -v tc >/dev/null || skip "needs tc (iproute2)"
+command -v pkill >/dev/null || skip "needs pkill (procps)"
+# What this host's kernel allows, tried in a namespace of its own.
+ip netns add "fprobe$$" 2>/dev/null || skip "\`ip netns add\` fails here (no namespace support)"
+ip netns exec "fprobe$$" tc qdisc add dev lo root tbf rate 1gbit burst 1mb \
+	latency 50ms 2>/dev/null
+tbf=$?
+ip netns del "fprobe$$"
+[ "$tbf" = 0 ] || skip "tc cannot add a tbf qdisc here"
 bin=$ex/fanout
 [ -x "$bin" ] || { echo "$me: $bin is missing: build the examples" >&2; exit 2; }
 # libtool's wrapper runs the program against the build tree's library.
