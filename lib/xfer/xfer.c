@@ -382,6 +382,11 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
     req->rail = x->req.next_rail++;
     req->chunk =
         req->striped ? stripe_chunk(x, req->bytes) : x->reg.fab.max_msg;
+    /* A striped request's round robin starts on its turn's rail: one
+     * that goes as a single operation (a run merged up to the operation
+     * size) would otherwise always take rail 0. */
+    if (req->striped)
+        req->credit[req->rail % x->reg.fab.nrails] = 1;
     /* Writes into a peer's host mirror of device memory tell the peer
      * what they wrote (post_syncs); only contexts that imported one look. */
     req->sync_mirrors =

@@ -47,6 +47,24 @@ START_TEST(test_small_requests_take_turns)
 }
 END_TEST
 
+/* Striped requests that still go as one operation each (512 KiB: above
+ * the threshold, below the 1 MiB operation) start on alternate rails. */
+START_TEST(test_one_operation_stripes_take_turns)
+{
+    struct ferry_config cfg;
+    struct tu_pair p;
+    uint64_t r0, r1;
+
+    two_rail_config(&cfg);
+    tu_pair_open(&p, TCP, &cfg);
+    write_all(&p, 8 * (512u << 10), 512u << 10, 13);
+    rail_bytes(p.init, &r0, &r1);
+    ck_assert_uint_eq(r0, 4 * (512u << 10));
+    ck_assert_uint_eq(r1, 4 * (512u << 10));
+    tu_pair_close(&p);
+}
+END_TEST
+
 START_TEST(test_threshold_configurable)
 {
     struct ferry_config cfg;
@@ -167,6 +185,71 @@ START_TEST(test_one_domain_is_left_alone)
 }
 END_TEST
 
+/*
+ * A fan-out over two rails: source -> receiver 0 -> receiver 1, every
+ * context with both rails.  The source and the receiver that forwards
+ * stripe their chunks over both, and receiver 1 holds every byte.
+ */
+START_TEST(test_fanout_uses_both_rails)
+{
+    enum { N = 2 };
+    const size_t len = 8u << 20;
+    struct ferry_config cfg;
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    ferry_context_t *src, *rctx[N];
+    ferry_peer_t *peers[N];
+    ferry_rmem_t *dst[N];
+    uint8_t *sbuf = tu_alloc_buf(len), *rbuf[N];
+    ferry_mem_t *smem, *rmem[N];
+    ferry_fanout_t *f = NULL;
+    uint64_t r0, r1;
+    int ret;
+
+    two_rail_config(&cfg);
+    cfg.progress_thread = 1;
+    src = tu_context_cfg(&cfg);
+    tu_fill(sbuf, len, 31);
+    smem = tu_register(src, sbuf, len, 0);
+    for (size_t i = 0; i < N; i++) {
+        uint8_t addr[512];
+        size_t alen = sizeof(addr);
+
+        rctx[i] = tu_context_cfg(&cfg);
+        rbuf[i] = tu_alloc_buf(len);
+        rmem[i] = tu_register(rctx[i], rbuf[i], len,
+                              FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_FANOUT);
+        ck_assert_int_eq(ferry_context_address(rctx[i], addr, &alen), 0);
+        ck_assert_int_eq(ferry_peer_add(src, addr, alen, &peers[i]), 0);
+        dst[i] = tu_share(rmem[i], peers[i]);
+    }
+    opts.chunk = 1u << 20;
+    opts.degree = 1;
+    opts.notify_id = 5;
+    ck_assert_int_eq(ferry_fanout(smem, 0, len, peers, dst, N, &opts, &f), 0);
+    ret = ferry_fanout_wait(f, 30000);
+    ck_assert_msg(ret == 0, "%s", ferry_last_error());
+    ferry_fanout_free(f);
+    for (size_t i = 0; i < N; i++) {
+        ck_assert_int_eq(ferry_counter_wait(rctx[i], 5, 1, 20000), 0);
+        tu_assert_pattern(rbuf[i], len, 31, "receiver's region");
+    }
+    rail_bytes(src, &r0, &r1);
+    ck_assert_msg(r0 >= len / 4 && r1 >= len / 4,
+                  "source rails posted %llu and %llu bytes",
+                  (unsigned long long)r0, (unsigned long long)r1);
+    rail_bytes(rctx[0], &r0, &r1);
+    ck_assert_msg(r0 >= len / 4 && r1 >= len / 4,
+                  "forwarding receiver's rails posted %llu and %llu bytes",
+                  (unsigned long long)r0, (unsigned long long)r1);
+    for (size_t i = 0; i < N; i++) {
+        ferry_context_destroy(rctx[i]);
+        tu_free_buf(rbuf[i], len);
+    }
+    ferry_context_destroy(src);
+    tu_free_buf(sbuf, len);
+}
+END_TEST
+
 static Suite *rails_suite(void)
 {
     Suite *s = suite_create("rails");
@@ -174,7 +257,9 @@ static Suite *rails_suite(void)
 
     tcase_add_test(tc, test_large_request_striped);
     tcase_add_test(tc, test_small_requests_take_turns);
+    tcase_add_test(tc, test_one_operation_stripes_take_turns);
     tcase_add_test(tc, test_threshold_configurable);
+    tcase_add_test(tc, test_fanout_uses_both_rails);
     suite_add_tcase(s, tc);
     tc = tcase_create("order");
     tcase_add_test(tc, test_gpu_nics_become_first_rails);
