@@ -761,8 +761,8 @@ struct ferry_fanout_opts {
     size_t chunk;       /* bytes per chunk; 0: ferry picks (len / 64,
                            256 KiB to 8 MiB) */
     unsigned degree;    /* children per node: 1 is a chain; 0: ferry picks
-                           (a chain when there are at least as many chunks
-                           as receivers, else 2) */
+                           1 to 4 by a model of the link speed, the data
+                           and the hops (docs/semantics.md) */
     int timeout_ms;     /* the whole fan-out; 0: the context's default;
                            < 0: none */
     uint64_t notify_id; /* each receiver's context adds 1 to this counter

@@ -1053,6 +1053,50 @@ static uint64_t new_tag(void)
     return (x & TAG_MASK) | 1; /* never 0: early events use 0 as "taken" */
 }
 
+/*
+ * The degree whose tree ends first, by a model: every node sends each
+ * byte once per child over a link of `bw` bytes/s (the rails' reported
+ * link speed, or 10 Gbit/s when the provider reports none, as tcp does),
+ * the last level starts (depth - 1) chunks late, and each level costs
+ * HOP_NS (a notification, a wake-up, a post).  A chain (degree 1) sends
+ * each byte once per link and wins for large data; a wide tree has fewer
+ * levels and wins when the hops cost more than the bytes.
+ */
+#define HOP_NS 30000.0
+#define DEFAULT_LINK_MBITS 10000
+#define MAX_AUTO_DEGREE 4
+
+static unsigned pick_degree(const struct ferry__fabric *fab, size_t len,
+                            size_t chunk, size_t n)
+{
+    int64_t mbits = 0;
+    double bw, best_ns = 0;
+    unsigned best = 1;
+
+    for (unsigned i = 0; i < fab->nrails; i++)
+        mbits += fab->rails[i].weight > 1 ? fab->rails[i].weight : 0;
+    bw = (double)(mbits > 0 ? mbits : DEFAULT_LINK_MBITS) * 1e6 / 8 / 1e9;
+    for (unsigned d = 1; d <= MAX_AUTO_DEGREE; d++) {
+        size_t depth = 0, reached = 0, level = 1;
+        double ns;
+
+        /* Levels of a d-ary tree below the source holding n nodes. */
+        while (reached < n) {
+            level *= d;
+            reached += d == 1 ? 1 : level;
+            depth++;
+        }
+        ns = (double)d * ((double)len + (double)(depth - 1) * (double)chunk) /
+                 bw +
+             (double)depth * HOP_NS;
+        if (d == 1 || ns < best_ns) {
+            best = d;
+            best_ns = ns;
+        }
+    }
+    return best;
+}
+
 /* The source's plan: its shape, and every node's blobs. */
 static int source_plan(struct ferry_context *ctx, size_t len,
                        ferry_peer_t *const *peers, ferry_rmem_t *const *dst,
@@ -1080,9 +1124,9 @@ static int source_plan(struct ferry_context *ctx, size_t len,
         p->chunk = len;
     p->nchunks = (uint32_t)((len - 1) / p->chunk + 1);
     p->notify_id = o->notify_id;
-    /* A chain sends every byte once per link: the fastest shape once the
-     * pipeline is full, which takes as many chunks as links. */
-    degree = o->degree != 0 ? o->degree : p->nchunks >= n ? 1 : 2;
+    degree = o->degree != 0 ? o->degree
+                            : pick_degree(ferry__fabric_of(ctx), len, p->chunk,
+                                          n);
     p->parent[0] = NO_PARENT;
     p->addr[0] = copy_bytes(addr, alen);
     p->addr_len[0] = alen;

@@ -199,6 +199,27 @@ START_TEST(one_receiver_small)
 }
 END_TEST
 
+/*
+ * ferry's own choice of shape (tcp reports no link speed: 10 Gbit/s is
+ * assumed): 4 MiB to three receivers is cheaper as a chain (the source
+ * sends one copy), 64 KiB to four as a fan of degree 4 (the hops would
+ * cost more than the bytes: the source sends all four).
+ */
+START_TEST(shape_chosen_by_size)
+{
+    struct fan_fx fx;
+
+    fx_open(&fx, 3, 4 * MiB);
+    fan_ok(&fx, 0, 0);
+    assert_copies(&fx, 1);
+    fx_close(&fx);
+    fx_open(&fx, 4, 64 * KiB);
+    fan_ok(&fx, 0, 0);
+    assert_copies(&fx, 4);
+    fx_close(&fx);
+}
+END_TEST
+
 /* The same regions take a second fan-out (a new plan, new data). */
 START_TEST(twice_over_the_same_regions)
 {
@@ -457,6 +478,7 @@ int main(void)
     tcase_add_test(tu_tcase(s, "chain", 60), chain_of_three);
     tcase_add_test(tu_tcase(s, "tree", 60), tree_odd_size);
     tcase_add_test(tu_tcase(s, "one", 60), one_receiver_small);
+    tcase_add_test(tu_tcase(s, "shape", 60), shape_chosen_by_size);
     tcase_add_test(tu_tcase(s, "twice", 60), twice_over_the_same_regions);
     tcase_add_test(tu_tcase(s, "gone", 90), middle_receiver_gone);
     tcase_add_test(tu_tcase(s, "dies", 90), middle_receiver_dies_midway);
