@@ -671,6 +671,8 @@ static void source_progress(struct ferry_fanout *f)
 {
     uint32_t missing = 0, pending = 0;
 
+    if (f->status != FERRY_EINPROGRESS)
+        return; /* the result is final: what is missing no longer moves */
     for (uint32_t i = 1; i <= f->plan.n; i++) {
         enum ferry_peer_state st;
         char why[200];
@@ -682,8 +684,6 @@ static void source_progress(struct ferry_fanout *f)
             (st == FERRY_PEER_DEAD || st == FERRY_PEER_UNREACHABLE))
             node_lost(f, i, why);
     }
-    if (f->status != FERRY_EINPROGRESS)
-        return;
     for (uint32_t i = 1; i <= f->plan.n; i++)
         if (!f->done[i])
             f->dead[i] ? missing++ : pending++;
@@ -744,6 +744,8 @@ static void drive(struct ferry_fanout *f)
 
 static void apply(struct ferry_fanout *f, uint64_t id, uint64_t value)
 {
+    if (f->me == 0 && f->status != FERRY_EINPROGRESS)
+        return; /* ended: its result stands */
     switch (kind_of(id)) {
     case FAN_CHUNK:
         if (value < f->plan.nchunks && !f->have[value]) {
@@ -758,8 +760,10 @@ static void apply(struct ferry_fanout *f, uint64_t id, uint64_t value)
     case FAN_DEAD:
         if (value > f->plan.n)
             break;
-        if (f->me == 0)
-            node_lost(f, (uint32_t)value, "its parent could not reach it");
+        if (f->me == 0) {
+            if (value >= 1)
+                node_lost(f, (uint32_t)value, "its parent could not reach it");
+        }
         else if (value == 0)
             f->finished = true;
         else
@@ -800,6 +804,16 @@ static void replay_early(struct ferry_context *ctx, struct ferry_fanout *f)
             e->id = 0;
         }
     }
+}
+
+/* Whether a fan-out this context received has ended here (a late plan
+ * of it, sent again by a parent that took a child over, is no new one). */
+static bool ended(const struct ferry_context *ctx, uint64_t tag)
+{
+    for (size_t i = 0; i < FERRY__FAN_ENDED; i++)
+        if (ctx->fan.ended[i] == tag)
+            return true;
+    return false;
 }
 
 /* The region whose inbox is inbox_id, held for the node; NULL if none. */
@@ -845,7 +859,7 @@ static void plan_arrived(struct ferry_context *ctx, uint64_t inbox_id)
                        (void *)mem->addr, mem->len,
                        total > FERRY__INBOX_SIZE ? "too long"
                                                  : ferry_last_error());
-    else if (node_of_tag(ctx, plan.tag) != NULL)
+    else if (node_of_tag(ctx, plan.tag) != NULL || ended(ctx, plan.tag))
         plan_free(&plan); /* a new parent sending it again */
     else if (plan.len > mem->len)
         FERRY_LOG_WARN("fan-out %llx brings %llu bytes to [%p, +%zu): "
@@ -936,6 +950,9 @@ static void run_locked(struct ferry_context *ctx)
         next = f->next;
         drive(f);
         if (f->finished && f->nreqs == 0) {
+            if (f->me != 0)
+                fan->ended[fan->ended_next++ % FERRY__FAN_ENDED] =
+                    f->plan.tag;
             unlink_node(ctx, f);
             node_free(f);
         }
@@ -1248,18 +1265,24 @@ struct ferry_context *ferry__fan_context(const struct ferry_fanout *f)
 
 size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx, size_t max)
 {
+    pthread_mutex_t *run;
     size_t count = 0;
 
-    if (f == NULL || f->magic != FERRY__MAGIC_FAN ||
-        f->status == FERRY_EINPROGRESS)
+    if (f == NULL || f->magic != FERRY__MAGIC_FAN)
         return 0;
-    for (uint32_t i = 1; i <= f->plan.n; i++) {
+    /* The progress thread may be driving it: read what it writes under
+     * the same mutex. */
+    run = &f->ctx->fan.run;
+    pthread_mutex_lock(run);
+    for (uint32_t i = 1; f->status != FERRY_EINPROGRESS && i <= f->plan.n;
+         i++) {
         if (f->done[i])
             continue;
         if (idx != NULL && count < max)
             idx[count] = i - 1;
         count++;
     }
+    pthread_mutex_unlock(run);
     return count;
 }
 

@@ -27,6 +27,8 @@ struct ferry__fan_event {
 
 struct ferry__fan_peer;
 
+#define FERRY__FAN_ENDED 16
+
 struct ferry__fan_part {
     /* One thread at a time drives the fan-outs (fan.c says why the
      * context lock cannot be the one). */
@@ -35,6 +37,9 @@ struct ferry__fan_part {
     /* Peers receivers added from plans, one per address, kept for the
      * context's life; under run. */
     struct ferry__fan_peer *peers;
+    /* Tags of the last fan-outs received here that ended; under run. */
+    uint64_t ended[FERRY__FAN_ENDED];
+    size_t ended_next;
     /* Events for fan-outs whose plan has not come yet; under run. */
     struct ferry__fan_event *early;
     size_t nearly, early_head;
