@@ -147,6 +147,11 @@ run_case() {
 		"${chunk[@]}" --timeout 300 >"$tmp/send" 2>&1 &
 	local sender=$!
 	if [ -n "$kill_after" ]; then
+		# Once the data flows (a slow build takes a while to connect).
+		until grep -q "transfer starts" "$tmp/send"; do
+			kill -0 "$sender" 2>/dev/null || break
+			sleep 0.01
+		done
 		sleep "$kill_after"
 		# The receiver itself, not the shell that started it.
 		pkill -9 -f "fanout recv ${where[0]} " ||
@@ -154,7 +159,14 @@ run_case() {
 	fi
 	wait "$sender"
 	local send_rc=$?
+	# The receivers end soon after the sender; one that does not is
+	# stopped rather than waited on for its whole timeout.
+	local grace=$((SECONDS + 60))
 	for ((i = 1; i <= n; i++)); do
+		while kill -0 "${pids[i - 1]}" 2>/dev/null && [ "$SECONDS" -lt "$grace" ]; do
+			sleep 0.1
+		done
+		kill "${pids[i - 1]}" 2>/dev/null
 		wait "${pids[i - 1]}"
 		local rc=$?
 		[ -n "$kill_after" ] && [ "$i" = 1 ] && continue
@@ -191,7 +203,7 @@ done
 if [ "$kill_case" = 1 ]; then
 	# The first of a chain of two dies a quarter into the transfer.
 	one=${t[fanout,1]:-1}
-	run_case 2 fanout "$(awk -v s="$one" 'BEGIN {printf "%.2f", s / 4 + 0.3}')" >/dev/null
+	run_case 2 fanout "$(awk -v s="$one" 'BEGIN {printf "%.2f", s / 4}')" >/dev/null
 	[ "$quiet" = 1 ] || {
 		echo "$me: kill case: receiver 1 of a chain of 2 killed; receiver 2:"
 		sed 's/^/  /' "$tmp/recv2"

@@ -224,6 +224,8 @@ static int send_all(char **where, size_t n)
         }
         peers[i] = ferry_oob_conn_peer(conn[i]);
     }
+    printf("send: every receiver reached; the transfer starts\n");
+    fflush(stdout);
     t0 = now_s();
     if (strcmp(opt_mode, "fanout") == 0)
         ret = send_fanout(mem, peers, dst, n);
