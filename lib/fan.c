@@ -1237,10 +1237,11 @@ int ferry_fanout_test(ferry_fanout_t *f)
     ferry__error_clear();
     if ((ret = ferry__check_fan(f, "ferry_fanout_test")))
         return ret;
+    /* The fan-outs are driven by whoever progresses: the progress thread,
+     * or here ferry_progress, which drives them after polling. */
     if (!f->ctx->progress.started)
         ferry_progress(f->ctx);
     pthread_mutex_lock(&f->ctx->fan.run);
-    run_locked(f->ctx);
     ret = f->status;
     pthread_mutex_unlock(&f->ctx->fan.run);
     if (ret == FERRY_EPEERDEAD)

@@ -163,6 +163,7 @@ static int progress_poll(struct ferry_context *ctx)
     return ferry__progress_locked(ctx);
 }
 
+/* Between two polls of a waiting loop (spins counts them). */
 static void progress_pause(struct ferry_context *ctx, unsigned spins)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
