@@ -11,6 +11,8 @@ packages=(
 	openmpi-bin libopenmpi-dev
 	etcd-server etcd-client openssl libcurl4-openssl-dev libjson-c-dev nettle-dev
 	python3-dev python3-setuptools python3-pip python3-numpy python3-torch python3-pytest
+	pandoc groff-base man-db
+	debhelper dh-python fakeroot lintian
 )
 
 log() { printf '\n=== %s\n' "$*"; }

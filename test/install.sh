@@ -27,9 +27,20 @@ echo "== build install_probe"
 $CC ${FERRY_TEST_CFLAGS:-} $cflags -o "$tmp/install_probe" \
 	"$abs_top_srcdir/test/install_probe.c" $libs
 
-echo "== run install_probe"
-LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
+# Outside /usr ferry.pc records libdir as the run path (configure's
+# --disable-pc-rpath aside): the program must start as built, with no
+# LD_LIBRARY_PATH, which is what a user outside /usr used to have to set.
+case " $libs " in
+*" -Wl,-rpath,$libdir "*)
+	echo "== run install_probe (run path from ferry.pc, no LD_LIBRARY_PATH)"
+	unset LD_LIBRARY_PATH
+	;;
+*)
+	echo "== run install_probe (ferry.pc sets no run path: LD_LIBRARY_PATH=$libdir)"
+	LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export LD_LIBRARY_PATH
+	;;
+esac
 "$tmp/install_probe"
 
 resolved=$(ldd "$tmp/install_probe" | awk '$1 ~ /^libferry\.so/ { print $3 }')
