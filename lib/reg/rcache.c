@@ -35,7 +35,8 @@
 
 /* ferry_mem_invalidate may run in a signal handler: its atomics must not
  * fall back to libatomic's locks. */
-_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 &&
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2 &&
+                   ATOMIC_INT_LOCK_FREE == 2 &&
                    ATOMIC_POINTER_LOCK_FREE == 2,
                "the invalidation path needs lock-free atomics");
 
@@ -43,6 +44,8 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 &&
 #define STRIPES 16
 #define RING_SLOTS 1024
 #define MAX_CACHES 64
+/* Snapshots smaller than this are freed, not kept for reuse (keep_spare). */
+#define SPARE_MIN_CAP 4096
 /* Entries a lookup examines left of its position (overlapping entries). */
 #define LOOKUP_SCAN 8
 
@@ -259,6 +262,7 @@ static bool epoch_passed(uint64_t tag)
 
 struct snapshot {
     size_t n;
+    size_t cap;                 /* entries it has room for */
     size_t max_len;             /* longest entry: bounds overlap searches */
     struct snapshot *retired_next;
     uint64_t retired_epoch;
@@ -285,7 +289,21 @@ struct ferry__rcache {
     /* Under the writer lock: */
     size_t clock_hand;
     struct snapshot *retired_snaps;
+    struct snapshot *spare; /* reclaimed, kept for the next publish() */
     struct ferry__rc_entry *retired_entries;
+    /*
+     * Entries cached and not dead (count and bytes), and dead entries
+     * still in the current snapshot; kept as they change, so that a miss
+     * need not read every entry (perf: evict() and publish() testing
+     * each entry made filling the cache quadratic in cache misses).
+     * Relaxed: evict() and publish() read them under the writer lock,
+     * and a count that lags a kill (dead may even dip below zero while a
+     * killer's increment is on its way) costs at most one pass keeping
+     * a dead entry, which the next pass drops; no entry's fate depends
+     * on them.
+     */
+    _Atomic size_t live, live_bytes;
+    _Atomic long dead;
     /* Statistics, relaxed. */
     _Atomic uint64_t misses, invalidations, evictions;
     /* Hits per reader (index % STRIPES), a cache line apart (perf: one
@@ -324,6 +342,21 @@ bool ferry__rc_dead(struct ferry__rc_entry *e)
     return atomic_load(&e->hot[0].flags) & FERRY__RC_DEAD;
 }
 
+/* Adds e to (sign 1) or takes it from (-1) the live counts. */
+static void count_live(struct ferry__rcache *rc, struct ferry__rc_entry *e,
+                       int sign)
+{
+    size_t len = e->end - e->start;
+
+    if (sign > 0) {
+        atomic_fetch_add_explicit(&rc->live, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rc->live_bytes, len, memory_order_relaxed);
+    } else {
+        atomic_fetch_sub_explicit(&rc->live, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&rc->live_bytes, len, memory_order_relaxed);
+    }
+}
+
 /*
  * Marks e dead in every shard; true if this call was the first to.  The
  * marks are seq_cst and all made before the caller goes on to read refs:
@@ -333,13 +366,17 @@ bool ferry__rc_dead(struct ferry__rc_entry *e)
  * reference meanwhile; a reference, not a use after free: reclaim()
  * closes nothing referenced.
  */
-static bool entry_kill(struct ferry__rc_entry *e)
+static bool entry_kill(struct ferry__rcache *rc, struct ferry__rc_entry *e)
 {
     bool first = !(atomic_fetch_or(&e->hot[0].flags, FERRY__RC_DEAD) &
                    FERRY__RC_DEAD);
 
     for (unsigned i = 1; i < FERRY__RC_REF_SHARDS; i++)
         atomic_fetch_or(&e->hot[i].flags, FERRY__RC_DEAD);
+    if (first) {
+        count_live(rc, e, -1);
+        atomic_fetch_add_explicit(&rc->dead, 1, memory_order_relaxed);
+    }
     return first;
 }
 
@@ -357,9 +394,10 @@ static bool entry_take_referenced(struct ferry__rc_entry *e)
     return referenced;
 }
 
-/* Marks every entry of s overlapping [start, end) dead; counts them. */
-static unsigned mark_dead(const struct snapshot *s, uintptr_t start,
-                          uintptr_t end)
+/* Marks every entry of s, rc's snapshot, overlapping [start, end) dead;
+ * counts them. */
+static unsigned mark_dead(struct ferry__rcache *rc, const struct snapshot *s,
+                          uintptr_t start, uintptr_t end)
 {
     unsigned marked = 0;
 
@@ -369,7 +407,7 @@ static unsigned mark_dead(const struct snapshot *s, uintptr_t start,
         struct ferry__rc_entry *e = s->e[i];
         if (s->start.layer[0][i] + s->max_len <= start)
             break;
-        if (e->end > start && entry_kill(e))
+        if (e->end > start && entry_kill(rc, e))
             marked++;
     }
     return marked;
@@ -406,7 +444,7 @@ void ferry_mem_invalidate(const void *addr, size_t len)
         if (rc == NULL)
             continue;
         s = atomic_load(&rc->snap);
-        n = s != NULL ? mark_dead(s, start, end) : 0;
+        n = s != NULL ? mark_dead(rc, s, start, end) : 0;
         if (n != 0)
             atomic_fetch_add_explicit(&rc->invalidations, n,
                                       memory_order_relaxed);
@@ -502,7 +540,26 @@ static void retire_entry(struct ferry__rcache *rc, struct ferry__rc_entry *e)
 }
 
 /*
- * Frees retired snapshots no reader can see, and moves retired entries no
+ * Keeps the larger of s and the spare snapshot for publish(); frees the
+ * other.  Small snapshots are not kept: malloc recycles their chunks
+ * without faulting pages in, and a cache of a few entries still
+ * allocates under the writer lock on every miss, the case check_rcache's
+ * allocator tests (hooks that unmap or invalidate from inside malloc)
+ * exercise.
+ */
+static void keep_spare(struct ferry__rcache *rc, struct snapshot *s)
+{
+    if (s->cap < SPARE_MIN_CAP ||
+        (rc->spare != NULL && rc->spare->cap >= s->cap)) {
+        free(s);
+        return;
+    }
+    free(rc->spare);
+    rc->spare = s;
+}
+
+/*
+ * Frees retired snapshots no reader can see (keeping one spare), and moves retired entries no
  * reader can see and no transfer uses to *closable (closed by the caller
  * after it drops the writer lock: I3).
  */
@@ -517,7 +574,7 @@ static void reclaim(struct ferry__rcache *rc,
             continue;
         }
         *p = s->retired_next;
-        free(s);
+        keep_spare(rc, s);
     }
     for (struct ferry__rc_entry **p = &rc->retired_entries; *p != NULL;) {
         struct ferry__rc_entry *e = *p;
@@ -548,20 +605,13 @@ static void close_entries(struct ferry__rc_entry *list)
 static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
                   size_t need_bytes)
 {
-    size_t live = 0, bytes = 0, n = s != NULL ? s->n : 0;
+    size_t n = s != NULL ? s->n : 0;
+    /* Only live entries count (entries invalidated but still in the
+     * snapshot take no room), and the caps hold for the first insertion
+     * too, when s is NULL. */
+    size_t live = atomic_load_explicit(&rc->live, memory_order_relaxed);
+    size_t bytes = atomic_load_explicit(&rc->live_bytes, memory_order_relaxed);
 
-    /* Fix: s is NULL before the first insertion, which must respect the
-     * caps too (insert() used to skip evict() then, so a first range
-     * larger than rcache_max_bytes was cached).  And only live entries
-     * count: the running total this used (rc->bytes, now gone) still
-     * included entries invalidated but not yet dropped by publish(), so
-     * after invalidations the cache evicted live entries, or refused to
-     * cache at all, to make room that was already free. */
-    for (size_t i = 0; i < n; i++)
-        if (!ferry__rc_dead(s->e[i])) {
-            live++;
-            bytes += s->e[i]->end - s->e[i]->start;
-        }
     for (size_t turn = 0; turn < 2 * n &&
                           (live + 1 > rc->max_entries ||
                            bytes + need_bytes > rc->max_bytes);
@@ -571,7 +621,7 @@ static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
         if (ferry__rc_dead(e) || ferry__rc_refs(e) != 0 ||
             entry_take_referenced(e))
             continue;
-        if (entry_kill(e)) /* else an invalidation was first */
+        if (entry_kill(rc, e)) /* else an invalidation was first */
             atomic_fetch_add_explicit(&rc->evictions, 1,
                                       memory_order_relaxed);
         live--;
@@ -580,28 +630,76 @@ static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
     return live + 1 <= rc->max_entries && bytes + need_bytes <= rc->max_bytes;
 }
 
-/*
- * Publishes old's live entries plus `add` (may be NULL) as a new snapshot,
- * retiring old and the dead entries it drops.
- */
-static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
+/* Where a snapshot of room for cap entries keeps its index: after e[],
+ * on a cache line boundary, so that each block of the index is one
+ * line. */
+static size_t index_offset(size_t cap)
 {
-    struct snapshot *old = atomic_load(&rc->snap), *s;
+    return (sizeof(struct snapshot) + cap * sizeof(struct ferry__rc_entry *) +
+            63) & ~(size_t)63;
+}
+
+/*
+ * A snapshot with room for n entries: the spare one reclaim() kept, when
+ * it is large enough, else a new one with a quarter more room (perf: a
+ * new allocation per miss faulted its pages in anew; at 30 K entries the
+ * kernel's page faults were nine tenths of filling the cache).
+ */
+static struct snapshot *snapshot_alloc(struct ferry__rcache *rc, size_t n)
+{
+    struct snapshot *s = rc->spare;
+    size_t cap = n + n / 4 + 8;
+
+    if (s != NULL && s->cap >= n) {
+        rc->spare = NULL;
+        return s;
+    }
+    /* Both parts are whole cache lines, as aligned_alloc wants. */
+    s = aligned_alloc(64, index_offset(cap) + ferry__sindex_bytes(cap));
+    if (s != NULL)
+        s->cap = cap;
+    return s;
+}
+
+/* s = old's entries and keys with `add` inserted, copied as arrays: used
+ * when no entry of old has died, so none needs reading. */
+static void splice(struct snapshot *s, const struct snapshot *old,
+                   struct ferry__rc_entry *add)
+{
+    /* After the entries that start where add does, as the filtering
+     * copy places it. */
+    size_t n = old->n, at = lower_bound(old, add->start + 1);
+    const uintptr_t *keys = old->start.layer[0];
+    uintptr_t *to = s->start.layer[0];
+
+    memcpy(s->e, old->e, at * sizeof(s->e[0]));
+    s->e[at] = add;
+    memcpy(s->e + at + 1, old->e + at, (n - at) * sizeof(s->e[0]));
+    memcpy(to, keys, at * sizeof(*to));
+    to[at] = add->start;
+    memcpy(to + at + 1, keys + at, (n - at) * sizeof(*to));
+    s->max_len = old->max_len > add->end - add->start
+                     ? old->max_len
+                     : add->end - add->start;
+}
+
+/*
+ * s = old's live entries plus `add` (may be NULL), k of them; the dead
+ * ones are retired.  Reads every entry of old.
+ */
+static size_t filter(struct ferry__rcache *rc, struct snapshot *s,
+                     const struct snapshot *old, struct ferry__rc_entry *add)
+{
     size_t n = old ? old->n : 0, k = 0;
-    /* The index after e[], on a cache line boundary: each of its blocks
-     * is one line. */
-    size_t index_at = (sizeof(*s) + (n + 1) * sizeof(s->e[0]) + 63) & ~63ul;
+    long dropped = 0;
     bool placed = add == NULL;
 
-    s = aligned_alloc(64, index_at + ferry__sindex_bytes(n + 1));
-    if (s == NULL)
-        return FERRY_ENOMEM;
-    s->max_len = 0;
     for (size_t i = 0; i < n; i++) {
         struct ferry__rc_entry *e = old->e[i];
 
         if (ferry__rc_dead(e)) {
             retire_entry(rc, e);
+            dropped++;
             continue;
         }
         if (!placed && add->start < e->start) {
@@ -612,12 +710,38 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
     }
     if (!placed)
         s->e[k++] = add;
-    s->n = k;
-    ferry__sindex_init(&s->start, (char *)s + index_at, k);
-    for (size_t i = 0; i < k; i++) {
-        s->start.layer[0][i] = s->e[i]->start;
-        if (s->e[i]->end - s->e[i]->start > s->max_len)
-            s->max_len = s->e[i]->end - s->e[i]->start;
+    atomic_fetch_sub_explicit(&rc->dead, dropped, memory_order_relaxed);
+    return k;
+}
+
+/*
+ * Publishes old's live entries plus `add` (may be NULL) as a new snapshot,
+ * retiring old and the dead entries it drops.
+ */
+static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
+{
+    struct snapshot *old = atomic_load(&rc->snap);
+    size_t n = old ? old->n : 0;
+    struct snapshot *s = snapshot_alloc(rc, n + 1);
+    void *index;
+
+    if (s == NULL)
+        return FERRY_ENOMEM;
+    index = (char *)s + index_offset(s->cap);
+    if (old != NULL && add != NULL &&
+        atomic_load_explicit(&rc->dead, memory_order_relaxed) <= 0) {
+        s->n = n + 1;
+        ferry__sindex_init(&s->start, index, s->n);
+        splice(s, old, add);
+    } else {
+        s->n = filter(rc, s, old, add);
+        ferry__sindex_init(&s->start, index, s->n);
+        s->max_len = 0;
+        for (size_t i = 0; i < s->n; i++) {
+            s->start.layer[0][i] = s->e[i]->start;
+            if (s->e[i]->end - s->e[i]->start > s->max_len)
+                s->max_len = s->e[i]->end - s->e[i]->start;
+        }
     }
     ferry__sindex_build(&s->start);
     /* seq_cst: ordered before the ring re-check that follows. */
@@ -663,13 +787,17 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);
     if (!invalidated_since(since, start, end) &&
-        evict(rc, cur, end - start) &&
-        publish(rc, e) == 0) {
-        cached = true;
+        evict(rc, cur, end - start)) {
+        /* Counted before it is visible: a kill, which uncounts it, can
+         * only come after. */
+        count_live(rc, e, 1);
+        cached = publish(rc, e) == 0;
+        if (!cached)
+            count_live(rc, e, -1);
         /* An invalidation that read the previous snapshot missed e, but
          * it is in the ring: look again now that e is visible. */
-        if (invalidated_since(since, start, end))
-            entry_kill(e);
+        else if (invalidated_since(since, start, end))
+            entry_kill(rc, e);
     }
     reclaim(rc, &closable);
     pthread_mutex_unlock(&rc->writer);
@@ -713,7 +841,7 @@ static bool device_entry_current(struct ferry__rcache *rc,
     if (ferry__hmem()->ptr_info(addr, &pi) == 0 && pi.device &&
         pi.buffer_id == h->mem->buffer_id)
         return true;
-    if (entry_kill(e))
+    if (entry_kill(rc, e))
         atomic_fetch_add_explicit(&rc->invalidations, 1,
                                   memory_order_relaxed);
     ferry__rcache_put(e);
@@ -870,12 +998,13 @@ void ferry__rcache_destroy(struct ferry__rcache *rc)
         ;
     s = atomic_load(&rc->snap);
     for (size_t i = 0; s != NULL && i < s->n; i++)
-        entry_kill(s->e[i]);
+        entry_kill(rc, s->e[i]);
     pthread_mutex_lock(&rc->writer);
     if (s != NULL)
         publish(rc, NULL); /* retires every entry */
     /* Every reader is gone: all retired snapshots and entries can go. */
     free(atomic_load(&rc->snap));
+    free(rc->spare);
     while (rc->retired_snaps != NULL) {
         s = rc->retired_snaps;
         rc->retired_snaps = s->retired_next;

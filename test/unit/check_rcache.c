@@ -1964,6 +1964,66 @@ START_TEST(test_unmap_under_writer_lock)
 }
 END_TEST
 
+/* ---- a large cache: the splice path and the reused snapshot ---------------- */
+
+#define MANY_PAGES 6000 /* past the size from which snapshots are reused */
+
+/*
+ * Thousands of one-page entries inserted in a random order (each miss
+ * splices its entry into a copy of the sorted arrays, the snapshot
+ * reused once reclaimed), then every seventh page invalidated (the next
+ * miss must filter the dead out): every page must then hit or miss as
+ * the model says, and the cache must count exactly its live entries.
+ */
+START_TEST(test_many_entries)
+{
+    struct ferry_config cfg;
+    struct rig r;
+    uint8_t *mem = tu_alloc_buf(MANY_PAGES * PG);
+    uint32_t *order = malloc(MANY_PAGES * sizeof(*order));
+    uint64_t rng = 20261124, dead = 0;
+    struct ferry_stats s;
+
+    ck_assert_ptr_nonnull(order);
+    tu_config(&cfg, "tcp;ofi_rxm");
+    cfg.rcache_max_entries = 2 * MANY_PAGES;
+    cfg.rcache_max_bytes = 2ul * MANY_PAGES * PG;
+    rig_open(&r, "tcp;ofi_rxm", &cfg, false, PG);
+    for (uint32_t i = 0; i < MANY_PAGES; i++)
+        order[i] = i;
+    for (uint32_t i = MANY_PAGES - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(rng_next(&rng) % (i + 1)), t = order[i];
+
+        order[i] = order[j];
+        order[j] = t;
+    }
+    s = stats(r.p.init);
+    for (uint32_t i = 0; i < MANY_PAGES; i++)
+        put_at(&r, mem + (size_t)order[i] * PG, PG, 0, "filling");
+    EXPECT_DELTA(r.p.init, s, 0, MANY_PAGES, 0, "one miss per page");
+    EXPECT_LIVE(r.p.init, MANY_PAGES, MANY_PAGES * PG, "filled");
+
+    for (uint32_t p = 0; p < MANY_PAGES; p += 7, dead++)
+        ferry_mem_invalidate(mem + (size_t)p * PG, PG);
+    EXPECT_LIVE(r.p.init, MANY_PAGES - dead, (MANY_PAGES - dead) * PG,
+                "every seventh page invalidated");
+    s = stats(r.p.init);
+    for (uint32_t i = 0; i < MANY_PAGES; i++) {
+        uint32_t p = order[i];
+        struct ferry_stats b = stats(r.p.init);
+
+        put_check(&r, mem + (size_t)p * PG, PG, p, "again");
+        EXPECT_DELTA(r.p.init, b, p % 7 != 0, p % 7 == 0, 0,
+                     p % 7 ? "a live page hits" : "an invalidated page misses");
+    }
+    EXPECT_DELTA(r.p.init, s, MANY_PAGES - dead, dead, 0, "the second pass");
+    EXPECT_LIVE(r.p.init, MANY_PAGES, MANY_PAGES * PG, "all cached again");
+    free(order);
+    rig_close(&r);
+    tu_free_buf(mem, MANY_PAGES * PG);
+}
+END_TEST
+
 /* ---- the invalidation ring wrapping during a registration ------------------ */
 
 /*
@@ -2597,6 +2657,7 @@ static Suite *rcache_suite(void)
 
     tc = tu_tcase(s, "model", 120);
     tcase_add_loop_test(tc, test_model_random_walk, 0, 1);
+    tcase_add_test(tc, test_many_entries);
     return s;
 }
 
