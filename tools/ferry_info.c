@@ -23,7 +23,9 @@
 struct report {
     bool json;
     const char *warnings[MAX_WARNINGS];
-    char warning_text[MAX_WARNINGS][256];
+    /* Room for a refusal list in full (256 bytes cut "no usable provider"
+     * mid-word when every provider was refused). */
+    char warning_text[MAX_WARNINGS][2048];
     size_t nwarnings;
 };
 

@@ -97,6 +97,15 @@ static void config_defaults(struct ferry_config *cfg)
     cfg->metadata_timeout_ms = DEFAULT_METADATA_TIMEOUT_MS;
 }
 
+/* A variable's value, NULL when unset or empty (FERRY_PROVIDER= means
+ * "no choice", not a provider named ""). */
+static const char *env_text(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
 int ferry_config_init(struct ferry_config *cfg)
 {
     long n;
@@ -106,10 +115,10 @@ int ferry_config_init(struct ferry_config *cfg)
     if (cfg == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_config_init: cfg is NULL");
     config_defaults(cfg);
-    cfg->provider = getenv("FERRY_PROVIDER");
-    cfg->domain = getenv("FERRY_DOMAIN");
-    cfg->peer_host = getenv("FERRY_PEER_HOST");
-    cfg->metadata = getenv("FERRY_METADATA");
+    cfg->provider = env_text("FERRY_PROVIDER");
+    cfg->domain = env_text("FERRY_DOMAIN");
+    cfg->peer_host = env_text("FERRY_PEER_HOST");
+    cfg->metadata = env_text("FERRY_METADATA");
     ret = env_uint("FERRY_MAX_RAILS", 1, FERRY__MAX_RAILS, &n);
     if (ret < 0)
         return ret;

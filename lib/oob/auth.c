@@ -164,13 +164,15 @@ static int challenge(int fd, const char *secret, const uint8_t *cn, uint8_t *sn,
     ferry__oob_server_proof(secret, cn, sn, want);
     if (!ferry__oob_proof_ok(got, want)) {
         say_why(fd, "the server's proof does not match the client's "
-                    "bootstrap token (set the same FERRY_OOB_TOKEN on both "
-                    "sides)");
+                    "bootstrap token (give both sides the same token: "
+                    "FERRY_OOB_TOKEN, config.oob_token or the "
+                    "ferry_oob_*_token calls' argument)");
         return ferry__error(FERRY_EPROTO,
                             "bootstrap: %s does not know this client's "
                             "token: the bootstrap token does not match the "
-                            "server's (set the same FERRY_OOB_TOKEN, or "
-                            "config.oob_token, on both sides)",
+                            "server's (give both sides the same token: "
+                            "FERRY_OOB_TOKEN, config.oob_token or the "
+                            "ferry_oob_*_token calls' argument)",
                             where);
     }
     return 0;

@@ -94,8 +94,9 @@ static void on_proof(struct ferry_oob *lis, struct ferry_oob_conn *c,
     if (!ferry__oob_proof_ok(got, want)) {
         ferry__oob_drop(
             c, FERRY_EPROTO,
-            "the client's bootstrap token does not match the server's (set "
-            "the same FERRY_OOB_TOKEN on both sides)");
+            "the client's bootstrap token does not match the server's (give "
+            "both sides the same token: FERRY_OOB_TOKEN, config.oob_token or "
+            "the ferry_oob_*_token calls' argument)");
         return;
     }
     /* A malformed address is refused now, not later as an error of the

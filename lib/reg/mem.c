@@ -340,6 +340,20 @@ int ferry__mem_register(struct ferry_context *ctx, void *addr, size_t len,
                       out);
 }
 
+/* Device memory asked for where there is no device backend. */
+static int no_device_memory(struct ferry__reg *reg, const char *call,
+                            void *addr, size_t len, int device)
+{
+    char on[32] = "on a CUDA device"; /* device -1: whichever owns it */
+
+    if (device >= 0)
+        snprintf(on, sizeof(on), "on CUDA device %d", device);
+    return ferry__error(FERRY_ENOTSUP,
+                        "%s: [%p, +%zu) %s: device memory is not available: "
+                        "%s; register host memory (FERRY_MEM_HOST) instead",
+                        call, addr, len, on, reg->mem.dev_why);
+}
+
 /*
  * What kind of memory addr is, checked against what the caller said:
  * host memory as CUDA, device memory as host, the wrong ordinal and a
@@ -357,11 +371,7 @@ static int classify_memory(struct ferry__reg *reg, void *addr, size_t len,
     if (ops == NULL) {
         if (kind != FERRY_MEM_CUDA)
             return 0; /* without a backend every pointer is host memory */
-        return ferry__error(FERRY_ENOTSUP,
-                            "%s: [%p, +%zu) on CUDA device %d: device memory "
-                            "is not available: %s; register host memory "
-                            "(FERRY_MEM_HOST) instead",
-                            call, addr, len, device, reg->mem.dev_why);
+        return no_device_memory(reg, call, addr, len, device);
     }
     if ((ret = ops->ptr_info(addr, pi)) != 0)
         return ret;

@@ -68,6 +68,17 @@ START_TEST(test_config_env_applied)
     ck_assert_int_eq(ferry_config_init(&cfg), 0);
     ck_assert_int_eq(cfg.timeout_ms, 0);
     ck_assert_uint_eq(cfg.max_rails, 8);
+
+    /* Set but empty is no choice, as unset is (it used to name the
+     * provider ""). */
+    setenv("FERRY_PROVIDER", "", 1);
+    setenv("FERRY_DOMAIN", "", 1);
+    setenv("FERRY_METADATA", "", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    ck_assert_ptr_null(cfg.provider);
+    ck_assert_ptr_null(cfg.domain);
+    ck_assert_ptr_null(cfg.metadata);
+    tu_clear_ferry_env();
 }
 END_TEST
 

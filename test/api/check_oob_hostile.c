@@ -124,7 +124,8 @@ static void tokens_differ(const char *server_token, const char *client_token)
     ck_assert_ptr_null(conn);
     tu_assert_sentence(s.hostport, "does not know this client's token",
                        "the bootstrap token does not match the server's",
-                       "set the same FERRY_OOB_TOKEN", NULL);
+                       "give both sides the same token: FERRY_OOB_TOKEN",
+                       NULL);
     /* Nothing reaches the application. */
     ret = ferry_oob_accept(s.lis, 200, &acc);
     ck_assert_int_eq(ret, FERRY_ETIMEDOUT);

@@ -544,7 +544,9 @@ START_TEST(test_raw_wrong_proof)
     raw_send(fd, buf, len);
     expect_dropped(fd, 3000,
                    "the client's bootstrap token does not match the "
-                   "server's (set the same FERRY_OOB_TOKEN on both sides)",
+                   "server's (give both sides the same token: "
+                   "FERRY_OOB_TOKEN, config.oob_token or the "
+                   "ferry_oob_*_token calls' argument)",
                    NULL);
     close(fd);
     ret = ferry_oob_accept(s.lis, 300, &acc);
@@ -1456,7 +1458,8 @@ START_TEST(test_fake_server_bad_proof)
 {
     fake_case(FAKE_BAD_PROOF, 3000, FERRY_EPROTO,
               "does not know this client's token: the bootstrap token does "
-              "not match the server's (set the same FERRY_OOB_TOKEN",
+              "not match the server's (give both sides the same token: "
+              "FERRY_OOB_TOKEN",
               2.0);
 }
 END_TEST
