@@ -52,4 +52,25 @@ case $resolved in
 	exit 1
 	;;
 esac
-echo "PASS: the installed ferry builds and runs a program"
+
+# The examples' sources are installed with a Makefile that builds them
+# with pkg-config alone; build a copy, as a user would, and run one.
+examples=$(find "$dest" -type d -path '*/doc/ferry/examples' | head -n 1)
+if test -z "$examples" || ! test -f "$examples/Makefile"; then
+	echo "FAIL: make install did not install the examples and their Makefile under share/doc/ferry/examples"
+	exit 1
+fi
+cp -r "$examples" "$tmp/examples"
+echo "== make -C <copy of $examples>"
+if ! $MAKE -C "$tmp/examples" CFLAGS="-O0 ${FERRY_TEST_CFLAGS:-}" >"$tmp/examples.out" 2>&1; then
+	cat "$tmp/examples.out"
+	echo "FAIL: the installed examples do not build with their Makefile"
+	exit 1
+fi
+"$tmp/examples/hello_write" --help >"$tmp/hello.out" 2>&1 || true
+if ! grep -q -i usage "$tmp/hello.out"; then
+	cat "$tmp/hello.out"
+	echo "FAIL: the installed hello_write did not print its usage"
+	exit 1
+fi
+echo "PASS: the installed ferry builds and runs a program, and its installed examples build"
