@@ -60,10 +60,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -509,9 +511,26 @@ static int usage(void)
             "WINDOW; at most %u)]\n"
             "         [-r: reads] [-e: CQ data on every write] [-a: the "
             "target answers windows]\n"
-            "         [-x: both ways at once]\n",
+            "         [-x: both ways at once]\n"
+            "  [-P: the initiator on CPU 0, the target on CPU 1]\n",
             MAX_SIZE, MAX_DEPTH, MAX_WINDOW, MAX_REGION);
     return 2;
+}
+
+/* -P: this process on one CPU, so that the scheduler cannot put both
+ * sides' polling on the same one (compare ferry_bench --pin). */
+static int pin_to(int cpu)
+{
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        fprintf(stderr, "rma_raw: -P: cannot run on CPU %d: %s\n", cpu,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 /* A whole number in [lo, hi], or -1. */
@@ -597,11 +616,11 @@ int main(int argc, char **argv)
     struct run r = {.completion = FI_DELIVERY_COMPLETE, .mode = PINGPONG};
     struct given g = {0};
     long long size = 8, iters = 100000, warmup = 1000, depth = 4, op = 0;
-    bool bad = false;
+    bool bad = false, pin = false;
     int fds[2], opt, status, ret;
     pid_t child;
 
-    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticbd:W:o:B:reax")) != -1) {
+    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticbd:W:o:B:reaxP")) != -1) {
         switch (opt) {
         case 'p': r.prov = optarg; break;
         case 'D': r.domain = optarg; break;
@@ -645,6 +664,7 @@ int main(int argc, char **argv)
         case 'e': r.every = g.stream_only = true; break;
         case 'a': r.ack = g.stream_only = true; break;
         case 'x': r.both = g.stream_only = true; break;
+        case 'P': pin = true; break;
         default: return usage();
         }
         if (bad) {
@@ -672,9 +692,16 @@ int main(int argc, char **argv)
     }
     if (child == 0) {
         close(fds[0]);
+        if (pin && pin_to(1) != 0)
+            _exit(1);
         _exit(run_side(&r, fds[1], false));
     }
     close(fds[1]);
+    if (pin && pin_to(0) != 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        return 1;
+    }
     ret = run_side(&r, fds[0], true);
     close(fds[0]); /* a child stuck on the swap sees the end */
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||

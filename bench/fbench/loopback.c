@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,6 +119,20 @@ static const char *describe_status(char *out, size_t n, int status)
     return out;
 }
 
+/* --pin: this process, and the threads it starts from now on, on one CPU
+ * (before the context: its progress thread inherits the mask). */
+static bool pin_to_cpu(int cpu)
+{
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) == 0)
+        return true;
+    return complain("--pin: cannot run on CPU %d: %s (it needs two CPUs)",
+                    cpu, strerror(errno));
+}
+
 /* The child: the target, bound to die with its parent. */
 static void loopback_child(const struct options *o, pid_t parent, int fd,
                            double bound_s)
@@ -133,6 +148,8 @@ static void loopback_child(const struct options *o, pid_t parent, int fd,
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(1); /* the parent is already gone */
     arm_time_bound(bound_s + 10);
+    if (o->pin && !pin_to_cpu(1))
+        _exit(1);
     struct options to = *o;
     to.cuda = o->target_cuda;
     to.cuda_device = o->target_cuda_device;
@@ -163,6 +180,10 @@ int loopback_main(const struct options *o, double bound_s, FILE *csv)
     }
     g_child = pid;
     arm_time_bound(bound_s);
+    if (o->pin && !pin_to_cpu(0)) {
+        reap_child(0, &killed);
+        return 1;
+    }
     close(fds[1]);
     do
         n = read(fds[0], &port, sizeof(port));

@@ -225,6 +225,9 @@ static void usage(FILE *f)
 "  --target-polls          the target's own thread busy-polls for progress, as\n"
 "                          rma_raw's does, instead of ferry's progress thread\n"
 "                          (which sleeps on the CQ's descriptor when idle)\n"
+"  --pin                   --loopback: the initiator on CPU 0, the target on\n"
+"                          CPU 1 (and their threads), as rma_raw -P: the\n"
+"                          scheduler cannot put both sides on one CPU\n"
 "\n"
 "Length of a run:\n"
 "  --duration SECONDS      measured time (5; with --sweep the total, split over\n"
@@ -263,7 +266,7 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
-    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_MAX_OP,
+    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE, F_HELP,
 };
 
@@ -284,6 +287,7 @@ static const struct flag {
     {"--notify", false, F_NOTIFY},       {"--descending", false, F_DESCENDING},
     {"--same-block", false, F_SAME_BLOCK},
     {"--target-polls", false, F_TARGET_POLLS},
+    {"--pin", false, F_PIN},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
     {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
@@ -370,6 +374,7 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_DESCENDING: o->descending = true; return true;
     case F_SAME_BLOCK: o->same_block = true; return true;
     case F_TARGET_POLLS: o->target_polls = true; return true;
+    case F_PIN: o->pin = true; return true;
     case F_VALIDATE: o->validate = true; return true;
     case F_JSON: o->json = true; return true;
     case F_PINGPONG: o->pingpong = true; return true;
@@ -615,6 +620,9 @@ bool resolve_options(struct options *o)
     if (o->target_mem_set && o->mode != MODE_LOOPBACK)
         return !complain("--target-mem is for --loopback; with --target or "
                          "--initiator each side gives its own --mem");
+    if (o->pin && o->mode != MODE_LOOPBACK)
+        return !complain("--pin is for --loopback; run --target and "
+                         "--initiator under taskset -c instead");
     if (!o->target_mem_set) {
         o->target_cuda = o->cuda;
         o->target_cuda_device = o->cuda_device;

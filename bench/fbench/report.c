@@ -64,6 +64,8 @@ void print_header(const struct options *o,
         fprintf(g_out, " (every request the same blocks)");
     if (o->target_polls)
         fprintf(g_out, " (the target polls, no progress thread)");
+    if (o->pin)
+        fprintf(g_out, " (initiator on CPU 0, target on CPU 1)");
     fprintf(g_out, ", buffer %s%s, ", fmt_iec(b2, sizeof(b2), o->buffer),
             o->cuda ? " of device memory" : "");
     if (o->iterations != 0)
@@ -295,10 +297,12 @@ void print_json(const struct options *o,
     printf("\"iterations\":%" PRIu64 ",", o->iterations);
     json_num("warmup_s", o->warmup, ",");
     printf("\"notify\":%s,\"validate\":%s,\"pingpong\":%s,"
-           "\"descending\":%s,\"same_block\":%s,\"target_polls\":%s,",
+           "\"descending\":%s,\"same_block\":%s,\"target_polls\":%s,"
+           "\"pin\":%s,",
            o->notify ? "true" : "false", o->validate ? "true" : "false",
            o->pingpong ? "true" : "false", o->descending ? "true" : "false",
-           o->same_block ? "true" : "false", o->target_polls ? "true" : "false");
+           o->same_block ? "true" : "false", o->target_polls ? "true" : "false",
+           o->pin ? "true" : "false");
     if (n > 0 && o->mode != MODE_MEMCPY) {
         printf("\"registration_ms\":{");
         json_num("initiator", rs[0].reg_ms_here, ",");
