@@ -71,6 +71,14 @@ expect 2 "does not fit in --buffer-size 64 KiB" --block-size 64K \
 expect 0 "result       OK" --provider "tcp;ofi_rxm" --target-polls \
 	--validate $short
 expect 2 "--target-mem is for --loopback" --target --target-mem host
+# --pin: the two sides on CPUs 0 and 1, where this process may use both.
+if taskset -c 0,1 true 2>/dev/null; then
+	expect 0 "(initiator on CPU 0, target on CPU 1)" --provider shm --pin \
+		--validate $short
+else
+	echo "not run: --pin needs CPUs 0 and 1 (taskset -c 0,1 failed)"
+fi
+expect 2 "--pin is for --loopback" --target --pin
 expect 2 "--target-mem cuda: x: not a whole number" --target-mem cuda:x
 
 prog=$abs_top_builddir/bench/rma_raw
@@ -78,6 +86,9 @@ expect 2 "usage: rma_raw -p PROVIDER" -s 8
 expect 2 "-s 0 is not a whole number in range" -p shm -s 0
 expect 2 "-n x is not a whole number in range" -p shm -n x
 expect 0 "8 2000 " -p "tcp;ofi_rxm" -n 2000 -w 100
+if taskset -c 0,1 true 2>/dev/null; then
+	expect 0 "8 2000 " -p shm -n 2000 -w 100 -P
+fi
 expect 0 "4096 2000 " -p shm -s 4096 -n 2000 -w 100
 expect 0 "8 2000 " -p shm -t -n 2000 -w 100
 expect 0 "1048576 200 " -p "tcp;ofi_rxm" -D lo -b -s 1048576 -n 200 -w 10
