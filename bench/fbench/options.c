@@ -193,7 +193,7 @@ static void usage(FILE *f)
 "                          processes on this host (their progress threads\n"
 "                          forward); every receiver checks every byte; with\n"
 "                          --fanout-chunk SIZE and --fanout-degree D (1: a\n"
-"                          chain; ferry picks both by default)"
+"                          chain; ferry picks both by default)\n"
 "\n"
 "Transfers (the target and the initiator must agree on --pingpong and should\n"
 "be given the same sizes):\n"
