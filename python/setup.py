@@ -5,7 +5,9 @@
 libferry is found through pkg-config (ferry.pc: set PKG_CONFIG_PATH for a
 prefix other than /usr or /usr/local), or, for a build tree,
 FERRY_INCLUDE_DIR and FERRY_LIB_DIR.  The module records libferry's
-directory as its run path, so it loads without LD_LIBRARY_PATH.
+directory as its run path, so it loads without LD_LIBRARY_PATH;
+FERRY_PY_NO_RPATH=1 leaves the run path out, for a distribution package
+whose libferry is where the dynamic loader looks anyway (debian/rules).
 FERRY_PY_CFLAGS adds compiler flags (the test suite passes -Werror).
 """
 import glob
@@ -68,6 +70,7 @@ def numpy_headers():
 
 
 include_dirs, library_dirs = libferry()
+run_path = [] if os.environ.get("FERRY_PY_NO_RPATH") == "1" else library_dirs
 numpy_include, numpy_macros = numpy_headers()
 extra = shlex.split(os.environ.get("FERRY_PY_CFLAGS", ""))
 
@@ -83,7 +86,7 @@ setup(
         include_dirs=include_dirs + numpy_include,
         define_macros=numpy_macros,
         library_dirs=library_dirs,
-        runtime_library_dirs=library_dirs,
+        runtime_library_dirs=run_path,
         libraries=["ferry"],
         extra_compile_args=["-std=c11", "-Wall", "-Wextra",
                             "-Wno-missing-field-initializers",
