@@ -186,11 +186,18 @@ fi
 
 # (d) The programs make installs, each with its page, and every long
 # option their --help prints in that page.  make says what bin_PROGRAMS
-# is, configure's substitutions applied.
+# is, configure's substitutions applied, into a file: under a parallel
+# make check its stdout also carries "Entering directory" lines.
 # shellcheck disable=SC2016 # $(bin_PROGRAMS) is for make to expand
-printf 'ferry-print-bin-programs:\n\t@echo $(bin_PROGRAMS)\n' |
+if ! printf 'ferry-print-bin-programs:\n\t@echo $(bin_PROGRAMS) >$(FERRY_PROGRAMS_TO)\n' |
 	$MAKE -s --no-print-directory -C "$abs_top_builddir" -f Makefile -f - \
-		ferry-print-bin-programs | tr ' ' '\n' | grep . >"$tmp/programs"
+		FERRY_PROGRAMS_TO="$tmp/programs.line" ferry-print-bin-programs \
+		>"$tmp/make.out" 2>&1; then
+	cat "$tmp/make.out"
+	echo "FAIL: make could not say what bin_PROGRAMS is"
+	exit 1
+fi
+tr ' ' '\n' <"$tmp/programs.line" | grep . >"$tmp/programs"
 while read -r prog; do
 	name=${prog##*/}
 	page=$src/man/$name.1.md

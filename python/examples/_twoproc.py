@@ -226,6 +226,11 @@ def run_pair(prog, script, listener_role, listener_args, connector_role,
     gives the other `grace` seconds to end on its own before it is killed."""
     end = time.monotonic() + deadline
     env = dict(os.environ, FERRY_OOB_TOKEN=secrets.token_hex(16))
+    # The children share this process's stdout.  Unbuffered, a print()
+    # is two writes, its text and its newline, and one child's line could
+    # land between the two halves of the other's; buffered, print(...,
+    # flush=True) writes the whole line at once.
+    env.pop("PYTHONUNBUFFERED", None)
     base = [sys.executable, script] + sys.argv[1:] + ["--same-host"]
     rfd, wfd = os.pipe()
     children = []
