@@ -153,6 +153,10 @@ run_case() {
 			sleep 0.01
 		done
 		sleep "$kill_after"
+		# A receiver that ended by itself says why (its log is not
+		# checked below, since it is the one killed).
+		kill -0 "${pids[0]}" 2>/dev/null ||
+			fail "kill: receiver 1 ended before it was killed: $(tail -n 5 "$tmp/recv1")"
 		# The receiver itself, not the shell that started it.
 		pkill -9 -f "fanout recv ${where[0]} " ||
 			fail "kill: no receiver at ${where[0]} to kill"
