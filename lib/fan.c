@@ -760,13 +760,11 @@ static void apply(struct ferry_fanout *f, uint64_t id, uint64_t value)
     case FAN_DEAD:
         if (value > f->plan.n)
             break;
-        if (f->me == 0) {
-            if (value >= 1)
-                node_lost(f, (uint32_t)value, "its parent could not reach it");
-        }
-        else if (value == 0)
+        if (f->me == 0 && value >= 1) /* a DEAD for node 0 is no news */
+            node_lost(f, (uint32_t)value, "its parent could not reach it");
+        else if (f->me != 0 && value == 0)
             f->finished = true;
-        else
+        else if (f->me != 0)
             f->dead[value] = true;
         break;
     case FAN_FIN:

@@ -292,17 +292,18 @@ struct ferry__rcache {
     struct snapshot *spare; /* reclaimed, kept for the next publish() */
     struct ferry__rc_entry *retired_entries;
     /*
-     * Entries cached and not dead (count and bytes), and dead entries
-     * still in the current snapshot; kept as they change, so that a miss
-     * need not read every entry (perf: evict() and publish() testing
-     * each entry made filling the cache quadratic in cache misses).
-     * Relaxed: evict() and publish() read them under the writer lock,
-     * and a count that lags a kill (dead may even dip below zero while a
-     * killer's increment is on its way) costs at most one pass keeping
-     * a dead entry, which the next pass drops; no entry's fate depends
-     * on them.
+     * Bytes of the entries cached and not dead, and how many dead entries
+     * the current snapshot still holds (its live ones are the rest):
+     * kept as they change, so that a miss need not read every entry
+     * (perf: evict() and publish() testing each entry made filling the
+     * cache quadratic in cache misses).  Relaxed: evict() and publish()
+     * read them under the writer lock, and a count that lags a kill
+     * (dead may even dip below zero while a killer's increment is on its
+     * way) costs at most one entry evicted early or one pass keeping a
+     * dead entry, which the next pass drops; no entry's fate depends on
+     * them.
      */
-    _Atomic size_t live, live_bytes;
+    _Atomic size_t live_bytes;
     _Atomic long dead;
     /* Statistics, relaxed. */
     _Atomic uint64_t misses, invalidations, evictions;
@@ -342,19 +343,16 @@ bool ferry__rc_dead(struct ferry__rc_entry *e)
     return atomic_load(&e->hot[0].flags) & FERRY__RC_DEAD;
 }
 
-/* Adds e to (sign 1) or takes it from (-1) the live counts. */
+/* Adds e's bytes to (sign 1) or takes them from (-1) the live bytes. */
 static void count_live(struct ferry__rcache *rc, struct ferry__rc_entry *e,
                        int sign)
 {
     size_t len = e->end - e->start;
 
-    if (sign > 0) {
-        atomic_fetch_add_explicit(&rc->live, 1, memory_order_relaxed);
+    if (sign > 0)
         atomic_fetch_add_explicit(&rc->live_bytes, len, memory_order_relaxed);
-    } else {
-        atomic_fetch_sub_explicit(&rc->live, 1, memory_order_relaxed);
+    else
         atomic_fetch_sub_explicit(&rc->live_bytes, len, memory_order_relaxed);
-    }
 }
 
 /*
@@ -559,9 +557,9 @@ static void keep_spare(struct ferry__rcache *rc, struct snapshot *s)
 }
 
 /*
- * Frees retired snapshots no reader can see (keeping one spare), and moves retired entries no
- * reader can see and no transfer uses to *closable (closed by the caller
- * after it drops the writer lock: I3).
+ * Frees retired snapshots no reader can see (keeping one spare), and
+ * moves retired entries no reader can see and no transfer uses to
+ * *closable (closed by the caller after it drops the writer lock: I3).
  */
 static void reclaim(struct ferry__rcache *rc,
                     struct ferry__rc_entry **closable)
@@ -609,7 +607,8 @@ static bool evict(struct ferry__rcache *rc, const struct snapshot *s,
     /* Only live entries count (entries invalidated but still in the
      * snapshot take no room), and the caps hold for the first insertion
      * too, when s is NULL. */
-    size_t live = atomic_load_explicit(&rc->live, memory_order_relaxed);
+    long dead = atomic_load_explicit(&rc->dead, memory_order_relaxed);
+    size_t live = dead <= 0 ? n : dead >= (long)n ? 0 : n - (size_t)dead;
     size_t bytes = atomic_load_explicit(&rc->live_bytes, memory_order_relaxed);
 
     for (size_t turn = 0; turn < 2 * n &&
@@ -661,16 +660,21 @@ static struct snapshot *snapshot_alloc(struct ferry__rcache *rc, size_t n)
     return s;
 }
 
-/* s = old's entries and keys with `add` inserted, copied as arrays: used
- * when no entry of old has died, so none needs reading. */
-static void splice(struct snapshot *s, const struct snapshot *old,
-                   struct ferry__rc_entry *add)
+/* s = old's entries and keys with `add` inserted, copied as arrays, its
+ * index laid out in `index`: used when no entry of old has died, so none
+ * needs reading. */
+static void splice(struct snapshot *s, void *index,
+                   const struct snapshot *old, struct ferry__rc_entry *add)
 {
     /* After the entries that start where add does, as the filtering
      * copy places it. */
     size_t n = old->n, at = lower_bound(old, add->start + 1);
     const uintptr_t *keys = old->start.layer[0];
-    uintptr_t *to = s->start.layer[0];
+    uintptr_t *to;
+
+    s->n = n + 1;
+    ferry__sindex_init(&s->start, index, s->n);
+    to = s->start.layer[0];
 
     memcpy(s->e, old->e, at * sizeof(s->e[0]));
     s->e[at] = add;
@@ -684,11 +688,11 @@ static void splice(struct snapshot *s, const struct snapshot *old,
 }
 
 /*
- * s = old's live entries plus `add` (may be NULL), k of them; the dead
- * ones are retired.  Reads every entry of old.
+ * s = old's live entries plus `add` (may be NULL), its index laid out in
+ * `index`; the dead ones are retired.  Reads every entry of old.
  */
-static size_t filter(struct ferry__rcache *rc, struct snapshot *s,
-                     const struct snapshot *old, struct ferry__rc_entry *add)
+static void filter(struct ferry__rcache *rc, struct snapshot *s, void *index,
+                   const struct snapshot *old, struct ferry__rc_entry *add)
 {
     size_t n = old ? old->n : 0, k = 0;
     long dropped = 0;
@@ -711,7 +715,14 @@ static size_t filter(struct ferry__rcache *rc, struct snapshot *s,
     if (!placed)
         s->e[k++] = add;
     atomic_fetch_sub_explicit(&rc->dead, dropped, memory_order_relaxed);
-    return k;
+    s->n = k;
+    ferry__sindex_init(&s->start, index, k);
+    s->max_len = 0;
+    for (size_t i = 0; i < k; i++) {
+        s->start.layer[0][i] = s->e[i]->start;
+        if (s->e[i]->end - s->e[i]->start > s->max_len)
+            s->max_len = s->e[i]->end - s->e[i]->start;
+    }
 }
 
 /*
@@ -729,20 +740,10 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
         return FERRY_ENOMEM;
     index = (char *)s + index_offset(s->cap);
     if (old != NULL && add != NULL &&
-        atomic_load_explicit(&rc->dead, memory_order_relaxed) <= 0) {
-        s->n = n + 1;
-        ferry__sindex_init(&s->start, index, s->n);
-        splice(s, old, add);
-    } else {
-        s->n = filter(rc, s, old, add);
-        ferry__sindex_init(&s->start, index, s->n);
-        s->max_len = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            s->start.layer[0][i] = s->e[i]->start;
-            if (s->e[i]->end - s->e[i]->start > s->max_len)
-                s->max_len = s->e[i]->end - s->e[i]->start;
-        }
-    }
+        atomic_load_explicit(&rc->dead, memory_order_relaxed) <= 0)
+        splice(s, index, old, add);
+    else
+        filter(rc, s, index, old, add);
     ferry__sindex_build(&s->start);
     /* seq_cst: ordered before the ring re-check that follows. */
     atomic_store(&rc->snap, s);

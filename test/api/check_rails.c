@@ -29,7 +29,8 @@ START_TEST(test_large_request_striped)
 }
 END_TEST
 
-START_TEST(test_small_requests_take_turns)
+/* 8 requests of `len` bytes over two rails: each rail moves 4 of them. */
+static void expect_turns(uint32_t len, uint64_t seed)
 {
     struct ferry_config cfg;
     struct tu_pair p;
@@ -37,13 +38,18 @@ START_TEST(test_small_requests_take_turns)
 
     two_rail_config(&cfg);
     tu_pair_open(&p, TCP, &cfg);
-    /* 8 requests of 64 KiB, below the 128 KiB threshold: one rail each,
-     * alternating. */
-    write_all(&p, 8 * (64u << 10), 64u << 10, 12);
+    write_all(&p, 8 * (uint64_t)len, len, seed);
     rail_bytes(p.init, &r0, &r1);
-    ck_assert_uint_eq(r0, 4 * (64u << 10));
-    ck_assert_uint_eq(r1, 4 * (64u << 10));
+    ck_assert_uint_eq(r0, 4 * (uint64_t)len);
+    ck_assert_uint_eq(r1, 4 * (uint64_t)len);
     tu_pair_close(&p);
+}
+
+/* Requests of 64 KiB, below the 128 KiB threshold: one rail each,
+ * alternating. */
+START_TEST(test_small_requests_take_turns)
+{
+    expect_turns(64u << 10, 12);
 }
 END_TEST
 
@@ -51,17 +57,7 @@ END_TEST
  * the threshold, below the 1 MiB operation) start on alternate rails. */
 START_TEST(test_one_operation_stripes_take_turns)
 {
-    struct ferry_config cfg;
-    struct tu_pair p;
-    uint64_t r0, r1;
-
-    two_rail_config(&cfg);
-    tu_pair_open(&p, TCP, &cfg);
-    write_all(&p, 8 * (512u << 10), 512u << 10, 13);
-    rail_bytes(p.init, &r0, &r1);
-    ck_assert_uint_eq(r0, 4 * (512u << 10));
-    ck_assert_uint_eq(r1, 4 * (512u << 10));
-    tu_pair_close(&p);
+    expect_turns(512u << 10, 13);
 }
 END_TEST
 
