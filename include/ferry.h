@@ -711,6 +711,16 @@ FERRY_API int ferry_notify_send(ferry_peer_t *peer, uint64_t id,
  */
 FERRY_API int ferry_notify_poll(ferry_context_t *ctx,
                                 struct ferry_notification *out, size_t max);
+/*
+ * Waits until notifications are queued, then moves up to max of them as
+ * ferry_notify_poll does.  Returns how many (>= 1), FERRY_ETIMEDOUT when
+ * none came within timeout_ms (< 0: no limit), or an error.  With a
+ * progress thread the caller sleeps until the thread has received
+ * something, instead of polling.
+ */
+FERRY_API int ferry_notify_wait(ferry_context_t *ctx,
+                                struct ferry_notification *out, size_t max,
+                                int timeout_ms);
 /* Progresses, then reads the sum of the values received for id so far. */
 FERRY_API int ferry_counter_get(ferry_context_t *ctx, uint64_t id,
                                 uint64_t *value);

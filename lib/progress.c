@@ -267,23 +267,35 @@ int ferry_req_test(ferry_req_t *req)
     return report(req, status);
 }
 
+/* When a wait of timeout_ms ends (0: never, for timeout_ms < 0). */
+static uint64_t wait_until(int timeout_ms)
+{
+    return timeout_ms < 0 ? 0
+                          : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
+/* Whether a wait that ends at until (from wait_until) is over.  The
+ * coarse clock lags the precise one the deadline was taken from: a wait
+ * is never cut short, at most a tick long. */
+static bool wait_over(uint64_t until)
+{
+    return until != 0 && ferry__now_coarse_ns() >= until;
+}
+
 int ferry_req_wait(ferry_req_t *req, int timeout_ms)
 {
-    uint64_t until = 0;
+    uint64_t until;
     unsigned spins = 0;
     int ret;
 
     if ((ret = ferry__check_req(req, "ferry_req_wait")))
         return ret;
-    if (timeout_ms >= 0)
-        until = ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    until = wait_until(timeout_ms);
     for (;;) {
         ret = ferry_req_test(req);
         if (ret != FERRY_EINPROGRESS)
             return ret;
-        /* The coarse clock lags the precise one the deadline was taken
-         * from: the wait is never cut short, at most a tick long. */
-        if (until != 0 && ferry__now_coarse_ns() >= until)
+        if (wait_over(until))
             return ferry__error(FERRY_EINPROGRESS,
                                 "ferry_req_wait: %d ms passed; the request is "
                                 "still running",
@@ -311,6 +323,11 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
      * max > INT32_MAX lost every notification past the count.) */
     if (max > INT32_MAX)
         max = INT32_MAX;
+    /* A progress thread holds the lock while the provider moves data (tcp
+     * copies it in there): a poller that waited for it each time would
+     * stall the stream, and most polls find nothing. */
+    if (ctx->progress.started && !ferry__notify_queued(ferry__xfer_of(ctx)))
+        return 0;
     ferry__lock_acquire(&fab->lock);
     ret = progress_poll(ctx);
     n = ferry__notify_take(ferry__xfer_of(ctx), out, max);
@@ -318,6 +335,33 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
     if (ret < 0 && n == 0)
         return ret;
     return (int)n;
+}
+
+int ferry_notify_wait(ferry_context_t *ctx, struct ferry_notification *out,
+                      size_t max, int timeout_ms)
+{
+    uint64_t until = wait_until(timeout_ms);
+    unsigned spins = 0;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_notify_wait")))
+        return ret;
+    if (max == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_notify_wait: max is 0, so no notification "
+                            "could end the wait; pass the number of entries "
+                            "out has room for");
+    for (;;) {
+        if ((ret = ferry_notify_poll(ctx, out, max)) != 0)
+            return ret;
+        if (wait_over(until))
+            return ferry__error(FERRY_ETIMEDOUT,
+                                "ferry_notify_wait: no notification arrived "
+                                "within %d ms",
+                                timeout_ms);
+        progress_pause(ctx, ++spins);
+    }
 }
 
 /* Progresses, then reads id's sum and abort; under the lock. */
@@ -378,9 +422,7 @@ static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
                         uint64_t id, uint64_t expected, int timeout_ms)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
-    uint64_t until = timeout_ms < 0
-                         ? 0
-                         : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t until = wait_until(timeout_ms);
     uint64_t value = 0;
     unsigned spins = 0;
     int ret;
@@ -392,9 +434,7 @@ static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
         if ((ret = counter_look(ctx, peer, id, expected, &value)) !=
             FERRY_EINPROGRESS)
             break;
-        /* The coarse clock lags the precise one the deadline was taken
-         * from: the wait is never cut short, at most a tick long. */
-        if (until != 0 && ferry__now_coarse_ns() >= until) {
+        if (wait_over(until)) {
             ret = ferry__error(FERRY_ETIMEDOUT,
                                "counter %llu reached %llu of %llu within "
                                "%d ms: notifications are missing (a peer "

@@ -312,6 +312,23 @@ static struct ferry__counter *counter_find(struct ferry__counters *c,
 }
 
 /*
+ * Relaxed: the count only tells a poller whether taking the lock is worth
+ * it; the queue itself is read under the lock, whose acquire makes the
+ * items visible.  A poller that reads a stale zero finds the notification
+ * at its next call.
+ */
+static void publish_count(struct ferry__xfer *x)
+{
+    atomic_store_explicit(&x->notify.queued, x->notify.queue.count,
+                          memory_order_relaxed);
+}
+
+bool ferry__notify_queued(struct ferry__xfer *x)
+{
+    return atomic_load_explicit(&x->notify.queued, memory_order_relaxed) != 0;
+}
+
+/*
  * Keeps n for ferry_notify_poll, up to config.notify_queue_max: a program
  * that only reads counters never polls, and its queue must not grow
  * forever.  Past the bound notifications are counted, not queued.
@@ -330,6 +347,7 @@ static void queue(struct ferry__xfer *x, const struct ferry_notification *n)
     if (queue_push(&x->notify.queue, n) != 0)
         FERRY_LOG_WARN("out of memory: notification %llu not queued",
                        (unsigned long long)n->id);
+    publish_count(x);
 }
 
 static void accept(struct ferry__xfer *x,
@@ -475,6 +493,7 @@ void ferry__notify_destroy(struct ferry__xfer *x)
     free(x->notify.held.items);
     free(x->notify.counters.slots);
     memset(&x->notify.queue, 0, sizeof(x->notify.queue));
+    publish_count(x);
     memset(&x->notify.held, 0, sizeof(x->notify.held));
     memset(&x->notify.counters, 0, sizeof(x->notify.counters));
 }
@@ -493,6 +512,7 @@ size_t ferry__notify_take(struct ferry__xfer *x,
         q->head = (q->head + 1) % q->cap;
         q->count--;
     }
+    publish_count(x);
     return n;
 }
 

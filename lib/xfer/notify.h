@@ -60,6 +60,9 @@ void ferry__notify_received(struct ferry__xfer *x, struct ferry__rail *rail,
 /* Delivers the notifications held back while mirror copies ran (once
  * ferry__stage_progress says none is queued any more). */
 void ferry__notify_release_held(struct ferry__xfer *x);
+/* Whether the queue may hold notifications: readable without the lock,
+ * and possibly a moment late. */
+bool ferry__notify_queued(struct ferry__xfer *x);
 /* Moves up to max queued notifications, oldest first, into out. */
 size_t ferry__notify_take(struct ferry__xfer *x,
                           struct ferry_notification *out, size_t max);

@@ -80,6 +80,9 @@ struct ferry__xfer;
 struct ferry__notify_part {
     struct ferry__rxq rx[FERRY__MAX_RAILS];
     struct ferry__notify_queue queue;
+    /* queue.count, published for ferry_notify_poll's look without the
+     * lock (ferry__notify_queued). */
+    atomic_size_t queued;
     /* Arrived while mirror copies were queued (stage.c): delivered once
      * they are done. */
     struct ferry__notify_queue held;

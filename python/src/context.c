@@ -427,6 +427,17 @@ static PyObject *context_counter_reset(PyfContext *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* max=: how many notifications a call may take.  0, or -1 with the
+ * exception naming `what`. */
+static int notify_max(Py_ssize_t max, const char *what)
+{
+    if (max >= 1 && max <= 1 << 20)
+        return 0;
+    pyf_raise_msg(FERRY_EINVAL, "%s: max=%zd; give 1 to %d", what, max,
+                  1 << 20);
+    return -1;
+}
+
 static PyObject *context_notify_poll(PyfContext *self, PyObject *args,
                                      PyObject *kwargs)
 {
@@ -435,13 +446,27 @@ static PyObject *context_notify_poll(PyfContext *self, PyObject *args,
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:notify_poll", names,
                                      &max) ||
-        pyf_ctx_alive(self, "Context.notify_poll") != 0)
+        pyf_ctx_alive(self, "Context.notify_poll") != 0 ||
+        notify_max(max, "notify_poll") != 0)
         return NULL;
-    if (max < 1 || max > 1 << 20)
-        return pyf_raise_msg(FERRY_EINVAL,
-                             "notify_poll: max=%zd; give 1 to %d", max,
-                             1 << 20);
-    return pyf_notify_poll(self, max);
+    return pyf_notify_take(self, max, false, 0);
+}
+
+static PyObject *context_notify_wait(PyfContext *self, PyObject *args,
+                                     PyObject *kwargs)
+{
+    static char *names[] = {"max", "timeout", NULL};
+    Py_ssize_t max = 64;
+    PyObject *timeout = Py_None;
+    int ms;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|nO:notify_wait", names,
+                                     &max, &timeout) ||
+        pyf_ctx_alive(self, "Context.notify_wait") != 0 ||
+        notify_max(max, "notify_wait") != 0 ||
+        pyf_timeout_ms(timeout, -1, "notify_wait", &ms) != 0)
+        return NULL;
+    return pyf_notify_take(self, max, true, ms);
 }
 
 static PyMethodDef context_methods[] = {
@@ -484,6 +509,11 @@ static PyMethodDef context_methods[] = {
     {"notify_poll", (PyCFunction)context_notify_poll,
      METH_VARARGS | METH_KEYWORDS,
      "notify_poll(max=64) -> list of Notification, oldest first."},
+    {"notify_wait", (PyCFunction)context_notify_wait,
+     METH_VARARGS | METH_KEYWORDS,
+     "notify_wait(max=64, timeout=None) -> list of Notification: waits "
+     "(without the GIL) until some are queued, then takes them as "
+     "notify_poll does; [] when timeout seconds passed (None: no limit)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,6 @@
 /*
- * Context.notify_poll: the queued notifications as ferry.Notification
- * tuples (kind, id, value, peer).
+ * Context.notify_poll and notify_wait: the queued notifications as
+ * ferry.Notification tuples (kind, id, value, peer).
  */
 #include "pyferry.h"
 
@@ -61,7 +61,8 @@ static PyObject *notification_new(PyfContext *ctx,
     return t;
 }
 
-PyObject *pyf_notify_poll(PyfContext *ctx, Py_ssize_t max)
+PyObject *pyf_notify_take(PyfContext *ctx, Py_ssize_t max, bool wait,
+                          int wait_ms)
 {
     struct ferry_notification *buf =
         PyMem_Malloc((size_t)max * sizeof(*buf));
@@ -70,10 +71,18 @@ PyObject *pyf_notify_poll(PyfContext *ctx, Py_ssize_t max)
 
     if (buf == NULL)
         return PyErr_NoMemory();
-    n = ferry_notify_poll(ctx->handle, buf, (size_t)max);
+    if (!wait)
+        n = ferry_notify_poll(ctx->handle, buf, (size_t)max);
+    else {
+        PYF_WITHOUT_GIL(ctx, n = ferry_notify_wait(ctx->handle, buf,
+                                                   (size_t)max, wait_ms));
+        if (n == FERRY_ETIMEDOUT)
+            n = 0;
+    }
     if (n < 0) {
         PyMem_Free(buf);
-        return pyf_raise(n, "Context.notify_poll");
+        return pyf_raise(n, wait ? "Context.notify_wait"
+                                 : "Context.notify_poll");
     }
     list = PyList_New(n);
     for (int i = 0; list != NULL && i < n; i++) {

@@ -219,7 +219,10 @@ PyObject *pyf_connect(PyfContext *ctx, const char *hostport,
                       const char *token, int timeout_ms);
 PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name);
 int pyf_notification_init(PyObject *module);
-PyObject *pyf_notify_poll(PyfContext *ctx, Py_ssize_t max);
+/* Up to max queued notifications as a list; wait: first waits up to
+ * wait_ms (-1: no limit) without the GIL for one (none came: []). */
+PyObject *pyf_notify_take(PyfContext *ctx, Py_ssize_t max, bool wait,
+                          int wait_ms);
 int pyf_config_from_kwargs(PyObject *kwargs, struct ferry_config *cfg,
                            PyObject *strings);
 PyObject *pyf_config_fields(void);

@@ -1,5 +1,6 @@
 """ferry.Context: every ferry_config field a keyword, what a context says
 about itself, counters, closing."""
+import threading
 import time
 
 import pytest
@@ -227,6 +228,36 @@ def test_notify_poll(tcp_pair):
             tcp_pair.target.notify_poll(max=bad)
 
 
+def test_notify_wait(tcp_pair):
+    tgt = tcp_pair.target
+    started = time.monotonic()
+    assert tgt.notify_wait(timeout=0.2) == []
+    assert time.monotonic() - started >= 0.2
+
+    def send_later():
+        time.sleep(0.15)
+        for value in (1, 2):
+            tcp_pair.peer.notify(22, value).wait(timeout=ferrytest.LONG)
+
+    sender = threading.Thread(target=send_later)
+    started = time.monotonic()
+    sender.start()
+    got = []
+    while len(got) < 2:
+        # No limit: it returns only once something arrived, and the
+        # sender's thread runs meanwhile (the wait holds no GIL).
+        got += tgt.notify_wait(max=1)
+    sender.join()
+    assert time.monotonic() - started >= 0.14
+    assert [(n.kind, n.id, n.value) for n in got] == [
+        ("data", 22, 1), ("data", 22, 2)]
+    for bad in (0, (1 << 20) + 1):
+        with pytest.raises(ferry.InvalidArgumentError):
+            tgt.notify_wait(max=bad)
+    with pytest.raises(ferry.InvalidArgumentError):
+        tgt.notify_wait(timeout=-1)
+
+
 def test_close_is_idempotent_and_final():
     ctx = ferry.Context(**TCP)
     ctx.close()
@@ -241,7 +272,7 @@ def test_close_is_idempotent_and_final():
                  lambda: ctx.counter_get(1),
                  lambda: ctx.counter_wait(1, 1, timeout=0),
                  lambda: ctx.counter_reset(1),
-                 ctx.notify_poll):
+                 ctx.notify_poll, ctx.notify_wait):
         with pytest.raises(ferry.HandleError) as e:
             call()
         assert "the Context is closed" in str(e.value)

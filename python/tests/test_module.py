@@ -62,7 +62,7 @@ def test_public_surface_is_what_the_tests_cover():
         "Context": {"close", "address", "info", "stats", "progress",
                     "add_peer", "register", "listen", "connect", "metadata",
                     "counter_get", "counter_wait", "counter_reset",
-                    "notify_poll", "closed"},
+                    "notify_poll", "notify_wait", "closed"},
         "Peer": {"import_region", "write", "read", "notify", "state", "watch",
                  "declare_dead", "counter_wait", "prepare", "close",
                  "context", "closed"},

@@ -2,8 +2,9 @@
  * notify module through the API: a notification rides on its write or
  * goes as a message, and either way is seen only once the data has
  * landed; notifications queue in arrival order and ferry_notify_poll
- * hands out at most `max` of them, within the queue's bound; counters sum
- * the values per id whatever the order; thousands of notifications from
+ * hands out at most `max` of them, within the queue's bound;
+ * ferry_notify_wait sleeps until they come or its time is up; counters
+ * sum the values per id whatever the order; thousands of notifications from
  * several threads (and from another process) arrive exactly once each;
  * bad input is refused; a notification to a dead peer ends its request
  * within the request's deadline.  (The request's notification state and
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -222,6 +224,105 @@ START_TEST(test_queue_bound)
     got = ferry_notify_poll(x.p.target, out, 8);
     ck_assert_int_eq(got, 1);
     ck_assert_uint_eq(out[0].value, 100);
+    tu_fx_close(&x);
+}
+END_TEST
+
+/* ---- waiting for notifications ----------------------------------------- */
+
+/* Sends {WAIT_ID, 1..WAIT_SENT} after a pause, each seen to its end. */
+#define WAIT_ID 21
+#define WAIT_SENT 3
+#define WAIT_PAUSE_MS 150
+
+struct late_sender {
+    ferry_peer_t *peer;
+    int ret;
+    char why[256];
+};
+
+static void *send_late(void *arg)
+{
+    struct late_sender *ls = arg;
+
+    usleep(WAIT_PAUSE_MS * 1000);
+    for (uint64_t v = 1; v <= WAIT_SENT && ls->ret == 0; v++) {
+        ferry_req_t *req = NULL;
+
+        ls->ret = ferry_notify_send(ls->peer, WAIT_ID, v, NULL, &req);
+        if (ls->ret == 0) {
+            ls->ret = ferry_req_wait(req, PATIENCE_MS);
+            ferry_req_free(req);
+        }
+        if (ls->ret != 0)
+            snprintf(ls->why, sizeof(ls->why), "%s", ferry_last_error());
+    }
+    return NULL;
+}
+
+/* CPU time of the calling thread, in ms. */
+static double thread_cpu_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/*
+ * ferry_notify_wait ends with FERRY_ETIMEDOUT, no sooner than its timeout,
+ * when nothing comes; returns what a sender sends after it began waiting,
+ * in order, with no timeout at all; and with a progress thread the waiter
+ * sleeps instead of polling.  Loop index: provider, then without (even)
+ * or with (odd) a progress thread on the target.
+ */
+START_TEST(test_notify_wait)
+{
+    const char *prov = tu_providers[_i / 2];
+    bool thread = _i % 2 == 1;
+    struct ferry_notification out[8];
+    struct late_sender ls = {.ret = 0};
+    struct tu_fx x;
+    pthread_t tid;
+    uint64_t t0, next = 1;
+    double cpu0;
+    int got;
+
+    tu_fx_open(&x, prov, NULL, 0, thread, 4096, 4096);
+
+    t0 = tu_now_ns();
+    cpu0 = thread_cpu_ms();
+    got = ferry_notify_wait(x.p.target, out, 8, 300);
+    ck_assert_msg(got == FERRY_ETIMEDOUT, "%s: an empty wait returned %d: %s",
+                  prov, got, ferry_last_error());
+    ck_assert_msg(tu_ms_since(t0) >= 300, "%s: a 300 ms wait ended after "
+                  "%llu ms", prov, (unsigned long long)tu_ms_since(t0));
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "within 300 ms"));
+    /* It sleeps between looks (the thread wakes it when something came);
+     * polling would take about the whole 300 ms of CPU. */
+    if (thread)
+        ck_assert_msg(thread_cpu_ms() - cpu0 < 150,
+                      "%s: waiting 300 ms with a progress thread took "
+                      "%.0f ms of CPU", prov, thread_cpu_ms() - cpu0);
+
+    ls.peer = x.p.peer;
+    ck_assert_int_eq(pthread_create(&tid, NULL, send_late, &ls), 0);
+    t0 = tu_now_ns();
+    while (next <= WAIT_SENT) {
+        got = ferry_notify_wait(x.p.target, out, 8, -1);
+        ck_assert_msg(got >= 1, "%s: the wait returned %d: %s", prov, got,
+                      ferry_last_error());
+        for (int i = 0; i < got; i++) {
+            ck_assert_uint_eq(out[i].id, WAIT_ID);
+            ck_assert_uint_eq(out[i].value, next++);
+        }
+    }
+    ck_assert_msg(tu_ms_since(t0) >= WAIT_PAUSE_MS - 10,
+                  "%s: notifications seen %llu ms into a %d ms pause", prov,
+                  (unsigned long long)tu_ms_since(t0), WAIT_PAUSE_MS);
+    pthread_join(tid, NULL);
+    ck_assert_msg(ls.ret == 0, "%s: sending: %s", prov, ls.why);
+    assert_quiet(x.p.target, 50, prov);
     tu_fx_close(&x);
 }
 END_TEST
@@ -788,6 +889,16 @@ START_TEST(test_bad_input)
     /* Another kind of handle is not a context. */
     ret = ferry_notify_poll((ferry_context_t *)x.tmem, out, 2);
     ck_assert_int_eq(ret, FERRY_EHANDLE);
+    ret = ferry_notify_wait(NULL, out, 2, 0);
+    ck_assert_int_eq(ret, FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "ferry_notify_wait"));
+    ret = ferry_notify_wait(x.p.target, NULL, 1, 0);
+    ck_assert_int_eq(ret, FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "out is NULL"));
+    /* max 0 could never end a wait without a limit. */
+    ret = ferry_notify_wait(x.p.target, out, 0, -1);
+    ck_assert_int_eq(ret, FERRY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "max is 0"));
     ck_assert_int_eq(ferry_notify_poll(x.p.target, NULL, 0), 0);
 
     /* max 0 takes nothing off a non-empty queue. */
@@ -983,6 +1094,7 @@ static Suite *notify_suite(void)
     tc = tu_tcase(s, "order", 60);
     tcase_add_loop_test(tc, test_arrival_order, 0, np);
     tcase_add_loop_test(tc, test_queue_bound, 0, np);
+    tcase_add_loop_test(tc, test_notify_wait, 0, 2 * np);
 
     tc = tu_tcase(s, "counters", 60);
     tcase_add_loop_test(tc, test_counters, 0, np);
