@@ -130,33 +130,62 @@ void side_close(struct side *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* Notifications taken from ferry per call. */
+#define MBOX_BATCH 64
+
+/* Files got notifications into the mailbox. */
+static int mbox_file(struct mbox *mb, const struct ferry_notification *n,
+                     int got)
+{
+    for (int i = 0; i < got; i++) {
+        switch (n[i].id) {
+        case ID_DATA: mb->data += n[i].value; break;
+        case ID_PING: mb->ping += n[i].value; break;
+        case ID_PONG: mb->pong += n[i].value; break;
+        default:
+            if (mb->nctl == MBOX_CAP)
+                return complain("protocol error: more than %d control "
+                                "messages pending (is the peer another "
+                                "version of ferry_bench?)",
+                                MBOX_CAP);
+            mb->ctl[mb->nctl++] = n[i];
+        }
+    }
+    return 0;
+}
+
 /* Moves every queued notification into the mailbox. */
 int mbox_pump(struct side *s)
 {
-    struct ferry_notification n[64];
-    struct mbox *mb = &s->mb;
+    struct ferry_notification n[MBOX_BATCH];
     int got;
 
     do {
-        got = ferry_notify_poll(s->ctx, n, 64);
+        got = ferry_notify_poll(s->ctx, n, MBOX_BATCH);
         if (got < 0)
             return fail("ferry_notify_poll", got);
-        for (int i = 0; i < got; i++) {
-            switch (n[i].id) {
-            case ID_DATA: mb->data += n[i].value; break;
-            case ID_PING: mb->ping += n[i].value; break;
-            case ID_PONG: mb->pong += n[i].value; break;
-            default:
-                if (mb->nctl == MBOX_CAP)
-                    return complain("protocol error: more than %d control "
-                                    "messages pending (is the peer another "
-                                    "version of ferry_bench?)",
-                                    MBOX_CAP);
-                mb->ctl[mb->nctl++] = n[i];
-            }
-        }
-    } while (got == 64);
+        if (mbox_file(&s->mb, n, got))
+            return 1;
+    } while (got == MBOX_BATCH);
     return 0;
+}
+
+/*
+ * With a progress thread: sleeps until notifications arrive or wait_ms
+ * passes, and files them.  A sleep in slices would wake this thread
+ * thousands of times a second, each wake taking a CPU from the stream on
+ * a small machine.
+ */
+static int mbox_sleep(struct side *s, int wait_ms)
+{
+    struct ferry_notification n[MBOX_BATCH];
+    int got = ferry_notify_wait(s->ctx, n, MBOX_BATCH, wait_ms);
+
+    if (got == FERRY_ETIMEDOUT)
+        return 0;
+    if (got < 0)
+        return fail("ferry_notify_wait", got);
+    return mbox_file(&s->mb, n, got);
 }
 
 /* Takes the oldest pending control message with one of ids[]. */
@@ -251,9 +280,12 @@ int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
                                 what);
             next_probe = t + 100000000u;
         }
-        if (s->progress_thread)
-            sleep_ns(100000);
-        else if (++spins % 16 == 0)
+        if (s->progress_thread) {
+            uint64_t until = next_probe < deadline ? next_probe : deadline;
+
+            if (mbox_sleep(s, (int)((until - t) / 1000000u) + 1))
+                return 1;
+        } else if (++spins % 16 == 0)
             sched_yield();
     }
 }
