@@ -715,8 +715,8 @@ FERRY_API int ferry_notify_poll(ferry_context_t *ctx,
  * Waits until notifications are queued, then moves up to max of them as
  * ferry_notify_poll does.  Returns how many (>= 1), FERRY_ETIMEDOUT when
  * none came within timeout_ms (< 0: no limit), or an error.  With a
- * progress thread the caller sleeps until the thread has received
- * something, instead of polling.
+ * progress thread the caller sleeps until one is queued, instead of
+ * polling.
  */
 FERRY_API int ferry_notify_wait(ferry_context_t *ctx,
                                 struct ferry_notification *out, size_t max,

@@ -337,6 +337,45 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
     return (int)n;
 }
 
+/* Longest sleep of ferry_notify_wait between two looks at the queue: a
+ * wake is signalled, so this is only the period of a wait without a
+ * limit. */
+#define NOTIFY_SLEEP_MAX_MS 1000
+
+/* Called under the lock when a notification is queued (on_queued). */
+static void wake_notify_waiters(struct ferry__xfer *x)
+{
+    struct ferry_context *ctx = container_of(x, struct ferry_context, xfer);
+
+    if (ctx->progress.waiters > 0)
+        pthread_cond_broadcast(&ctx->progress.progressed);
+}
+
+/*
+ * With a progress thread: sleeps until a notification is queued or until
+ * `until` (0: no limit).  The queue is looked at under the lock that
+ * on_queued signals under, so a notification queued after the caller's
+ * last look is never slept through; nothing else wakes this sleep, where
+ * progress_pause wakes every millisecond.
+ */
+static void notify_sleep(struct ferry_context *ctx, uint64_t until)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    uint64_t now = ferry__now_ns(), ms = NOTIFY_SLEEP_MAX_MS;
+    struct timespec wake;
+
+    if (until != 0 && until > now && (until - now) / 1000000u + 1 < ms)
+        ms = (until - now) / 1000000u + 1;
+    wake = ferry__realtime_after(ms);
+    ferry__lock_acquire(&fab->lock);
+    if (!ferry__notify_queued(ferry__xfer_of(ctx))) {
+        ctx->progress.waiters++;
+        ferry__lock_wait(&fab->lock, &ctx->progress.progressed, &wake);
+        ctx->progress.waiters--;
+    }
+    ferry__lock_release(&fab->lock);
+}
+
 int ferry_notify_wait(ferry_context_t *ctx, struct ferry_notification *out,
                       size_t max, int timeout_ms)
 {
@@ -360,7 +399,10 @@ int ferry_notify_wait(ferry_context_t *ctx, struct ferry_notification *out,
                                 "ferry_notify_wait: no notification arrived "
                                 "within %d ms",
                                 timeout_ms);
-        progress_pause(ctx, ++spins);
+        if (ctx->progress.started)
+            notify_sleep(ctx, until);
+        else
+            progress_pause(ctx, ++spins);
     }
 }
 
@@ -589,6 +631,7 @@ int ferry__progress_thread_start(struct ferry_context *ctx)
 {
     int ret;
 
+    ferry__xfer_of(ctx)->notify.on_queued = wake_notify_waiters;
     atomic_store(&ctx->progress.stopping, false);
     ret = pthread_create(&ctx->progress.thread, NULL, progress_main, ctx);
     if (ret != 0)

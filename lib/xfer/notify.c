@@ -348,6 +348,8 @@ static void queue(struct ferry__xfer *x, const struct ferry_notification *n)
         FERRY_LOG_WARN("out of memory: notification %llu not queued",
                        (unsigned long long)n->id);
     publish_count(x);
+    if (x->notify.on_queued != NULL)
+        x->notify.on_queued(x);
 }
 
 static void accept(struct ferry__xfer *x,

@@ -93,6 +93,10 @@ struct ferry__notify_part {
      * not to the queue and counters: the fan-out's (set by the context to
      * fan.c's; NULL drops them).  Called with the lock held. */
     void (*fan_sink)(struct ferry__xfer *x, uint64_t id, uint64_t value);
+    /* Called with the lock held once a notification is queued: set by
+     * the progress thread to wake the threads in ferry_notify_wait (NULL:
+     * nobody sleeps on the queue). */
+    void (*on_queued)(struct ferry__xfer *x);
 };
 
 /* stage.c: the staging buffers (made on first need), and statistics. */

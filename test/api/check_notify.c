@@ -230,13 +230,15 @@ END_TEST
 
 /* ---- waiting for notifications ----------------------------------------- */
 
-/* Sends {WAIT_ID, 1..WAIT_SENT} after a pause, each seen to its end. */
+/* After a pause, sends {WAIT_ID, 1..WAIT_SENT}, each seen to its end, or
+ * declares the peer dead (a PEER_DOWN event in its own context). */
 #define WAIT_ID 21
 #define WAIT_SENT 3
 #define WAIT_PAUSE_MS 150
 
 struct late_sender {
     ferry_peer_t *peer;
+    bool declare_dead;
     int ret;
     char why[256];
 };
@@ -246,6 +248,10 @@ static void *send_late(void *arg)
     struct late_sender *ls = arg;
 
     usleep(WAIT_PAUSE_MS * 1000);
+    if (ls->declare_dead) {
+        ls->ret = ferry_peer_declare_dead(ls->peer, "check_notify");
+        return NULL;
+    }
     for (uint64_t v = 1; v <= WAIT_SENT && ls->ret == 0; v++) {
         ferry_req_t *req = NULL;
 
@@ -269,30 +275,58 @@ static double thread_cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Runs ls in a thread and waits, with no limit, until max notifications
+ * of ctx are in out; asserts they came soon after the pause. */
+static void wait_for_late(ferry_context_t *ctx, struct late_sender *ls,
+                          struct ferry_notification *out, size_t max,
+                          const char *prov)
+{
+    uint64_t t0 = tu_now_ns();
+    pthread_t tid;
+    int got = 0;
+
+    ck_assert_int_eq(pthread_create(&tid, NULL, send_late, ls), 0);
+    for (size_t have = 0; have < max; have += (size_t)got) {
+        got = ferry_notify_wait(ctx, out + have, max - have, -1);
+        ck_assert_msg(got >= 1, "%s: the wait returned %d: %s", prov, got,
+                      ferry_last_error());
+    }
+    pthread_join(tid, NULL);
+    ck_assert_msg(ls->ret == 0, "%s: %s", prov, ls->why);
+    ck_assert_msg(tu_ms_since(t0) >= WAIT_PAUSE_MS - 10,
+                  "%s: notifications seen %llu ms into a %d ms pause", prov,
+                  (unsigned long long)tu_ms_since(t0), WAIT_PAUSE_MS);
+    /* Woken when they are queued, not at the end of a 1 s sleep. */
+    ck_assert_msg(tu_ms_since(t0) < WAIT_PAUSE_MS + 750,
+                  "%s: notifications queued after %d ms were seen after %llu "
+                  "ms",
+                  prov, WAIT_PAUSE_MS, (unsigned long long)tu_ms_since(t0));
+}
+
 /*
  * ferry_notify_wait ends with FERRY_ETIMEDOUT, no sooner than its timeout,
  * when nothing comes; returns what a sender sends after it began waiting,
- * in order, with no timeout at all; and with a progress thread the waiter
- * sleeps instead of polling.  Loop index: provider, then without (even)
- * or with (odd) a progress thread on the target.
+ * in order, with no timeout at all, and an event ferry queues itself (a
+ * peer declared dead); with a progress thread the waiter sleeps instead
+ * of polling, and is woken as soon as either is queued.  Loop index:
+ * provider, then without (even) or with (odd) progress threads.
  */
 START_TEST(test_notify_wait)
 {
     const char *prov = tu_providers[_i / 2];
     bool thread = _i % 2 == 1;
-    struct ferry_notification out[8];
+    struct ferry_notification out[WAIT_SENT];
     struct late_sender ls = {.ret = 0};
     struct tu_fx x;
-    pthread_t tid;
-    uint64_t t0, next = 1;
+    uint64_t t0;
     double cpu0;
     int got;
 
-    tu_fx_open(&x, prov, NULL, 0, thread, 4096, 4096);
+    tu_fx_open(&x, prov, NULL, thread, thread, 4096, 4096);
 
     t0 = tu_now_ns();
     cpu0 = thread_cpu_ms();
-    got = ferry_notify_wait(x.p.target, out, 8, 300);
+    got = ferry_notify_wait(x.p.target, out, WAIT_SENT, 300);
     ck_assert_msg(got == FERRY_ETIMEDOUT, "%s: an empty wait returned %d: %s",
                   prov, got, ferry_last_error());
     ck_assert_msg(tu_ms_since(t0) >= 300, "%s: a 300 ms wait ended after "
@@ -306,23 +340,17 @@ START_TEST(test_notify_wait)
                       "%.0f ms of CPU", prov, thread_cpu_ms() - cpu0);
 
     ls.peer = x.p.peer;
-    ck_assert_int_eq(pthread_create(&tid, NULL, send_late, &ls), 0);
-    t0 = tu_now_ns();
-    while (next <= WAIT_SENT) {
-        got = ferry_notify_wait(x.p.target, out, 8, -1);
-        ck_assert_msg(got >= 1, "%s: the wait returned %d: %s", prov, got,
-                      ferry_last_error());
-        for (int i = 0; i < got; i++) {
-            ck_assert_uint_eq(out[i].id, WAIT_ID);
-            ck_assert_uint_eq(out[i].value, next++);
-        }
+    wait_for_late(x.p.target, &ls, out, WAIT_SENT, prov);
+    for (uint64_t i = 0; i < WAIT_SENT; i++) {
+        ck_assert_uint_eq(out[i].id, WAIT_ID);
+        ck_assert_uint_eq(out[i].value, i + 1);
     }
-    ck_assert_msg(tu_ms_since(t0) >= WAIT_PAUSE_MS - 10,
-                  "%s: notifications seen %llu ms into a %d ms pause", prov,
-                  (unsigned long long)tu_ms_since(t0), WAIT_PAUSE_MS);
-    pthread_join(tid, NULL);
-    ck_assert_msg(ls.ret == 0, "%s: sending: %s", prov, ls.why);
     assert_quiet(x.p.target, 50, prov);
+
+    ls.declare_dead = true;
+    wait_for_late(x.p.init, &ls, out, 1, prov);
+    ck_assert_int_eq(out[0].kind, FERRY_NOTIFICATION_PEER_DOWN);
+    ck_assert_ptr_eq(out[0].peer, x.p.peer);
     tu_fx_close(&x);
 }
 END_TEST
