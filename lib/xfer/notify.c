@@ -495,7 +495,6 @@ void ferry__notify_destroy(struct ferry__xfer *x)
     free(x->notify.held.items);
     free(x->notify.counters.slots);
     memset(&x->notify.queue, 0, sizeof(x->notify.queue));
-    publish_count(x);
     memset(&x->notify.held, 0, sizeof(x->notify.held));
     memset(&x->notify.counters, 0, sizeof(x->notify.counters));
 }
