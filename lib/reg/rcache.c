@@ -7,7 +7,9 @@
  * a writer lock that no invalidation source ever takes, publish it, and
  * retire the old one.  Retired snapshots and entries are freed once no
  * reader can hold them (epochs, below) and, for entries, once no transfer
- * uses them; their registrations are closed with no cache lock held.
+ * uses them; their registrations are closed with no cache lock held, and
+ * the entries go back to the cache's slab (slab.h), which keeps a large
+ * cache's entries in a few huge pages.
  *
  * Invalidations append their range to a fixed ring and mark overlapping
  * entries dead.  A miss notes the ring position before it registers; if
@@ -25,6 +27,7 @@
 #include "dev/hmem.h"
 #include "reg/monitor.h"
 #include "reg/sindex.h"
+#include "reg/slab.h"
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -39,6 +42,9 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2 &&
                    ATOMIC_INT_LOCK_FREE == 2 &&
                    ATOMIC_POINTER_LOCK_FREE == 2,
                "the invalidation path needs lock-free atomics");
+/* Entries come from a slab (slab.h), whose objects start cache lines. */
+_Static_assert(_Alignof(struct ferry__rc_entry) <= 64,
+               "an entry needs more alignment than the slab gives");
 
 /* Hit counters per cache, spread over the readers. */
 #define STRIPES 16
@@ -291,6 +297,7 @@ struct ferry__rcache {
     struct snapshot *retired_snaps;
     struct snapshot *spare; /* reclaimed, kept for the next publish() */
     struct ferry__rc_entry *retired_entries;
+    struct ferry__slab entries; /* where every entry lives */
     /*
      * Bytes of the entries cached and not dead, and how many dead entries
      * the current snapshot still holds (its live ones are the rest):
@@ -586,14 +593,22 @@ static void reclaim(struct ferry__rcache *rc,
     }
 }
 
-static void close_entries(struct ferry__rc_entry *list)
+/* Closes the registrations of list (no cache lock held: I3), then gives
+ * the entries back to the slab. */
+static void close_entries(struct ferry__rcache *rc,
+                          struct ferry__rc_entry *list)
 {
+    if (list == NULL)
+        return;
+    for (struct ferry__rc_entry *e = list; e != NULL; e = e->retired_next)
+        ferry__mem_close(e->mem);
+    pthread_mutex_lock(&rc->writer);
     while (list != NULL) {
         struct ferry__rc_entry *next = list->retired_next;
-        ferry__mem_close(list->mem);
-        free(list);
+        ferry__slab_free(&rc->entries, list);
         list = next;
     }
+    pthread_mutex_unlock(&rc->writer);
 }
 
 /*
@@ -760,18 +775,11 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
  * held, unless an invalidation overlapping it arrived since ring position
  * `since`.  Returns the entry with one reference, or NULL.
  */
-static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
-                                      struct ferry_mem *mem, uintptr_t start,
-                                      uintptr_t end, uint64_t since)
+/* e, new, for [start, end) of mem, with one reference in this thread's
+ * shard. */
+static void entry_init(struct ferry__rc_entry *e, struct ferry_mem *mem,
+                       uintptr_t start, uintptr_t end)
 {
-    /* Aligned: each shard of e->hot on a cache line of its own. */
-    struct ferry__rc_entry *e = aligned_alloc(_Alignof(*e), sizeof(*e));
-    struct ferry__rc_entry *closable = NULL;
-    struct snapshot *cur;
-    bool cached = false;
-
-    if (e == NULL)
-        return NULL;
     memset(e, 0, sizeof(*e));
     e->mem = mem;
     e->start = start;
@@ -785,10 +793,24 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
         e->hot[i].mem = mem;
         e->hot[i].device = mem->kind == FERRY_MEM_CUDA;
     }
+}
+
+static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
+                                      struct ferry_mem *mem, uintptr_t start,
+                                      uintptr_t end, uint64_t since)
+{
+    struct ferry__rc_entry *e = NULL, *closable = NULL;
+    struct snapshot *cur;
+    bool cached = false;
+
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);
+    /* Each shard of e->hot on a cache line of its own: the slab's
+     * objects start lines. */
     if (!invalidated_since(since, start, end) &&
-        evict(rc, cur, end - start)) {
+        evict(rc, cur, end - start) &&
+        (e = ferry__slab_alloc(&rc->entries)) != NULL) {
+        entry_init(e, mem, start, end);
         /* Counted before it is visible: a kill, which uncounts it, can
          * only come after. */
         count_live(rc, e, 1);
@@ -800,13 +822,13 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
         else if (invalidated_since(since, start, end))
             entry_kill(rc, e);
     }
+    if (!cached) {
+        ferry__slab_free(&rc->entries, e);
+        e = NULL;
+    }
     reclaim(rc, &closable);
     pthread_mutex_unlock(&rc->writer);
-    close_entries(closable);
-    if (!cached) {
-        free(e);
-        return NULL;
-    }
+    close_entries(rc, closable);
     return e;
 }
 
@@ -961,6 +983,7 @@ int ferry__rcache_create(struct ferry_context *ctx, size_t max_entries,
     rc->max_entries = max_entries ? max_entries : 1;
     rc->max_bytes = max_bytes ? max_bytes : 1;
     pthread_mutex_init(&rc->writer, NULL);
+    ferry__slab_init(&rc->entries, sizeof(struct ferry__rc_entry));
     ferry__monitor_start(ferry_mem_invalidate);
     for (unsigned i = 0; i < MAX_CACHES; i++) {
         struct ferry__rcache *expected = NULL;
@@ -970,7 +993,7 @@ int ferry__rcache_create(struct ferry_context *ctx, size_t max_entries,
         }
     }
     pthread_mutex_destroy(&rc->writer);
-    free(rc);
+    free(rc); /* its slab is still empty */
     FERRY_LOG_WARN("more than %d contexts with a registration cache: this "
                    "one registers without caching",
                    MAX_CACHES);
@@ -1014,16 +1037,11 @@ void ferry__rcache_destroy(struct ferry__rcache *rc)
     closable = rc->retired_entries;
     rc->retired_entries = NULL;
     pthread_mutex_unlock(&rc->writer);
-    /* In a forked child the registrations belong to the parent. */
-    if (ferry__in_forked_child()) {
-        while (closable != NULL) {
-            struct ferry__rc_entry *next = closable->retired_next;
-            free(closable);
-            closable = next;
-        }
-    } else {
-        close_entries(closable);
-    }
+    /* In a forked child the registrations belong to the parent; the
+     * entries go with the slab. */
+    if (!ferry__in_forked_child())
+        close_entries(rc, closable);
+    ferry__slab_destroy(&rc->entries);
     pthread_mutex_destroy(&rc->writer);
     free(rc);
 }
