@@ -342,13 +342,18 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
  * limit. */
 #define NOTIFY_SLEEP_MAX_MS 1000
 
+/* Wakes the threads sleeping in progress_pause and notify_sleep; under
+ * the lock. */
+static void wake_waiters(struct ferry_context *ctx)
+{
+    if (ctx->progress.waiters > 0)
+        pthread_cond_broadcast(&ctx->progress.progressed);
+}
+
 /* Called under the lock when a notification is queued (on_queued). */
 static void wake_notify_waiters(struct ferry__xfer *x)
 {
-    struct ferry_context *ctx = container_of(x, struct ferry_context, xfer);
-
-    if (ctx->progress.waiters > 0)
-        pthread_cond_broadcast(&ctx->progress.progressed);
+    wake_waiters(container_of(x, struct ferry_context, xfer));
 }
 
 /*
@@ -577,8 +582,8 @@ static void *progress_main(void *arg)
         /* Requests that ended but wait for operations a dead peer will
          * never complete are no reason to spin. */
         busy = ctx->xfer.req.running != 0;
-        if (n > 0 && ctx->progress.waiters > 0)
-            pthread_cond_broadcast(&ctx->progress.progressed);
+        if (n > 0)
+            wake_waiters(ctx);
         ferry__lock_release(&fab->lock);
         /* Fan-out chunks that landed go on to the children now. */
         ferry__fan_run(ctx);
