@@ -700,9 +700,10 @@ static bool plain_write(const struct ferry_req *req)
  *    (ferry__op_complete); or
  *  - waits for a slot on the rail its next operation goes to, or for the
  *    provider to take posts to its peer there again.
- * Skipping such requests keeps a pass short when many are in flight: on
- * shm, where the provider pushes back about once per operation, visiting
- * them all each pass cost more than the posts themselves.
+ * Skipping such requests keeps a pass short when many are in flight:
+ * each ferry_req_test makes a pass, so a caller testing n requests in
+ * turn had n^2 of them posted and settled for nothing
+ * (docs/performance.md).
  */
 bool ferry__req_waits(const struct ferry_req *req)
 {
