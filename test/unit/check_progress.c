@@ -217,24 +217,38 @@ START_TEST(test_cancel_in_flight)
 }
 END_TEST
 
+/*
+ * A stalled pair with one operation slot, taken by a stuck write of the
+ * whole region (returned), and 4 KiB at buf2 registered as *mem2 for the
+ * requests that will find no slot.
+ */
+static ferry_req_t *post_holding_the_slot(struct tu_fx *f, const char *prov,
+                                          uint8_t *buf2, ferry_mem_t **mem2)
+{
+    struct ferry_config cfg;
+    ferry_req_t *first;
+
+    tu_config(&cfg, prov);
+    cfg.tx_depth = 1;
+    tu_fx_open_stalled(f, prov, &cfg, STUCK, STUCK, NULL);
+    first = post_stuck(f, 0);
+    ck_assert_int_eq(ferry_mem_register(f->p.init, buf2, 4096, FERRY_MEM_HOST,
+                                        0, 0, mem2),
+                     0);
+    return first;
+}
+
 /* A request cancelled before any of it was posted lets go at once. */
 START_TEST(test_cancel_queued)
 {
     const char *prov = tu_providers[_i];
-    struct ferry_config cfg;
     struct tu_fx f;
     ferry_req_t *first, *queued;
     ferry_mem_t *mem2;
     uint8_t *buf2 = tu_alloc_buf(4096);
     struct ferry_iov iov;
 
-    tu_config(&cfg, prov);
-    cfg.tx_depth = 1;
-    tu_fx_open_stalled(&f, prov, &cfg, STUCK, STUCK, NULL);
-    first = post_stuck(&f, 0); /* holds the only slot */
-    ck_assert_int_eq(ferry_mem_register(f.p.init, buf2, 4096, FERRY_MEM_HOST,
-                                        0, 0, &mem2),
-                     0);
+    first = post_holding_the_slot(&f, prov, buf2, &mem2);
     iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
     ck_assert_int_ge(ferry_progress(f.p.init), 0);
@@ -268,7 +282,6 @@ END_TEST
 START_TEST(test_waiting_requests)
 {
     const char *prov = tu_providers[_i];
-    struct ferry_config cfg;
     struct tu_fx f;
     ferry_req_t *first, *queued, *late;
     ferry_mem_t *mem2;
@@ -276,13 +289,7 @@ START_TEST(test_waiting_requests)
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     struct ferry_iov iov;
 
-    tu_config(&cfg, prov);
-    cfg.tx_depth = 1;
-    tu_fx_open_stalled(&f, prov, &cfg, STUCK, STUCK, NULL);
-    first = post_stuck(&f, 0); /* holds the only slot */
-    ck_assert_int_eq(ferry_mem_register(f.p.init, buf2, 4096, FERRY_MEM_HOST,
-                                        0, 0, &mem2),
-                     0);
+    first = post_holding_the_slot(&f, prov, buf2, &mem2);
     tu_fill(buf2, 4096, 0x4242);
     iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
