@@ -770,13 +770,9 @@ static int publish(struct ferry__rcache *rc, struct ferry__rc_entry *add)
     return 0;
 }
 
-/*
- * Caches a fresh registration of [start, end), made while no lock was
- * held, unless an invalidation overlapping it arrived since ring position
- * `since`.  Returns the entry with one reference, or NULL.
- */
 /* e, new, for [start, end) of mem, with one reference in this thread's
- * shard. */
+ * shard.  Each shard of e->hot is on a cache line of its own: slab
+ * objects start lines. */
 static void entry_init(struct ferry__rc_entry *e, struct ferry_mem *mem,
                        uintptr_t start, uintptr_t end)
 {
@@ -795,6 +791,11 @@ static void entry_init(struct ferry__rc_entry *e, struct ferry_mem *mem,
     }
 }
 
+/*
+ * Caches a fresh registration of [start, end), made while no lock was
+ * held, unless an invalidation overlapping it arrived since ring position
+ * `since`.  Returns the entry with one reference, or NULL.
+ */
 static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
                                       struct ferry_mem *mem, uintptr_t start,
                                       uintptr_t end, uint64_t since)
@@ -805,8 +806,6 @@ static struct ferry__rc_entry *insert(struct ferry__rcache *rc,
 
     pthread_mutex_lock(&rc->writer);
     cur = atomic_load(&rc->snap);
-    /* Each shard of e->hot on a cache line of its own: the slab's
-     * objects start lines. */
     if (!invalidated_since(since, start, end) &&
         evict(rc, cur, end - start) &&
         (e = ferry__slab_alloc(&rc->entries)) != NULL) {
