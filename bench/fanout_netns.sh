@@ -143,6 +143,11 @@ run_case() {
 			return
 		fi
 	done
+	# Emptied here, not only by the sender's redirection: the kill case
+	# below waits for "transfer starts" in it, and the previous case's
+	# sender wrote that too; read before the new sender's shell opened
+	# the file, it killed receiver 1 before the sender reached it.
+	: >"$tmp/send"
 	on 0 "$bin" send "${where[@]}" --size "$size" --mode "$mode" \
 		"${chunk[@]}" --timeout 300 >"$tmp/send" 2>&1 &
 	local sender=$!
