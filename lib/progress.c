@@ -140,7 +140,11 @@ static unsigned visit_active(struct ferry_context *ctx)
                            (unsigned long long)req->bytes_done,
                            req->ops_in_flight,
                            req->ops_in_flight == 1 ? "" : "s");
-        else
+        else if (ferry__req_waits(req)) {
+            running++; /* nothing to post or settle (xfer.h) */
+            req = next;
+            continue;
+        } else
             ferry__req_post_pending(req);
         /* settle() may free a request the user freed (it has ended, so
          * it is not running): read the flag first. */

@@ -692,6 +692,35 @@ static bool plain_write(const struct ferry_req *req)
 }
 
 /*
+ * Whether a progress pass has nothing to do for the request until one of
+ * its operations comes back or the rail's epoch moves (op.h): it is
+ * running and either
+ *  - has everything posted, operations in flight, and a notification (if
+ *    any) that waits for them: each completion settles it
+ *    (ferry__op_complete); or
+ *  - waits for a slot on the rail its next operation goes to, or for the
+ *    provider to take posts to its peer there again.
+ * Skipping such requests keeps a pass short when many are in flight:
+ * each ferry_req_test makes a pass, so a caller testing n requests in
+ * turn had n^2 of them posted and settled for nothing
+ * (docs/performance.md).
+ */
+bool ferry__req_waits(const struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+
+    if (req->status != FERRY_EINPROGRESS || req->staged)
+        return false;
+    if (req->cur_iov < req->niov)
+        return req->rail_pending >= 0 &&
+               ferry__op_slot(x, req->peer,
+                              &x->reg.fab.rails[req->rail_pending]) == NULL;
+    return req->ops_in_flight > 0 &&
+           !(req->notify == FERRY__NOTIFY_PENDING &&
+             x->reg.fab.notify_ordered && plain_write(req));
+}
+
+/*
  * Whether the request's notification can ride on the write about to be
  * posted on rail, as its remote CQ data: one operation where a write and
  * a message would be two (the target sees the notification in the

@@ -20,6 +20,9 @@ int ferry__notify_send_own(ferry_peer_t *peer, uint64_t id, uint64_t value,
                            ferry_req_t **req);
 /* Posts what the request still has to post, as far as slots allow. */
 void ferry__req_post_pending(struct ferry_req *req);
+/* Whether a progress pass has nothing to post or settle for it (its
+ * deadline aside) until a completion comes or the rail's epoch moves. */
+bool ferry__req_waits(const struct ferry_req *req);
 /* Marks it done if all is posted and back; retires it if ended and idle. */
 void ferry__req_settle(struct ferry_req *req);
 /* An operation came back, with err 0 or the error and its sentence. */

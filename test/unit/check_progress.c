@@ -3,7 +3,8 @@
  * by a target that never progresses: a wait that times out is not the
  * request's end, deadlines (and destruction after them), cancel (the
  * buffers held until the provider lets go, the request's list), and a peer
- * killed in the middle of a transfer; several threads posting while
+ * killed in the middle of a transfer; requests a progress pass skips
+ * because they can only wait; several threads posting while
  * another drives progress; a progress thread on the initiator.  (Ended
  * requests, handle checks, a stopped child and a peer killed after a post,
  * through the API: test/api/check_progress.c.)
@@ -12,6 +13,7 @@
 
 #include "progress.h"
 #include "xfer/op.h"
+#include "xfer/xfer.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -215,24 +217,38 @@ START_TEST(test_cancel_in_flight)
 }
 END_TEST
 
+/*
+ * A stalled pair with one operation slot, taken by a stuck write of the
+ * whole region (returned), and 4 KiB at buf2 registered as *mem2 for the
+ * requests that will find no slot.
+ */
+static ferry_req_t *post_holding_the_slot(struct tu_fx *f, const char *prov,
+                                          uint8_t *buf2, ferry_mem_t **mem2)
+{
+    struct ferry_config cfg;
+    ferry_req_t *first;
+
+    tu_config(&cfg, prov);
+    cfg.tx_depth = 1;
+    tu_fx_open_stalled(f, prov, &cfg, STUCK, STUCK, NULL);
+    first = post_stuck(f, 0);
+    ck_assert_int_eq(ferry_mem_register(f->p.init, buf2, 4096, FERRY_MEM_HOST,
+                                        0, 0, mem2),
+                     0);
+    return first;
+}
+
 /* A request cancelled before any of it was posted lets go at once. */
 START_TEST(test_cancel_queued)
 {
     const char *prov = tu_providers[_i];
-    struct ferry_config cfg;
     struct tu_fx f;
     ferry_req_t *first, *queued;
     ferry_mem_t *mem2;
     uint8_t *buf2 = tu_alloc_buf(4096);
     struct ferry_iov iov;
 
-    tu_config(&cfg, prov);
-    cfg.tx_depth = 1;
-    tu_fx_open_stalled(&f, prov, &cfg, STUCK, STUCK, NULL);
-    first = post_stuck(&f, 0); /* holds the only slot */
-    ck_assert_int_eq(ferry_mem_register(f.p.init, buf2, 4096, FERRY_MEM_HOST,
-                                        0, 0, &mem2),
-                     0);
+    first = post_holding_the_slot(&f, prov, buf2, &mem2);
     iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
     ck_assert_int_ge(ferry_progress(f.p.init), 0);
@@ -251,6 +267,60 @@ START_TEST(test_cancel_queued)
     ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
     tu_assert_pattern(f.tbuf, STUCK, 0x5757, "%s", prov);
     ferry_req_free(first);
+    tu_fx_close(&f);
+    tu_free_buf(buf2, 4096);
+}
+END_TEST
+
+/* ---- requests a pass skips ---------------------------------------------------- */
+
+/*
+ * A progress pass leaves alone the requests that can only wait (one with
+ * its operation out, one with no slot); they still end by their deadline
+ * and go on as soon as there is something to do.
+ */
+START_TEST(test_waiting_requests)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_fx f;
+    ferry_req_t *first, *queued, *late;
+    ferry_mem_t *mem2;
+    uint8_t *buf2 = tu_alloc_buf(4096);
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    struct ferry_iov iov;
+
+    first = post_holding_the_slot(&f, prov, buf2, &mem2);
+    tu_fill(buf2, 4096, 0x4242);
+    iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
+    opts.timeout_ms = 200;
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, &opts, &late), 0);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_ge(ferry_progress(f.p.init), 0);
+    ck_assert_msg(ferry__req_waits(first), "%s: the request with its "
+                  "operation out is visited", prov);
+    ck_assert_msg(ferry__req_waits(queued) && ferry__req_waits(late),
+                  "%s: requests without a slot are visited", prov);
+    ck_assert_uint_eq(queued->cur_iov, 0);
+    /* Waiting, the third still ends at its deadline, and is not waiting
+     * any more. */
+    expect_deadline(late, 200, prov);
+    ck_assert(!ferry__req_waits(late));
+    ferry_req_free(late);
+    /* Once the first is back, the queued one gets the slot. */
+    drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
+    ck_assert(!ferry__req_waits(first));
+    for (int i = 0; i < 1000 && queued->cur_iov == 0; i++)
+        ck_assert_int_ge(ferry_progress(f.p.init), 0);
+    ck_assert_msg(queued->cur_iov == 1, "%s: the queued request was never "
+                  "posted", prov);
+    drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(queued, 30000), 0);
+    tu_assert_pattern(f.tbuf, 4096, 0x4242, "%s", prov);
+    ferry_req_free(queued);
+    ferry_req_free(first);
+    ck_assert_int_eq(ferry_mem_deregister(mem2), 0);
     tu_fx_close(&f);
     tu_free_buf(buf2, 4096);
 }
@@ -520,6 +590,9 @@ static Suite *progress_suite(void)
     tc = tu_tcase(s, "cancel", 60);
     tcase_add_loop_test(tc, test_cancel_in_flight, 0, np);
     tcase_add_loop_test(tc, test_cancel_queued, 0, np);
+
+    tc = tu_tcase(s, "waiting", 60);
+    tcase_add_loop_test(tc, test_waiting_requests, 0, np);
 
     tc = tu_tcase(s, "killed", 60);
     tcase_add_loop_test(tc, test_peer_killed_mid_transfer, 0, np);
