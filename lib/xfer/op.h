@@ -58,6 +58,10 @@ struct ferry__found {
     struct ferry__rc_entry *entry; /* cache reference, or NULL: mem is ours */
 };
 
+/* Iovs a request keeps inside itself: most requests move one block, or a
+ * key and a value block, and copying theirs then allocates nothing. */
+#define FERRY__REQ_INLINE_IOVS 2
+
 enum ferry__notify_state {
     FERRY__NOTIFY_NONE,    /* the request carries none */
     FERRY__NOTIFY_PENDING, /* to be sent once the data has landed */
@@ -75,6 +79,7 @@ struct ferry_req {
     enum ferry__op_kind kind;
     size_t niov;                 /* iovs, or prepared block pairs */
     struct ferry_iov *iov;       /* copy of the caller's array, or NULL */
+    struct ferry_iov iov_inline[FERRY__REQ_INLINE_IOVS]; /* iov, if it fits */
     struct ferry_prep *prep;     /* a prepared request: */
     uint32_t *lidx, *ridx;       /* its block pairs (one allocation) */
     struct ferry__found *found;  /* per iov without lmem, or NULL */

@@ -257,14 +257,21 @@ static void release_found(struct ferry_req *req)
     req->found = NULL;
 }
 
+/* Frees the request's copy of its iovs or block pairs. */
+static void free_items(struct ferry_req *req)
+{
+    if (req->iov != req->iov_inline)
+        free(req->iov);
+    free(req->lidx); /* ridx shares the allocation */
+    req->iov = NULL;
+    req->lidx = req->ridx = NULL;
+}
+
 static void req_release(struct ferry_req *req)
 {
     hold_regions(req, NULL); /* drops them */
     release_found(req);
-    free(req->iov);
-    free(req->lidx); /* ridx shares the allocation */
-    req->iov = NULL;
-    req->lidx = req->ridx = NULL;
+    free_items(req);
     req->prep = NULL;
     req->niov = 0;
 }
@@ -273,8 +280,7 @@ static void req_release(struct ferry_req *req)
 static void req_discard(struct ferry_req *req)
 {
     release_found(req);
-    free(req->iov);
-    free(req->lidx);
+    free_items(req);
     free(req);
 }
 
@@ -411,7 +417,10 @@ static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
     if ((ret = check_args(peer, iov, n, opts, out, kind, own)))
         return ret;
     req = req_new(peer, kind, opts);
-    if (req == NULL || (req->iov = malloc(n * sizeof(*iov))) == NULL) {
+    if (req != NULL)
+        req->iov = n <= FERRY__REQ_INLINE_IOVS ? req->iov_inline
+                                               : malloc(n * sizeof(*iov));
+    if (req == NULL || req->iov == NULL) {
         free(req);
         return ferry__error(FERRY_ENOMEM, "out of memory for a request");
     }
