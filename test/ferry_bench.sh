@@ -79,6 +79,17 @@ else
 	echo "not run: --pin needs CPUs 0 and 1 (taskset -c 0,1 failed)"
 fi
 expect 2 "--pin is for --loopback" --target --pin
+# Latency samples: every request with --iterations, one in 8 with
+# --duration (give or take one per lane in flight).
+expect 0 "(200 samples of 200)" --provider shm --iterations 200 --inflight 4
+expect 0 "samples of" --provider shm --inflight 4 --block-size 4K $short
+samples=$(sed -n 's/.*(\([0-9]*\) samples of \([0-9]*\)).*/\1 \2/p' "$tmp/out")
+if echo "$samples" | awk '{ exit !($1 > 0 && $2 >= 7 * $1 - 32 && $2 <= 8 * $1 + 32) }'; then
+	echo "PASS: one request in 8 timed with --duration ($samples)"
+else
+	echo "FAIL: with --duration one request in 8 should be timed: \"$samples\" (samples, requests)"
+	status=1
+fi
 expect 2 "--target-mem cuda: x: not a whole number" --target-mem cuda:x
 
 prog=$abs_top_builddir/bench/rma_raw

@@ -256,8 +256,9 @@ static void usage(FILE *f)
 "                          p50/p99/p999 in us, mean in us\n"
 "\n"
 "ops are blocks (iovs); latency is per request, post to completion (half the\n"
-"round trip with --pingpong).  Exit status: 0 success, 1 a failed transfer or\n"
-"check, 2 bad usage, 3 the time bound passed.\n",
+"round trip with --pingpong; with --duration one request in 8 is timed).\n"
+"Exit status: 0 success, 1 a failed transfer or check, 2 bad usage, 3 the\n"
+"time bound passed.\n",
             DEFAULT_PORT);
 }
 

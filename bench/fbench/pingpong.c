@@ -74,7 +74,7 @@ int run_pingpong(struct initiator *in, uint64_t block,
             fail("a ping failed", ret);
             goto out;
         }
-        note_first_completion(in, t1);
+        note_first_completion(in);
         if (lp.measuring) {
             measured++;
             lat_sum += t1 - t0;

@@ -28,8 +28,8 @@ struct initiator {
     uint64_t deadline;          /* of the whole session */
 };
 
-/* The first transfer of the session completed at t (the first call wins). */
-void note_first_completion(struct initiator *in, uint64_t t);
+/* The first transfer of the session completed now (the first call wins). */
+void note_first_completion(struct initiator *in);
 int start_run(struct initiator *in, unsigned flags, uint64_t block);
 /* The RUN_* flags of these options. */
 unsigned run_flags(const struct options *o);
