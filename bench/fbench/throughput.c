@@ -174,7 +174,7 @@ static void worker_complete(struct worker *w, uint64_t k)
 {
     struct run *r = w->run;
     struct lane *ln = &w->lanes[k];
-    uint64_t t = ln->sampled ? now_ns() : 0;
+    uint64_t t = ln->sampled ? now_ns() : 0, lat;
     /* --duration counts what completes inside the window; --iterations
      * counts the requests posted in it. */
     bool count = r->iterations != 0 ? ln->counted
@@ -194,10 +194,11 @@ static void worker_complete(struct worker *w, uint64_t k)
     w->reqs++;
     if (!ln->sampled)
         return;
-    w->lat_sum += t - ln->t_post;
+    lat = t - ln->t_post;
+    w->lat_sum += lat;
     w->lat_n++;
     w->t_last = t; /* --iterations, where every request is timed */
-    reservoir_add(&w->lat, t - ln->t_post);
+    reservoir_add(&w->lat, lat);
 }
 
 /* Keeps the lanes busy until told to stop, then lets them drain. */

@@ -701,6 +701,21 @@ static bool plain_write(const struct ferry_req *req)
 }
 
 /*
+ * Whether the request's pending notification may be sent once everything
+ * is posted: when every operation has come back, or, for writes between
+ * plain memories on a provider that processes sends after the writes
+ * before them (notify_ordered), at once (a staged chunk may not be posted
+ * yet when its copy has only started).  Syncs of remote mirrors, if any,
+ * go first (ferry__req_settle).
+ */
+static bool notification_may_go(const struct ferry_req *req)
+{
+    return req->notify == FERRY__NOTIFY_PENDING &&
+           (req->ops_in_flight == 0 ||
+            (ferry__fabric_of(req->ctx)->notify_ordered && plain_write(req)));
+}
+
+/*
  * Whether a progress pass has nothing to do for the request until one of
  * its operations comes back or the rail's epoch moves (op.h): it is
  * running and either
@@ -724,9 +739,7 @@ bool ferry__req_waits(const struct ferry_req *req)
         return req->rail_pending >= 0 &&
                ferry__op_slot(x, req->peer,
                               &x->reg.fab.rails[req->rail_pending]) == NULL;
-    return req->ops_in_flight > 0 &&
-           !(req->notify == FERRY__NOTIFY_PENDING &&
-             x->reg.fab.notify_ordered && plain_write(req));
+    return req->ops_in_flight > 0 && !notification_may_go(req);
 }
 
 /*
@@ -954,18 +967,12 @@ void ferry__req_settle(struct ferry_req *req)
 
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
     /* Once every write has come back (FI_DELIVERY_COMPLETE: the data is
-     * visible at the target), the syncs of staged remote memory go.  The
-     * notification goes once every operation has come back, syncs
-     * included, or, for writes between plain memories on a provider that
-     * processes sends after the writes before them (notify_ordered), once
-     * every write is posted (a staged chunk may not be posted yet when
-     * its copy has only started). */
+     * visible at the target), the syncs of staged remote memory go; the
+     * notification after them, when notification_may_go says. */
     if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov) {
         if (syncs_left && req->ops_in_flight == 0)
             post_syncs(req);
-        else if (!syncs_left && req->notify == FERRY__NOTIFY_PENDING &&
-                 (req->ops_in_flight == 0 ||
-                  (x->reg.fab.notify_ordered && plain_write(req))))
+        else if (!syncs_left && notification_may_go(req))
             post_notification(req);
     }
     /* The request ends once everything, its notification included, has
