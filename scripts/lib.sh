@@ -12,6 +12,7 @@ packages=(
 	etcd-server etcd-client openssl libcurl4-openssl-dev libjson-c-dev nettle-dev
 	python3-dev python3-setuptools python3-pip python3-numpy python3-torch python3-pytest
 	pandoc groff-base man-db
+	gdb # a test about to time out prints its stacks (test/api/watchdog.c)
 	debhelper dh-python fakeroot lintian
 )
 

@@ -2,6 +2,7 @@
  * Helpers shared by the Check suites (see testutil.h).
  */
 #include "testutil.h"
+#include "watchdog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -637,6 +638,7 @@ TCase *tu_tcase(Suite *s, const char *name, int timeout)
     TCase *tc = tcase_create(name);
 
     tcase_set_timeout(tc, timeout);
+    tu_watchdog_add(tc, name, timeout);
     suite_add_tcase(s, tc);
     return tc;
 }

@@ -200,7 +200,8 @@ int tu_child_verify(struct tu_child *c, uint64_t seed);
 /* Tells the child to exit and reaps it; asserts a clean exit. */
 void tu_child_stop(struct tu_child *c);
 
-/* A test case added to s, with its own timeout in seconds. */
+/* A test case added to s, with its own timeout in seconds, and a
+ * watchdog that prints the stacks of a test about to time out. */
 TCase *tu_tcase(Suite *s, const char *name, int timeout);
 
 /*
