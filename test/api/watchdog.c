@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,12 +145,35 @@ ARM8(0) ARM8(1) ARM8(2) ARM8(3)
 static void (*const arms[SLOTS])(void) = {ARM_NAMES8(0), ARM_NAMES8(1),
                                           ARM_NAMES8(2), ARM_NAMES8(3)};
 
-void tu_watchdog_add(TCase *tc, const char *name, int timeout_s)
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#endif
+
+/*
+ * Without fork mode the thread would outlive its test.  Under
+ * ThreadSanitizer, a thread in the test's process makes every target it
+ * forks die when the target starts threads of its own ("starting new
+ * threads after multi-threaded fork is not supported").
+ */
+static bool watchdog_possible(void)
 {
+#ifdef TU_TSAN
+    return false;
+#else
     const char *fork = getenv("CK_FORK");
 
-    /* Without fork mode the thread would outlive its test. */
-    if (fork != NULL && strcmp(fork, "no") == 0)
+    return fork == NULL || strcmp(fork, "no") != 0;
+#endif
+}
+
+void tu_watchdog_add(TCase *tc, const char *name, int timeout_s)
+{
+    if (!watchdog_possible())
         return;
     if (ntcases == SLOTS) {
         fprintf(stderr, "watchdog: more than %d test cases in the suite; "

@@ -9,7 +9,8 @@
 #include <check.h>
 
 /* Arms the watchdog for every test of tc, whose timeout is timeout_s
- * seconds (before CK_TIMEOUT_MULTIPLIER).  Not in CK_FORK=no mode. */
+ * seconds (before CK_TIMEOUT_MULTIPLIER).  Not in CK_FORK=no mode, nor
+ * under ThreadSanitizer (watchdog.c). */
 void tu_watchdog_add(TCase *tc, const char *name, int timeout_s);
 
 #endif /* TU_WATCHDOG_H */
