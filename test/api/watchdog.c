@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -95,6 +96,9 @@ static void print_children_stacks(void)
         closedir(tasks);
 }
 
+/* Posted by the thread once it has nothing left to do but sleep. */
+static sem_t asleep;
+
 static void *watchdog_main(void *arg)
 {
     size_t slot = (size_t)(uintptr_t)arg;
@@ -104,10 +108,11 @@ static void *watchdog_main(void *arg)
     at -= at / 10 < LEAD_MIN_S ? LEAD_MIN_S
           : at / 10 > LEAD_MAX_S ? LEAD_MAX_S
                                  : at / 10;
-    if (at <= 0)
-        return NULL;
     clock_gettime(CLOCK_MONOTONIC, &wake);
     wake.tv_sec += (time_t)at;
+    sem_post(&asleep);
+    if (at <= 0)
+        return NULL;
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, NULL) ==
            EINTR)
         ;
@@ -119,17 +124,28 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+/*
+ * The test starts only once the thread sleeps.  A test that forks at once
+ * (a target) could otherwise fork while the new thread is still being set
+ * up, inside malloc: the child then inherits the allocator's lock held,
+ * and hangs at its first allocation (seen under AddressSanitizer, whose
+ * allocator Debian 12's GCC does not lock around fork).
+ */
 static void watchdog_arm(size_t slot)
 {
     pthread_attr_t attr;
     pthread_t thread;
 
+    sem_init(&asleep, 0, 0);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&thread, &attr, watchdog_main,
                        (void *)(uintptr_t)slot) != 0)
         fprintf(stderr, "watchdog: cannot start its thread: no stacks if "
                         "this test hangs\n");
+    else
+        while (sem_wait(&asleep) != 0 && errno == EINTR)
+            ;
     pthread_attr_destroy(&attr);
 }
 
