@@ -128,8 +128,8 @@ static void *watchdog_main(void *arg)
  * The test starts only once the thread sleeps.  A test that forks at once
  * (a target) could otherwise fork while the new thread is still being set
  * up, inside malloc: the child then inherits the allocator's lock held,
- * and hangs at its first allocation (seen under AddressSanitizer, whose
- * allocator Debian 12's GCC does not lock around fork).
+ * and hangs at its first allocation (seen under Debian 12's
+ * AddressSanitizer, which does not lock its allocator around fork).
  */
 static void watchdog_arm(size_t slot)
 {
@@ -161,15 +161,6 @@ ARM8(0) ARM8(1) ARM8(2) ARM8(3)
 static void (*const arms[SLOTS])(void) = {ARM_NAMES8(0), ARM_NAMES8(1),
                                           ARM_NAMES8(2), ARM_NAMES8(3)};
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TU_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define TU_TSAN 1
-#endif
-
 /*
  * Without fork mode the thread would outlive its test.  Under
  * ThreadSanitizer, a thread in the test's process makes every target it
@@ -178,7 +169,7 @@ static void (*const arms[SLOTS])(void) = {ARM_NAMES8(0), ARM_NAMES8(1),
  */
 static bool watchdog_possible(void)
 {
-#ifdef TU_TSAN
+#if defined(__SANITIZE_THREAD__) /* as check_rcache.c tests it */
     return false;
 #else
     const char *fork = getenv("CK_FORK");
