@@ -13,9 +13,7 @@
 /* Checks that need a process of their own (the backend is chosen once). */
 static bool own_process(void)
 {
-    const char *fork_mode = getenv("CK_FORK");
-
-    if (fork_mode != NULL && strcmp(fork_mode, "no") == 0) {
+    if (!tu_check_forks()) {
         fprintf(stderr, "check_hmem: CK_FORK=no: the environment checks of "
                         "the backend choice are skipped\n");
         return false;

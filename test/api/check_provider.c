@@ -290,9 +290,7 @@ END_TEST
  */
 static bool own_process(void)
 {
-    const char *fork_mode = getenv("CK_FORK");
-
-    if (fork_mode != NULL && strcmp(fork_mode, "no") == 0) {
+    if (!tu_check_forks()) {
         fprintf(stderr, "check_provider: CK_FORK=no: the checks of "
                         "libfabric's MR cache variables are skipped\n");
         return false;

@@ -633,6 +633,13 @@ static void sweep_dead_shm_files(void)
     closedir(d);
 }
 
+bool tu_check_forks(void)
+{
+    const char *fork_mode = getenv("CK_FORK");
+
+    return fork_mode == NULL || strcmp(fork_mode, "no") != 0;
+}
+
 TCase *tu_tcase(Suite *s, const char *name, int timeout)
 {
     TCase *tc = tcase_create(name);

@@ -203,6 +203,9 @@ void tu_child_stop(struct tu_child *c);
 /* A test case added to s, with its own timeout in seconds, and a
  * watchdog that prints the stacks of a test about to time out. */
 TCase *tu_tcase(Suite *s, const char *name, int timeout);
+/* Whether Check runs every test in a process of its own (it forks one
+ * per test unless CK_FORK=no). */
+bool tu_check_forks(void);
 
 /*
  * An exact-size heap copy of buf (free it): a blob passed this way makes

@@ -9,6 +9,7 @@
  * its children (the targets it forked) into the test's log.
  */
 #include "watchdog.h"
+#include "testutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -172,9 +173,7 @@ static bool watchdog_possible(void)
 #if defined(__SANITIZE_THREAD__) /* as check_rcache.c tests it */
     return false;
 #else
-    const char *fork = getenv("CK_FORK");
-
-    return fork == NULL || strcmp(fork, "no") != 0;
+    return tu_check_forks();
 #endif
 }
 
