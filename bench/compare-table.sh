@@ -82,15 +82,16 @@ stream_table() {
 	local p op size
 	echo "One-way streams, GB/s (higher is better), $depth blocks in flight; ratio = ferry / other."
 	echo
-	echo "| provider | op | block | ferry | rma_raw | ratio | UCX | ratio | UCX sysv | ratio | memcpy | ratio | ferry, target polls | ratio to rma_raw |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| provider | op | block | ferry | rma_raw | ratio | UCX | ratio | UCX sysv | ratio | memcpy | ratio | ferry, target polls | ratio to rma_raw | rma_raw -f | ratio |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for p in ${provs//,/ }; do
 		for op in ${ops//,/ }; do
 			for size in "${size_list[@]}"; do
 				row="stream $p $op $size"
 				echo "$(md_row "$row" s_ferry "s_raw s_ucx s_ucx_sysv s_memcpy" \
 					"$p" "$op" "$(size_name "$size")") $(cell "$row" s_ferry_polled)" \
-					"| $(ratio "$row" s_ferry_polled s_raw) |"
+					"| $(ratio "$row" s_ferry_polled s_raw)" \
+					"| $(cell "$row" s_raw_fd) | $(ratio "$row" s_ferry s_raw_fd) |"
 			done
 		done
 	done
@@ -98,6 +99,8 @@ stream_table() {
 	echo "UCX: UCX_TLS=tcp on tcp, posix,cma,self on shm (sysv,cma,self: UCX sysv), heap buffers (UCX_ALLOC_PRIO=heap)."
 	echo "ferry's target runs ferry's progress thread, which sleeps on the CQ's descriptor after 50 us without"
 	echo "work (tcp); \"target polls\": ferry_bench --target-polls, the target's own thread busy-polls, as rma_raw's does."
+	echo "rma_raw -f (tcp): the target's CQ has a file descriptor, as ferry's progress thread needs to sleep on it,"
+	echo "and is still busy-polled; its ratio is ferry's (progress thread) over it."
 }
 
 pingpong_table() {
@@ -118,17 +121,19 @@ small_table() {
 	echo "Small blocks, ops/s (blocks; higher is better), one request in flight: ferry_bench"
 	echo "--batch-size B --inflight 1, which posts neighbouring blocks as one operation, and with"
 	echo "--descending, one operation per block, against rma_raw -W B (B operations, wait for all,"
-	echo "repeat); ratio = ferry / rma_raw."
+	echo "repeat); ratio = ferry / rma_raw; on tcp rma_raw -f, its target's CQ with a file descriptor"
+	echo "as ferry's, and ferry --descending over it."
 	echo
-	echo "| provider | block | batch | rma_raw | ferry | ratio | ferry --descending | ratio |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| provider | block | batch | rma_raw | ferry | ratio | ferry --descending | ratio | rma_raw -f | ratio |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for p in ${provs//,/ }; do
 		for size in 4096 16384; do
 			for batch in 64 256; do
 				row="small $p $size $batch"
 				echo "| $p | $(size_name "$size") | $batch | $(cell "$row" b_raw)" \
 					"| $(cell "$row" b_ferry) | $(ratio "$row" b_ferry b_raw)" \
-					"| $(cell "$row" b_ferry_desc) | $(ratio "$row" b_ferry_desc b_raw) |"
+					"| $(cell "$row" b_ferry_desc) | $(ratio "$row" b_ferry_desc b_raw)" \
+					"| $(cell "$row" b_raw_fd) | $(ratio "$row" b_ferry_desc b_raw_fd) |"
 			done
 		done
 	done

@@ -55,7 +55,11 @@
 #             an operation of its own.  ferry posts the neighbouring blocks
 #             of a batch as one operation of up to 1 MiB (docs/semantics.md);
 #             the small group has it both ways: as is, and with
-#             --descending, one operation per block as rma_raw posts them
+#             --descending, one operation per block as rma_raw posts them.
+#             On tcp a second column, rma_raw -f, gives the target a CQ
+#             with a file descriptor, as ferry's progress thread needs to
+#             sleep on it (it still busy polls): what that costs is the
+#             provider's (its progress then asks epoll_wait every poll)
 #   UCX       ucx_perftest -t ucp_put_bw (write) or ucp_get (read) -O DEPTH,
 #             ucp_put_lat for the ping-pong; it counts iterations: as many
 #             as take SECONDS at the rate its first run in the row measured
@@ -442,8 +446,9 @@ s_raw() {
 	local a=(-b -d "$depth" -s "$size" -B "$fp" -T "$secs" -w $((depth * 4)))
 	((size > MAX_OP)) && a+=(-o "$MAX_OP")
 	[[ $op == read ]] && a+=(-r)
-	rma_value 3 "${RA[@]}" "${a[@]}"
+	rma_value 3 "${RA[@]}" "${a[@]}" "$@"
 }
+s_raw_fd() { s_raw -f; }
 s_ucx_tls() { # TLS COLUMN
 	local n test=ucp_put_bw
 	[[ $op == read ]] && test=ucp_get
@@ -468,7 +473,7 @@ stream_group() {
 				fp=$(fp_of $((size * depth)))
 				[[ -n $one_block ]] && fp=$size
 				cols=(s_ferry s_raw)
-				[[ $p == tcp ]] && cols+=(s_ferry_polled)
+				[[ $p == tcp ]] && cols+=(s_ferry_polled s_raw_fd)
 				[[ -n $have_ucx ]] && cols+=(s_ucx)
 				[[ -n $have_ucx && $p == shm ]] && cols+=(s_ucx_sysv)
 				[[ $p == shm ]] && cols+=(s_memcpy)
@@ -510,16 +515,19 @@ b_ferry() {
 		--buffer-size "$fp" "${FB[@]}" "$@"
 }
 b_ferry_desc() { b_ferry --descending; }
-b_raw() { rma_value 4 "${RA[@]}" -W "$batch" -s "$size" -B "$fp" -T "$secs" -w $((batch * 4)); }
+b_raw() { rma_value 4 "${RA[@]}" -W "$batch" -s "$size" -B "$fp" -T "$secs" -w $((batch * 4)) "$@"; }
+b_raw_fd() { b_raw -f; }
 
 small_group() {
-	local p
+	local p cols
 	for p in ${provs//,/ }; do
 		set_provider "$p"
 		for size in 4096 16384; do
 			for batch in 64 256; do
 				fp=$(fp_of $((size * batch)))
-				measure_row "small $p $size $batch" b_ferry b_ferry_desc b_raw
+				cols=(b_ferry b_ferry_desc b_raw)
+				[[ $p == tcp ]] && cols+=(b_raw_fd)
+				measure_row "small $p $size $batch" "${cols[@]}"
 			done
 		done
 	done

@@ -7,7 +7,7 @@
  *
  *   rma_raw -p PROVIDER [-D DOMAIN] [-s BYTES] [-n ITERATIONS | -T SECONDS]
  *           [-w WARMUP] [-t | -i] [-c] [-b [-d DEPTH] | -W WINDOW [-a]]
- *           [-o OP_BYTES] [-B REGION] [-r] [-e] [-x]
+ *           [-o OP_BYTES] [-B REGION] [-r] [-e] [-x] [-f]
  *
  * Ping-pong (the default): a write bounces back and forth, its remote CQ
  * data telling the other side it landed (the way ferry carries a
@@ -46,6 +46,11 @@
  * ferry does not: tcp then leaves Nagle's algorithm on (no TCP_NODELAY).
  * fi_rma_bw -o writedata -W W -S BYTES is therefore rma_raw -W W -a -i -c
  * -B BYTES -s BYTES, and with -U, rma_raw -W W -a -c -B BYTES -s BYTES.
+ * -f opens the target's CQ with a file descriptor (FI_WAIT_FD), as a CQ
+ * must be for a thread to sleep on it, as ferry's progress thread does on
+ * a target (with -x both sides are targets); it still busy polls.  It
+ * shows what the descriptor alone costs on the provider (tcp;ofi_rxm in
+ * 1.17 then asks epoll_wait for its sockets on every poll).
  *
  * bench/compare.sh sets it beside ferry_bench, ucx_perftest and memcpy, so
  * that a gap between ferry and those can be split into what the
@@ -92,6 +97,7 @@ struct run {
     const char *domain;  /* -D, or NULL: the provider's first */
     uint64_t completion; /* FI_DELIVERY_COMPLETE, -t's or -i's (0) */
     bool bulk;           /* -c */
+    bool wait_fd;        /* -f */
     enum mode mode;
     bool read, every, ack, both; /* -r, -e, -a, -x */
     size_t size, op;
@@ -149,12 +155,16 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Opens everything and registers a buffer of len bytes. */
-static int side_open(struct side *s, const struct run *r, size_t len)
+/* Opens everything and registers a buffer of len bytes; the CQ of the
+ * side that starts has a descriptor only with -f -x. */
+static int side_open(struct side *s, const struct run *r, size_t len,
+                     bool starts)
 {
     struct fi_info *hints = fi_allocinfo();
-    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA,
-                                 .wait_obj = FI_WAIT_NONE};
+    struct fi_cq_attr cq_attr = {
+        .format = FI_CQ_FORMAT_DATA,
+        .wait_obj = r->wait_fd && (!starts || r->both) ? FI_WAIT_FD
+                                                       : FI_WAIT_NONE};
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
     const uint64_t access =
         FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -189,7 +199,10 @@ static int side_open(struct side *s, const struct run *r, size_t len)
     if ((ret = fi_av_open(s->domain, &av_attr, &s->av, NULL)))
         return fail("fi_av_open", ret);
     if ((ret = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL)))
-        return fail("fi_cq_open", ret);
+        return fail(cq_attr.wait_obj == FI_WAIT_FD
+                        ? "fi_cq_open with a file descriptor (-f)"
+                        : "fi_cq_open",
+                    ret);
     if ((ret = fi_endpoint(s->domain, s->info, &s->ep, NULL)))
         return fail("fi_endpoint", ret);
     if ((ret = fi_ep_bind(s->ep, &s->av->fid, 0)) ||
@@ -222,10 +235,12 @@ static int side_meet(struct side *s, int fd)
                         : 0;
     if ((ret = fi_getname(&s->ep->fid, mine.addr, &mine.addr_len)))
         return fail("fi_getname", ret);
+    errno = 0;
     if (write(fd, &mine, sizeof(mine)) != (ssize_t)sizeof(mine) ||
         read(fd, &theirs, sizeof(theirs)) != (ssize_t)sizeof(theirs)) {
+        /* No errno: the other process ended first, having said why. */
         fprintf(stderr, "rma_raw: swapping addresses failed: %s\n",
-                strerror(errno));
+                errno ? strerror(errno) : "the other side gave up");
         return 1;
     }
     if (fi_av_insert(s->av, theirs.addr, 1, &s->peer, 0, NULL) != 1)
@@ -486,7 +501,7 @@ static int run_side(const struct run *r, int fd, bool starts)
 {
     struct side s = {0};
     char done = 0;
-    int ret = side_open(&s, r, r->size * r->slots) || side_meet(&s, fd) ||
+    int ret = side_open(&s, r, r->size * r->slots, starts) || side_meet(&s, fd) ||
               exercise(&s, r, starts);
 
     /* Neither closes its endpoint while the other may still need it. */
@@ -504,6 +519,8 @@ static int usage(void)
             "(1000)]\n"
             "         [-t: FI_TRANSMIT_COMPLETE | -i: the provider's default] "
             "[-c: FI_TC_BULK_DATA]\n"
+            "         [-f: the target's CQ with a file descriptor "
+            "(FI_WAIT_FD)]\n"
             "  ping-pong by default; one-way streams:\n"
             "         [-b: DEPTH in flight [-d DEPTH (4; 1 to %u)] | "
             "-W WINDOW: windows (1 to %u)]\n"
@@ -620,7 +637,7 @@ int main(int argc, char **argv)
     int fds[2], opt, status, ret;
     pid_t child;
 
-    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticbd:W:o:B:reaxP")) != -1) {
+    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticfbd:W:o:B:reaxP")) != -1) {
         switch (opt) {
         case 'p': r.prov = optarg; break;
         case 'D': r.domain = optarg; break;
@@ -640,6 +657,7 @@ int main(int argc, char **argv)
             g.i = true;
             break;
         case 'c': r.bulk = true; break;
+        case 'f': r.wait_fd = true; break;
         case 'b':
         case 'W':
             if (r.mode != PINGPONG)

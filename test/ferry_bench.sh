@@ -105,5 +105,7 @@ expect 0 "8 2000 " -p shm -t -n 2000 -w 100
 expect 0 "1048576 200 " -p "tcp;ofi_rxm" -D lo -b -s 1048576 -n 200 -w 10
 expect 0 "1048576 200 " -p shm -b -s 1048576 -o 65536 -d 2 -n 200 -w 10
 expect 2 "-d 65 is not a whole number in range" -p shm -b -d 65
+expect 0 "16384 200 " -p "tcp;ofi_rxm" -D lo -b -s 16384 -f -n 200 -w 10
+expect 1 "fi_cq_open with a file descriptor (-f) failed" -p shm -b -f -n 10
 expect 1 "fi_getinfo failed" -p no-such-provider -n 10
 exit $status
