@@ -285,18 +285,8 @@ END_TEST
 
 /*
  * ferry decides about libfabric's MR cache once per process: these checks
- * need a fresh process each, which Check gives them (it forks every test
- * from a runner that never calls ferry) unless CK_FORK=no.
+ * need a fresh process each (see provider_suite).
  */
-static bool own_process(void)
-{
-    if (!tu_check_forks()) {
-        fprintf(stderr, "check_provider: CK_FORK=no: the checks of "
-                        "libfabric's MR cache variables are skipped\n");
-        return false;
-    }
-    return true;
-}
 
 /* The environment as ferry finds it: each value, or NULL to unset. */
 static void mr_cache_env(const char *keep, const char *max_count,
@@ -329,8 +319,6 @@ static void open_and_close_context(void)
 
 START_TEST(test_fi_mr_cache_turned_off)
 {
-    if (!own_process())
-        return;
     mr_cache_env(NULL, NULL, NULL);
     open_and_close_context();
     ck_assert_str_eq(getenv(MAX_COUNT), "0");
@@ -344,8 +332,6 @@ END_TEST
 
 START_TEST(test_fi_mr_cache_keep_zero_is_the_default)
 {
-    if (!own_process())
-        return;
     mr_cache_env("0", NULL, NULL);
     open_and_close_context();
     ck_assert_str_eq(getenv(MAX_COUNT), "0");
@@ -356,8 +342,6 @@ END_TEST
 
 START_TEST(test_fi_mr_cache_kept)
 {
-    if (!own_process())
-        return;
     mr_cache_env("1", NULL, NULL);
     open_and_close_context();
     ASSERT_UNSET(MAX_COUNT);
@@ -370,8 +354,6 @@ END_TEST
 
 START_TEST(test_fi_mr_cache_user_value_kept)
 {
-    if (!own_process())
-        return;
     mr_cache_env(NULL, "1024", NULL);
     open_and_close_context();
     ck_assert_str_eq(getenv(MAX_COUNT), "1024");
@@ -385,8 +367,6 @@ END_TEST
 
 START_TEST(test_fi_mr_cache_user_value_and_keep)
 {
-    if (!own_process())
-        return;
     /* A user's 0 is a user's value too; with the opt-out ferry sets none. */
     mr_cache_env("1", "0", NULL);
     open_and_close_context();
@@ -401,8 +381,6 @@ END_TEST
 
 START_TEST(test_fi_mr_cache_decided_once)
 {
-    if (!own_process())
-        return;
     /* Asking decides, before any context... */
     mr_cache_env(NULL, NULL, NULL);
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
@@ -423,8 +401,6 @@ START_TEST(test_fi_mr_cache_bad_keep_refused)
     ferry_context_t *ctx = NULL;
     char named[64];
 
-    if (!own_process())
-        return;
     mr_cache_env(bad_keep[_i], NULL, NULL);
     snprintf(named, sizeof(named), "FERRY_KEEP_FI_MR_CACHE=%s is neither 1",
              bad_keep[_i]);
@@ -451,16 +427,30 @@ static Suite *provider_suite(void)
 
     tcase_add_test(tc, test_tcp_domain_honoured);
     tcase_add_test(tc, test_shm_only_when_local_or_asked);
-    tcase_add_test(tc, test_fi_provider_env_narrows);
     tcase_add_test(tc, test_missing_provider_says_why);
     tcase_add_test(tc, test_unknown_domain_named);
     tcase_add_test(tc, test_mistyped_provider_suggested);
-    tcase_add_test(tc, test_filtered_out_is_not_no_device);
     tcase_add_test(tc, test_peer_host_picks_the_routing_domain);
     tcase_add_test(tc, test_named_stack_is_explained);
     tcase_add_test(tc, test_why_is_one_sentence);
     tcase_add_test(tc, test_offered_mr_mode_adapts);
     tcase_add_test(tc, test_forced_wire_modes_must_be_the_providers);
+    suite_add_tcase(s, tc);
+
+    /* libfabric reads FI_PROVIDER, and ferry decides about libfabric's MR
+     * cache, once per process: the checks below each need a fresh one,
+     * which Check gives them by forking every test from a runner that
+     * never calls ferry.  With CK_FORK=no they would see what the checks
+     * before them set, so they are left out, not counted as passes. */
+    if (!tu_check_forks()) {
+        fprintf(stderr, "check_provider: CK_FORK=no: the checks of "
+                        "FI_PROVIDER and of libfabric's MR cache variables "
+                        "are left out (each needs a process of its own)\n");
+        return s;
+    }
+    tc = tcase_create("fi_provider");
+    tcase_add_test(tc, test_fi_provider_env_narrows);
+    tcase_add_test(tc, test_filtered_out_is_not_no_device);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fi_mr_cache");
