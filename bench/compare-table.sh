@@ -59,10 +59,23 @@ cell() { # ROW COLUMN
 		"$( ((n == runs)) || echo " $n/$runs")"
 }
 
-# ferry's median over the other column's, to two decimals, or -.
+# ferry over the other column, to two decimals, or -: the median of the
+# rounds' ratios, each of two runs of the same round.  This machine
+# switches between two rates for minutes at a time (docs/performance.md),
+# and a ratio of medians then compares one tool's runs in one mode with
+# the other's in the other; the runs of a round are seconds apart.
 ratio() { # ROW FERRY_COLUMN OTHER_COLUMN
-	awk -v a="$(median "$1" "$2")" -v b="$(median "$1" "$3")" \
-		'BEGIN { if (a == "-" || b == "-" || b == "" || b == 0) print "-"; else printf "%.2f\n", a / b }'
+	local r=() a b i m _
+	# The values are separate words on purpose.
+	# shellcheck disable=SC2206
+	a=(${vals[$1 $2]:-}) b=(${vals[$1 $3]:-})
+	for i in "${!a[@]}"; do
+		r+=("$(awk -v a="${a[i]}" -v b="${b[i]:-x}" 'BEGIN {
+			if (a ~ /^[0-9.eE+-]+$/ && b ~ /^[0-9.eE+-]+$/ && b + 0 > 0)
+				printf "%.6g\n", a / b }')")
+	done
+	read -r m _ <<< "$(stats "${r[@]}")"
+	awk -v m="$m" 'BEGIN { if (m == "-") print "-"; else printf "%.2f\n", m }'
 }
 
 # One row of a group's table: the leading fields, then ferry's cell and
@@ -147,6 +160,7 @@ pair_table() {
 	echo "|---|---|---:|---:|---:|"
 	for row in "${pairs[@]}"; do
 		IFS='|' read -r name unit fl rl better fc rc <<< "$row"
+		[[ -n ${vals[$name $fc]:-} ]] || continue # -R: a row that did not run
 		echo "| $name | $unit | $fl $(cell "$name" "$fc") | $rl $(cell "$name" "$rc") |" \
 			"$(ratio "$name" "$fc" "$rc")$([[ $better == lower ]] && echo ' (lower is better)') |"
 	done
@@ -160,6 +174,11 @@ version_of() { # TOOL: a one-word version, or ?
 }
 
 method() {
+	if [[ -n ${reread:-} ]]; then
+		printf '%s Tables made again from the raw runs (\x60bench/compare.sh -R\x60).\n' \
+			"$(grep '^Method:' "$reread" | tail -1)"
+		return
+	fi
 	local dur=$(($(date +%s) - t_start))
 	printf 'Method: \x60bench/compare.sh -n %s -t %s -d %s%s -c %s -P %s -O %s -s %s\x60, %s, on %s (%s CPUs, %s), %s' \
 		"$runs" "$secs" "$depth" "${footprint:+ -f $footprint}${one_block:+ -1}" "$groups" "$provs" "$ops" "$sizes" \
@@ -173,7 +192,7 @@ method() {
 		printf ' after a warmup, ping-pongs %s s; each side cycles through %sthe block x %s in the streams,' "$lsecs" \
 			"${footprint:+$footprint or, where larger, }" "$depth"
 	fi
-	printf ' the block x the batch in the small group.'
+	printf ' the block x the batch in the small group; a ratio is the median of the rounds'"'"' ratios.'
 	printf ' Load average %s at the start, %s at the end; the whole run took %d min %d s.\n' \
 		"$load0" "$(load)" $((dur / 60)) $((dur % 60))
 }

@@ -7,6 +7,7 @@
 #   bench/compare.sh [-n RUNS] [-t SECONDS] [-d DEPTH] [-f FOOTPRINT | -1]
 #                    [-c GROUPS] [-P PROVIDERS] [-O OPS] [-s SIZES]
 #                    [-b FERRY_BENCH] [-o FILE] [-m FILE]
+#   bench/compare.sh -R FILE [-m FILE]
 #
 #   -n RUNS       rounds of each row (default 5): medians, min-max spreads
 #   -t SECONDS    measured seconds of each throughput run (1; ping-pongs
@@ -39,6 +40,8 @@
 #   -o FILE       raw runs (default bench/results/compare-DATE.txt)
 #   -m FILE       the tables in markdown, with a line on the method, ready
 #                 for docs/performance.md (they are printed in any case)
+#   -R FILE       runs nothing: the tables again from the raw runs of an
+#                 earlier run (its -o FILE), with its settings and method
 #
 # The columns.  tcp is "tcp;ofi_rxm" on domain lo (UCX: UCX_TLS=tcp,
 # UCX_NET_DEVICES=lo); shm is libfabric's shm and UCX's shared memory
@@ -81,8 +84,9 @@
 #             same FOOTPRINT), for shm
 #   fi_pingpong  fabtests' msg ping-pong (libfabric-bin), in the ping-pong
 #             group when installed
-# A ratio is ferry's median over the other's: above 1 ferry is faster for
-# GB/s and ops/s, slower for latency.  The groups tcp, shm and latency of
+# A ratio is ferry's over the other's, the median of the rounds' ratios
+# (each of two runs seconds apart): above 1 ferry is faster for GB/s and
+# ops/s, slower for latency.  The groups tcp, shm and latency of
 # earlier versions live on in stream (the rma_raw and memcpy columns) and
 # pingpong (rma_raw and fi_pingpong).
 #
@@ -101,7 +105,7 @@ me=compare.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 runs=5 secs=1 depth=16 footprint='' one_block='' groups=stream,pingpong,small
 provs=tcp,shm ops=write,read sizes=4K,16K,64K,256K,1M,4M,16M
-bench=${FERRY_BENCH:-} out='' md=''
+bench=${FERRY_BENCH:-} out='' md='' reread=''
 all_groups=stream,pingpong,small,iperf,batch,staged
 
 usage() {
@@ -110,7 +114,7 @@ usage() {
 }
 bad() { echo "$me: $*" >&2; exit 2; }
 
-while getopts n:t:d:f:1c:P:O:s:b:o:m:h opt; do
+while getopts n:t:d:f:1c:P:O:s:b:o:m:R:h opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	t) secs=$OPTARG ;;
@@ -124,11 +128,33 @@ while getopts n:t:d:f:1c:P:O:s:b:o:m:h opt; do
 	b) bench=$OPTARG ;;
 	o) out=$OPTARG ;;
 	m) md=$OPTARG ;;
+	R) reread=$OPTARG ;;
 	*) usage ;;
 	esac
 done
 shift $((OPTIND - 1))
 (($# == 0)) || bad "$1: takes options only (-h lists them)"
+
+# -R: the settings of the run that wrote FILE, from its first three lines
+# (see "go" below).
+read_settings() { # FILE
+	local l2 l3
+	{ read -r _ && read -r l2 && read -r l3; } < "$1" || return 1
+	[[ $l2 =~ -n\ ([0-9]+)\ -t\ ([0-9]+)\ -d\ ([0-9]+)\ (-f\ (.*)|-1\ .*)$ ]] || return 1
+	runs=${BASH_REMATCH[1]} secs=${BASH_REMATCH[2]} depth=${BASH_REMATCH[3]}
+	footprint='' one_block=''
+	case ${BASH_REMATCH[4]} in
+	-1*) one_block=1 ;;
+	"-f block x depth") ;;
+	*) footprint=${BASH_REMATCH[5]} ;;
+	esac
+	[[ $l3 =~ ^groups\ ([^;]+)\;\ providers\ ([^;]+)\;\ ops\ ([^;]+)\;\ sizes\ ([^;]+)\; ]] || return 1
+	groups=${BASH_REMATCH[1]} provs=${BASH_REMATCH[2]} ops=${BASH_REMATCH[3]} sizes=${BASH_REMATCH[4]}
+}
+if [[ -n $reread ]]; then
+	[[ -r $reread ]] || bad "-R $reread: cannot read it"
+	read_settings "$reread" || bad "-R $reread: not the raw runs of a compare.sh run (its first three lines say what ran)"
+fi
 
 # A size with an optional K, M or G (powers of 1024) in bytes, or nothing.
 bytes() { [[ $1 =~ ^[0-9]+[KMG]?$ ]] && numfmt --from=iec "$1" 2> /dev/null; }
@@ -169,21 +195,25 @@ done
 ((${#size_list[@]} > 0)) || bad "-s: give at least one block size, e.g. 4K,1M"
 want() { [[ ,$groups, == *,$1,* ]]; }
 
-if [[ -z $bench ]]; then
+if [[ -n $reread ]]; then
+	: # nothing runs
+elif [[ -z $bench ]]; then
 	for b in "$src_dir/../build/bench/ferry_bench" "$src_dir/../../build/bench/ferry_bench" \
 		"$PWD/bench/ferry_bench" "$src_dir/ferry_bench"; do
 		if [[ -x $b ]]; then bench=$b; break; fi
 	done
 fi
-if [[ -z $bench || ! -x $bench ]]; then
+if [[ -z $reread ]] && [[ -z $bench || ! -x $bench ]]; then
 	bad "no ferry_bench found${bench:+ at $bench}: build it (make bench/ferry_bench) and pass -b PATH"
 fi
-rma=${RMA_RAW:-$(dirname "$bench")/rma_raw}
-if [[ ! -x $rma ]] && { want stream || want pingpong || want small; }; then
+rma=${RMA_RAW:-$(dirname "${bench:-.}")/rma_raw}
+if [[ -z $reread && ! -x $rma ]] && { want stream || want pingpong || want small; }; then
 	bad "no rma_raw at $rma: build it (make bench/rma_raw) or set RMA_RAW"
 fi
 
-if [[ -z $out ]]; then
+if [[ -n $reread ]]; then
+	out=/dev/null
+elif [[ -z $out ]]; then
 	mkdir -p "$src_dir/results" || exit 1
 	out=$src_dir/results/compare-$(date +%Y%m%d-%H%M%S).txt
 fi
@@ -589,6 +619,32 @@ have() { # TOOL WHAT PACKAGE
 }
 
 # ---- go --------------------------------------------------------------------
+
+# -R: the values of every row and column, from the lines measure_row wrote
+# ("== ROW: COLUMN..." and, after the runs, "COLUMN: VALUE...").
+reread_values() { # FILE
+	local line row='' cols=() c
+	while IFS= read -r line; do
+		if [[ $line =~ ^==\ (.*):\ (.*)$ ]]; then
+			row=${BASH_REMATCH[1]}
+			read -ra cols <<< "${BASH_REMATCH[2]}"
+		elif [[ -n $row && $line =~ ^([a-z0-9_]+):\ (.*)$ ]]; then
+			for c in "${cols[@]}"; do
+				[[ $c == "${BASH_REMATCH[1]}" ]] && vals[$row $c]=${BASH_REMATCH[2]}
+			done
+		fi
+	done < "$1"
+}
+if [[ -n $reread ]]; then
+	reread_values "$reread"
+	measure_row() { :; } # the pair table's rows, without running them
+	have() { return 0; }
+	pair_groups
+	# shellcheck source=bench/compare-table.sh
+	. "$src_dir/compare-table.sh"
+	tables | tee "${md:-/dev/null}"
+	exit 0
+fi
 
 have_ucx='' have_fipp=''
 if want stream || want pingpong; then

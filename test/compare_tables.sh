@@ -1,0 +1,83 @@
+#!/bin/bash
+# bench/compare.sh's tables, made again from raw runs (-R) that this test
+# writes itself: a ratio is the median of the rounds' ratios, a failed run
+# (x) leaves its round out, and a file that is not compare.sh's is refused.
+# Nothing is measured.
+srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+compare=$srcdir/bench/compare.sh
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+status=0
+
+check() { # WHAT FILE WORDS
+	if grep -F -- "$3" "$2" > /dev/null; then
+		echo "PASS: $1"
+	else
+		cat "$2"
+		echo "FAIL: $1: no \"$3\""
+		status=1
+	fi
+}
+
+cat > "$tmp/raw.txt" <<'RAW'
+compare.sh 2026-11-25T00:00:00+00:00 on host (2 CPUs), Linux 6.1
+ferry_bench: build/bench/ferry_bench; rma_raw: build/bench/rma_raw; -n 3 -t 1 -d 16 -f block x depth
+groups stream,small; providers tcp; ops write; sizes 4K,16K; load average at start: 0.10 0.20 0.30
+
+== stream tcp write 4096: s_ferry s_raw s_ferry_polled s_raw_fd
+run 1 (load 0.10 0.20 0.30)
+s_ferry: 1 4 9 
+s_raw: 2 4 10 
+s_ferry_polled: 3 3 12 
+s_raw_fd: 1 x 9 
+
+== stream tcp write 16384: s_ferry s_raw s_ferry_polled s_raw_fd
+s_ferry: x x x 
+s_raw: 3 3 3 
+s_ferry_polled: 3 3 3 
+s_raw_fd: 3 3 3 
+
+== small tcp 4096 64: b_ferry b_ferry_desc b_raw b_raw_fd
+s_ferry: 7 7 7 
+b_ferry: 200000 300000 400000 
+b_ferry_desc: 90000 100000 110000 
+b_raw: 100000 100000 100000 
+b_raw_fd: 90000 100000 110000 
+Method: `bench/compare.sh -n 3 -t 1`, a line from the run.
+RAW
+out=$tmp/out.md
+rc=0
+bash "$compare" -R "$tmp/raw.txt" -m "$tmp/md" > "$out" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ]; then
+	cat "$out"
+	echo "FAIL: compare.sh -R exited $rc"
+	status=1
+fi
+# Rounds 1/2, 4/4, 9/10: the median of the ratios is 0.90, where the
+# ratio of the medians (4/4) would say 1.00.
+check "paired ratio to rma_raw" "$out" "| tcp | write | 4 KiB | 4 (1-9) | 4 (2-10) | 0.90 |"
+# 3/2, 3/4, 12/10: 1.20 against rma_raw (the medians would say 0.75).
+check "paired ratio of the polling target" "$out" "| 3 (3-12) | 1.20 |"
+# The failed round drops out: 1/1 and 9/9.
+check "a failed run leaves its round out" "$out" "| 5 (1-9) 2/3 | 1.00 |"
+check "a column that always failed" "$out" "| tcp | write | 16 KiB | failed | 3 (3-3) | - |"
+check "small blocks" "$out" "| tcp | 4 KiB | 64 | 100k (100k-100k) | 300k (200k-400k) | 3.00 | 100k (90k-110k) | 1.00 | 100k (90k-110k) | 1.00 |"
+if grep -F "7 (7-7)" "$out" > /dev/null; then
+	echo "FAIL: a value of a column the row did not run was taken"
+	status=1
+else
+	echo "PASS: a value of a column the row did not run is ignored"
+fi
+check "the run's method line" "$out" "a line from the run. Tables made again from the raw runs"
+check "-m writes the same tables" "$tmp/md" "| tcp | write | 4 KiB | 4 (1-9) | 4 (2-10) | 0.90 |"
+
+printf 'not a compare.sh run\n' > "$tmp/other.txt"
+rc=0
+bash "$compare" -R "$tmp/other.txt" > "$out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "FAIL: -R of another file exited $rc, not 2"; status=1; }
+check "-R refuses another file" "$out" "not the raw runs of a compare.sh run"
+rc=0
+bash "$compare" -R "$tmp/missing.txt" > "$out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "FAIL: -R of a missing file exited $rc, not 2"; status=1; }
+check "-R names a file it cannot read" "$out" "-R $tmp/missing.txt: cannot read it"
+exit $status
