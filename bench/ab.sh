@@ -21,13 +21,14 @@
 #
 # Prints one line per run (GB/s, ops/s, mean latency, CPU s per GB on
 # each side, load average), then the median and min-max of each side and
-# the ratio after / before of GB/s, ops/s and mean latency.
+# the ratio after / before of GB/s, ops/s and mean latency: the median of
+# the rounds' ratios, each round one run of each side, seconds apart.
 set -uo pipefail
 
 me=ab.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-old= new=$src_dir/../build/lib/.libs runs=5 bin=$src_dir/../build/bench/.libs/ferry_bench
-env_before= env_after= bin_before=
+old='' new=$src_dir/../build/lib/.libs runs=5 bin=$src_dir/../build/bench/.libs/ferry_bench
+env_before='' env_after='' bin_before=''
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while getopts a:b:n:x:X:A:B:h opt; do
 	case $opt in
@@ -85,7 +86,17 @@ for k, name in enumerate(names):
     if not v["before"] or not v["after"]:
         continue
     b, a = statistics.median(v["before"]), statistics.median(v["after"])
+    # The ratio is the median of the rounds' ratios: the two runs of a
+    # round are seconds apart, where the machine's mode rarely changes
+    # (docs/performance.md, Method); the runs of a round are rows 2i, 2i+1.
+    rounds = [rows[i:i + 2] for i in range(0, len(rows) - 1, 2)]
+    per = [float(d["after"]) / float(d["before"])
+           for d in ({r[0]: r[k + 1] for r in pair} for pair in rounds)
+           if "x" not in (d.get("before", "x"), d.get("after", "x"))
+           and float(d["before"]) > 0 and float(d["after"]) > 0]
     print("%-16s before %.4g (%.4g-%.4g)  after %.4g (%.4g-%.4g)  after/before %s"
           % (name, b, min(v["before"]), max(v["before"]), a, min(v["after"]),
-             max(v["after"]), "%.2f" % (a / b) if b > 0 else "-"))
+             max(v["after"]),
+             "%.2f (%d rounds)" % (statistics.median(per), len(per))
+             if per else "-"))
 PY
