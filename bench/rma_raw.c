@@ -238,9 +238,11 @@ static int side_meet(struct side *s, int fd)
     errno = 0;
     if (write(fd, &mine, sizeof(mine)) != (ssize_t)sizeof(mine) ||
         read(fd, &theirs, sizeof(theirs)) != (ssize_t)sizeof(theirs)) {
-        /* No errno: the other process ended first, having said why. */
+        /* No errno, or EPIPE: the other process ended first, having
+         * said why. */
         fprintf(stderr, "rma_raw: swapping addresses failed: %s\n",
-                errno ? strerror(errno) : "the other side gave up");
+                errno != 0 && errno != EPIPE ? strerror(errno)
+                                             : "the other side gave up");
         return 1;
     }
     if (fi_av_insert(s->av, theirs.addr, 1, &s->peer, 0, NULL) != 1)
@@ -698,6 +700,9 @@ int main(int argc, char **argv)
     r.warmup = (uint64_t)warmup;
     if ((ret = shape(&r, &g, depth, op)))
         return ret;
+    /* A side whose peer failed first gets EPIPE from the socket pair and
+     * says so, instead of dying of SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
         perror("rma_raw: socketpair");
         return 1;
