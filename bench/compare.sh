@@ -153,6 +153,7 @@ read_settings() { # FILE
 	groups=${BASH_REMATCH[1]} provs=${BASH_REMATCH[2]} ops=${BASH_REMATCH[3]} sizes=${BASH_REMATCH[4]}
 }
 if [[ -n $reread ]]; then
+	[[ -z $out ]] || bad "-o $out: -R runs nothing and writes no raw file (-m FILE writes the tables)"
 	[[ -r $reread ]] || bad "-R $reread: cannot read it"
 	read_settings "$reread" || bad "-R $reread: not the raw runs of a compare.sh run (its first three lines say what ran)"
 fi

@@ -80,4 +80,8 @@ rc=0
 bash "$compare" -R "$tmp/missing.txt" > "$out" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || { echo "FAIL: -R of a missing file exited $rc, not 2"; status=1; }
 check "-R names a file it cannot read" "$out" "-R $tmp/missing.txt: cannot read it"
+rc=0
+bash "$compare" -R "$tmp/raw.txt" -o "$tmp/again.txt" > "$out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "FAIL: -R with -o exited $rc, not 2"; status=1; }
+check "-R refuses -o" "$out" "-R runs nothing and writes no raw file"
 exit $status
