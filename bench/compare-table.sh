@@ -65,16 +65,13 @@ cell() { # ROW COLUMN
 # and a ratio of medians then compares one tool's runs in one mode with
 # the other's in the other; the runs of a round are seconds apart.
 ratio() { # ROW FERRY_COLUMN OTHER_COLUMN
-	local r=() a b i m _
-	# The values are separate words on purpose.
-	# shellcheck disable=SC2206
-	a=(${vals[$1 $2]:-}) b=(${vals[$1 $3]:-})
-	for i in "${!a[@]}"; do
-		r+=("$(awk -v a="${a[i]}" -v b="${b[i]:-x}" 'BEGIN {
-			if (a ~ /^[0-9.eE+-]+$/ && b ~ /^[0-9.eE+-]+$/ && b + 0 > 0)
-				printf "%.6g\n", a / b }')")
-	done
-	read -r m _ <<< "$(stats "${r[@]}")"
+	local m _
+	# One ratio per round where both runs gave a value; their median.
+	# shellcheck disable=SC2046 # the ratios are separate words on purpose
+	read -r m _ <<< "$(stats $(awk -v a="${vals[$1 $2]:-}" -v b="${vals[$1 $3]:-}" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " "); num = "^[0-9.eE+-]+$"
+		for (i = 1; i <= n; i++)
+			if (x[i] ~ num && y[i] ~ num && y[i] + 0 > 0) printf "%.6g\n", x[i] / y[i] }'))"
 	awk -v m="$m" 'BEGIN { if (m == "-") print "-"; else printf "%.2f\n", m }'
 }
 

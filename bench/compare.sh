@@ -393,6 +393,7 @@ iperf3_gbps() { # SIZE
 
 declare -A vals=() # [ROW COLUMN] -> the values of the runs, x for a failure
 declare -A first=() # [COLUMN] -> its first value in the current row
+declare -A misses=() # [COLUMN] -> its runs in the current row with no value
 
 measure_row() { # ROW-NAME COLUMN...
 	local row=$1 i c v
@@ -400,8 +401,7 @@ measure_row() { # ROW-NAME COLUMN...
 	local cols=("$@") order
 	raw "" "== $row: ${cols[*]}"
 	printf '%s: %-28s' "$me" "$row" >&2
-	first=()
-	rm -f "$tmp"/slow.*
+	first=() misses=()
 	for ((i = 1; i <= runs; i++)); do
 		raw "run $i (load $(load))"
 		order=("${cols[@]}")
@@ -409,6 +409,7 @@ measure_row() { # ROW-NAME COLUMN...
 		for c in "${order[@]}"; do
 			v=$($c)
 			[[ -n $v && -z ${first[$c]:-} ]] && first[$c]=$v
+			[[ -n $v ]] || misses[$c]=$((${misses[$c]:-0} + 1))
 			vals[$row $c]+="${v:-x} "
 		done
 		printf '.' >&2
@@ -423,26 +424,19 @@ measure_row() { # ROW-NAME COLUMN...
 # not the latest: every later run of the row is as long (UCX's tcp puts
 # of 4 MiB and more stall for seconds at the end of a run, whatever its
 # length; adapting to that would shorten the runs round by round).
+# Sized from the other columns, COL is assumed 100 times slower for each
+# of its runs in the row that gave no value, most likely by running out
+# of time (ucx_perftest's 4 KiB gets on shared memory move ~1/100 of what
+# libfabric's reads do, and 1.2 M of them outlast its timeout).
 estimate() { # COL min|max DEFAULT
 	local c best=
 	if [[ -n ${first[$1]:-} ]]; then echo "${first[$1]}"; return; fi
-	if [[ -f $tmp/slow.$1 ]]; then cat "$tmp/slow.$1"; return; fi
 	for c in "${!first[@]}"; do
 		best=$(awk -v a="${best:-${first[$c]}}" -v b="${first[$c]}" -v m="$2" \
 			'BEGIN { print (m == "min") == (a + 0 < b + 0) ? a : b }')
 	done
-	echo "${best:-$3}"
-}
-
-# A run sized from the other columns' rate that gave no result, most
-# likely because it ran out of time (ucx_perftest's 4 KiB gets on shared
-# memory move ~1/100 of what libfabric's reads do, and 1.2 M iterations
-# outlast its timeout): the row's later runs of COL assume it 100 times
-# slower.  estimate() prefers a value COL measured itself.
-too_slow() { # COL min|max DEFAULT
-	[[ -z ${first[$1]:-} ]] || return 0
-	awk -v r="$(estimate "$1" "$2" "$3")" -v m="$2" \
-		'BEGIN { print m == "min" ? r / 100 : r * 100 }' > "$tmp/slow.$1"
+	awk -v r="${best:-$3}" -v m="$2" -v k="${misses[$1]:-0}" \
+		'BEGIN { print m == "min" ? r / 100 ^ k : r * 100 ^ k }'
 }
 
 # ---- the groups ------------------------------------------------------------
@@ -495,12 +489,10 @@ s_raw() {
 }
 s_raw_fd() { s_raw -f; }
 s_ucx_tls() { # TLS COLUMN
-	local n test=ucp_put_bw v
+	local n test=ucp_put_bw
 	[[ $op == read ]] && test=ucp_get
 	n=$(iterations "$2" "$size" "$secs")
-	v=$(ucx_value bw "$1" -t "$test" -s "$size" -O "$depth" -n "$n" -w $((n / 10 + 1)))
-	[[ -n $v ]] || too_slow "$2" min 1
-	echo "$v"
+	ucx_value bw "$1" -t "$test" -s "$size" -O "$depth" -n "$n" -w $((n / 10 + 1))
 }
 s_ucx() { s_ucx_tls "$UCX_MAIN" s_ucx; }
 s_ucx_sysv() { s_ucx_tls sysv,cma,self s_ucx_sysv; }
@@ -534,20 +526,13 @@ stream_group() {
 p_ferry() { ferry_value 7 "${FA[@]}" --pingpong --block-size "$size" "${FL[@]}"; }
 p_raw() { rma_value 3 "${RA[@]}" -s "$size" -T "$lsecs"; }
 p_ucx_tls() { # TLS COLUMN
-	local n v
+	local n
 	n=$(iterations "$2" "$size" "$lsecs" -u)
-	v=$(ucx_value lat "$1" -t ucp_put_lat -s "$size" -n "$n" -w $((n / 10 + 1)))
-	[[ -n $v ]] || too_slow "$2" max 100
-	echo "$v"
+	ucx_value lat "$1" -t ucp_put_lat -s "$size" -n "$n" -w $((n / 10 + 1))
 }
 p_ucx() { p_ucx_tls "$UCX_MAIN" p_ucx; }
 p_ucx_sysv() { p_ucx_tls sysv,cma,self p_ucx_sysv; }
-p_fipp() {
-	local v
-	v=$(fi_pingpong_us "$FIPP" "$size" "$(iterations p_fipp "$size" "$lsecs" -u)")
-	[[ -n $v ]] || too_slow p_fipp max 100
-	echo "$v"
-}
+p_fipp() { fi_pingpong_us "$FIPP" "$size" "$(iterations p_fipp "$size" "$lsecs" -u)"; }
 
 pingpong_group() {
 	local p cols

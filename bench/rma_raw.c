@@ -503,8 +503,8 @@ static int run_side(const struct run *r, int fd, bool starts)
 {
     struct side s = {0};
     char done = 0;
-    int ret = side_open(&s, r, r->size * r->slots, starts) || side_meet(&s, fd) ||
-              exercise(&s, r, starts);
+    int ret = side_open(&s, r, r->size * r->slots, starts) ||
+              side_meet(&s, fd) || exercise(&s, r, starts);
 
     /* Neither closes its endpoint while the other may still need it. */
     if (write(fd, &done, 1) != 1 || read(fd, &done, 1) != 1)
