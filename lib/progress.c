@@ -40,6 +40,14 @@
  * calls and cost 16 KiB writes ~7 % of their rate (docs/performance.md).
  * Every 16th poll still lets anyone runnable on the CPU in promptly. */
 #define FD_SPIN_YIELD_EVERY 16u
+/* Without descriptors (shm), the wait between two empty polls while
+ * regions are exposed: 8 pause hints on the CPU (26 ns each on this
+ * machine's), with a sched_yield every FD_SPIN_YIELD_EVERY polls.  A
+ * sched_yield after every poll (350 ns of system call here) served
+ * shm's 16 KiB reads 9 % slower; yields alone every 16th poll cost shm's
+ * 4 KiB writes 10 %, 8 pauses between polls 2 %, 16 pauses lost the
+ * reads' gain (docs/performance.md). */
+#define NOFD_BACKOFF_PAUSES 8u
 
 /*
  * The ferry code for an operation that came back with an error.  ferry
@@ -615,8 +623,9 @@ static void *progress_main(void *arg)
          * nothing, brings it back to the minimum; the spin yields the CPU
          * now and then (FD_SPIN_YIELD_EVERY).  Without descriptors
          * it keeps polling while it exposes regions or for a while after
-         * the last sign of work (yielding the CPU to anyone runnable),
-         * and naps otherwise. */
+         * the last sign of work (backing off a little between polls and
+         * yielding the CPU now and then: NOFD_BACKOFF_PAUSES), and naps
+         * otherwise. */
         if (fd_wait) {
             uint64_t now = ferry__now_ns(), slept;
 
@@ -637,9 +646,11 @@ static void *progress_main(void *arg)
         } else if (atomic_load_explicit(
                        &ferry__reg_of(ctx)->mem.exposed_regions,
                        memory_order_relaxed) != 0 ||
-                   ferry__now_ns() - last_work < IDLE_SPIN_NS)
-            sched_yield();
-        else
+                   ferry__now_ns() - last_work < IDLE_SPIN_NS) {
+            ferry__cpu_pause(NOFD_BACKOFF_PAUSES);
+            if (++idle_spins % FD_SPIN_YIELD_EVERY == 0)
+                sched_yield();
+        } else
             nanosleep(&nap, NULL);
     }
     return NULL;

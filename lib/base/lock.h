@@ -101,4 +101,18 @@ static inline unsigned ferry__users_read(_Atomic unsigned *users,
     return atomic_load_explicit(users, memory_order_relaxed);
 }
 
+/* Tells the CPU n times over that this thread is waiting (x86's pause,
+ * arm64's yield; nothing elsewhere): a poller's back-off, far shorter
+ * than a system call. */
+static inline void ferry__cpu_pause(unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#endif
+    }
+}
+
 #endif /* FERRY_BASE_LOCK_H */
