@@ -45,8 +45,8 @@
  * machine's), with a sched_yield every FD_SPIN_YIELD_EVERY polls.  A
  * sched_yield after every poll (350 ns of system call here) served
  * shm's 16 KiB reads 9 % slower; yields alone every 16th poll cost shm's
- * 4 KiB writes 10 %, 8 pauses between polls 2 %, 16 pauses lost the
- * reads' gain (docs/performance.md). */
+ * 4 KiB writes 10 %, 8 pauses between polls 2 % (and 4 KiB reads 4 %),
+ * 16 pauses lost the reads' gain (docs/performance.md). */
 #define NOFD_BACKOFF_PAUSES 8u
 
 /*
