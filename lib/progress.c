@@ -34,15 +34,16 @@
 #define IDLE_FD_SPIN_MAX_NS (1000u * 1000u)
 /* Longest sleep on the CQ descriptors: bounds how late a stop is seen. */
 #define IDLE_WAIT_MS 20
-/* Empty polls of that spin between two sched_yield calls.  A tcp target
- * taking a stream of writes polls 140-730 k times a second (16-256 KiB
- * blocks); yielding after every poll made a third of the thread's system
- * calls and cost 16 KiB writes ~7 % of their rate (docs/performance.md).
- * Every 16th poll still lets anyone runnable on the CPU in promptly. */
-#define FD_SPIN_YIELD_EVERY 16u
+/* Empty polls of a spin (either kind) between two sched_yield calls.  A
+ * tcp target taking a stream of writes polls 140-730 k times a second
+ * (16-256 KiB blocks); yielding after every poll made a third of the
+ * thread's system calls and cost 16 KiB writes ~7 % of their rate
+ * (docs/performance.md).  Every 16th poll still lets anyone runnable on
+ * the CPU in promptly. */
+#define SPIN_YIELD_EVERY 16u
 /* Without descriptors (shm), the wait between two empty polls while
  * regions are exposed: 8 pause hints on the CPU (26 ns each on this
- * machine's), with a sched_yield every FD_SPIN_YIELD_EVERY polls.  A
+ * machine's), with a sched_yield every SPIN_YIELD_EVERY polls.  A
  * sched_yield after every poll (350 ns of system call here) served
  * shm's 16 KiB reads 9 % slower; yields alone every 16th poll cost shm's
  * 4 KiB writes 10 %, 8 pauses between polls 2 % (and 4 KiB reads 4 %),
@@ -571,6 +572,14 @@ static bool wait_for_events(struct ferry_context *ctx, int timeout_ms)
     return poll(pfd, n, timeout_ms) > 0;
 }
 
+/* One more empty poll of the thread's spin: gives the CPU up on every
+ * SPIN_YIELD_EVERY-th. */
+static void spin_turn(unsigned *spins)
+{
+    if (++*spins % SPIN_YIELD_EVERY == 0)
+        sched_yield();
+}
+
 static void *progress_main(void *arg)
 {
     struct ferry_context *ctx = arg;
@@ -621,7 +630,7 @@ static void *progress_main(void *arg)
          * spin would have caught the data, so the spin doubles (up to
          * IDLE_FD_SPIN_MAX_NS); a sleep that outlasts it, or ends with
          * nothing, brings it back to the minimum; the spin yields the CPU
-         * now and then (FD_SPIN_YIELD_EVERY).  Without descriptors
+         * now and then (SPIN_YIELD_EVERY).  Without descriptors
          * it keeps polling while it exposes regions or for a while after
          * the last sign of work (backing off a little between polls and
          * yielding the CPU now and then: NOFD_BACKOFF_PAUSES), and naps
@@ -630,8 +639,7 @@ static void *progress_main(void *arg)
             uint64_t now = ferry__now_ns(), slept;
 
             if (now - last_work < fd_spin) {
-                if (++idle_spins % FD_SPIN_YIELD_EVERY == 0)
-                    sched_yield();
+                spin_turn(&idle_spins);
                 continue;
             }
             if (!wait_for_events(ctx, IDLE_WAIT_MS)) {
@@ -648,8 +656,7 @@ static void *progress_main(void *arg)
                        memory_order_relaxed) != 0 ||
                    ferry__now_ns() - last_work < IDLE_SPIN_NS) {
             ferry__cpu_pause(NOFD_BACKOFF_PAUSES);
-            if (++idle_spins % FD_SPIN_YIELD_EVERY == 0)
-                sched_yield();
+            spin_turn(&idle_spins);
         } else
             nanosleep(&nap, NULL);
     }
