@@ -133,8 +133,61 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
     return (int)n;
 }
 
-/* Ends requests past their deadline and posts what the others still hold. */
-/* Returns how many requests are still in progress after the visit. */
+/* Ends the request if it is running past its deadline; says whether. */
+static bool end_if_late(struct ferry_req *req, uint64_t now)
+{
+    if (req->status != FERRY_EINPROGRESS || req->deadline_ns == 0 ||
+        now < req->deadline_ns)
+        return false;
+    ferry__req_end(req, FERRY_ETIMEDOUT,
+                   "deadline passed after %llu bytes with %zu operation%s "
+                   "still in flight; the peer may be gone or not progressing",
+                   (unsigned long long)req->bytes_done, req->ops_in_flight,
+                   req->ops_in_flight == 1 ? "" : "s");
+    return true;
+}
+
+/* Ends the requests on l past their deadline (settling makes them
+ * active). */
+static void end_late_on(struct ferry__req_list *l, uint64_t now)
+{
+    struct ferry_req *req = l->head;
+
+    while (req != NULL) {
+        struct ferry_req *next = req->next; /* settle() moves req */
+
+        if (end_if_late(req, now))
+            ferry__req_settle(req);
+        req = next;
+    }
+}
+
+/*
+ * Ends parked and blocked requests past their deadline.  Deadlines are
+ * compared with the coarse clock: while it reads what it read at the
+ * last look, no deadline can have passed since (a request that began
+ * waiting after that look was made later, with a deadline at least a
+ * millisecond beyond the coarse clock then), so one look per tick sees
+ * each as soon as a look on every pass would.
+ */
+static void look_at_waiting(struct ferry_context *ctx)
+{
+    struct ferry__req_part *reqs = &ctx->xfer.req;
+    uint64_t now = ctx->xfer.live.now_ns;
+
+    if (now == reqs->waiting_looked_ns)
+        return;
+    reqs->waiting_looked_ns = now;
+    end_late_on(&reqs->parked, now);
+    for (struct ferry_peer *p = ctx->xfer.reg.peers;
+         p != NULL && reqs->blocked > 0; p = p->next)
+        for (unsigned r = 0; r < FERRY__MAX_RAILS; r++)
+            end_late_on(&p->live.blocked[r], now);
+}
+
+/* Ends active requests past their deadline and posts what the others
+ * still hold.  Returns how many requests are still in progress, parked
+ * and blocked ones included. */
 static unsigned visit_active(struct ferry_context *ctx)
 {
     uint64_t now = ctx->xfer.live.now_ns;
@@ -146,30 +199,19 @@ static unsigned visit_active(struct ferry_context *ctx)
         struct ferry_req *next = req->next;
         bool freed;
 
-        if (req->status == FERRY_EINPROGRESS && req->deadline_ns != 0 &&
-            now >= req->deadline_ns)
-            ferry__req_end(req, FERRY_ETIMEDOUT,
-                           "deadline passed after %llu bytes with %zu "
-                           "operation%s still in flight; the peer may be "
-                           "gone or not progressing",
-                           (unsigned long long)req->bytes_done,
-                           req->ops_in_flight,
-                           req->ops_in_flight == 1 ? "" : "s");
-        else if (ferry__req_waits(req)) {
-            running++; /* nothing to post or settle (xfer.h) */
-            req = next;
-            continue;
-        } else
+        if (!end_if_late(req, now))
             ferry__req_post_pending(req);
         /* settle() may free a request the user freed (it has ended, so
-         * it is not running): read the flag first. */
+         * it is not running): read the flag first.  It may park or block
+         * it too, counted with those below. */
         freed = req->user_freed;
         ferry__req_settle(req);
-        if (!freed && req->status == FERRY_EINPROGRESS)
+        if (!freed && req->status == FERRY_EINPROGRESS &&
+            req->list == &ctx->xfer.req.active)
             running++;
         req = next;
     }
-    return running;
+    return running + (unsigned)ctx->xfer.req.parked.n + ctx->xfer.req.blocked;
 }
 
 /* Progress for a caller that waits: none when a progress thread runs. */
@@ -216,6 +258,7 @@ int ferry__progress_locked(struct ferry_context *ctx)
     /* One clock reading serves the call: signs of life, deadlines and the
      * liveness pass. */
     ferry__live_clock(ferry__xfer_of(ctx), ferry__now_coarse_ns());
+    ferry__reqs_free_given_back(ferry__xfer_of(ctx));
     for (unsigned i = 0; i < fab->nrails; i++) {
         struct ferry__rail *rail = &fab->rails[i];
         struct ferry__txq *tx = ferry__txq_of(ferry__xfer_of(ctx), rail);
@@ -237,6 +280,8 @@ int ferry__progress_locked(struct ferry_context *ctx)
         ferry__notify_release_held(ferry__xfer_of(ctx));
     ferry__live_pass(ferry__xfer_of(ctx));
     /* Deadlines are enforced even when a CQ keeps failing. */
+    look_at_waiting(ctx);
+    ferry__reqs_unblock(ferry__xfer_of(ctx));
     ctx->xfer.req.running = visit_active(ctx);
     return err != 0 ? err : total;
 }
@@ -274,6 +319,11 @@ int ferry_req_test(ferry_req_t *req)
     ferry__error_clear();
     if ((ret = ferry__check_req(req, "ferry_req_test")))
         return ret;
+    /* A retired request's outcome is final: no lock, no progress.
+     * Acquire pairs with the release that published it (xfer.c). */
+    status = atomic_load_explicit(&req->outcome, memory_order_acquire);
+    if (status != FERRY_EINPROGRESS)
+        return report(req, status);
     ctx = req->ctx;
     fab = ferry__fabric_of(ctx);
     ferry__lock_acquire(&fab->lock);

@@ -8,6 +8,16 @@
 #include "fabric/pulse.h"
 #include "reg/part.h"
 
+struct ferry_req;
+
+/* A list of requests (xfer/op.c keeps them, under the lock). */
+struct ferry__req_list {
+    struct ferry_req *head;
+    struct ferry_req *tail;
+    size_t n;
+    unsigned *tally; /* counts the members of several lists, or NULL */
+};
+
 /*
  * What the transfer layer keeps per peer for liveness and flow control
  * (xfer/live.c reads and writes it; peer.c only starts it).  Under the
@@ -28,6 +38,10 @@ struct ferry__peer_live {
     /* The provider pushed back (-FI_EAGAIN) posting to it on a rail: it
      * posts there again once that rail's epoch moves (xfer/op.h). */
     uint64_t blocked_epoch[FERRY__MAX_RAILS];
+    /* Its requests whose next operation waits for a slot on each rail
+     * (every slot out, or the provider pushed back), in order: posted
+     * from the first when the rail's epoch moves (xfer/xfer.c). */
+    struct ferry__req_list blocked[FERRY__MAX_RAILS];
 };
 
 struct ferry_peer {

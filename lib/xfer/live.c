@@ -64,6 +64,7 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
         .kind = FERRY_NOTIFICATION_PEER_DOWN,
         .peer = peer,
     };
+    char why[sizeof(peer->live.why) + 32];
     va_list ap;
 
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
@@ -77,10 +78,9 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
     x->live.peers_declared++;
     FERRY_LOG_WARN("peer %p is %s: %s", (void *)peer,
                    state_name(peer->live.state), peer->live.why);
-    for (struct ferry_req *r = x->req.active.head; r != NULL; r = r->next)
-        if (r->peer == peer)
-            ferry__req_end(r, FERRY_EPEERDEAD, "the peer is %s: %s",
-                           state_name(peer->live.state), peer->live.why);
+    snprintf(why, sizeof(why), "the peer is %s: %s",
+             state_name(peer->live.state), peer->live.why);
+    ferry__reqs_end_to(x, peer, FERRY_EPEERDEAD, why);
     ferry__notify_event(x, &down);
 }
 

@@ -105,3 +105,70 @@ void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
         va_end(ap);
     }
 }
+
+void ferry__req_list_remove(struct ferry_req *r)
+{
+    struct ferry__req_list *l = r->list;
+
+    if (l == NULL)
+        return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        l->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        l->tail = r->prev;
+    r->prev = r->next = NULL;
+    r->list = NULL;
+    l->n--;
+    if (l->tally != NULL)
+        --*l->tally;
+}
+
+void ferry__req_list_append(struct ferry__req_list *l, struct ferry_req *r)
+{
+    r->prev = l->tail;
+    r->next = NULL;
+    if (l->tail)
+        l->tail->next = r;
+    else
+        l->head = r;
+    l->tail = r;
+    r->list = l;
+    l->n++;
+    if (l->tally != NULL)
+        ++*l->tally;
+}
+
+void ferry__req_list_move(struct ferry__req_list *to, struct ferry_req *r)
+{
+    if (r->list == to)
+        return;
+    ferry__req_list_remove(r);
+    ferry__req_list_append(to, r);
+}
+
+void ferry__reqs_end_to(struct ferry__xfer *x, struct ferry_peer *peer,
+                        int status, const char *why)
+{
+    struct ferry_req *r = x->req.parked.head;
+
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    /* Its parked and blocked requests become active: once ended, the next
+     * pass settles them. */
+    while (r != NULL) {
+        struct ferry_req *next = r->next;
+
+        if (r->peer == peer)
+            ferry__req_list_move(&x->req.active, r);
+        r = next;
+    }
+    for (unsigned i = 0; i < FERRY__MAX_RAILS; i++)
+        while (peer->live.blocked[i].head != NULL)
+            ferry__req_list_move(&x->req.active, peer->live.blocked[i].head);
+    for (r = x->req.active.head; r != NULL; r = r->next)
+        if (r->peer == peer)
+            ferry__req_end(r, status, "%s", why);
+}

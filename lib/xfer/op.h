@@ -74,8 +74,8 @@ struct ferry_req {
     uint32_t magic;
     struct ferry_context *ctx;
     struct ferry_peer *peer;
-    struct ferry_req *prev, *next; /* on the active or the done list */
-    struct ferry__req_list *list;  /* which of the two */
+    struct ferry_req *prev, *next; /* on one of the request lists */
+    struct ferry__req_list *list;  /* which (part.h) */
     enum ferry__op_kind kind;
     size_t niov;                 /* iovs, or prepared block pairs */
     struct ferry_iov *iov;       /* copy of the caller's array, or NULL */
@@ -107,6 +107,12 @@ struct ferry_req {
     int status;           /* FERRY_EINPROGRESS, 0 or the error */
     bool user_freed;      /* free once the provider is done with it */
     char errmsg[256];
+    /* FERRY_EINPROGRESS until the request retires, then its status:
+     * ferry_req_test and ferry_req_free read a retired request without
+     * the lock (xfer.c says how). */
+    _Atomic int outcome;
+    atomic_bool freed_once; /* ferry_req_free was called on it */
+    struct ferry_req *given_back_next; /* on part.h's given_back stack */
 };
 
 /* The rail's operation slots (tx_depth of them), after the rail opened. */
@@ -161,8 +167,17 @@ ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
                         struct ferry__op *op, void *local, void *desc,
                         const struct ferry_rmem *rmem, uint64_t roff,
                         size_t len, bool notifies, uint64_t data);
+/* The request lists (part.h): r joins l, leaves its list (if any), or
+ * moves to l from the one it is on. */
+void ferry__req_list_append(struct ferry__req_list *l, struct ferry_req *r);
+void ferry__req_list_remove(struct ferry_req *r);
+void ferry__req_list_move(struct ferry__req_list *l, struct ferry_req *r);
 /* Ends the request with status unless it has ended already. */
 void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Ends every request to peer with status and why (the peer is gone); the
+ * next progress pass settles them. */
+void ferry__reqs_end_to(struct ferry__xfer *x, struct ferry_peer *peer,
+                        int status, const char *why);
 
 #endif /* FERRY_XFER_OP_H */

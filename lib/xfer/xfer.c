@@ -178,36 +178,6 @@ static uint64_t deadline_of(const struct ferry__xfer *x,
     return ferry__now_ns() + (uint64_t)ms * 1000000u;
 }
 
-static void list_remove(struct ferry_req *r)
-{
-    struct ferry__req_list *l = r->list;
-
-    if (l == NULL)
-        return;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        l->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        l->tail = r->prev;
-    r->prev = r->next = NULL;
-    r->list = NULL;
-}
-
-static void list_append(struct ferry__req_list *l, struct ferry_req *r)
-{
-    r->prev = l->tail;
-    r->next = NULL;
-    if (l->tail)
-        l->tail->next = r;
-    else
-        l->head = r;
-    l->tail = r;
-    r->list = l;
-}
-
 /*
  * References keep regions alive while operations may touch them.  A
  * prepared request holds its prepared transfer, whose lists hold theirs.
@@ -286,9 +256,54 @@ static void req_discard(struct ferry_req *req)
 
 static void req_free(struct ferry_req *req)
 {
-    list_remove(req);
+    ferry__req_list_remove(req);
     req->magic = FERRY__MAGIC_DEAD;
     free(req);
+}
+
+/*
+ * ferry_req_free of a retired request takes no lock: the request goes on
+ * a stack (pushed by any thread, taken whole by one holding the lock, so
+ * a pointer seen again on top is always the right next link) and the
+ * next call under the lock frees it.
+ */
+static void give_back(struct ferry__xfer *x, struct ferry_req *req)
+{
+    struct ferry_req *top =
+        atomic_load_explicit(&x->req.given_back, memory_order_relaxed);
+
+    /* Release: whoever takes the stack (acquire) sees given_back_next. */
+    do
+        req->given_back_next = top;
+    while (!atomic_compare_exchange_weak_explicit(
+        &x->req.given_back, &top, req, memory_order_release,
+        memory_order_relaxed));
+}
+
+/* Frees what give_back put on the stack; under the lock, or once no
+ * other thread can use the context. */
+static void free_given_back(struct ferry__xfer *x)
+{
+    struct ferry_req *req;
+
+    if (atomic_load_explicit(&x->req.given_back, memory_order_relaxed) ==
+        NULL)
+        return;
+    /* Acquire pairs with give_back's release: every link is visible. */
+    req = atomic_exchange_explicit(&x->req.given_back, NULL,
+                                   memory_order_acquire);
+    while (req != NULL) {
+        struct ferry_req *next = req->given_back_next;
+
+        req_free(req);
+        req = next;
+    }
+}
+
+void ferry__reqs_free_given_back(struct ferry__xfer *x)
+{
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    free_given_back(x);
 }
 
 /*
@@ -339,6 +354,7 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     req->peer = peer;
     req->kind = kind;
     req->status = FERRY_EINPROGRESS;
+    atomic_init(&req->outcome, FERRY_EINPROGRESS);
     req->rail_pending = -1;
     req->deadline_ns = deadline_of(ferry__xfer_of(peer->ctx), opts);
     if (opts != NULL && (opts->flags & FERRY_XFER_NOTIFY)) {
@@ -374,6 +390,7 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
     int ret;
 
     ferry__lock_acquire(&x->reg.fab.lock);
+    ferry__reqs_free_given_back(x);
     if ((ret = ferry__live_check_peer(req->peer, call)) != 0) {
         req_discard(req);
         ferry__lock_release(&x->reg.fab.lock);
@@ -398,7 +415,7 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
     req->sync_mirrors =
         req->kind == FERRY__OP_WRITE && x->reg.mem.mirror_rmems > 0;
     hold_regions(req, &x->reg.fab.lock);
-    list_append(&x->req.active, req);
+    ferry__req_list_append(&x->req.active, req);
     ferry__req_post_pending(req);
     ferry__req_settle(req);
     ferry__lock_release(&x->reg.fab.lock);
@@ -716,30 +733,43 @@ static bool notification_may_go(const struct ferry_req *req)
 }
 
 /*
- * Whether a progress pass has nothing to do for the request until one of
- * its operations comes back or the rail's epoch moves (op.h): it is
- * running and either
- *  - has everything posted, operations in flight, and a notification (if
- *    any) that waits for them: each completion settles it
- *    (ferry__op_complete); or
- *  - waits for a slot on the rail its next operation goes to, or for the
- *    provider to take posts to its peer there again.
- * Skipping such requests keeps a pass short when many are in flight:
- * each ferry_req_test makes a pass, so a caller testing n requests in
- * turn had n^2 of them posted and settled for nothing
- * (docs/performance.md).
+ * Whether the request, running, has everything posted and waits for
+ * nothing but its operations, a notification (if any) included: each
+ * completion settles it (ferry__op_complete), so it is parked (part.h).
+ * Looking at such requests on every pass made each ferry_req_test cost
+ * in proportion to the requests in flight; a caller testing n of them in
+ * turn had n^2 looks for nothing (docs/performance.md).
  */
-bool ferry__req_waits(const struct ferry_req *req)
+static bool waits_for_ops(const struct ferry_req *req)
+{
+    return req->status == FERRY_EINPROGRESS && !req->staged &&
+           req->cur_iov == req->niov && req->ops_in_flight > 0 &&
+           !notification_may_go(req);
+}
+
+/*
+ * The rail the running request's next operation goes to, when that rail
+ * has no slot for its peer (op.h), so that it can do nothing until the
+ * rail's epoch moves; -1 otherwise.  The next operation is a chunk of its
+ * data, or, once all is posted, a sync or its notification: those go on
+ * rail 0 (post_message), and wait in the same line as the data, or a
+ * stream of writes would leave them no slot.
+ */
+static int rail_waited_for(const struct ferry_req *req)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    int rail = -1;
 
     if (req->status != FERRY_EINPROGRESS || req->staged)
-        return false;
+        return -1;
     if (req->cur_iov < req->niov)
-        return req->rail_pending >= 0 &&
-               ferry__op_slot(x, req->peer,
-                              &x->reg.fab.rails[req->rail_pending]) == NULL;
-    return req->ops_in_flight > 0 && !notification_may_go(req);
+        rail = req->rail_pending;
+    else if (req->ops_in_flight == 0 || notification_may_go(req))
+        rail = 0;
+    if (rail < 0 ||
+        ferry__op_slot(x, req->peer, &x->reg.fab.rails[rail]) != NULL)
+        return -1;
+    return rail;
 }
 
 /*
@@ -960,6 +990,22 @@ static bool abort_owed(const struct ferry_req *req)
            !ferry__live_gone(req->peer);
 }
 
+/* The list a request under way belongs on (part.h). */
+static struct ferry__req_list *list_for(const struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct ferry__req_list *blocked;
+    int rail;
+
+    if (waits_for_ops(req))
+        return &x->req.parked;
+    if ((rail = rail_waited_for(req)) < 0)
+        return &x->req.active;
+    blocked = &req->peer->live.blocked[rail];
+    blocked->tally = &x->req.blocked;
+    return blocked;
+}
+
 void ferry__req_settle(struct ferry_req *req)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
@@ -984,16 +1030,25 @@ void ferry__req_settle(struct ferry_req *req)
         req->status = 0;
     if (abort_owed(req))
         post_abort(req);
-    if (req->status == FERRY_EINPROGRESS || req->ops_in_flight != 0 ||
-        req->list != &x->req.active || abort_owed(req))
+    if (req->list == &x->req.done)
         return;
+    if (req->status == FERRY_EINPROGRESS || req->ops_in_flight != 0 ||
+        abort_owed(req)) {
+        ferry__req_list_move(list_for(req), req);
+        return;
+    }
     req->peer->live.running--;
     req_release(req);
-    list_remove(req);
-    if (req->user_freed)
+    ferry__req_list_remove(req);
+    if (req->user_freed) {
         req_free(req);
-    else
-        list_append(&x->req.done, req);
+        return;
+    }
+    ferry__req_list_append(&x->req.done, req);
+    /* Release: ferry_req_test and ferry_req_free, reading the outcome
+     * without the lock (acquire), see everything written under it before,
+     * the error's sentence included. */
+    atomic_store_explicit(&req->outcome, req->status, memory_order_release);
 }
 
 void ferry__op_complete(struct ferry__op *op, int err, const char *why)
@@ -1042,6 +1097,27 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     ferry__req_settle(req);
 }
 
+void ferry__reqs_unblock(struct ferry__xfer *x)
+{
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    if (x->req.blocked == 0)
+        return;
+    for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next)
+        for (unsigned r = 0; r < x->reg.fab.nrails; r++) {
+            struct ferry__req_list *l = &p->live.blocked[r];
+
+            /* Each turn takes the first off the list, or leaves it there
+             * because the rail has no slot for p again: this ends. */
+            while (l->head != NULL &&
+                   ferry__op_slot(x, p, &x->reg.fab.rails[r]) != NULL) {
+                struct ferry_req *req = l->head;
+
+                ferry__req_post_pending(req);
+                ferry__req_settle(req);
+            }
+        }
+}
+
 int ferry_req_cancel(ferry_req_t *req)
 {
     struct ferry__lock *lock;
@@ -1066,7 +1142,18 @@ void ferry_req_free(ferry_req_t *req)
 
     if (req == NULL || req->magic != FERRY__MAGIC_REQ)
         return;
+    /* A second free of the handle, from any thread, stops here. */
+    if (atomic_exchange_explicit(&req->freed_once, true,
+                                 memory_order_relaxed))
+        return;
     x = ferry__xfer_of(req->ctx);
+    /* Acquire pairs with the release in ferry__req_settle: a retired
+     * request is on the done list, which only this call takes it off. */
+    if (atomic_load_explicit(&req->outcome, memory_order_acquire) !=
+        FERRY_EINPROGRESS) {
+        give_back(x, req);
+        return;
+    }
     ferry__lock_acquire(&x->reg.fab.lock);
     ferry__req_end(req, FERRY_ECANCELED, "freed before it ended");
     ferry__req_settle(req);
@@ -1080,6 +1167,13 @@ void ferry_req_free(ferry_req_t *req)
 void ferry__reqs_destroy(struct ferry__xfer *x)
 {
     /* The endpoints are closed: no operation can come back any more. */
+    free_given_back(x);
+    for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next)
+        for (unsigned r = 0; r < FERRY__MAX_RAILS; r++)
+            while (p->live.blocked[r].head != NULL)
+                ferry__req_list_move(&x->req.active, p->live.blocked[r].head);
+    while (x->req.parked.head != NULL)
+        ferry__req_list_move(&x->req.active, x->req.parked.head);
     while (x->req.active.head != NULL) {
         struct ferry_req *req = x->req.active.head;
         req_release(req);

@@ -20,11 +20,13 @@ int ferry__notify_send_own(ferry_peer_t *peer, uint64_t id, uint64_t value,
                            ferry_req_t **req);
 /* Posts what the request still has to post, as far as slots allow. */
 void ferry__req_post_pending(struct ferry_req *req);
-/* Whether a progress pass has nothing to post or settle for it (its
- * deadline aside) until a completion comes or the rail's epoch moves. */
-bool ferry__req_waits(const struct ferry_req *req);
-/* Marks it done if all is posted and back; retires it if ended and idle. */
+/* Marks it done if all is posted and back; retires it if ended and idle;
+ * otherwise puts it on the list it now belongs on (part.h). */
 void ferry__req_settle(struct ferry_req *req);
+/* Posts blocked requests, in order, while the rails take them (part.h). */
+void ferry__reqs_unblock(struct ferry__xfer *x);
+/* Frees the requests ferry_req_free gave back without the lock. */
+void ferry__reqs_free_given_back(struct ferry__xfer *x);
 /* An operation came back, with err 0 or the error and its sentence. */
 void ferry__op_complete(struct ferry__op *op, int err, const char *why);
 /* Names items first..last of req, one operation's, for its error: the

@@ -111,6 +111,7 @@ START_TEST(test_mixed_entries)
     /* Nothing of the refused posts went out. */
     ck_assert_uint_eq(tu_stats(p.init).bytes_posted[0], posted);
     ck_assert_ptr_null(ferry__xfer_of(p.init)->req.active.head);
+    ck_assert_ptr_null(ferry__xfer_of(p.init)->req.parked.head);
     region_assert(&rr, "remote after the refused posts");
     region_assert(&lr, "local after the refused posts");
 
@@ -211,6 +212,7 @@ START_TEST(test_invalid_index)
      * target's memory is as it was. */
     ck_assert_uint_eq(tu_stats(p.init).bytes_posted[0], posted);
     ck_assert_ptr_null(ferry__xfer_of(p.init)->req.active.head);
+    ck_assert_ptr_null(ferry__xfer_of(p.init)->req.parked.head);
     {
         struct ferry_notification n;
         uint64_t t0 = tu_now_ns();
@@ -411,6 +413,7 @@ START_TEST(test_release_while_in_flight)
     /* Once the target progresses, the operation comes back. */
     drain_both(p.init, p.target);
     ck_assert_ptr_null(ferry__xfer_of(p.init)->req.active.head);
+    ck_assert_ptr_null(ferry__xfer_of(p.init)->req.parked.head);
     ck_assert_uint_eq(atomic_load(&prep->users), 0);
     /* What was posted landed whole; what the provider pushed back stayed
      * queued in ferry and went with the cancel (libfabric 2.x's shm takes

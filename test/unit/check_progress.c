@@ -4,7 +4,9 @@
  * request's end, deadlines (and destruction after them), cancel (the
  * buffers held until the provider lets go, the request's list), and a peer
  * killed in the middle of a transfer; requests a progress pass skips
- * because they can only wait; several threads posting while
+ * because they can only wait (parked, or blocked in line for a slot, a
+ * notification too), and retired requests freed without the lock;
+ * several threads posting while
  * another drives progress; a progress thread on the initiator.  (Ended
  * requests, handle checks, a stopped child and a peer killed after a post,
  * through the API: test/api/check_progress.c.)
@@ -114,14 +116,20 @@ START_TEST(test_deadline_stalled_target)
 {
     const char *prov = tu_providers[_i];
     struct tu_fx f;
+    struct ferry__req_part *reqs;
     ferry_req_t *req;
     uint64_t t0;
 
     tu_fx_open_stalled(&f, prov, NULL, STUCK, STUCK, NULL);
+    reqs = &ferry__xfer_of(f.p.init)->req;
     t0 = tu_now_ns();
     req = post_stuck(&f, 200);
+    /* Parked: passes look at it once per coarse clock tick. */
+    ck_assert_ptr_eq(req->list, &reqs->parked);
     expect_deadline(req, 200, prov);
     ck_assert_msg(secs_since(t0) >= 0.2, "ended before its deadline");
+    /* Ended, its operation out: active until that comes back. */
+    ck_assert_ptr_eq(req->list, &reqs->active);
     /* The provider still holds the operation: so are the regions. */
     ck_assert_int_eq(ferry_mem_deregister(f.lmem), FERRY_EBUSY);
     ck_assert_int_eq(ferry_rmem_free(f.rmem), FERRY_EBUSY);
@@ -238,6 +246,15 @@ static ferry_req_t *post_holding_the_slot(struct tu_fx *f, const char *prov,
     return first;
 }
 
+/* Closes what post_holding_the_slot opened, once its requests are freed. */
+static void close_holding_the_slot(struct tu_fx *f, uint8_t *buf2,
+                                   ferry_mem_t *mem2)
+{
+    ck_assert_int_eq(ferry_mem_deregister(mem2), 0);
+    tu_fx_close(f);
+    tu_free_buf(buf2, 4096);
+}
+
 /* A request cancelled before any of it was posted lets go at once. */
 START_TEST(test_cancel_queued)
 {
@@ -275,9 +292,10 @@ END_TEST
 /* ---- requests a pass skips ---------------------------------------------------- */
 
 /*
- * A progress pass leaves alone the requests that can only wait (one with
- * its operation out, one with no slot); they still end by their deadline
- * and go on as soon as there is something to do.
+ * Requests that wait for a slot are blocked, on their peer's list for the
+ * rail (one with its operation out is parked instead:
+ * test_deadline_stalled_target).  They still end by their deadline and
+ * go on as soon as there is a slot.
  */
 START_TEST(test_waiting_requests)
 {
@@ -288,8 +306,11 @@ START_TEST(test_waiting_requests)
     uint8_t *buf2 = tu_alloc_buf(4096);
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     struct ferry_iov iov;
+    struct ferry__req_part *reqs;
+    struct ferry__req_list *blocked;
 
     first = post_holding_the_slot(&f, prov, buf2, &mem2);
+    reqs = &ferry__xfer_of(f.p.init)->req;
     tu_fill(buf2, 4096, 0x4242);
     iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
@@ -297,20 +318,29 @@ START_TEST(test_waiting_requests)
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, &opts, &late), 0);
     for (int i = 0; i < 10; i++)
         ck_assert_int_ge(ferry_progress(f.p.init), 0);
-    ck_assert_msg(ferry__req_waits(first), "%s: the request with its "
-                  "operation out is visited", prov);
-    ck_assert_msg(ferry__req_waits(queued) && ferry__req_waits(late),
-                  "%s: requests without a slot are visited", prov);
+    /* The first's write is larger than an operation: the rest of it
+     * waits for the slot too.  All three wait on the peer's list for
+     * rail 0, in the order they were made. */
+    blocked = &f.p.peer->live.blocked[0];
+    ck_assert_msg(first->list == blocked && queued->list == blocked &&
+                      late->list == blocked,
+                  "%s: requests without a slot are not blocked", prov);
+    ck_assert_ptr_eq(blocked->head, first);
+    ck_assert_ptr_eq(blocked->tail, late);
+    ck_assert_uint_eq(reqs->blocked, 3);
+    ck_assert_uint_eq(reqs->running, 3);
     ck_assert_uint_eq(queued->cur_iov, 0);
     /* Waiting, the third still ends at its deadline, and is not waiting
      * any more. */
     expect_deadline(late, 200, prov);
-    ck_assert(!ferry__req_waits(late));
+    ck_assert_ptr_eq(late->list, &reqs->done);
+    ck_assert_uint_eq(reqs->blocked, 2);
     ferry_req_free(late);
-    /* Once the first is back, the queued one gets the slot. */
+    /* Once the first is back, it retires and the queued one gets the
+     * slot. */
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
-    ck_assert(!ferry__req_waits(first));
+    ck_assert_ptr_eq(first->list, &reqs->done);
     for (int i = 0; i < 1000 && queued->cur_iov == 0; i++)
         ck_assert_int_ge(ferry_progress(f.p.init), 0);
     ck_assert_msg(queued->cur_iov == 1, "%s: the queued request was never "
@@ -320,9 +350,91 @@ START_TEST(test_waiting_requests)
     tu_assert_pattern(f.tbuf, 4096, 0x4242, "%s", prov);
     ferry_req_free(queued);
     ferry_req_free(first);
-    ck_assert_int_eq(ferry_mem_deregister(mem2), 0);
+    ck_assert_uint_eq(reqs->parked.n + reqs->active.n + reqs->blocked, 0);
+    close_holding_the_slot(&f, buf2, mem2);
+}
+END_TEST
+
+/*
+ * A notification that finds no slot waits in the same line as the writes
+ * before it, not beside them: a stream of writes that took every slot
+ * as it came free left a control message waiting 20 s (ferry_bench, 256
+ * writes in flight on shm).
+ */
+START_TEST(test_notification_waits_in_line)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_fx f;
+    ferry_req_t *first, *queued, *note;
+    ferry_mem_t *mem2;
+    uint8_t *buf2 = tu_alloc_buf(4096);
+    struct ferry_iov iov;
+    struct ferry_notification got;
+    struct ferry__req_list *blocked;
+    int n = 0;
+
+    first = post_holding_the_slot(&f, prov, buf2, &mem2);
+    blocked = &f.p.peer->live.blocked[0];
+    iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
+    ck_assert_int_eq(ferry_notify_send(f.p.peer, 7, 70, NULL, &note), 0);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_ge(ferry_progress(f.p.init), 0);
+    ck_assert_msg(note->list == blocked && blocked->tail == note &&
+                      note->prev == queued,
+                  "%s: the notification does not wait behind the write "
+                  "made before it", prov);
+    drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
+    for (int i = 0; i < 100000 && ferry_req_test(note) == FERRY_EINPROGRESS;
+         i++)
+        drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_test(queued), 0);
+    ck_assert_int_eq(ferry_req_test(note), 0);
+    for (int i = 0; i < 100000 && n == 0; i++)
+        n = ferry_notify_poll(f.p.target, &got, 1);
+    ck_assert_int_eq(n, 1);
+    ck_assert_uint_eq(got.id, 7);
+    ck_assert_uint_eq(got.value, 70);
+    ferry_req_free(note);
+    ferry_req_free(queued);
+    ferry_req_free(first);
+    close_holding_the_slot(&f, buf2, mem2);
+}
+END_TEST
+
+/*
+ * ferry_req_free of a retired request takes no lock: the request waits on
+ * the given-back stack for the next call under the lock.  A second free of
+ * the handle before then changes nothing.
+ */
+START_TEST(test_free_retired_without_lock)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_fx f;
+    struct ferry_iov iov;
+    struct ferry__req_part *reqs;
+    ferry_req_t *req;
+
+    tu_fx_open_stalled(&f, prov, NULL, STUCK, STUCK, NULL);
+    reqs = &ferry__xfer_of(f.p.init)->req;
+    iov = (struct ferry_iov){f.lbuf, f.lmem, f.rmem, 0, 64};
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
+    drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
+    ck_assert_ptr_eq(req->list, &reqs->done);
+    ck_assert_uint_eq(reqs->done.n, 1);
+    ferry_req_free(req);
+    ck_assert_ptr_eq(atomic_load(&reqs->given_back), req);
+    ck_assert_ptr_null(req->given_back_next);
+    ferry_req_free(req); /* the caller's mistake: ignored */
+    ck_assert_ptr_eq(atomic_load(&reqs->given_back), req);
+    ck_assert_ptr_null(req->given_back_next);
+    ck_assert_uint_eq(reqs->done.n, 1);
+    ck_assert_int_ge(ferry_progress(f.p.init), 0);
+    ck_assert_ptr_null(atomic_load(&reqs->given_back));
+    ck_assert_uint_eq(reqs->done.n, 0);
     tu_fx_close(&f);
-    tu_free_buf(buf2, 4096);
 }
 END_TEST
 
@@ -593,6 +705,8 @@ static Suite *progress_suite(void)
 
     tc = tu_tcase(s, "waiting", 60);
     tcase_add_loop_test(tc, test_waiting_requests, 0, np);
+    tcase_add_loop_test(tc, test_notification_waits_in_line, 0, np);
+    tcase_add_loop_test(tc, test_free_retired_without_lock, 0, np);
 
     tc = tu_tcase(s, "killed", 60);
     tcase_add_loop_test(tc, test_peer_killed_mid_transfer, 0, np);
