@@ -51,6 +51,7 @@ struct ferry__req_part {
     struct ferry__req_list active;
     struct ferry__req_list parked; /* all still in progress */
     unsigned blocked;              /* requests on the peers' blocked lists */
+    unsigned unblock_first;        /* the peer whose line goes first */
     uint64_t waiting_looked_ns;
     struct ferry__req_list done;   /* retired, waiting for ferry_req_free */
     /* Retired requests ferry_req_free gave back without the lock, freed

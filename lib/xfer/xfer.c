@@ -1097,25 +1097,53 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     ferry__req_settle(req);
 }
 
+/* Posts p's blocked requests, rail by rail, while each rail takes them;
+ * says whether any went. */
+static bool unblock_peer(struct ferry__xfer *x, struct ferry_peer *p)
+{
+    bool went = false;
+
+    for (unsigned r = 0; r < x->reg.fab.nrails; r++) {
+        struct ferry__req_list *l = &p->live.blocked[r];
+
+        /* Each turn takes the first off the list, or leaves it there
+         * because the rail has no slot for p again: this ends. */
+        while (l->head != NULL &&
+               ferry__op_slot(x, p, &x->reg.fab.rails[r]) != NULL) {
+            struct ferry_req *req = l->head;
+
+            ferry__req_post_pending(req);
+            ferry__req_settle(req);
+            went = true;
+        }
+    }
+    return went;
+}
+
 void ferry__reqs_unblock(struct ferry__xfer *x)
 {
+    struct ferry_peer *start = x->reg.peers, *p;
+    unsigned i, first = x->req.unblock_first;
+
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
     if (x->req.blocked == 0)
         return;
-    for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next)
-        for (unsigned r = 0; r < x->reg.fab.nrails; r++) {
-            struct ferry__req_list *l = &p->live.blocked[r];
-
-            /* Each turn takes the first off the list, or leaves it there
-             * because the rail has no slot for p again: this ends. */
-            while (l->head != NULL &&
-                   ferry__op_slot(x, p, &x->reg.fab.rails[r]) != NULL) {
-                struct ferry_req *req = l->head;
-
-                ferry__req_post_pending(req);
-                ferry__req_settle(req);
-            }
-        }
+    /* Peers take turns going first, the turn passing to the peer after
+     * the last one that posted: where the rail's slots (tx_depth) are
+     * what is short, the first peer would otherwise take every slot that
+     * came free for as long as its line lasted. */
+    for (i = 0; i < first && start != NULL; i++)
+        start = start->next;
+    if (start == NULL) {
+        start = x->reg.peers;
+        first = 0;
+    }
+    for (p = start, i = first; p != NULL; p = p->next, i++)
+        if (unblock_peer(x, p))
+            x->req.unblock_first = i + 1;
+    for (p = x->reg.peers, i = 0; p != start; p = p->next, i++)
+        if (unblock_peer(x, p))
+            x->req.unblock_first = i + 1;
 }
 
 int ferry_req_cancel(ferry_req_t *req)

@@ -404,6 +404,74 @@ START_TEST(test_notification_waits_in_line)
 END_TEST
 
 /*
+ * Peers take turns at the slots that come free: with one slot, a long
+ * line of writes to one peer does not keep another peer's write waiting
+ * until the line is done.  (Peers are listed newest first, so the line
+ * goes to the newer peer, which would otherwise always go first.)
+ */
+START_TEST(test_peers_take_turns)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_fx f;
+    struct ferry_config cfg;
+    ferry_context_t *target_b;
+    ferry_peer_t *peer_b;
+    ferry_mem_t *mem2, *tmem_b;
+    ferry_rmem_t *rmem_b;
+    uint8_t *buf2 = tu_alloc_buf(4096), *tbuf_b = tu_alloc_buf(4096);
+    uint8_t addr[512];
+    size_t len = sizeof(addr);
+    ferry_req_t *first, *line[4], *other;
+    struct ferry_iov iov;
+
+    first = post_holding_the_slot(&f, prov, buf2, &mem2);
+    tu_config(&cfg, prov);
+    cfg.progress_thread = 0; /* stalled, as the first target */
+    target_b = tu_context_cfg(&cfg);
+    ck_assert_int_eq(ferry_context_address(target_b, addr, &len), 0);
+    ck_assert_int_eq(ferry_peer_add(f.p.init, addr, len, &peer_b), 0);
+    tmem_b = tu_register(target_b, tbuf_b, 4096, FERRY_ACCESS_REMOTE_WRITE);
+    rmem_b = tu_share(tmem_b, peer_b);
+    iov = (struct ferry_iov){buf2, mem2, rmem_b, 0, 4096};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(ferry_write(peer_b, &iov, 1, NULL, &line[i]), 0);
+    iov.rmem = f.rmem;
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &other), 0);
+    ck_assert_ptr_eq(line[3]->list, &peer_b->live.blocked[0]);
+    ck_assert_ptr_eq(other->list, &f.p.peer->live.blocked[0]);
+    for (int i = 0; i < 100000 && ferry_req_test(other) == FERRY_EINPROGRESS;
+         i++) {
+        ck_assert_int_ge(ferry_progress(f.p.target), 0);
+        ck_assert_int_ge(ferry_progress(target_b), 0);
+    }
+    ck_assert_int_eq(ferry_req_test(other), 0);
+    ck_assert_msg(ferry_req_test(line[3]) == FERRY_EINPROGRESS,
+                  "%s: the other peer's write waited for the whole line",
+                  prov);
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < 100000 &&
+                        ferry_req_test(line[i]) == FERRY_EINPROGRESS;
+             k++) {
+            ck_assert_int_ge(ferry_progress(f.p.target), 0);
+            ck_assert_int_ge(ferry_progress(target_b), 0);
+        }
+        ck_assert_int_eq(ferry_req_test(line[i]), 0);
+        ferry_req_free(line[i]);
+    }
+    drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
+    ferry_req_free(other);
+    ferry_req_free(first);
+    ck_assert_int_eq(ferry_rmem_free(rmem_b), 0);
+    ck_assert_int_eq(ferry_peer_remove(peer_b), 0);
+    ck_assert_int_eq(ferry_mem_deregister(tmem_b), 0);
+    ferry_context_destroy(target_b);
+    tu_free_buf(tbuf_b, 4096);
+    close_holding_the_slot(&f, buf2, mem2);
+}
+END_TEST
+
+/*
  * ferry_req_free of a retired request takes no lock: the request waits on
  * the given-back stack for the next call under the lock.  A second free of
  * the handle before then changes nothing.
@@ -706,6 +774,7 @@ static Suite *progress_suite(void)
     tc = tu_tcase(s, "waiting", 60);
     tcase_add_loop_test(tc, test_waiting_requests, 0, np);
     tcase_add_loop_test(tc, test_notification_waits_in_line, 0, np);
+    tcase_add_loop_test(tc, test_peers_take_turns, 0, np);
     tcase_add_loop_test(tc, test_free_retired_without_lock, 0, np);
 
     tc = tu_tcase(s, "killed", 60);
