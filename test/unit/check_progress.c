@@ -433,6 +433,19 @@ START_TEST(test_peers_take_turns)
     tmem_b = tu_register(target_b, tbuf_b, 4096, FERRY_ACCESS_REMOTE_WRITE);
     rmem_b = tu_share(tmem_b, peer_b);
     iov = (struct ferry_iov){buf2, mem2, rmem_b, 0, 4096};
+    /* The connection to the second peer is made first: while it is being
+     * made, the provider pushes back and the other peer's write would go
+     * ahead anyway. */
+    drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
+    ferry_req_free(first);
+    ck_assert_int_eq(ferry_write(peer_b, &iov, 1, NULL, &line[0]), 0);
+    for (int i = 0; i < 100000 && ferry_req_test(line[0]) != 0; i++)
+        ck_assert_int_ge(ferry_progress(target_b), 0);
+    ck_assert_int_eq(ferry_req_test(line[0]), 0);
+    ferry_req_free(line[0]);
+    /* The slot held again, by a write to the first peer. */
+    first = post_stuck(&f, 0);
     for (int i = 0; i < 4; i++)
         ck_assert_int_eq(ferry_write(peer_b, &iov, 1, NULL, &line[i]), 0);
     iov.rmem = f.rmem;
