@@ -111,7 +111,9 @@ struct ferry_req {
      * ferry_req_test and ferry_req_free read a retired request without
      * the lock (xfer.c says how). */
     _Atomic int outcome;
-    atomic_bool freed_once; /* ferry_req_free was called on it */
+    /* ferry_req_free was called on it: claimed first, with no lock, so
+     * that a second call stops; user_freed says so under the lock. */
+    atomic_bool freed_once;
     struct ferry_req *given_back_next; /* on part.h's given_back stack */
 };
 

@@ -55,7 +55,7 @@ struct ferry__req_part {
     uint64_t waiting_looked_ns;
     struct ferry__req_list done;   /* retired, waiting for ferry_req_free */
     /* Retired requests ferry_req_free gave back without the lock, freed
-     * by the next call that holds it (xfer.c). */
+     * by the next progress pass (xfer.c). */
     _Atomic(struct ferry_req *) given_back;
     unsigned running;              /* requests still in progress */
     unsigned next_rail;    /* rail of the next unstriped request */

@@ -265,7 +265,7 @@ static void req_free(struct ferry_req *req)
  * ferry_req_free of a retired request takes no lock: the request goes on
  * a stack (pushed by any thread, taken whole by one holding the lock, so
  * a pointer seen again on top is always the right next link) and the
- * next call under the lock frees it.
+ * next progress pass frees it.
  */
 static void give_back(struct ferry__xfer *x, struct ferry_req *req)
 {
@@ -390,7 +390,6 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
     int ret;
 
     ferry__lock_acquire(&x->reg.fab.lock);
-    ferry__reqs_free_given_back(x);
     if ((ret = ferry__live_check_peer(req->peer, call)) != 0) {
         req_discard(req);
         ferry__lock_release(&x->reg.fab.lock);
@@ -1002,6 +1001,8 @@ static struct ferry__req_list *list_for(const struct ferry_req *req)
     if ((rail = rail_waited_for(req)) < 0)
         return &x->req.active;
     blocked = &req->peer->live.blocked[rail];
+    /* The peer's lists count into the context's total; set here, as
+     * peer.c, a layer below, cannot name the total when it makes them. */
     blocked->tally = &x->req.blocked;
     return blocked;
 }

@@ -225,13 +225,18 @@ START_TEST(test_cancel_in_flight)
 }
 END_TEST
 
+/* 4 KiB registered on the initiator for requests that will find no slot. */
+struct spare {
+    uint8_t *buf;
+    ferry_mem_t *mem; /* NULL once a test deregistered it itself */
+};
+
 /*
  * A stalled pair with one operation slot, taken by a stuck write of the
- * whole region (returned), and 4 KiB at buf2 registered as *mem2 for the
- * requests that will find no slot.
+ * whole region (returned), and the spare 4 KiB.
  */
 static ferry_req_t *post_holding_the_slot(struct tu_fx *f, const char *prov,
-                                          uint8_t *buf2, ferry_mem_t **mem2)
+                                          struct spare *sp)
 {
     struct ferry_config cfg;
     ferry_req_t *first;
@@ -240,19 +245,20 @@ static ferry_req_t *post_holding_the_slot(struct tu_fx *f, const char *prov,
     cfg.tx_depth = 1;
     tu_fx_open_stalled(f, prov, &cfg, STUCK, STUCK, NULL);
     first = post_stuck(f, 0);
-    ck_assert_int_eq(ferry_mem_register(f->p.init, buf2, 4096, FERRY_MEM_HOST,
-                                        0, 0, mem2),
+    sp->buf = tu_alloc_buf(4096);
+    ck_assert_int_eq(ferry_mem_register(f->p.init, sp->buf, 4096,
+                                        FERRY_MEM_HOST, 0, 0, &sp->mem),
                      0);
     return first;
 }
 
 /* Closes what post_holding_the_slot opened, once its requests are freed. */
-static void close_holding_the_slot(struct tu_fx *f, uint8_t *buf2,
-                                   ferry_mem_t *mem2)
+static void close_holding_the_slot(struct tu_fx *f, struct spare *sp)
 {
-    ck_assert_int_eq(ferry_mem_deregister(mem2), 0);
+    if (sp->mem != NULL)
+        ck_assert_int_eq(ferry_mem_deregister(sp->mem), 0);
     tu_fx_close(f);
-    tu_free_buf(buf2, 4096);
+    tu_free_buf(sp->buf, 4096);
 }
 
 /* A request cancelled before any of it was posted lets go at once. */
@@ -261,22 +267,22 @@ START_TEST(test_cancel_queued)
     const char *prov = tu_providers[_i];
     struct tu_fx f;
     ferry_req_t *first, *queued;
-    ferry_mem_t *mem2;
-    uint8_t *buf2 = tu_alloc_buf(4096);
+    struct spare sp;
     struct ferry_iov iov;
 
-    first = post_holding_the_slot(&f, prov, buf2, &mem2);
-    iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
+    first = post_holding_the_slot(&f, prov, &sp);
+    iov = (struct ferry_iov){sp.buf, sp.mem, f.rmem, 0, 4096};
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
     ck_assert_int_ge(ferry_progress(f.p.init), 0);
     ck_assert_uint_eq(queued->ops_in_flight, 0);
     ck_assert_uint_eq(queued->cur_iov, 0);
-    ck_assert_int_eq(ferry_mem_deregister(mem2), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_mem_deregister(sp.mem), FERRY_EBUSY);
     ck_assert_int_eq(ferry_req_cancel(queued), 0);
     ck_assert_int_eq(ferry_req_test(queued), FERRY_ECANCELED);
     ck_assert_ptr_eq(queued->list, &ferry__xfer_of(f.p.init)->req.done);
     /* Nothing of it is out: its own buffer can go now. */
-    ck_assert_int_eq(ferry_mem_deregister(mem2), 0);
+    ck_assert_int_eq(ferry_mem_deregister(sp.mem), 0);
+    sp.mem = NULL;
     ferry_req_free(queued);
     /* The first one is unaffected and completes. */
     ck_assert_int_eq(ferry_req_test(first), FERRY_EINPROGRESS);
@@ -284,8 +290,7 @@ START_TEST(test_cancel_queued)
     ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
     tu_assert_pattern(f.tbuf, STUCK, 0x5757, "%s", prov);
     ferry_req_free(first);
-    tu_fx_close(&f);
-    tu_free_buf(buf2, 4096);
+    close_holding_the_slot(&f, &sp);
 }
 END_TEST
 
@@ -302,17 +307,16 @@ START_TEST(test_waiting_requests)
     const char *prov = tu_providers[_i];
     struct tu_fx f;
     ferry_req_t *first, *queued, *late;
-    ferry_mem_t *mem2;
-    uint8_t *buf2 = tu_alloc_buf(4096);
+    struct spare sp;
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     struct ferry_iov iov;
     struct ferry__req_part *reqs;
     struct ferry__req_list *blocked;
 
-    first = post_holding_the_slot(&f, prov, buf2, &mem2);
+    first = post_holding_the_slot(&f, prov, &sp);
     reqs = &ferry__xfer_of(f.p.init)->req;
-    tu_fill(buf2, 4096, 0x4242);
-    iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
+    tu_fill(sp.buf, 4096, 0x4242);
+    iov = (struct ferry_iov){sp.buf, sp.mem, f.rmem, 0, 4096};
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
     opts.timeout_ms = 200;
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, &opts, &late), 0);
@@ -351,7 +355,7 @@ START_TEST(test_waiting_requests)
     ferry_req_free(queued);
     ferry_req_free(first);
     ck_assert_uint_eq(reqs->parked.n + reqs->active.n + reqs->blocked, 0);
-    close_holding_the_slot(&f, buf2, mem2);
+    close_holding_the_slot(&f, &sp);
 }
 END_TEST
 
@@ -366,16 +370,15 @@ START_TEST(test_notification_waits_in_line)
     const char *prov = tu_providers[_i];
     struct tu_fx f;
     ferry_req_t *first, *queued, *note;
-    ferry_mem_t *mem2;
-    uint8_t *buf2 = tu_alloc_buf(4096);
+    struct spare sp;
     struct ferry_iov iov;
     struct ferry_notification got;
     struct ferry__req_list *blocked;
     int n = 0;
 
-    first = post_holding_the_slot(&f, prov, buf2, &mem2);
+    first = post_holding_the_slot(&f, prov, &sp);
     blocked = &f.p.peer->live.blocked[0];
-    iov = (struct ferry_iov){buf2, mem2, f.rmem, 0, 4096};
+    iov = (struct ferry_iov){sp.buf, sp.mem, f.rmem, 0, 4096};
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &queued), 0);
     ck_assert_int_eq(ferry_notify_send(f.p.peer, 7, 70, NULL, &note), 0);
     for (int i = 0; i < 10; i++)
@@ -399,7 +402,7 @@ START_TEST(test_notification_waits_in_line)
     ferry_req_free(note);
     ferry_req_free(queued);
     ferry_req_free(first);
-    close_holding_the_slot(&f, buf2, mem2);
+    close_holding_the_slot(&f, &sp);
 }
 END_TEST
 
@@ -416,15 +419,16 @@ START_TEST(test_peers_take_turns)
     struct ferry_config cfg;
     ferry_context_t *target_b;
     ferry_peer_t *peer_b;
-    ferry_mem_t *mem2, *tmem_b;
+    struct spare sp;
+    ferry_mem_t *tmem_b;
     ferry_rmem_t *rmem_b;
-    uint8_t *buf2 = tu_alloc_buf(4096), *tbuf_b = tu_alloc_buf(4096);
+    uint8_t *tbuf_b = tu_alloc_buf(4096);
     uint8_t addr[512];
     size_t len = sizeof(addr);
     ferry_req_t *first, *line[4], *other;
     struct ferry_iov iov;
 
-    first = post_holding_the_slot(&f, prov, buf2, &mem2);
+    first = post_holding_the_slot(&f, prov, &sp);
     tu_config(&cfg, prov);
     cfg.progress_thread = 0; /* stalled, as the first target */
     target_b = tu_context_cfg(&cfg);
@@ -432,7 +436,7 @@ START_TEST(test_peers_take_turns)
     ck_assert_int_eq(ferry_peer_add(f.p.init, addr, len, &peer_b), 0);
     tmem_b = tu_register(target_b, tbuf_b, 4096, FERRY_ACCESS_REMOTE_WRITE);
     rmem_b = tu_share(tmem_b, peer_b);
-    iov = (struct ferry_iov){buf2, mem2, rmem_b, 0, 4096};
+    iov = (struct ferry_iov){sp.buf, sp.mem, rmem_b, 0, 4096};
     /* The connection to the second peer is made first: while it is being
      * made, the provider pushes back and the other peer's write would go
      * ahead anyway. */
@@ -480,13 +484,13 @@ START_TEST(test_peers_take_turns)
     ck_assert_int_eq(ferry_mem_deregister(tmem_b), 0);
     ferry_context_destroy(target_b);
     tu_free_buf(tbuf_b, 4096);
-    close_holding_the_slot(&f, buf2, mem2);
+    close_holding_the_slot(&f, &sp);
 }
 END_TEST
 
 /*
  * ferry_req_free of a retired request takes no lock: the request waits on
- * the given-back stack for the next call under the lock.  A second free of
+ * the given-back stack for the next progress pass.  A second free of
  * the handle before then changes nothing.
  */
 START_TEST(test_free_retired_without_lock)
