@@ -29,6 +29,7 @@ static int xfer_open(struct ferry__xfer *x)
     int ret = 0;
 
     ferry__lock_acquire(&x->reg.fab.lock);
+    ferry__peer_ring_init(&x->req.blocked_peers);
     for (unsigned i = 0; i < x->reg.fab.nrails && ret == 0; i++) {
         ret = ferry__txq_open(x, &x->reg.fab.rails[i]);
         if (ret == 0)

@@ -179,10 +179,17 @@ static void look_at_waiting(struct ferry_context *ctx)
         return;
     reqs->waiting_looked_ns = now;
     end_late_on(&reqs->parked, now);
-    for (struct ferry_peer *p = ctx->xfer.reg.peers;
-         p != NULL && reqs->blocked > 0; p = p->next)
+    /* Blocked requests are with the peers in line (settling leaves the
+     * ring as it is). */
+    for (struct ferry__peer_ring *link = reqs->blocked_peers.next;
+         link != &reqs->blocked_peers && reqs->blocked > 0;
+         link = link->next) {
+        struct ferry_peer *p =
+            ferry__container_of(link, struct ferry_peer, live.in_line);
+
         for (unsigned r = 0; r < FERRY__MAX_RAILS; r++)
             end_late_on(&p->live.blocked[r], now);
+    }
 }
 
 /* Ends active requests past their deadline and posts what the others

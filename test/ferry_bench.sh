@@ -71,6 +71,11 @@ expect 2 "does not fit in --buffer-size 64 KiB" --block-size 64K \
 expect 0 "result       OK" --provider "tcp;ofi_rxm" --target-polls \
 	--validate $short
 expect 2 "--target-mem is for --loopback" --target --target-mem host
+# --idle-peers: peers that carry nothing beside the busy one; the data
+# still lands, and the run says they were there.
+expect 0 "(and 200 idle peers)" --provider shm --idle-peers 200 \
+	--block-size 4K --inflight 32 --validate $short
+expect 2 "--idle-peers are the initiator's" --target --idle-peers 1
 # --pin: the two sides on CPUs 0 and 1, where this process may use both.
 if taskset -c 0,1 true 2>/dev/null; then
 	expect 0 "(initiator on CPU 0, target on CPU 1)" --provider shm --pin \

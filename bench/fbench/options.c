@@ -19,6 +19,8 @@
 #define MAX_THREADS 64
 #define MAX_BATCH 65536
 #define MAX_INFLIGHT 1024
+/* Upper bound of --idle-peers. */
+#define MAX_IDLE_PEERS 100000
 
 static bool parse_size(const char *flag, const char *s, uint64_t *out)
 {
@@ -228,6 +230,9 @@ static void usage(FILE *f)
 "  --pin                   --loopback: the initiator on CPU 0, the target on\n"
 "                          CPU 1 (and their threads), as rma_raw -P: the\n"
 "                          scheduler cannot put both sides on one CPU\n"
+"  --idle-peers N          the initiator also adds N peers that carry nothing\n"
+"                          (its own address), as a context serving many peers\n"
+"                          has them: what they cost the busy one (0)\n"
 "\n"
 "Length of a run:\n"
 "  --duration SECONDS      measured time (5; with --sweep the total, split over\n"
@@ -268,7 +273,8 @@ enum flag_id {
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
     F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_PIN, F_MAX_OP,
-    F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE, F_HELP,
+    F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
+    F_IDLE_PEERS, F_HELP,
 };
 
 static const struct flag {
@@ -288,7 +294,7 @@ static const struct flag {
     {"--notify", false, F_NOTIFY},       {"--descending", false, F_DESCENDING},
     {"--same-block", false, F_SAME_BLOCK},
     {"--target-polls", false, F_TARGET_POLLS},
-    {"--pin", false, F_PIN},
+    {"--pin", false, F_PIN},             {"--idle-peers", true, F_IDLE_PEERS},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
     {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
@@ -376,6 +382,8 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_SAME_BLOCK: o->same_block = true; return true;
     case F_TARGET_POLLS: o->target_polls = true; return true;
     case F_PIN: o->pin = true; return true;
+    case F_IDLE_PEERS:
+        return parse_uint(f->name, v, 0, MAX_IDLE_PEERS, &o->idle_peers);
     case F_VALIDATE: o->validate = true; return true;
     case F_JSON: o->json = true; return true;
     case F_PINGPONG: o->pingpong = true; return true;
@@ -533,6 +541,10 @@ static bool check_conflicts(const struct options *o)
         return !complain("--sweep sets the block sizes: drop --block-size");
     if (o->duration_set && o->iterations != 0)
         return !complain("give --duration or --iterations, not both");
+    if (o->idle_peers != 0 && o->mode != MODE_LOOPBACK &&
+        o->mode != MODE_INITIATOR)
+        return !complain("--idle-peers are the initiator's: give it to "
+                         "--initiator (or to the default loopback run)");
     if (o->port_set && o->mode == MODE_MEMCPY)
         return !complain("--port means nothing with --memcpy");
     if (o->mode == MODE_TARGET && (o->json || o->csv != NULL))

@@ -66,6 +66,8 @@ void print_header(const struct options *o,
         fprintf(g_out, " (the target polls, no progress thread)");
     if (o->pin)
         fprintf(g_out, " (initiator on CPU 0, target on CPU 1)");
+    if (o->idle_peers != 0)
+        fprintf(g_out, " (and %" PRIu64 " idle peers)", o->idle_peers);
     fprintf(g_out, ", buffer %s%s, ", fmt_iec(b2, sizeof(b2), o->buffer),
             o->cuda ? " of device memory" : "");
     if (o->iterations != 0)
@@ -298,11 +300,11 @@ void print_json(const struct options *o,
     json_num("warmup_s", o->warmup, ",");
     printf("\"notify\":%s,\"validate\":%s,\"pingpong\":%s,"
            "\"descending\":%s,\"same_block\":%s,\"target_polls\":%s,"
-           "\"pin\":%s,",
+           "\"pin\":%s,\"idle_peers\":%" PRIu64 ",",
            o->notify ? "true" : "false", o->validate ? "true" : "false",
            o->pingpong ? "true" : "false", o->descending ? "true" : "false",
            o->same_block ? "true" : "false", o->target_polls ? "true" : "false",
-           o->pin ? "true" : "false");
+           o->pin ? "true" : "false", o->idle_peers);
     if (n > 0 && o->mode != MODE_MEMCPY) {
         printf("\"registration_ms\":{");
         json_num("initiator", rs[0].reg_ms_here, ",");

@@ -22,6 +22,8 @@ struct initiator {
     ferry_oob_conn_t *conn;
     ferry_meta_t *meta; /* --metadata: instead of conn */
     ferry_peer_t *peer;
+    ferry_peer_t **idle_peers; /* --idle-peers, never used */
+    size_t nidle;
     ferry_rmem_t *rmem;
     uint64_t t_connect;         /* the target was looked up */
     _Atomic uint64_t t_first;   /* the first transfer completed */

@@ -210,6 +210,7 @@ void ferry__peer_free(struct ferry__reg *reg, struct ferry_peer *peer)
             break;
         }
     }
+    ferry__peer_ring_leave(&peer->live.in_line);
     ferry__peer_drop_addresses(reg, peer);
     ferry__pulse_release(&reg->fab, &peer->pulse);
     peer->magic = FERRY__MAGIC_DEAD;

@@ -19,6 +19,46 @@ struct ferry__req_list {
 };
 
 /*
+ * A place in a ring of peers.  The ring's head is a link of its own, so a
+ * peer leaves a ring without knowing whose it is (xfer/xfer.c keeps the
+ * peers with blocked requests on one; a peer freed on it leaves it here).
+ * Both NULL: on no ring.  Under the lock.
+ */
+struct ferry__peer_ring {
+    struct ferry__peer_ring *prev;
+    struct ferry__peer_ring *next;
+};
+
+static inline void ferry__peer_ring_init(struct ferry__peer_ring *head)
+{
+    head->prev = head->next = head;
+}
+
+static inline bool ferry__peer_ring_on(const struct ferry__peer_ring *link)
+{
+    return link->next != NULL;
+}
+
+/* Puts link last on the ring at head (where it is not yet). */
+static inline void ferry__peer_ring_append(struct ferry__peer_ring *head,
+                                           struct ferry__peer_ring *link)
+{
+    link->prev = head->prev;
+    link->next = head;
+    head->prev->next = link;
+    head->prev = link;
+}
+
+static inline void ferry__peer_ring_leave(struct ferry__peer_ring *link)
+{
+    if (!ferry__peer_ring_on(link))
+        return;
+    link->prev->next = link->next;
+    link->next->prev = link->prev;
+    link->prev = link->next = NULL;
+}
+
+/*
  * What the transfer layer keeps per peer for liveness and flow control
  * (xfer/live.c reads and writes it; peer.c only starts it).  Under the
  * lock.
@@ -42,6 +82,9 @@ struct ferry__peer_live {
      * (every slot out, or the provider pushed back), in order: posted
      * from the first when the rail's epoch moves (xfer/xfer.c). */
     struct ferry__req_list blocked[FERRY__MAX_RAILS];
+    /* On the context's ring of peers with blocked requests while it has
+     * any (and until the next progress pass after its last one left). */
+    struct ferry__peer_ring in_line;
 };
 
 struct ferry_peer {

@@ -51,7 +51,8 @@ struct ferry__req_part {
     struct ferry__req_list active;
     struct ferry__req_list parked; /* all still in progress */
     unsigned blocked;              /* requests on the peers' blocked lists */
-    unsigned unblock_first;        /* the peer whose line goes first */
+    /* Peers with blocked requests, whose lines take turns (xfer.c). */
+    struct ferry__peer_ring blocked_peers;
     uint64_t waiting_looked_ns;
     struct ferry__req_list done;   /* retired, waiting for ferry_req_free */
     /* Retired requests ferry_req_free gave back without the lock, freed

@@ -989,10 +989,12 @@ static bool abort_owed(const struct ferry_req *req)
            !ferry__live_gone(req->peer);
 }
 
-/* The list a request under way belongs on (part.h). */
+/* The list a request under way belongs on (part.h); a blocked one's
+ * peer is then in line, on the ring that unblock walks. */
 static struct ferry__req_list *list_for(const struct ferry_req *req)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct ferry_peer *peer = req->peer;
     struct ferry__req_list *blocked;
     int rail;
 
@@ -1000,10 +1002,12 @@ static struct ferry__req_list *list_for(const struct ferry_req *req)
         return &x->req.parked;
     if ((rail = rail_waited_for(req)) < 0)
         return &x->req.active;
-    blocked = &req->peer->live.blocked[rail];
+    blocked = &peer->live.blocked[rail];
     /* The peer's lists count into the context's total; set here, as
      * peer.c, a layer below, cannot name the total when it makes them. */
     blocked->tally = &x->req.blocked;
+    if (!ferry__peer_ring_on(&peer->live.in_line))
+        ferry__peer_ring_append(&x->req.blocked_peers, &peer->live.in_line);
     return blocked;
 }
 
@@ -1099,11 +1103,13 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
 }
 
 /* Posts p's blocked requests, rail by rail, while each rail takes them;
- * says whether any went. */
-static bool unblock_peer(struct ferry__xfer *x, struct ferry_peer *p)
+ * says whether any went, and whether any are left. */
+static bool unblock_peer(struct ferry__xfer *x, struct ferry_peer *p,
+                         bool *left)
 {
     bool went = false;
 
+    *left = false;
     for (unsigned r = 0; r < x->reg.fab.nrails; r++) {
         struct ferry__req_list *l = &p->live.blocked[r];
 
@@ -1117,34 +1123,44 @@ static bool unblock_peer(struct ferry__xfer *x, struct ferry_peer *p)
             ferry__req_settle(req);
             went = true;
         }
+        *left |= l->head != NULL;
     }
     return went;
 }
 
 void ferry__reqs_unblock(struct ferry__xfer *x)
 {
-    struct ferry_peer *start = x->reg.peers, *p;
-    unsigned i, first = x->req.unblock_first;
+    struct ferry__peer_ring *ring = &x->req.blocked_peers;
+    struct ferry__peer_ring *link = ring->next, *last = ring->prev;
 
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
-    if (x->req.blocked == 0)
+    if (x->req.blocked == 0) {
+        /* Peers whose last blocked request left its line some other way
+         * (its operations came back, its deadline passed) leave too. */
+        while (ring->next != ring)
+            ferry__peer_ring_leave(ring->next);
         return;
-    /* Peers take turns going first, the turn passing to the peer after
-     * the last one that posted: where the rail's slots (tx_depth) are
-     * what is short, the first peer would otherwise take every slot that
-     * came free for as long as its line lasted. */
-    for (i = 0; i < first && start != NULL; i++)
-        start = start->next;
-    if (start == NULL) {
-        start = x->reg.peers;
-        first = 0;
     }
-    for (p = start, i = first; p != NULL; p = p->next, i++)
-        if (unblock_peer(x, p))
-            x->req.unblock_first = i + 1;
-    for (p = x->reg.peers, i = 0; p != start; p = p->next, i++)
-        if (unblock_peer(x, p))
-            x->req.unblock_first = i + 1;
+    /* Only the peers in line, each once: a peer that posted goes to the
+     * back, behind those it went before.  Where the rail's slots
+     * (tx_depth) are what is short, the first peer would otherwise take
+     * every slot that came free for as long as its line lasted.  A peer
+     * with nothing left blocked leaves the ring. */
+    while (link != ring) {
+        struct ferry__peer_ring *next = link->next;
+        struct ferry_peer *p =
+            ferry__container_of(link, struct ferry_peer, live.in_line);
+        bool went, left;
+
+        went = unblock_peer(x, p, &left);
+        if (!left || went)
+            ferry__peer_ring_leave(link);
+        if (left && went)
+            ferry__peer_ring_append(ring, link);
+        if (link == last)
+            break;
+        link = next;
+    }
 }
 
 int ferry_req_cancel(ferry_req_t *req)

@@ -409,7 +409,8 @@ END_TEST
 /*
  * Peers take turns at the slots that come free: with one slot, a long
  * line of writes to one peer does not keep another peer's write waiting
- * until the line is done.  (Peers are listed newest first, so the line
+ * until the line is done.  Only peers with blocked requests are in line
+ * (a pass walks them, not every peer).  (Peers are listed newest first, so the line
  * goes to the newer peer, which would otherwise always go first.)
  */
 START_TEST(test_peers_take_turns)
@@ -427,6 +428,7 @@ START_TEST(test_peers_take_turns)
     size_t len = sizeof(addr);
     ferry_req_t *first, *line[4], *other;
     struct ferry_iov iov;
+    struct ferry__peer_ring *ring;
 
     first = post_holding_the_slot(&f, prov, &sp);
     tu_config(&cfg, prov);
@@ -456,6 +458,13 @@ START_TEST(test_peers_take_turns)
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &other), 0);
     ck_assert_ptr_eq(line[3]->list, &peer_b->live.blocked[0]);
     ck_assert_ptr_eq(other->list, &f.p.peer->live.blocked[0]);
+    /* Both peers are in line, in the order their requests blocked (the
+     * rest of the first peer's long write first): a pass walks them, and
+     * no other peer. */
+    ring = &ferry__xfer_of(f.p.init)->req.blocked_peers;
+    ck_assert_ptr_eq(ring->next, &f.p.peer->live.in_line);
+    ck_assert_ptr_eq(ring->next->next, &peer_b->live.in_line);
+    ck_assert_ptr_eq(ring->prev, &peer_b->live.in_line);
     for (int i = 0; i < 100000 && ferry_req_test(other) == FERRY_EINPROGRESS;
          i++) {
         ck_assert_int_ge(ferry_progress(f.p.target), 0);
@@ -477,6 +486,10 @@ START_TEST(test_peers_take_turns)
     }
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
+    /* With nothing blocked, nobody is in line. */
+    ck_assert_ptr_eq(ring->next, ring);
+    ck_assert(!ferry__peer_ring_on(&peer_b->live.in_line));
+    ck_assert(!ferry__peer_ring_on(&f.p.peer->live.in_line));
     ferry_req_free(other);
     ferry_req_free(first);
     ck_assert_int_eq(ferry_rmem_free(rmem_b), 0);
