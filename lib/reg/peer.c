@@ -11,6 +11,7 @@
 #include "base/blob.h"
 #include "fabric/shm_loop.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,25 @@ int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
     return ret != 0 ? ret : ferry__blob_end(&w, len);
 }
 
+/* Says in hint why an address may not have gone into rail's address
+ * vector: the context has as many peers as the domain takes endpoints
+ * (shm: 256).  Empty where it has fewer. */
+static void full_av_hint(const struct ferry__reg *reg,
+                         const struct ferry__rail *rail, char *hint,
+                         size_t len)
+{
+    size_t limit = rail->info->domain_attr->ep_cnt, peers = 0;
+
+    hint[0] = '\0';
+    for (const struct ferry_peer *p = reg->peers; p != NULL; p = p->next)
+        peers++;
+    if (limit != 0 && peers >= limit)
+        snprintf(hint, len, " (this context already has %zu peers, as "
+                 "many as the domain's address vector takes, its ep_cnt: "
+                 "spread the peers over more contexts, or use another "
+                 "provider)", peers);
+}
+
 /* Reads the blob and inserts each rail's address; under the lock. */
 static int insert_addresses(struct ferry__reg *reg,
                             struct ferry__blob_reader *r,
@@ -129,12 +149,16 @@ static int insert_addresses(struct ferry__reg *reg,
         if ((ret = ferry__shm_loop_admit(rail->info, name, len)))
             return ret;
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
-        if (ret != 1)
+        if (ret != 1) {
+            char hint[192];
+
+            full_av_hint(reg, rail, hint, sizeof(hint));
             return ferry__error(FERRY_EPROVIDER,
                                 "fi_av_insert of the peer's rail %u address "
-                                "on domain %s failed: %s",
+                                "on domain %s failed: %s%s",
                                 i, rail->info->domain_attr->name,
-                                fi_strerror(ret < 0 ? -ret : FI_EINVAL));
+                                fi_strerror(ret < 0 ? -ret : FI_EINVAL), hint);
+        }
     }
     ret = ferry__pulse_get(&reg->fab, r, &peer->pulse);
     if (ret != 0)

@@ -1,11 +1,12 @@
 /*
- * peer module through the API: a remote-key blob is no address, removing
- * NULL is a no-op, and destroying a context whose peer still has remote
+ * peer module through the API: a remote-key blob is no address, a full
+ * address vector says so, removing NULL is a no-op, and destroying a context whose peer still has remote
  * regions imported closes them all.  (Everything else, with the blobs
  * built by hand and the peers' fields: test/unit/check_peer.c.)
  */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,35 @@ START_TEST(test_add_rkey_blob_as_address)
     ck_assert_ptr_eq(peer, UNTOUCHED);
     ferry_context_destroy(ctx);
     tu_free_buf(buf, 4096);
+}
+END_TEST
+
+/* A domain that takes no more addresses says why: shm's address vector
+ * holds its ep_cnt (256) peers, and the 257th was refused with nothing
+ * but "Invalid argument". */
+START_TEST(test_add_beyond_the_address_vector)
+{
+    ferry_context_t *ctx = tu_context("shm");
+    enum { MOST = 100000 };
+    ferry_peer_t **peers = calloc(MOST, sizeof(*peers));
+    uint8_t addr[512];
+    size_t len = sizeof(addr);
+    char words[64];
+    int n = 0, ret = 0;
+
+    ck_assert_ptr_nonnull(peers);
+    ck_assert_int_eq(ferry_context_address(ctx, addr, &len), 0);
+    while (n < MOST && (ret = ferry_peer_add(ctx, addr, len, &peers[n])) == 0)
+        n++;
+    ck_assert_msg(ret == FERRY_EPROVIDER, "shm took %d peers (%s)", n,
+                  ferry_strerror(ret));
+    snprintf(words, sizeof(words), "this context already has %d peers", n);
+    tu_assert_sentence(words, "as many as the domain's address vector "
+                              "takes, its ep_cnt", NULL);
+    while (n > 0)
+        ck_assert_int_eq(ferry_peer_remove(peers[--n]), 0);
+    free(peers);
+    ferry_context_destroy(ctx);
 }
 END_TEST
 
@@ -77,6 +107,7 @@ static Suite *peer_suite(void)
     TCase *tc = tcase_create("add");
 
     tcase_add_test(tc, test_add_rkey_blob_as_address);
+    tcase_add_test(tc, test_add_beyond_the_address_vector);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("lifetime");
