@@ -551,8 +551,10 @@ static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
     int ret;
 
     ferry__lock_acquire(&fab->lock);
-    if (peer != NULL)
+    if (peer != NULL) {
+        ferry__live_wait_begins(peer);
         peer->live.waiters++;
+    }
     for (;;) {
         if ((ret = counter_look(ctx, peer, id, expected, &value)) !=
             FERRY_EINPROGRESS)

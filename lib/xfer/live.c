@@ -132,6 +132,12 @@ static bool waited_on(const struct ferry_peer *peer)
            peer->live.watched;
 }
 
+void ferry__live_wait_begins(struct ferry_peer *peer)
+{
+    if (!waited_on(peer))
+        peer->live.wait_since_ns = 0;
+}
+
 /* One peer's check: a heartbeat when it has been silent a while, the
  * declaration when it has been silent for the whole period. */
 static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
@@ -231,6 +237,7 @@ int ferry_peer_watch(ferry_peer_t *peer, int on)
         return ret;
     lock = &ferry__fabric_of(peer->ctx)->lock;
     ferry__lock_acquire(lock);
+    ferry__live_wait_begins(peer);
     peer->live.watched = on != 0;
     ferry__lock_release(lock);
     return 0;

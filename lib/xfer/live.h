@@ -36,6 +36,12 @@ static inline bool ferry__live_gone(const struct ferry_peer *peer)
  * peer's sentence); 0 otherwise. */
 int ferry__live_check_peer(const struct ferry_peer *peer, const char *call);
 
+/* Something is about to wait on peer (a request, a counter wait, a
+ * watch); under the lock, before it counts.  A peer nothing waited on
+ * until now has its silence counted from the next check, not from the
+ * wait before: no check may have run in the idle time between. */
+void ferry__live_wait_begins(struct ferry_peer *peer);
+
 /* An operation to peer came back: a sign of life. */
 void ferry__live_heard(struct ferry__xfer *x, struct ferry_peer *peer);
 

@@ -396,6 +396,7 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
         return ret;
     }
     req->magic = FERRY__MAGIC_REQ;
+    ferry__live_wait_begins(req->peer);
     req->peer->live.running++;
     /* Large requests are striped over the rails; smaller ones take the
      * rails in turn, one rail each. */

@@ -1,7 +1,8 @@
 /*
  * progress module from inside, with requests held out with the provider
  * by a target that never progresses: a wait that times out is not the
- * request's end, deadlines (and destruction after them), cancel (the
+ * request's end, a wait after an idle while counts the peer's silence
+ * from its own start, deadlines (and destruction after them), cancel (the
  * buffers held until the provider lets go, the request's list), and a peer
  * killed in the middle of a transfer; requests a progress pass skips
  * because they can only wait (parked, or blocked in line for a slot, a
@@ -105,6 +106,37 @@ START_TEST(test_wait_timeout_is_not_the_request)
     ret = ferry_req_wait(req, 30000);
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
     tu_assert_pattern(f.tbuf, STUCK, 0x5757, "%s", prov);
+    ferry_req_free(req);
+    tu_fx_close(&f);
+}
+END_TEST
+
+/*
+ * A wait that begins after the peer was idle counts the peer's silence
+ * from its own start.  A wait leaves its start behind when no liveness
+ * check runs after it ends (no progress in the idle while), and a write
+ * made then to a stopped peer was declared dead after 381 ms of
+ * liveness_ms 500, its silence counted from the wait before (the ASan
+ * run of check_death's test_stopped_past_liveness).
+ */
+START_TEST(test_wait_after_idle_starts_afresh)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_fx f;
+    ferry_req_t *req;
+    uint64_t t0, since;
+
+    tu_fx_open_stalled(&f, prov, NULL, STUCK, STUCK, NULL);
+    /* What the warm-up write's wait leaves when no check ran after it. */
+    f.p.peer->live.wait_since_ns = 1;
+    t0 = tu_now_ns();
+    req = post_stuck(&f, 0);
+    since = f.p.peer->live.wait_since_ns;
+    ck_assert_msg(since == 0 || since + 20 * MS >= t0,
+                  "%s: the new wait starts %.3f s before it was made",
+                  prov, (double)(t0 - since) / 1e9);
+    drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
     ferry_req_free(req);
     tu_fx_close(&f);
 }
@@ -794,6 +826,7 @@ static Suite *progress_suite(void)
 
     tc = tu_tcase(s, "deadline", 60);
     tcase_add_loop_test(tc, test_deadline_stalled_target, 0, np);
+    tcase_add_loop_test(tc, test_wait_after_idle_starts_afresh, 0, np);
     tcase_add_loop_test(tc, test_deadline_then_destroy, 0, np);
     tcase_add_loop_test(tc, test_deadline_from_context, 0, np);
 
