@@ -40,14 +40,22 @@ static unsigned char **fill(struct ferry__slab *s, size_t n, size_t size)
     return obj;
 }
 
+/* Object i still holds its pattern.  The bytes are compared without
+ * Check: it records every assertion that passes, a system call each, and
+ * 6.4 million of them took minutes under AddressSanitizer. */
+static void check_pattern(unsigned char *const *obj, size_t i, size_t size)
+{
+    for (size_t b = 0; b < size; b++)
+        if (obj[i][b] != i % 251)
+            ck_abort_msg("object %zu byte %zu: %u, written %zu", i, b,
+                         obj[i][b], i % 251);
+}
+
 /* Each object still holds its pattern: none overlaps another. */
 static void check_patterns(unsigned char **obj, size_t n, size_t size)
 {
     for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < size; b++)
-            ck_assert_msg(obj[i][b] == i % 251,
-                          "object %zu byte %zu: %u, written %zu", i, b,
-                          obj[i][b], i % 251);
+        check_pattern(obj, i, size);
 }
 
 START_TEST(test_objects_apart)
@@ -92,8 +100,7 @@ START_TEST(test_reuse)
     }
     ck_assert_uint_eq(chunk_count(&s), chunks);
     for (size_t i = 1; i < 200; i += 2)
-        for (size_t b = 0; b < 320; b++)
-            ck_assert_uint_eq(obj[i][b], i % 251);
+        check_pattern(obj, i, 320);
     ferry__slab_destroy(&s);
     free(obj);
 }
