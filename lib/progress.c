@@ -183,13 +183,9 @@ static void look_at_waiting(struct ferry_context *ctx)
      * ring as it is). */
     for (struct ferry__peer_ring *link = reqs->blocked_peers.next;
          link != &reqs->blocked_peers && reqs->blocked > 0;
-         link = link->next) {
-        struct ferry_peer *p =
-            ferry__container_of(link, struct ferry_peer, live.in_line);
-
+         link = link->next)
         for (unsigned r = 0; r < FERRY__MAX_RAILS; r++)
-            end_late_on(&p->live.blocked[r], now);
-    }
+            end_late_on(&ferry__peer_in_line(link)->live.blocked[r], now);
 }
 
 /* Ends active requests past their deadline and posts what the others

@@ -104,6 +104,13 @@ struct ferry_peer {
     size_t blob_len;
 };
 
+/* The peer whose in_line link is on a ring of peers waiting in line. */
+static inline struct ferry_peer *
+ferry__peer_in_line(struct ferry__peer_ring *link)
+{
+    return ferry__container_of(link, struct ferry_peer, live.in_line);
+}
+
 /* Takes the peer's addresses out of every rail's address vector (a peer
  * declared dead, once the provider holds nothing of it); under the lock,
  * or while the context is destroyed.  Requests to it must fail before

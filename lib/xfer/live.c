@@ -237,7 +237,8 @@ int ferry_peer_watch(ferry_peer_t *peer, int on)
         return ret;
     lock = &ferry__fabric_of(peer->ctx)->lock;
     ferry__lock_acquire(lock);
-    ferry__live_wait_begins(peer);
+    if (on)
+        ferry__live_wait_begins(peer);
     peer->live.watched = on != 0;
     ferry__lock_release(lock);
     return 0;

@@ -1149,15 +1149,15 @@ void ferry__reqs_unblock(struct ferry__xfer *x)
      * with nothing left blocked leaves the ring. */
     while (link != ring) {
         struct ferry__peer_ring *next = link->next;
-        struct ferry_peer *p =
-            ferry__container_of(link, struct ferry_peer, live.in_line);
         bool went, left;
 
-        went = unblock_peer(x, p, &left);
-        if (!left || went)
+        went = unblock_peer(x, ferry__peer_in_line(link), &left);
+        if (!left) {
             ferry__peer_ring_leave(link);
-        if (left && went)
+        } else if (went) { /* to the back */
+            ferry__peer_ring_leave(link);
             ferry__peer_ring_append(ring, link);
+        }
         if (link == last)
             break;
         link = next;

@@ -1,7 +1,7 @@
 /*
  * peer module through the API: a remote-key blob is no address, a full
- * address vector says so, removing NULL is a no-op, and destroying a context whose peer still has remote
- * regions imported closes them all.  (Everything else, with the blobs
+ * address vector says so, removing NULL is a no-op, and destroying a
+ * context whose peer still has remote regions imported closes them all.  (Everything else, with the blobs
  * built by hand and the peers' fields: test/unit/check_peer.c.)
  */
 #include "testutil.h"
