@@ -172,13 +172,23 @@ struct ferry_config {
     /* Bound in ms on a metadata call that has no timeout of its own
      * (publish, withdraw, open), per attempt (default 5000). */
     int metadata_timeout_ms;
+    /*
+     * Endpoints opened on each domain, each a rail of its own (requests
+     * take the rails in turn; large ones are striped over them), at most
+     * 8 rails in all.  0 (default): ferry's choice, 2 on shm and 1
+     * elsewhere -- an shm endpoint moves one write of up to 4 KiB to a
+     * peer at a time, and a second endpoint lets another go meanwhile
+     * (docs/performance.md).  FERRY_ENDPOINTS_PER_DOMAIN sets it.
+     */
+    unsigned endpoints_per_domain;
 };
 
 /*
  * Fills cfg with defaults, then applies FERRY_PROVIDER, FERRY_DOMAIN,
  * FERRY_PEER_HOST, FERRY_LIVENESS_MS, FERRY_METADATA, FERRY_METADATA_TTL,
- * FERRY_OOB_INSECURE, FERRY_MAX_RAILS, FERRY_TIMEOUT_MS, FERRY_STAGING_BUFFERS,
- * FERRY_STAGING_CHUNK, FERRY_RCACHE_MAX_ENTRIES and FERRY_RCACHE_MAX_BYTES
+ * FERRY_OOB_INSECURE, FERRY_MAX_RAILS, FERRY_ENDPOINTS_PER_DOMAIN,
+ * FERRY_TIMEOUT_MS, FERRY_STAGING_BUFFERS, FERRY_STAGING_CHUNK,
+ * FERRY_RCACHE_MAX_ENTRIES and FERRY_RCACHE_MAX_BYTES
  * from the environment, and checks FERRY_KEEP_FI_MR_CACHE (below).
  * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed
  * (the sentence names the variable, its value and what it accepts).

@@ -124,6 +124,11 @@ int ferry_config_init(struct ferry_config *cfg)
         return ret;
     if (ret > 0)
         cfg->max_rails = (unsigned)n;
+    ret = env_uint("FERRY_ENDPOINTS_PER_DOMAIN", 0, FERRY__MAX_RAILS, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->endpoints_per_domain = (unsigned)n;
     ret = env_uint("FERRY_TIMEOUT_MS", 0, INT_MAX, &n);
     if (ret < 0)
         return ret;
@@ -213,6 +218,11 @@ int ferry__config_adopt(struct ferry__fabric *fab,
         return ferry__error(FERRY_EINVAL,
                             "config.max_rails is %u; use 1 to %d",
                             cfg->max_rails, FERRY__MAX_RAILS);
+    if (cfg->endpoints_per_domain > FERRY__MAX_RAILS)
+        return ferry__error(FERRY_EINVAL,
+                            "config.endpoints_per_domain is %u; use 0 "
+                            "(ferry's choice) or 1 to %d",
+                            cfg->endpoints_per_domain, FERRY__MAX_RAILS);
     if ((cfg->mr_mode_offer | cfg->mr_mode_force) & ~FERRY_MR_ALL)
         return ferry__error(FERRY_EINVAL,
                             "config.mr_mode_offer/force hold bits 0x%x that "

@@ -210,10 +210,18 @@ static void explain_choice(struct ferry__fabric *fab,
              prov, info->domain_attr->name, info->fabric_attr->name,
              sel->cand[0].verdict, sel->ncand, sel->ncand == 1 ? "" : "s",
              source, rails_why);
-    for (unsigned r = 1; r < fab->nrails; r++)
+    for (unsigned r = 1; r < fab->nrails / fab->endpoints; r++)
         ferry__appendf(fab->why, sizeof(fab->why), "%s%s",
                        r == 1 ? "; further rails: " : ", ",
                        fab->rails[r].info->domain_attr->name);
+    if (fab->endpoints > 1)
+        ferry__appendf(fab->why, sizeof(fab->why),
+                       "; %u endpoints on each domain, each a rail (%s)",
+                       fab->endpoints,
+                       fab->cfg.endpoints_per_domain != 0
+                           ? "config.endpoints_per_domain"
+                           : "shm moves one small write to a peer at a time "
+                             "per endpoint");
 }
 
 /*
@@ -269,6 +277,44 @@ static void pick_rails(struct ferry__fabric *fab,
     }
 }
 
+/*
+ * Endpoints per domain: the config's, else 2 on shm, whose endpoint
+ * moves one write of up to 4 KiB to a peer at a time (libfabric 1.17's
+ * shm sends such a write, asked to complete on delivery, through its SAR
+ * protocol and pushes back the next while one is under way); a second
+ * endpoint lets another go meanwhile.  docs/performance.md measures it.
+ */
+static unsigned endpoints_per_domain(const struct ferry__fabric *fab)
+{
+    if (fab->cfg.endpoints_per_domain != 0)
+        return fab->cfg.endpoints_per_domain;
+    return strcmp(fab->rails[0].info->fabric_attr->prov_name, "shm") == 0
+               ? 2
+               : 1;
+}
+
+/* Further endpoints on the domains picked, each a rail of its own, as
+ * many on every domain, FERRY__MAX_RAILS rails in all at most. */
+static int add_endpoint_rails(struct ferry__fabric *fab)
+{
+    unsigned domains = fab->nrails, per = endpoints_per_domain(fab);
+
+    if (per > FERRY__MAX_RAILS / domains)
+        per = FERRY__MAX_RAILS / domains;
+    fab->endpoints = per;
+    for (unsigned e = 1; e < per; e++)
+        for (unsigned d = 0; d < domains; d++) {
+            struct fi_info *copy = fi_dupinfo(fab->rails[d].info);
+
+            if (copy == NULL)
+                return ferry__error(FERRY_ENOMEM,
+                                    "out of memory for a further endpoint");
+            fab->rails[fab->nrails].index = fab->nrails;
+            fab->rails[fab->nrails++].info = copy;
+        }
+    return 0;
+}
+
 int ferry__fabric_open(struct ferry__fabric *fab,
                        struct ferry__selection *sel, const char *rails_why)
 {
@@ -276,6 +322,8 @@ int ferry__fabric_open(struct ferry__fabric *fab,
 
     fab->register_local = sel->cand[0].nic;
     pick_rails(fab, sel);
+    if ((ret = add_endpoint_rails(fab)) != 0)
+        return ret;
     explain_choice(fab, sel, rails_why);
     derive_limits(fab);
     fab->register_local |= (fab->mr_mode & FERRY_MR_LOCAL) != 0;

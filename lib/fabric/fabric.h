@@ -71,6 +71,7 @@ struct ferry__fabric {
         uint64_t raw_base; /* FI_MR_RAW: base for fi_mr_map_raw */
     } pulse;
     unsigned nrails;
+    unsigned endpoints; /* on each domain, each a rail: rails[d + k * domains] */
     struct ferry__rail rails[FERRY__MAX_RAILS];
 };
 

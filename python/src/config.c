@@ -45,6 +45,7 @@ static const struct field fields[] = {
     FIELD(metadata, FIELD_STR),
     FIELD(metadata_ttl_s, FIELD_UINT),
     FIELD(metadata_timeout_ms, FIELD_INT),
+    FIELD(endpoints_per_domain, FIELD_UINT),
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))

@@ -13,9 +13,6 @@
 
 #define TCP "tcp;ofi_rxm"
 
-/* The most rails a context has: ferry_stats counts bytes for each. */
-#define MAX_RAILS TU_ARRAY_LEN(((struct ferry_stats *)0)->bytes_posted)
-
 /* ---- config ------------------------------------------------------------- */
 
 START_TEST(test_config_defaults)
@@ -31,6 +28,7 @@ START_TEST(test_config_defaults)
     ck_assert_ptr_null(cfg.provider);
     ck_assert_ptr_null(cfg.domain);
     ck_assert_uint_eq(cfg.max_rails, 1);
+    ck_assert_uint_eq(cfg.endpoints_per_domain, 0);
     ck_assert_int_eq(cfg.local_only, 0);
     ck_assert_uint_eq(cfg.mr_mode_offer, FERRY_MR_ALL);
     ck_assert_uint_eq(cfg.mr_mode_force, 0);
@@ -53,11 +51,13 @@ START_TEST(test_config_env_applied)
     setenv("FERRY_PROVIDER", "shm", 1);
     setenv("FERRY_DOMAIN", "lo", 1);
     setenv("FERRY_MAX_RAILS", "3", 1);
+    setenv("FERRY_ENDPOINTS_PER_DOMAIN", "1", 1);
     setenv("FERRY_TIMEOUT_MS", "1234", 1);
     ck_assert_int_eq(ferry_config_init(&cfg), 0);
     ck_assert_str_eq(cfg.provider, "shm");
     ck_assert_str_eq(cfg.domain, "lo");
     ck_assert_uint_eq(cfg.max_rails, 3);
+    ck_assert_uint_eq(cfg.endpoints_per_domain, 1);
     ck_assert_int_eq(cfg.timeout_ms, 1234);
     /* The others keep their defaults. */
     ck_assert_uint_eq(cfg.mr_mode_offer, FERRY_MR_ALL);
@@ -65,9 +65,15 @@ START_TEST(test_config_env_applied)
     /* 0 is a valid timeout (no deadline); the largest rail count too. */
     setenv("FERRY_TIMEOUT_MS", "0", 1);
     setenv("FERRY_MAX_RAILS", "8", 1);
+    setenv("FERRY_ENDPOINTS_PER_DOMAIN", "8", 1);
     ck_assert_int_eq(ferry_config_init(&cfg), 0);
     ck_assert_int_eq(cfg.timeout_ms, 0);
     ck_assert_uint_eq(cfg.max_rails, 8);
+    ck_assert_uint_eq(cfg.endpoints_per_domain, 8);
+    /* 0: ferry's choice. */
+    setenv("FERRY_ENDPOINTS_PER_DOMAIN", "0", 1);
+    ck_assert_int_eq(ferry_config_init(&cfg), 0);
+    ck_assert_uint_eq(cfg.endpoints_per_domain, 0);
 
     /* Set but empty is no choice, as unset is (it used to name the
      * provider ""). */
@@ -122,6 +128,9 @@ static const struct {
     {"FERRY_MAX_RAILS", "0", "between 1 and 8"},
     {"FERRY_MAX_RAILS", "2x", "between 1 and 8"},
     {"FERRY_MAX_RAILS", "", "between 1 and 8"},
+    {"FERRY_ENDPOINTS_PER_DOMAIN", "9", "between 0 and 8"},
+    {"FERRY_ENDPOINTS_PER_DOMAIN", "-1", "between 0 and 8"},
+    {"FERRY_ENDPOINTS_PER_DOMAIN", "two", "between 0 and 8"},
     {"FERRY_TIMEOUT_MS", "-5", "between 0 and"},
     {"FERRY_TIMEOUT_MS", "soon", "between 0 and"},
     {"FERRY_TIMEOUT_MS", "99999999999", "between 0 and"},
@@ -194,22 +203,31 @@ START_TEST(test_create_bad_size)
 }
 END_TEST
 
-START_TEST(test_create_bad_max_rails)
+/* Rail counts out of range, each with the sentence that refuses it. */
+static const struct {
+    unsigned max_rails, endpoints;
+    const char *phrase;
+} bad_rails[] = {
+    {0, 0, "config.max_rails is 0; use 1 to 8"},
+    {TU_STATS_RAILS + 1, 0, "config.max_rails is 9; use 1 to 8"},
+    {1000, 0, "config.max_rails is 1000; use 1 to 8"},
+    {1, TU_STATS_RAILS + 1,
+     "config.endpoints_per_domain is 9; use 0 (ferry's choice) or 1 to 8"},
+    {1, 1000,
+     "config.endpoints_per_domain is 1000; use 0 (ferry's choice) or 1 to 8"},
+};
+
+START_TEST(test_create_bad_rail_counts)
 {
-    const unsigned bad[] = {0, MAX_RAILS + 1, 1000};
     struct ferry_config cfg;
     ferry_context_t *ctx = UNTOUCHED;
-    char phrase[64];
 
-    for (size_t i = 0; i < TU_ARRAY_LEN(bad); i++) {
-        tu_config(&cfg, TCP);
-        cfg.max_rails = bad[i];
-        snprintf(phrase, sizeof(phrase), "config.max_rails is %u; use 1 to 8",
-                 bad[i]);
-        TU_EXPECT_ERROR(ferry_context_create(&cfg, &ctx), FERRY_EINVAL,
-                        phrase);
-        ck_assert_ptr_eq(ctx, UNTOUCHED);
-    }
+    tu_config(&cfg, TCP);
+    cfg.max_rails = bad_rails[_i].max_rails;
+    cfg.endpoints_per_domain = bad_rails[_i].endpoints;
+    TU_EXPECT_ERROR(ferry_context_create(&cfg, &ctx), FERRY_EINVAL,
+                    bad_rails[_i].phrase);
+    ck_assert_ptr_eq(ctx, UNTOUCHED);
 }
 END_TEST
 
@@ -453,7 +471,8 @@ static Suite *context_suite(void)
     tcase_add_checked_fixture(tc, tu_clear_ferry_env, tu_clear_ferry_env);
     tcase_add_test(tc, test_create_null_out);
     tcase_add_test(tc, test_create_bad_size);
-    tcase_add_test(tc, test_create_bad_max_rails);
+    tcase_add_loop_test(tc, test_create_bad_rail_counts, 0,
+                        (int)TU_ARRAY_LEN(bad_rails));
     tcase_add_test(tc, test_create_unknown_mr_bits);
     tcase_add_test(tc, test_create_negative_timeout);
     tcase_add_test(tc, test_create_key_size_too_big);

@@ -41,16 +41,11 @@ static uint64_t model_ops(const size_t *len, const bool *joins, size_t n,
     return ops;
 }
 
-static uint64_t ops_posted(ferry_context_t *ctx)
-{
-    return tu_stats(ctx).rma_ops_posted[0];
-}
-
 /* Asserts that ctx posted want operations since it had posted before. */
 static void assert_ops_since(ferry_context_t *ctx, uint64_t before,
                              uint64_t want, const char *what)
 {
-    uint64_t got = ops_posted(ctx) - before;
+    uint64_t got = tu_ops_posted(ctx) - before;
 
     ck_assert_msg(got == want,
                   "%s: %" PRIu64 " operations posted, the runs make %" PRIu64,
@@ -136,7 +131,7 @@ static void iov_case(const char *prov, bool write, enum order order)
         tu_fill(want + (write ? iov[i].roffset : loff), iov[i].len,
                 0x5000 + i);
     }
-    before = ops_posted(f.p.init);
+    before = tu_ops_posted(f.p.init);
     tu_xfer_ok(f.p.peer, write, iov, NITEMS, what);
     assert_ops_since(f.p.init, before, model_ops(len, joins, NITEMS, MAX_MSG),
                      what);
@@ -179,9 +174,9 @@ START_TEST(test_iov_two_registrations)
     tu_fill(f.lbuf, 8192, 0x7777);
     iov[0] = (struct ferry_iov){f.lbuf, f.lmem, f.rmem, 0, 4096};
     iov[1] = (struct ferry_iov){f.lbuf + 4096, second, f.rmem, 4096, 4096};
-    before = ops_posted(f.p.init);
+    before = tu_ops_posted(f.p.init);
     tu_xfer_ok(f.p.peer, true, iov, 2, prov);
-    ck_assert_uint_eq(ops_posted(f.p.init) - before, 2);
+    ck_assert_uint_eq(tu_ops_posted(f.p.init) - before, 2);
     tu_assert_pattern(f.tbuf, 8192, 0x7777, "%s: two registrations", prov);
     ck_assert_int_eq(ferry_mem_deregister(second), 0);
     tu_fx_close(&f);
@@ -292,7 +287,7 @@ static void prepared_case(const char *prov, enum ferry_op op, bool sorted)
         shadow_move(&g.ll, lidx, &g.rl, ridx, n);
     else
         shadow_move(&g.rl, ridx, &g.ll, lidx, n);
-    before = ops_posted(g.p.init);
+    before = tu_ops_posted(g.p.init);
     post_ok(prep, lidx, ridx, n, what);
     assert_ops_since(g.p.init, before, want_ops, what);
     if (sorted)
@@ -332,7 +327,7 @@ START_TEST(test_notify_rides_merged)
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     struct ferry_iov iov[16];
     struct ferry_notification note;
-    struct ferry_stats s0, s1;
+    uint64_t ops0, in_writes0;
     ferry_req_t *req;
     struct tu_fx f;
     uint64_t t0 = tu_now_ns();
@@ -347,7 +342,8 @@ START_TEST(test_notify_rides_merged)
     opts.flags = FERRY_XFER_NOTIFY;
     opts.notify_id = 42;
     opts.notify_value = 7;
-    s0 = tu_stats(f.p.init);
+    ops0 = tu_ops_posted(f.p.init);
+    in_writes0 = tu_stats(f.p.init).notifications_in_writes;
     ck_assert_int_eq(ferry_write(f.p.peer, iov, 16, &opts, &req), 0);
     while (got == 0 && tu_ms_since(t0) < 30000) {
         ck_assert_int_ge(ferry_progress(f.p.init), 0);
@@ -362,9 +358,8 @@ START_TEST(test_notify_rides_merged)
                           "%s: block %zu when notified", prov, i);
     ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
     ferry_req_free(req);
-    s1 = tu_stats(f.p.init);
-    ck_assert_uint_eq(s1.rma_ops_posted[0] - s0.rma_ops_posted[0], 1);
-    ck_assert_uint_eq(s1.notifications_in_writes - s0.notifications_in_writes,
+    ck_assert_uint_eq(tu_ops_posted(f.p.init) - ops0, 1);
+    ck_assert_uint_eq(tu_stats(f.p.init).notifications_in_writes - in_writes0,
                       1);
     tu_fx_close(&f);
 }
@@ -389,11 +384,11 @@ START_TEST(test_bounds_name_the_item)
     for (size_t i = 0; i < 6; i++)
         iov[i] = (struct ferry_iov){f.lbuf + i * 4096, f.lmem, f.rmem,
                                     i * 4096, 4096};
-    before = ops_posted(f.p.init);
+    before = tu_ops_posted(f.p.init);
     ck_assert_int_eq(ferry_write(f.p.peer, iov, 6, NULL, &req), FERRY_ERANGE);
     tu_assert_sentence("iov[5]", NULL);
     ck_assert_ptr_null(req);
-    ck_assert_uint_eq(ops_posted(f.p.init), before);
+    ck_assert_uint_eq(tu_ops_posted(f.p.init), before);
     tu_fx_close(&f);
 }
 END_TEST

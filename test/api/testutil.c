@@ -27,10 +27,11 @@ void tu_clear_ferry_env(void)
 {
     static const char *const vars[] = {
         "FERRY_PROVIDER",           "FERRY_DOMAIN",
-        "FERRY_MAX_RAILS",          "FERRY_TIMEOUT_MS",
-        "FERRY_STAGING_BUFFERS",    "FERRY_STAGING_CHUNK",
-        "FERRY_RCACHE_MAX_ENTRIES", "FERRY_RCACHE_MAX_BYTES",
-        "FERRY_KEEP_FI_MR_CACHE",   "FERRY_SHM_LOOP_FAULT"};
+        "FERRY_MAX_RAILS",          "FERRY_ENDPOINTS_PER_DOMAIN",
+        "FERRY_TIMEOUT_MS",         "FERRY_STAGING_BUFFERS",
+        "FERRY_STAGING_CHUNK",      "FERRY_RCACHE_MAX_ENTRIES",
+        "FERRY_RCACHE_MAX_BYTES",   "FERRY_KEEP_FI_MR_CACHE",
+        "FERRY_SHM_LOOP_FAULT"};
 
     for (size_t i = 0; i < TU_ARRAY_LEN(vars); i++)
         unsetenv(vars[i]);
@@ -81,6 +82,30 @@ struct ferry_stats tu_stats(ferry_context_t *ctx)
     ck_assert_msg(ferry_context_stats(ctx, &st) == 0, "%s",
                   ferry_last_error());
     return st;
+}
+
+/* The sum of a per-rail counter of struct ferry_stats. */
+static uint64_t over_rails(const uint64_t per_rail[TU_STATS_RAILS])
+{
+    uint64_t sum = 0;
+
+    for (size_t r = 0; r < TU_STATS_RAILS; r++)
+        sum += per_rail[r];
+    return sum;
+}
+
+uint64_t tu_bytes_posted(ferry_context_t *ctx)
+{
+    struct ferry_stats st = tu_stats(ctx);
+
+    return over_rails(st.bytes_posted);
+}
+
+uint64_t tu_ops_posted(ferry_context_t *ctx)
+{
+    struct ferry_stats st = tu_stats(ctx);
+
+    return over_rails(st.rma_ops_posted);
 }
 
 ferry_peer_t *tu_self_peer(ferry_context_t *ctx)
@@ -234,6 +259,16 @@ static void drive_target(struct tu_fx *f, ferry_req_t *req, const char *what)
     ferry_req_free(req);
 }
 
+void tu_stalled_config(struct ferry_config *cfg, const char *prov,
+                       size_t tlen)
+{
+    tu_config(cfg, prov);
+    cfg->max_msg_size = tlen;
+    /* One rail, also on shm (two endpoints by default): the tests look at
+     * its queue. */
+    cfg->endpoints_per_domain = 1;
+}
+
 void tu_fx_open_stalled(struct tu_fx *f, const char *prov,
                         const struct ferry_config *base, size_t tlen,
                         size_t llen, tu_drive_fn *drive)
@@ -244,18 +279,21 @@ void tu_fx_open_stalled(struct tu_fx *f, const char *prov,
     int ret;
 
     if (base == NULL) {
-        tu_config(&cfg, prov);
-        cfg.max_msg_size = tlen;
+        tu_stalled_config(&cfg, prov, tlen);
         base = &cfg;
     }
     tu_fx_open(f, prov, base, 0, 0, tlen, llen);
     iov = (struct ferry_iov){f->lbuf, f->lmem, f->rmem, 0, 1};
-    f->lbuf[0] = 0xee;
-    ret = ferry_write(f->p.peer, &iov, 1, NULL, &req);
-    ck_assert_msg(ret == 0, "warm-up write on %s: %s", prov,
-                  ferry_last_error());
-    (drive != NULL ? drive : drive_target)(f, req, "warm-up write");
-    ck_assert_uint_eq(f->tbuf[0], 0xee);
+    /* One write per rail (small requests take them in turn): each
+     * endpoint has met the target's before the test stalls it. */
+    for (unsigned r = 0; r < tu_info(f->p.init).nrails; r++) {
+        f->lbuf[0] = (uint8_t)(0xe0 + r);
+        ret = ferry_write(f->p.peer, &iov, 1, NULL, &req);
+        ck_assert_msg(ret == 0, "warm-up write on %s: %s", prov,
+                      ferry_last_error());
+        (drive != NULL ? drive : drive_target)(f, req, "warm-up write");
+        ck_assert_uint_eq(f->tbuf[0], 0xe0 + r);
+    }
     f->lbuf[0] = f->tbuf[0] = 0;
 }
 

@@ -131,7 +131,8 @@ START_TEST(test_info_every_provider)
 
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.provider, prov);
-    ck_assert_uint_eq(info.nrails, 1);
+    /* shm opens two endpoints on its one domain (fabric.c says why). */
+    ck_assert_uint_eq(info.nrails, strcmp(prov, "shm") == 0 ? 2 : 1);
     ck_assert_uint_eq(info.nrails, ferry__fabric_of(ctx)->nrails);
     ck_assert_uint_eq(info.mr_mode, ferry__fabric_of(ctx)->mr_mode);
     ck_assert_uint_ge(info.mr_key_size, 1);

@@ -197,10 +197,9 @@ START_TEST(test_deadline_from_context)
     struct tu_fx f;
     ferry_req_t *req;
 
-    tu_config(&cfg, prov);
-    cfg.timeout_ms = 200;
     /* One operation, as tu_fx_open_stalled's default. */
-    cfg.max_msg_size = STUCK;
+    tu_stalled_config(&cfg, prov, STUCK);
+    cfg.timeout_ms = 200;
     tu_fx_open_stalled(&f, prov, &cfg, STUCK, STUCK, NULL);
     req = post_stuck(&f, 0); /* 0: the context's */
     expect_deadline(req, 200, prov);
@@ -275,6 +274,7 @@ static ferry_req_t *post_holding_the_slot(struct tu_fx *f, const char *prov,
 
     tu_config(&cfg, prov);
     cfg.tx_depth = 1;
+    cfg.endpoints_per_domain = 1; /* one rail: one slot in all */
     tu_fx_open_stalled(f, prov, &cfg, STUCK, STUCK, NULL);
     first = post_stuck(f, 0);
     sp->buf = tu_alloc_buf(4096);

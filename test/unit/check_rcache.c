@@ -180,8 +180,9 @@ static void rig_open(struct rig *r, const char *prov,
     r->rmem = tu_share(r->tmem, r->p.peer);
     if (stalled) {
         /* Connection set-up needs the target's progress: do it now with a
-         * registered byte (not through the cache), so that later
-         * operations go out when posted. */
+         * registered byte (not through the cache) on every rail (small
+         * requests take them in turn), so that later operations go out
+         * when posted. */
         uint8_t *b = tu_alloc_buf(PG);
         ferry_mem_t *m;
         struct ferry_iov iov = {b, NULL, r->rmem, 0, 1};
@@ -191,10 +192,12 @@ static void rig_open(struct rig *r, const char *prov,
                                             0, 0, &m),
                          0);
         iov.lmem = m;
-        b[0] = 0xee;
-        ck_assert_int_eq(ferry_write(r->p.peer, &iov, 1, NULL, &req), 0);
-        drive(r, req, "warm-up write");
-        ck_assert_uint_eq(r->tbuf[0], 0xee);
+        for (unsigned i = 0; i < tu_info(r->p.init).nrails; i++) {
+            b[0] = (uint8_t)(0xe0 + i);
+            ck_assert_int_eq(ferry_write(r->p.peer, &iov, 1, NULL, &req), 0);
+            drive(r, req, "warm-up write");
+            ck_assert_uint_eq(r->tbuf[0], 0xe0 + i);
+        }
         ck_assert_int_eq(ferry_mem_deregister(m), 0);
         tu_free_buf(b, PG);
     }
