@@ -288,9 +288,7 @@ static unsigned endpoints_per_domain(const struct ferry__fabric *fab)
 {
     if (fab->cfg.endpoints_per_domain != 0)
         return fab->cfg.endpoints_per_domain;
-    return strcmp(fab->rails[0].info->fabric_attr->prov_name, "shm") == 0
-               ? 2
-               : 1;
+    return fab->rails[0].info->ep_attr->protocol == FI_PROTO_SHM ? 2 : 1;
 }
 
 /* Further endpoints on the domains picked, each a rail of its own, as

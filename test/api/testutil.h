@@ -51,9 +51,10 @@ ferry_context_t *tu_context(const char *prov);
 /* ferry_context_info and ferry_context_stats of ctx; assert success. */
 struct ferry_context_info tu_info(ferry_context_t *ctx);
 struct ferry_stats tu_stats(ferry_context_t *ctx);
+/* The rails struct ferry_stats counts for. */
+#define TU_STATS_RAILS TU_ARRAY_LEN(((struct ferry_stats *)0)->bytes_posted)
 /* Bytes and RMA operations ctx has posted, over all its rails (shm has
  * two endpoints on its domain, each a rail). */
-#define TU_STATS_RAILS TU_ARRAY_LEN(((struct ferry_stats *)0)->bytes_posted)
 uint64_t tu_bytes_posted(ferry_context_t *ctx);
 uint64_t tu_ops_posted(ferry_context_t *ctx);
 /* The context as its own peer: enough to import what it exports. */
@@ -108,19 +109,18 @@ struct tu_fx {
 void tu_fx_open(struct tu_fx *f, const char *prov,
                 const struct ferry_config *base, int init_thread,
                 int target_thread, size_t tlen, size_t llen);
-/*
- * The same stalled: no progress thread on either side.  base NULL:
- * tu_stalled_config, for tests that reason about one operation per
- * region-sized transfer.  Connection set-up needs
- * the target's progress too, so a one-byte write on each rail gets it
- * done first, each seen to its end by drive (NULL: progressing the target
- * until it ends), which asserts it succeeded and frees it; later
- * operations go out when posted.
- */
 /* tu_config with operations of tlen bytes and one rail: the base
  * tu_fx_open_stalled takes when given none. */
 void tu_stalled_config(struct ferry_config *cfg, const char *prov,
                        size_t tlen);
+/*
+ * The same stalled: no progress thread on either side.  base NULL:
+ * tu_stalled_config, for tests that reason about one operation per
+ * region-sized transfer.  Connection set-up needs the target's progress
+ * too, so a one-byte write on each rail gets it done first, each seen to
+ * its end by drive (NULL: progressing the target until it ends), which
+ * asserts it succeeded and frees it; later operations go out when posted.
+ */
 typedef void tu_drive_fn(struct tu_fx *f, ferry_req_t *req, const char *what);
 void tu_fx_open_stalled(struct tu_fx *f, const char *prov,
                         const struct ferry_config *base, size_t tlen,
