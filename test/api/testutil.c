@@ -243,20 +243,26 @@ void tu_fx_open(struct tu_fx *f, const char *prov,
     ck_assert_uint_eq(ferry_rmem_length(f->rmem), tlen);
 }
 
-/* Progresses a stalled target until req ends (60 s at most); frees it. */
-static void drive_target(struct tu_fx *f, ferry_req_t *req, const char *what)
+void tu_finish_on_stalled(ferry_context_t *target, ferry_req_t *req,
+                          const char *what)
 {
     uint64_t t0 = tu_now_ns();
     int ret;
 
     while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
-        ck_assert_int_ge(ferry_progress(f->p.target), 0);
+        ck_assert_int_ge(ferry_progress(target), 0);
         ck_assert_msg(tu_ms_since(t0) < 60000, "%s: still running after 60 s",
                       what);
     }
     ck_assert_msg(ret == 0, "%s: ended with %s: %s", what, ferry_strerror(ret),
                   ferry_last_error());
     ferry_req_free(req);
+}
+
+/* tu_drive_fn's default: tu_finish_on_stalled on the fixture's target. */
+static void drive_target(struct tu_fx *f, ferry_req_t *req, const char *what)
+{
+    tu_finish_on_stalled(f->p.target, req, what);
 }
 
 void tu_stalled_config(struct ferry_config *cfg, const char *prov,

@@ -109,6 +109,10 @@ struct tu_fx {
 void tu_fx_open(struct tu_fx *f, const char *prov,
                 const struct ferry_config *base, int init_thread,
                 int target_thread, size_t tlen, size_t llen);
+/* Progresses target (which has no progress thread) until req ends, 60 s
+ * at most; asserts it succeeded and frees it. */
+void tu_finish_on_stalled(ferry_context_t *target, ferry_req_t *req,
+                          const char *what);
 /* tu_config with operations of tlen bytes and one rail: the base
  * tu_fx_open_stalled takes when given none. */
 void tu_stalled_config(struct ferry_config *cfg, const char *prov,

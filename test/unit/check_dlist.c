@@ -356,7 +356,6 @@ START_TEST(test_release_while_in_flight)
     uint32_t li[2] = {0, 1}, ri[2] = {1, 0};
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     uint8_t *before;
-    uint64_t t0;
     int ret;
 
     tu_pair_open_threads(&p, prov, NULL, 0, 0);
@@ -375,13 +374,7 @@ START_TEST(test_release_while_in_flight)
      * on each rail (they take them in turn). */
     for (unsigned i = 0; i < tu_info(p.init).nrails; i++) {
         req = post(prep, &li[0], &ri[0], 1, NULL, prov);
-        t0 = tu_now_ns();
-        while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
-            ck_assert_int_ge(ferry_progress(p.target), 0);
-            ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "warm-up stuck");
-        }
-        ck_assert_msg(ret == 0, "warm-up: %s", ferry_last_error());
-        ferry_req_free(req);
+        tu_finish_on_stalled(p.target, req, "warm-up");
     }
     ck_assert(tu_check(rr.buf + STUCK_BLOCK, 4096, 0x900000) == SIZE_MAX);
 

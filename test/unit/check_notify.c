@@ -135,13 +135,7 @@ START_TEST(test_request_waits_for_notification)
     opts.notify_value = 1;
     iov = (struct ferry_iov){lbuf, lmem, rmem, 0, 1};
     ck_assert_int_eq(ferry_write(p.peer, &iov, 1, &opts, &req), 0);
-    t0 = tu_now_ns();
-    while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS) {
-        ck_assert_int_ge(ferry_progress(p.target), 0);
-        ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "warm-up stuck");
-    }
-    ck_assert_msg(ret == 0, "warm-up: %s", ferry_last_error());
-    ferry_req_free(req);
+    tu_finish_on_stalled(p.target, req, "warm-up");
     t0 = tu_now_ns();
     while ((got = ferry_notify_poll(p.target, &n, 1)) == 0)
         ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "warm-up notification");
