@@ -583,17 +583,24 @@ static int start_member(struct eu_cluster *c, int i)
     return 0;
 }
 
-/* Reaps member i if it ended; true if it did (status in *status). */
-static bool member_ended(struct eu_cluster *c, int i, int *status)
+/* Member i has been reaped: it no longer runs, and the guard's pid file
+ * goes with it. */
+static void forget_member(struct eu_cluster *c, int i)
 {
     char pidf[EU_PATH];
 
-    if (c->m[i].pid == 0 || waitpid(c->m[i].pid, status, WNOHANG) != c->m[i].pid)
-        return false;
     c->m[i].pid = 0;
     c->m[i].stopped = false;
     pid_file(c, i, pidf, sizeof(pidf));
     unlink(pidf);
+}
+
+/* Reaps member i if it ended; true if it did (status in *status). */
+static bool member_ended(struct eu_cluster *c, int i, int *status)
+{
+    if (c->m[i].pid == 0 || waitpid(c->m[i].pid, status, WNOHANG) != c->m[i].pid)
+        return false;
+    forget_member(c, i);
     return true;
 }
 
@@ -716,11 +723,44 @@ failed: {
 }
 }
 
+/*
+ * Waits until member i has stopped (SIGSTOP) or resumed (SIGCONT).  kill()
+ * only queues the signal: a member on the other CPU can still answer a
+ * request it is reading before every one of its threads has stopped, and a
+ * test that calls etcd "down" the moment kill() returns would then see a
+ * call succeed.
+ */
+static int await_job_control(struct eu_cluster *c, int i, int sig)
+{
+    struct eu_member *m = &c->m[i];
+    int flags = WNOHANG | (sig == SIGSTOP ? WUNTRACED : WCONTINUED);
+    uint64_t deadline = now_ms() + 10000;
+    int status;
+
+    for (;;) {
+        pid_t got = waitpid(m->pid, &status, flags);
+
+        if (got == m->pid &&
+            (sig == SIGSTOP ? WIFSTOPPED(status) : WIFCONTINUED(status)))
+            return 0;
+        if (got == m->pid && (WIFEXITED(status) || WIFSIGNALED(status))) {
+            forget_member(c, i);
+            return fail(c, "member %s ended while waiting for signal %d",
+                        m->name, sig);
+        }
+        if (got < 0)
+            return fail(c, "waitpid(%d): %s", (int)m->pid, strerror(errno));
+        if (now_ms() >= deadline)
+            return fail(c, "member %s did not %s within 10 s", m->name,
+                        sig == SIGSTOP ? "stop" : "resume");
+        nap_ms(1);
+    }
+}
+
 int eu_signal(struct eu_cluster *c, int i, int sig)
 {
     struct eu_member *m = &c->m[i];
     uint64_t deadline;
-    char pidf[EU_PATH];
     int status;
 
     if (i < 0 || i >= c->n || m->pid == 0)
@@ -729,7 +769,7 @@ int eu_signal(struct eu_cluster *c, int i, int sig)
         return fail(c, "kill(%d, %d): %s", (int)m->pid, sig, strerror(errno));
     if (sig == SIGSTOP || sig == SIGCONT) {
         m->stopped = sig == SIGSTOP;
-        return 0;
+        return await_job_control(c, i, sig);
     }
     if (sig != SIGKILL && sig != SIGTERM)
         return 0;
@@ -743,10 +783,7 @@ int eu_signal(struct eu_cluster *c, int i, int sig)
         }
         nap_ms(10);
     }
-    m->pid = 0;
-    m->stopped = false;
-    pid_file(c, i, pidf, sizeof(pidf));
-    unlink(pidf);
+    forget_member(c, i);
     return 0;
 }
 

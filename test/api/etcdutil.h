@@ -80,7 +80,8 @@ void eu_hostport(const struct eu_cluster *c, int i, char *out, size_t len);
 
 /*
  * Sends sig to member i.  SIGKILL and SIGTERM wait for it to end (it is
- * then not running); SIGSTOP and SIGCONT mark it stopped or not.
+ * then not running); SIGSTOP and SIGCONT wait until it has stopped or
+ * resumed, and mark it so.
  * Returns 0 or -1 with c->why.
  */
 int eu_signal(struct eu_cluster *c, int i, int sig);
