@@ -13,6 +13,7 @@ packages=(
 	python3-dev python3-setuptools python3-pip python3-numpy python3-torch python3-pytest
 	pandoc groff-base man-db
 	gdb # a test about to time out prints its stacks (test/api/watchdog.c)
+	valgrind strace # bench/opcount.sh counts what an operation costs (test/opcount.sh)
 	debhelper dh-python fakeroot lintian
 )
 
