@@ -58,6 +58,14 @@ struct ferry__found {
     struct ferry__rc_entry *entry; /* cache reference, or NULL: mem is ours */
 };
 
+/* Freed requests a context keeps for the next ones (xfer.c); none under
+ * AddressSanitizer, so that a use after ferry_req_free is caught there. */
+#ifdef __SANITIZE_ADDRESS__
+#define FERRY__SPARE_REQS 0u
+#else
+#define FERRY__SPARE_REQS 64u
+#endif
+
 /* Iovs a request keeps inside itself: most requests move one block, or a
  * key and a value block, and copying theirs then allocates nothing. */
 #define FERRY__REQ_INLINE_IOVS 2
@@ -115,6 +123,7 @@ struct ferry_req {
      * that a second call stops; user_freed says so under the lock. */
     atomic_bool freed_once;
     struct ferry_req *given_back_next; /* on part.h's given_back stack */
+    struct ferry_req *spare_next;      /* on part.h's spare stack */
 };
 
 /* The rail's operation slots (tx_depth of them), after the rail opened. */

@@ -58,6 +58,12 @@ struct ferry__req_part {
     /* Retired requests ferry_req_free gave back without the lock, freed
      * by the next progress pass (xfer.c). */
     _Atomic(struct ferry_req *) given_back;
+    /* Freed requests kept for the next ones (xfer.c): a stack pushed
+     * under the lock and popped without it, by one thread at a time
+     * (spare_taker); spares counts it. */
+    _Atomic(struct ferry_req *) spare;
+    atomic_uint spares;
+    atomic_bool spare_taker;
     unsigned running;              /* requests still in progress */
     unsigned next_rail;    /* rail of the next unstriped request */
     struct ferry__txq tx[FERRY__MAX_RAILS];

@@ -276,6 +276,87 @@ START_TEST(test_small_tx_depth_many_requests)
 }
 END_TEST
 
+/* ---- freed requests serve the next ones ------------------------------------ */
+
+/* Requests on the context's spare stack, counted by walking it. */
+static unsigned spares_on_stack(ferry_context_t *ctx)
+{
+    unsigned n = 0;
+
+    for (struct ferry_req *r = ferry__xfer_of(ctx)->req.spare; r != NULL;
+         r = r->spare_next)
+        n++;
+    return n;
+}
+
+/*
+ * A freed request is kept for the next one (xfer.c), which must start as
+ * a fresh one: nothing of the last one's notification, iovs or progress.
+ * The first request here notifies and has three iovs (more than a request
+ * keeps inside itself); the next is a plain one-iov write that must land
+ * with no notification.  Then 100 requests freed at once leave at most
+ * FERRY__SPARE_REQS kept, as many as the count says.
+ */
+START_TEST(test_freed_requests_start_clean)
+{
+    enum { NREQ = 100, LEN = 4096 };
+    const char *prov = tu_providers[_i];
+    struct ferry_xfer_opts notify = FERRY_XFER_OPTS_INIT;
+    struct ferry_notification got[4];
+    struct tu_fx f;
+    struct ferry_iov three[3], iov;
+    ferry_req_t *req[NREQ];
+    int ret;
+
+    notify.flags = FERRY_XFER_NOTIFY;
+    notify.notify_id = 77;
+    notify.notify_value = 5;
+    tu_fx_open(&f, prov, NULL, 0, 1, NREQ * LEN, NREQ * LEN);
+    for (size_t i = 0; i < 3; i++)
+        three[i] = (struct ferry_iov){f.lbuf + i * LEN, f.lmem, f.rmem,
+                                      i * LEN, LEN};
+    ret = ferry_write(f.p.peer, three, 3, &notify, &req[0]);
+    ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
+    ck_assert_ptr_ne(req[0]->iov, req[0]->iov_inline);
+    ret = ferry_req_wait(req[0], 30000);
+    ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
+    ferry_req_free(req[0]);
+    ck_assert_int_eq(ferry_notify_wait(f.p.target, got, 4, 30000), 1);
+    ck_assert_uint_eq(got[0].id, 77);
+    ck_assert_int_ge(ferry_progress(f.p.init), 0); /* frees what was given back */
+
+    tu_fill(f.lbuf + LEN, LEN, 0x5e1);
+    iov = (struct ferry_iov){f.lbuf + LEN, f.lmem, f.rmem, 5 * LEN, LEN};
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req[0]), 0);
+    ck_assert_int_eq(req[0]->notify, FERRY__NOTIFY_NONE);
+    ck_assert_ptr_eq(req[0]->iov, req[0]->iov_inline);
+    ck_assert_uint_eq(req[0]->niov, 1);
+    ck_assert_uint_eq(req[0]->bytes, LEN);
+    ck_assert_ptr_null(req[0]->found);
+    ck_assert_str_eq(req[0]->errmsg, "");
+    ret = ferry_req_wait(req[0], 30000);
+    ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
+    ferry_req_free(req[0]);
+    tu_assert_pattern(f.tbuf + 5 * LEN, LEN, 0x5e1, "%s: the write after", prov);
+    ck_assert_int_eq(ferry_notify_wait(f.p.target, got, 4, 200),
+                     FERRY_ETIMEDOUT);
+
+    for (size_t i = 0; i < NREQ; i++) {
+        iov = (struct ferry_iov){f.lbuf + i * LEN, f.lmem, f.rmem, i * LEN, LEN};
+        ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req[i]), 0);
+    }
+    for (size_t i = 0; i < NREQ; i++)
+        ck_assert_int_eq(ferry_req_wait(req[i], 30000), 0);
+    for (size_t i = 0; i < NREQ; i++)
+        ferry_req_free(req[i]);
+    ck_assert_int_ge(ferry_progress(f.p.init), 0);
+    ck_assert_uint_le(ferry__xfer_of(f.p.init)->req.spares, FERRY__SPARE_REQS);
+    ck_assert_uint_eq(spares_on_stack(f.p.init),
+                      ferry__xfer_of(f.p.init)->req.spares);
+    tu_fx_close(&f);
+}
+END_TEST
+
 /* ---- iovs without lmem ----------------------------------------------------- */
 
 static uint64_t oneshots(ferry_context_t *ctx)
@@ -955,6 +1036,7 @@ static Suite *xfer_suite(void)
     tcase_add_loop_test(tc, test_small_tx_depth_write, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_read, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_many_requests, 0, np);
+    tcase_add_loop_test(tc, test_freed_requests_start_clean, 0, np);
 
     tc = tu_tcase(s, "lmem", 60);
     tcase_add_loop_test(tc, test_no_lmem_default, 0, np);
