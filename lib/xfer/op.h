@@ -122,8 +122,8 @@ struct ferry_req {
     /* ferry_req_free was called on it: claimed first, with no lock, so
      * that a second call stops; user_freed says so under the lock. */
     atomic_bool freed_once;
-    struct ferry_req *given_back_next; /* on part.h's given_back stack */
-    struct ferry_req *spare_next;      /* on part.h's spare stack */
+    /* On part.h's given_back stack, then, freed, on its spare stack. */
+    struct ferry_req *stack_next;
 };
 
 /* The rail's operation slots (tx_depth of them), after the rail opened. */

@@ -247,13 +247,11 @@ static void req_release(struct ferry_req *req)
 }
 
 /*
- * Freed requests are kept for the next ones, up to FERRY__SPARE_REQS a
- * context (op.h): calloc and free were about 430 of the 4,500
- * instructions ferry's initiator spent on a 4 KiB shm write
+ * Keeps req for req_take_spare, or frees it; under the lock.  Up to
+ * FERRY__SPARE_REQS a context (op.h): calloc and free were about 430 of
+ * the 4,500 instructions ferry's initiator spent on a 4 KiB shm write
  * (bench/opcount.sh).
  */
-
-/* Keeps req for req_take_spare, or frees it; under the lock. */
 static void req_put_spare(struct ferry__xfer *x, struct ferry_req *req)
 {
     struct ferry_req *top;
@@ -267,9 +265,9 @@ static void req_put_spare(struct ferry__xfer *x, struct ferry_req *req)
     }
     atomic_fetch_add_explicit(&x->req.spares, 1, memory_order_relaxed);
     top = atomic_load_explicit(&x->req.spare, memory_order_relaxed);
-    /* Release: the taker (acquire) sees spare_next. */
+    /* Release: the taker (acquire) sees stack_next. */
     do
-        req->spare_next = top;
+        req->stack_next = top;
     while (!atomic_compare_exchange_weak_explicit(
         &x->req.spare, &top, req, memory_order_release,
         memory_order_relaxed));
@@ -294,7 +292,7 @@ static struct ferry_req *req_take_spare(struct ferry__xfer *x)
     top = atomic_load_explicit(&x->req.spare, memory_order_acquire);
     while (top != NULL &&
            !atomic_compare_exchange_weak_explicit(
-               &x->req.spare, &top, top->spare_next, memory_order_acquire,
+               &x->req.spare, &top, top->stack_next, memory_order_acquire,
                memory_order_acquire))
         ;
     /* Release: the next taker's acquire sees this one done. */
@@ -312,7 +310,7 @@ static void free_spares(struct ferry__xfer *x)
         atomic_exchange_explicit(&x->req.spare, NULL, memory_order_acquire);
 
     while (req != NULL) {
-        struct ferry_req *next = req->spare_next;
+        struct ferry_req *next = req->stack_next;
 
         free(req);
         req = next;
@@ -320,20 +318,19 @@ static void free_spares(struct ferry__xfer *x)
     atomic_store_explicit(&x->req.spares, 0, memory_order_relaxed);
 }
 
-/* A request that was never published goes away whole; under the lock. */
-static void req_discard(struct ferry_req *req)
-{
-    release_found(req);
-    free_items(req);
-    req->magic = FERRY__MAGIC_DEAD;
-    req_put_spare(ferry__xfer_of(req->ctx), req);
-}
-
 static void req_free(struct ferry_req *req)
 {
     ferry__req_list_remove(req);
     req->magic = FERRY__MAGIC_DEAD;
     req_put_spare(ferry__xfer_of(req->ctx), req);
+}
+
+/* A request that was never published goes away whole; under the lock. */
+static void req_discard(struct ferry_req *req)
+{
+    release_found(req);
+    free_items(req);
+    req_free(req);
 }
 
 /*
@@ -347,9 +344,9 @@ static void give_back(struct ferry__xfer *x, struct ferry_req *req)
     struct ferry_req *top =
         atomic_load_explicit(&x->req.given_back, memory_order_relaxed);
 
-    /* Release: whoever takes the stack (acquire) sees given_back_next. */
+    /* Release: whoever takes the stack (acquire) sees stack_next. */
     do
-        req->given_back_next = top;
+        req->stack_next = top;
     while (!atomic_compare_exchange_weak_explicit(
         &x->req.given_back, &top, req, memory_order_release,
         memory_order_relaxed));
@@ -368,7 +365,7 @@ static void free_given_back(struct ferry__xfer *x)
     req = atomic_exchange_explicit(&x->req.given_back, NULL,
                                    memory_order_acquire);
     while (req != NULL) {
-        struct ferry_req *next = req->given_back_next;
+        struct ferry_req *next = req->stack_next;
 
         req_free(req);
         req = next;

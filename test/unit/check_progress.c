@@ -556,10 +556,10 @@ START_TEST(test_free_retired_without_lock)
     ck_assert_uint_eq(reqs->done.n, 1);
     ferry_req_free(req);
     ck_assert_ptr_eq(atomic_load(&reqs->given_back), req);
-    ck_assert_ptr_null(req->given_back_next);
+    ck_assert_ptr_null(req->stack_next);
     ferry_req_free(req); /* the caller's mistake: ignored */
     ck_assert_ptr_eq(atomic_load(&reqs->given_back), req);
-    ck_assert_ptr_null(req->given_back_next);
+    ck_assert_ptr_null(req->stack_next);
     ck_assert_uint_eq(reqs->done.n, 1);
     ck_assert_int_ge(ferry_progress(f.p.init), 0);
     ck_assert_ptr_null(atomic_load(&reqs->given_back));

@@ -284,7 +284,7 @@ static unsigned spares_on_stack(ferry_context_t *ctx)
     unsigned n = 0;
 
     for (struct ferry_req *r = ferry__xfer_of(ctx)->req.spare; r != NULL;
-         r = r->spare_next)
+         r = r->stack_next)
         n++;
     return n;
 }
