@@ -3,7 +3,7 @@
 # counted instead of timed, so that a noisy machine cannot blur it.
 #
 #   bench/opcount.sh [-B BUILD] [-p PROVIDER] [-D DOMAIN] [-o write|read]
-#                    [-s BYTES] [-d DEPTH] [-n OPS] [-u]
+#                    [-s BYTES] [-d DEPTH] [-n OPS] [-r RUNS] [-u] [-v]
 #
 #   -B BUILD     the build directory holding bench/ and lib/ (default:
 #                build next to this script)
@@ -12,7 +12,9 @@
 #   -o OP        write (default) or read
 #   -s BYTES     block size (4096); -d DEPTH blocks in flight (16)
 #   -n OPS       operations of the shorter run (10000)
+#   -r RUNS      callgrind runs of each length, the least kept (3)
 #   -u           also ucx_perftest (UCX_TLS tcp, or posix,cma,self on shm)
+#   -v           also print the kept runs' instructions, not per operation
 #
 # Every tool runs twice, OPS and 2 x OPS operations, and every count is
 # the difference of the two runs over OPS: what setting up, warming up and
@@ -20,7 +22,13 @@
 #   Instructions (valgrind's callgrind, both processes under it): those
 #   of the initiator's loop (ferry_bench's worker_main, rma_raw's
 #   initiate; all of ucx_perftest's client), per operation, split by the
-#   object they ran in.  Time spent waiting in a poll loop is counted too.
+#   object they ran in.  Time spent waiting in a poll loop is counted too,
+#   and only waiting moves a count between runs of one length (a busy
+#   machine makes the initiator wait longer), so of RUNS runs the one with
+#   the fewest instructions is kept.  Where the runs of one length spread
+#   by more than a quarter of what the OPS extra operations cost, or the
+#   longer run cost no more than the shorter, the waiting swamped the
+#   operations: the script says so and exits 3.
 #   System calls (strace -f, both processes): per operation, by name, those
 #   made at least once per 20 operations.  Calls that wait (poll,
 #   epoll_wait, futex, nanosleep) depend on timing, the rest do not.
@@ -30,9 +38,9 @@ set -uo pipefail
 me=opcount.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$src_dir/../build provider=shm domain='' op=write size=4096 depth=16
-ops=10000 ucx=false
+ops=10000 runs=3 ucx=false verbose=false
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while getopts B:p:D:o:s:d:n:uh opt; do
+while getopts B:p:D:o:s:d:n:r:uvh opt; do
 	case $opt in
 	B) build=$OPTARG ;;
 	p) provider=$OPTARG ;;
@@ -41,13 +49,17 @@ while getopts B:p:D:o:s:d:n:uh opt; do
 	s) size=$OPTARG ;;
 	d) depth=$OPTARG ;;
 	n) ops=$OPTARG ;;
+	r) runs=$OPTARG ;;
 	u) ucx=true ;;
+	v) verbose=true ;;
 	*) usage ;;
 	esac
 done
 [[ $op == write || $op == read ]] || { echo "$me: -o is write or read, not \"$op\"" >&2; exit 2; }
-for v in size depth ops; do
-	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$me: -${v:0:1} wants a positive whole number, not \"${!v}\"" >&2; exit 2; }
+for flag_var in s:size d:depth n:ops r:runs; do
+	v=${flag_var#*:}
+	[[ ${!v} =~ ^[1-9][0-9]*$ ]] ||
+		{ echo "$me: -${flag_var%%:*} wants a positive whole number, not \"${!v}\"" >&2; exit 2; }
 done
 [[ $provider == shm || -n $domain ]] || domain=lo
 for tool in valgrind callgrind_annotate strace; do
@@ -158,26 +170,62 @@ tools=(ferry raw)
 $ucx && tools+=(ucx)
 label() { case $1 in ferry) echo ferry ;; raw) echo rma_raw ;; ucx) echo ucx_perftest ;; esac; }
 echo "opcount: $provider${domain:+ ($domain)} $op, $size-byte blocks, depth $depth; $ops and $((2 * ops)) operations"
+# The total of an "objects" file.
+total() { awk '{ s += $2 } END { printf "%.0f\n", s }' "$1"; }
+# Runs TOOL with N operations under callgrind RUNS times and keeps, as
+# $tmp/TOOL.obj.N, the run with the fewest instructions: the others waited
+# longer.  $tmp/TOOL.spread.N holds the most less the fewest.
+count_least() { # TOOL N
+	local tool=$1 n=$2 k least='' fewest=0 most=0 this
+	for ((k = 1; k <= runs; k++)); do
+		run "$tool" cg "$n"
+		objects "$tool" "$n" > "$tmp/$tool.obj.$n.$k"
+		rm -f "$tmp/$tool.cg.$n".*
+		this=$(total "$tmp/$tool.obj.$n.$k")
+		if [[ -z $least ]] || ((this < fewest)); then
+			least=$tmp/$tool.obj.$n.$k fewest=$this
+		fi
+		((this > most)) && most=$this
+	done
+	cp "$least" "$tmp/$tool.obj.$n"
+	echo $((most - fewest)) > "$tmp/$tool.spread.$n"
+}
 for tool in "${tools[@]}"; do
 	for n in "$ops" $((2 * ops)); do
-		echo "  running $(label "$tool"), $n operations (callgrind, then strace)" >&2
-		run "$tool" cg "$n"
+		echo "  running $(label "$tool"), $n operations (callgrind $runs times, then strace)" >&2
+		count_least "$tool" "$n"
 		run "$tool" st "$n"
-		objects "$tool" "$n" > "$tmp/$tool.obj.$n"
 		calls "$tool" "$n" > "$tmp/$tool.calls.$n"
 	done
 	per_op "$tmp/$tool.obj.$ops" "$tmp/$tool.obj.$((2 * ops))" > "$tmp/$tool.obj"
 	per_op "$tmp/$tool.calls.$ops" "$tmp/$tool.calls.$((2 * ops))" > "$tmp/$tool.calls"
 done
 
+# A row of instructions by object: LABEL, then the FILE's counts.
+object_row() { # LABEL FILE
+	awk -v t="$1" '{ v[$1] = $2; s += $2 }
+		function f(k) { return k in v ? sprintf("%.0f", v[k]) : "-" }
+		END { printf "  %-20s %10.0f %10s %10s %10s %10s %10s\n", t, s, f("libferry"),
+			f("libfabric"), f("libc"), f("bench"), f("other") }' "$2"
+}
+object_header() { # FIRST_COLUMN
+	printf '  %-20s %10s %10s %10s %10s %10s %10s\n' "$1" total libferry libfabric libc bench other
+}
+if $verbose; then
+	echo
+	echo "Instructions of the kept runs (the least of $runs; the initiator's loop):"
+	object_header "tool operations"
+	for tool in "${tools[@]}"; do
+		for n in "$ops" $((2 * ops)); do
+			object_row "$(label "$tool") $n" "$tmp/$tool.obj.$n"
+		done
+	done
+fi
 echo
 echo "Instructions per operation (the initiator's loop):"
-printf '  %-13s %8s %9s %10s %8s %8s %8s\n' tool total libferry libfabric libc bench other
+object_header tool
 for tool in "${tools[@]}"; do
-	awk -v t="$(label "$tool")" '{ v[$1] = $2; s += $2 }
-		function f(k) { return k in v ? sprintf("%.0f", v[k]) : "-" }
-		END { printf "  %-13s %8.0f %9s %10s %8s %8s %8s\n", t, s, f("libferry"),
-			f("libfabric"), f("libc"), f("bench"), f("other") }' "$tmp/$tool.obj"
+	object_row "$(label "$tool")" "$tmp/$tool.obj"
 done
 echo
 echo "System calls per operation (both processes; those made at least once per 20 operations;"
@@ -191,3 +239,23 @@ for tool in "${tools[@]}"; do
 		{ printf " %s %s", $1, $2 }
 		END { printf " |%s\n", wait_list }'
 done
+
+# Waiting only adds instructions, so the least run of a length is the
+# nearest to its operations' cost; but where the runs of one length spread
+# by more than a quarter of what the N extra operations cost, or the
+# longer run cost no more at all, waiting and not the operations made the
+# difference.
+unsteady=false
+for tool in "${tools[@]}"; do
+	short=$(total "$tmp/$tool.obj.$ops") long=$(total "$tmp/$tool.obj.$((2 * ops))")
+	spread=$(cat "$tmp/$tool.spread.$ops" "$tmp/$tool.spread.$((2 * ops))" | sort -n | tail -n 1)
+	if ((long <= short || 4 * spread > long - short)); then
+		echo "$me: $(label "$tool")'s counts are unsteady: its least run of $((2 * ops))" \
+			"operations cost $long instructions, of $ops $short, and runs of one length" \
+			"differed by up to $spread; its loop counted the time it waited, which a busy" \
+			"machine stretches. Run it on an idle machine, or with more -r." >&2
+		unsteady=true
+	fi
+done
+$unsteady && exit 3
+exit 0
