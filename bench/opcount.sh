@@ -173,22 +173,25 @@ echo "opcount: $provider${domain:+ ($domain)} $op, $size-byte blocks, depth $dep
 # The total of an "objects" file.
 total() { awk '{ s += $2 } END { printf "%.0f\n", s }' "$1"; }
 # Runs TOOL with N operations under callgrind RUNS times and keeps, as
-# $tmp/TOOL.obj.N, the run with the fewest instructions: the others waited
-# longer.  $tmp/TOOL.spread.N holds the most less the fewest.
+# $tmp/TOOL.obj.N, the run with the fewest instructions (the others waited
+# longer), its total as fewest[TOOL.N]; spread[TOOL] is the most the runs
+# of one length differed by.
+declare -A fewest spread
 count_least() { # TOOL N
-	local tool=$1 n=$2 k least='' fewest=0 most=0 this
+	local tool=$1 n=$2 k least='' most=0 this
 	for ((k = 1; k <= runs; k++)); do
 		run "$tool" cg "$n"
 		objects "$tool" "$n" > "$tmp/$tool.obj.$n.$k"
 		rm -f "$tmp/$tool.cg.$n".*
 		this=$(total "$tmp/$tool.obj.$n.$k")
-		if [[ -z $least ]] || ((this < fewest)); then
-			least=$tmp/$tool.obj.$n.$k fewest=$this
+		if [[ -z $least ]] || ((this < fewest[$tool.$n])); then
+			least=$tmp/$tool.obj.$n.$k fewest[$tool.$n]=$this
 		fi
 		((this > most)) && most=$this
 	done
 	cp "$least" "$tmp/$tool.obj.$n"
-	echo $((most - fewest)) > "$tmp/$tool.spread.$n"
+	((most - fewest[$tool.$n] > ${spread[$tool]:-0})) && spread[$tool]=$((most - fewest[$tool.$n]))
+	return 0
 }
 for tool in "${tools[@]}"; do
 	for n in "$ops" $((2 * ops)); do
@@ -247,12 +250,11 @@ done
 # difference.
 unsteady=false
 for tool in "${tools[@]}"; do
-	short=$(total "$tmp/$tool.obj.$ops") long=$(total "$tmp/$tool.obj.$((2 * ops))")
-	spread=$(cat "$tmp/$tool.spread.$ops" "$tmp/$tool.spread.$((2 * ops))" | sort -n | tail -n 1)
-	if ((long <= short || 4 * spread > long - short)); then
+	short=${fewest[$tool.$ops]} long=${fewest[$tool.$((2 * ops))]}
+	if ((long <= short || 4 * ${spread[$tool]:-0} > long - short)); then
 		echo "$me: $(label "$tool")'s counts are unsteady: its least run of $((2 * ops))" \
 			"operations cost $long instructions, of $ops $short, and runs of one length" \
-			"differed by up to $spread; its loop counted the time it waited, which a busy" \
+			"differed by up to ${spread[$tool]:-0}; its loop counted the time it waited, which a busy" \
 			"machine stretches. Run it on an idle machine, or with more -r." >&2
 		unsteady=true
 	fi

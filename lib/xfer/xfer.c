@@ -246,6 +246,18 @@ static void req_release(struct ferry_req *req)
     req->niov = 0;
 }
 
+/* Pushes req on a lock-free stack of requests linked by stack_next. */
+static void push_req(_Atomic(struct ferry_req *) *stack, struct ferry_req *req)
+{
+    struct ferry_req *top = atomic_load_explicit(stack, memory_order_relaxed);
+
+    /* Release: whoever takes req off the stack (acquire) sees its link. */
+    do
+        req->stack_next = top;
+    while (!atomic_compare_exchange_weak_explicit(
+        stack, &top, req, memory_order_release, memory_order_relaxed));
+}
+
 /*
  * Keeps req for req_take_spare, or frees it; under the lock.  Up to
  * FERRY__SPARE_REQS a context (op.h): calloc and free were about 430 of
@@ -254,8 +266,6 @@ static void req_release(struct ferry_req *req)
  */
 static void req_put_spare(struct ferry__xfer *x, struct ferry_req *req)
 {
-    struct ferry_req *top;
-
     /* Only this function adds, and the lock orders its callers, so the
      * count cannot pass FERRY__SPARE_REQS; takers only lower it. */
     if (atomic_load_explicit(&x->req.spares, memory_order_relaxed) >=
@@ -264,13 +274,7 @@ static void req_put_spare(struct ferry__xfer *x, struct ferry_req *req)
         return;
     }
     atomic_fetch_add_explicit(&x->req.spares, 1, memory_order_relaxed);
-    top = atomic_load_explicit(&x->req.spare, memory_order_relaxed);
-    /* Release: the taker (acquire) sees stack_next. */
-    do
-        req->stack_next = top;
-    while (!atomic_compare_exchange_weak_explicit(
-        &x->req.spare, &top, req, memory_order_release,
-        memory_order_relaxed));
+    push_req(&x->req.spare, req);
 }
 
 /* A kept request, not zeroed, or NULL; with or without the lock. */
@@ -284,7 +288,7 @@ static struct ferry_req *req_take_spare(struct ferry__xfer *x)
                                  memory_order_acquire))
         return NULL;
     /*
-     * Acquire pairs with req_put_spare's release: top's link is visible.
+     * Acquire pairs with push_req's release: top's link is visible.
      * With one taker at a time, a request seen on top cannot be taken and
      * put back before the exchange below (the ABA problem of such
      * stacks); a push meanwhile only fails it, and it looks again.
@@ -305,7 +309,7 @@ static struct ferry_req *req_take_spare(struct ferry__xfer *x)
 /* Frees the kept requests, once no other thread can use the context. */
 static void free_spares(struct ferry__xfer *x)
 {
-    /* Acquire pairs with req_put_spare's release: every link is visible. */
+    /* Acquire pairs with push_req's release: every link is visible. */
     struct ferry_req *req =
         atomic_exchange_explicit(&x->req.spare, NULL, memory_order_acquire);
 
@@ -341,15 +345,7 @@ static void req_discard(struct ferry_req *req)
  */
 static void give_back(struct ferry__xfer *x, struct ferry_req *req)
 {
-    struct ferry_req *top =
-        atomic_load_explicit(&x->req.given_back, memory_order_relaxed);
-
-    /* Release: whoever takes the stack (acquire) sees stack_next. */
-    do
-        req->stack_next = top;
-    while (!atomic_compare_exchange_weak_explicit(
-        &x->req.given_back, &top, req, memory_order_release,
-        memory_order_relaxed));
+    push_req(&x->req.given_back, req);
 }
 
 /* Frees what give_back put on the stack; under the lock, or once no
@@ -361,7 +357,7 @@ static void free_given_back(struct ferry__xfer *x)
     if (atomic_load_explicit(&x->req.given_back, memory_order_relaxed) ==
         NULL)
         return;
-    /* Acquire pairs with give_back's release: every link is visible. */
+    /* Acquire pairs with push_req's release: every link is visible. */
     req = atomic_exchange_explicit(&x->req.given_back, NULL,
                                    memory_order_acquire);
     while (req != NULL) {
