@@ -23,6 +23,8 @@
 # each side, load average), then the median and min-max of each side and
 # the ratio after / before of GB/s, ops/s and mean latency: the median of
 # the rounds' ratios, each round one run of each side, seconds apart.
+# A run that fails shows as x, with ferry_bench's last line of error on
+# stderr; when no run gave a result the script exits 1.
 set -uo pipefail
 
 me=ab.sh
@@ -48,14 +50,14 @@ bin_before=${bin_before:-$bin}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || usage
 command -v python3 > /dev/null || { echo "$me: needs python3" >&2; exit 2; }
 
-tmp=$(mktemp) || exit 1
-trap 'rm -f "$tmp"' EXIT
+tmp=$(mktemp) && err=$(mktemp) || exit 1
+trap 'rm -f "$tmp" "$err"' EXIT
 one() { # SIDE LIBDIR ENV BIN ARGS...
 	local side=$1 dir=$2 vars=$3 exe=$4 line
 	shift 4
 	# $vars is split on purpose: one NAME=VALUE per word.
 	# shellcheck disable=SC2086
-	line=$(env LD_LIBRARY_PATH="$dir" $vars timeout -k 5 600 "$exe" "$@" --json 2> /dev/null |
+	line=$(env LD_LIBRARY_PATH="$dir" $vars timeout -k 5 600 "$exe" "$@" --json 2> "$err" |
 		python3 -c '
 import json, sys
 r = json.load(sys.stdin)["runs"][0]
@@ -63,7 +65,10 @@ c = r["cpu_s_per_gb"]
 f = lambda v: -1 if v is None else v
 print("%.4f %.1f %.2f %.3f %.3f" % (r["gb_per_s"], r["ops_per_s"],
       r["latency_us"]["mean"], f(c["initiator"]), f(c["target"])))' 2> /dev/null)
-	[[ -n $line ]] || line="x x x x x"
+	if [[ -z $line ]]; then
+		line="x x x x x"
+		echo "$me: a run $side failed: $(tail -n 1 "$err")" >&2
+	fi
 	echo "$side $line $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$tmp"
 }
 echo "side GB/s ops/s mean_us cpu_s/GB_here cpu_s/GB_target load"
@@ -80,8 +85,12 @@ python3 - "$tmp" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 names = ["GB/s", "ops/s", "mean us", "CPU s/GB here", "CPU s/GB target"]
+if not any(r[1] != "x" for r in rows):
+    sys.exit("ab.sh: no run gave a result (the reasons are above)")
 for k, name in enumerate(names):
-    v = {s: [float(r[k + 1]) for r in rows if r[0] == s and r[k + 1] != "x"]
+    # -1: the run had no such figure (a ping-pong's target CPU).
+    v = {s: [float(r[k + 1]) for r in rows
+             if r[0] == s and r[k + 1] != "x" and float(r[k + 1]) >= 0]
          for s in ("before", "after")}
     if not v["before"] or not v["after"]:
         continue
