@@ -7,11 +7,8 @@ set -eu
 : "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
 
 ex=$abs_top_builddir/examples
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-examples.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-status=0
-
 . "$(dirname "$0")/runs.sh"
+scratch examples
 
 runs "demo: OK" "$ex/hello_write" demo --size 8M --iterations 3
 runs "bytes verified: OK" "$ex/hello_write" demo --size 1M --iterations 2

@@ -12,24 +12,14 @@ set -eu
 : "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
 srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 opcount=$srcdir/bench/opcount.sh
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-opcount.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-status=0
-
-pass() { echo "PASS: $1"; }
-fail() { cat "$tmp/out"; echo "FAIL: $1"; status=1; }
+. "$srcdir/test/runs.sh"
+scratch opcount
 
 # expect CODE WORDS ARGS...: opcount ARGS exits CODE and prints WORDS.
 expect() {
 	code=$1 words=$2
 	shift 2
-	rc=0
-	bash "$opcount" -B "$abs_top_builddir" "$@" > "$tmp/out" 2>&1 || rc=$?
-	if [ "$rc" -eq "$code" ] && grep -F -- "$words" "$tmp/out" > /dev/null; then
-		pass "opcount.sh $* (exit $rc, \"$words\")"
-	else
-		fail "opcount.sh $* (exit $rc; expected $code and \"$words\")"
-	fi
+	exits "$code" "$words" bash "$opcount" -B "$abs_top_builddir" "$@"
 }
 
 expect 2 'write or read, not "move"' -o move
@@ -52,19 +42,19 @@ timeout 600 bash "$opcount" -B "$abs_top_builddir" -p shm -n 300 -d 4 -r 1 -v > 
 cat "$tmp/out"
 # A kept run: "  TOOL OPS TOTAL LIBFERRY LIBFABRIC LIBC BENCH OTHER"; per
 # operation: "  TOOL TOTAL LIBFERRY LIBFABRIC LIBC BENCH OTHER".
-runs() { awk -v t="$1" '$1 == t && NF == 8' "$tmp/out"; }
+kept_runs() { awk -v t="$1" '$1 == t && NF == 8' "$tmp/out"; }
 per_op() { awk -v t="$1" '$1 == t && NF == 7 && $2 ~ /^-?[0-9]+$/' "$tmp/out"; }
 if [ "$rc" -eq 3 ] && grep -q "counts are unsteady: its least run of 600 operations" "$tmp/out"; then
 	pass "opcount.sh -p shm -n 300 -d 4 -r 1 -v called its counts unsteady, with a sentence"
 elif [ "$rc" -ne 0 ]; then
 	fail "opcount.sh -p shm -n 300 -d 4 -r 1 -v exited $rc"
 fi
-if [ "$(runs ferry | awk '$2 ~ /^(300|600)$/ && $4 > 0 && $5 > 0' | wc -l)" -eq 2 ]; then
+if [ "$(kept_runs ferry | awk '$2 ~ /^(300|600)$/ && $4 > 0 && $5 > 0' | wc -l)" -eq 2 ]; then
 	pass "ferry's two runs, each with instructions in libferry and in libfabric"
 else
 	fail "not two ferry runs with instructions in libferry and libfabric"
 fi
-if [ "$(runs rma_raw | awk '$2 ~ /^(300|600)$/ && $4 == "-" && $5 > 0' | wc -l)" -eq 2 ]; then
+if [ "$(kept_runs rma_raw | awk '$2 ~ /^(300|600)$/ && $4 == "-" && $5 > 0' | wc -l)" -eq 2 ]; then
 	pass "rma_raw's two runs, each with instructions in libfabric and none in libferry"
 else
 	fail "not two rma_raw runs with instructions in libfabric and none in libferry"
