@@ -24,7 +24,8 @@
 # the ratio after / before of GB/s, ops/s and mean latency: the median of
 # the rounds' ratios, each round one run of each side, seconds apart.
 # A run that fails shows as x, with ferry_bench's last line of error on
-# stderr; when no run gave a result the script exits 1.
+# stderr, as does a figure a run has not (a ping-pong's target CPU); when
+# no run gave a result the script exits 1.
 set -uo pipefail
 
 me=ab.sh
@@ -62,8 +63,8 @@ one() { # SIDE LIBDIR ENV BIN ARGS...
 import json, sys
 r = json.load(sys.stdin)["runs"][0]
 c = r["cpu_s_per_gb"]
-f = lambda v: -1 if v is None else v
-print("%.4f %.1f %.2f %.3f %.3f" % (r["gb_per_s"], r["ops_per_s"],
+f = lambda v: "x" if v is None else "%.3f" % v  # x: no such figure
+print("%.4f %.1f %.2f %s %s" % (r["gb_per_s"], r["ops_per_s"],
       r["latency_us"]["mean"], f(c["initiator"]), f(c["target"])))' 2> /dev/null)
 	if [[ -z $line ]]; then
 		line="x x x x x"
@@ -88,9 +89,7 @@ names = ["GB/s", "ops/s", "mean us", "CPU s/GB here", "CPU s/GB target"]
 if not any(r[1] != "x" for r in rows):
     sys.exit("ab.sh: no run gave a result (the reasons are above)")
 for k, name in enumerate(names):
-    # -1: the run had no such figure (a ping-pong's target CPU).
-    v = {s: [float(r[k + 1]) for r in rows
-             if r[0] == s and r[k + 1] != "x" and float(r[k + 1]) >= 0]
+    v = {s: [float(r[k + 1]) for r in rows if r[0] == s and r[k + 1] != "x"]
          for s in ("before", "after")}
     if not v["before"] or not v["after"]:
         continue
