@@ -900,7 +900,7 @@ static void handle_event(struct ferry_context *ctx,
 static void fan_sink(struct ferry__xfer *x, uint64_t id, uint64_t value)
 {
     struct ferry__fan_part *fan =
-        &container_of(x, struct ferry_context, xfer)->fan;
+        &ferry__container_of(x, struct ferry_context, xfer)->fan;
 
     if (fan->nevents == fan->events_cap) {
         size_t cap = fan->events_cap ? 2 * fan->events_cap : 64;

@@ -425,7 +425,7 @@ static void wake_waiters(struct ferry_context *ctx)
 /* Called under the lock when a notification is queued (on_queued). */
 static void wake_notify_waiters(struct ferry__xfer *x)
 {
-    wake_waiters(container_of(x, struct ferry_context, xfer));
+    wake_waiters(ferry__container_of(x, struct ferry_context, xfer));
 }
 
 /*
