@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Prints "who: what failed: <code> (<ferry's sentence>)"; returns 1. */
 static inline int ex_fail(const char *who, const char *what, int err)
@@ -43,19 +44,58 @@ static inline size_t ex_parse_size(const char *s)
 }
 
 /*
- * A config for processes on one host: the provider and domain come from
- * the environment (FERRY_PROVIDER, FERRY_DOMAIN, FI_PROVIDER) like
- * everything else, else ferry chooses by capability; the peer is reached
- * at 127.0.0.1, so the domain that routes there (loopback) comes first.
- * A target gets a progress thread.
+ * The host part of where a program meets its peers, into buf: of
+ * "HOST:PORT" or "[V6]:PORT" (":PORT", every address, gives ""), or of a
+ * metadata URL ("etcd://HOST:PORT,HOST2:PORT/prefix": its first host).
  */
-static inline void ex_local_config(struct ferry_config *cfg, bool target)
+static inline void ex_host_of(const char *where, char *buf, size_t len)
 {
+    const char *p = strstr(where, "://");
+    size_t n;
+
+    p = p != NULL ? p + 3 : where;
+    if (*p == '[') {
+        p++;
+        n = strcspn(p, "]");
+    } else {
+        n = strcspn(p, ":,/");
+    }
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+}
+
+/*
+ * A config for a program that meets its peers at `meet` (see ex_host_of;
+ * NULL: a listener on every address).  The provider and domain come from
+ * the environment (FERRY_PROVIDER, FERRY_DOMAIN, FI_PROVIDER) like
+ * everything else, else ferry chooses by capability.  A meeting point on
+ * this host (a loopback address, "localhost") means every peer is here:
+ * shared memory becomes a candidate and loopback comes first.  Any other
+ * host is where peers are: the context takes the interface that routes
+ * there.  A listener on every address leaves it to ferry (the default
+ * route's interface).  A target gets a progress thread.
+ */
+static inline void ex_config(struct ferry_config *cfg, bool target,
+                             const char *meet)
+{
+    char host[256] = "";
+    static char peer_host[256];
+
     ferry_config_init(cfg);
-    if (cfg->peer_host == NULL)
-        cfg->peer_host = "127.0.0.1";
-    cfg->local_only = 1;
     cfg->progress_thread = target;
+    if (meet != NULL)
+        ex_host_of(meet, host, sizeof(host));
+    if (strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
+        strcmp(host, "localhost") == 0) {
+        cfg->local_only = 1;
+        if (cfg->peer_host == NULL)
+            cfg->peer_host = "127.0.0.1";
+    } else if (host[0] != '\0' && cfg->peer_host == NULL) {
+        snprintf(peer_host, sizeof(peer_host), "%s", host);
+        cfg->peer_host = peer_host;
+    }
 }
 
 #endif /* FERRY_EXAMPLE_H */

@@ -43,7 +43,7 @@ static int open_context(const char *who, bool target, ferry_context_t **ctx)
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     int ret;
 
-    ex_local_config(&cfg, target);
+    ex_config(&cfg, target, "127.0.0.1"); /* both sides on this host */
     cfg.cuda_device = 0;
     if ((ret = ferry_context_create(&cfg, ctx)))
         return ex_fail(who, "ferry_context_create", ret);

@@ -16,9 +16,10 @@
  *
  * Options: --size BYTES (default 64M; K/M/G suffixes), --iterations N
  * (default 8).  FERRY_PROVIDER / FI_PROVIDER pick the provider (default:
- * tcp over loopback for the demo).  The server listens on 127.0.0.1:18515
- * by default; to be reached from other hosts give it :PORT and set the
- * same FERRY_OOB_TOKEN on both sides.
+ * shared memory for the demo and for a server on loopback, else a network
+ * provider on the interface that routes to the other side).  The server
+ * listens on 127.0.0.1:18515 by default; to be reached from other hosts
+ * give it :PORT and set the same FERRY_OOB_TOKEN on both sides.
  */
 #include "example.h"
 
@@ -54,13 +55,16 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int open_context(const char *who, bool target, ferry_context_t **ctx)
+/* A context for meeting peers at where (HOST:PORT), or through the
+ * metadata service when one is given. */
+static int open_context(const char *who, bool target, const char *where,
+                        ferry_context_t **ctx)
 {
     struct ferry_config cfg;
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     int ret;
 
-    ex_local_config(&cfg, target);
+    ex_config(&cfg, target, opt_metadata != NULL ? opt_metadata : where);
     if ((ret = ferry_context_create(&cfg, ctx)))
         return ex_fail(who, "ferry_context_create", ret);
     ferry_context_info(*ctx, &info);
@@ -114,7 +118,7 @@ static int run_server(const char *where, int report_fd)
     size_t bad = 0;
     int ret;
 
-    if (open_context("server", true, &ctx))
+    if (open_context("server", true, where, &ctx))
         return 1;
     buf = calloc(1, opt_size);
     if (buf == NULL)
@@ -182,7 +186,7 @@ static int run_client(const char *where)
     double t0, busy = 0;
     int ret;
 
-    if (open_context("client", false, &ctx))
+    if (open_context("client", false, where, &ctx))
         return 1;
     ferry_context_info(ctx, &info);
     buf = malloc(opt_size);

@@ -211,11 +211,15 @@ static int verify(void)
     return bad == 0 ? 0 : 1;
 }
 
-static int open_context(bool target, ferry_context_t **ctx)
+static const char *opt_metadata; /* --metadata, else FERRY_METADATA */
+
+/* A context for meeting the other side at where (HOST:PORT), or through
+ * the metadata service when one is given (see ex_config). */
+static int open_context(bool target, const char *where, ferry_context_t **ctx)
 {
     struct ferry_config cfg;
 
-    ex_local_config(&cfg, target);
+    ex_config(&cfg, target, opt_metadata != NULL ? opt_metadata : where);
     return ferry_context_create(&cfg, ctx);
 }
 
@@ -233,7 +237,6 @@ struct meet {
     ferry_peer_t *peer;
 };
 
-static const char *opt_metadata; /* --metadata, else FERRY_METADATA */
 static const char *opt_name = "prefill";
 
 /* Joins the service as name, or (prefill) listens at where. */
@@ -325,7 +328,7 @@ static int run_prefill(const char *where, int report_fd)
     int ret;
 
     snprintf(m.other, sizeof(m.other), "%s-decode", opt_name);
-    if ((ret = open_context(!push_mode, &ctx)))
+    if ((ret = open_context(!push_mode, where, &ctx)))
         return ex_fail("prefill", "ferry_context_create", ret);
     if (alloc_caches("prefill", ctx, true) ||
         meet_open(&m, ctx, opt_name, where, report_fd) || meet_publish(&m))
@@ -358,7 +361,7 @@ static int run_decode(const char *where)
 
     snprintf(m.other, sizeof(m.other), "%s", where);
     snprintf(name, sizeof(name), "%s-decode", where);
-    if ((ret = open_context(push_mode, &ctx)))
+    if ((ret = open_context(push_mode, where, &ctx)))
         return ex_fail("decode", "ferry_context_create", ret);
     if (alloc_caches("decode", ctx, false) ||
         meet_open(&m, ctx, name, where, -2))

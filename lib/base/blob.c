@@ -15,16 +15,20 @@
 
 #include <string.h>
 
-uint32_t ferry__fnv1a(const void *p, size_t n)
+uint32_t ferry__fnv1a_more(uint32_t h, const void *p, size_t n)
 {
     const uint8_t *b = p;
-    uint32_t h = 2166136261u;
 
     for (size_t i = 0; i < n; i++) {
         h ^= b[i];
         h *= 16777619u;
     }
     return h;
+}
+
+uint32_t ferry__fnv1a(const void *p, size_t n)
+{
+    return ferry__fnv1a_more(2166136261u, p, n);
 }
 
 static void put_le(uint8_t *dst, uint64_t v, size_t n)

@@ -19,7 +19,7 @@ enum ferry__blob_kind {
     FERRY__BLOB_PLAN = 3, /* a fan-out's plan (fan.c) */
 };
 #define FERRY__BLOB_MAGIC 0x59525246u /* "FRRY" little-endian */
-#define FERRY__BLOB_VERSION 1u
+#define FERRY__BLOB_VERSION 2u
 #define FERRY__BLOB_HEADER_LEN 16u
 
 struct ferry__blob_writer {
@@ -61,5 +61,7 @@ void ferry__blob_get_bytes(struct ferry__blob_reader *r, void *p, size_t n);
 void ferry__blob_get_str(struct ferry__blob_reader *r, char *buf, size_t cap);
 /* 32-bit FNV-1a, the blob checksum. */
 uint32_t ferry__fnv1a(const void *p, size_t n);
+/* The same hash carried on over n more bytes from h. */
+uint32_t ferry__fnv1a_more(uint32_t h, const void *p, size_t n);
 
 #endif /* FERRY_BASE_BLOB_H */

@@ -90,17 +90,9 @@ static const char *class_words(enum transport_class c)
 /* Loopback source address: usable, but only reaches this host. */
 static bool is_loopback(const struct fi_info *info)
 {
-    if (info->src_addr == NULL)
-        return false;
-    if (info->addr_format == FI_SOCKADDR_IN) {
-        const struct sockaddr_in *sin = info->src_addr;
-        return (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (info->addr_format == FI_SOCKADDR_IN6) {
-        const struct sockaddr_in6 *s6 = info->src_addr;
-        return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
-    }
-    return false;
+    return info->src_addr != NULL &&
+           ferry__addr_is_loopback(info->addr_format, info->src_addr,
+                                   info->src_addrlen, NULL, 0);
 }
 
 static bool is_ipv6_link_local(const struct fi_info *info)
@@ -199,16 +191,15 @@ static void route_verdict(const struct rank_facts *f,
     switch (ferry__route_match(r, c->info)) {
     case FERRY__ROUTE_ON:
         ferry__appendf(c->verdict, sizeof(c->verdict),
-                       "; the interface that routes to peer host %s",
-                       r->host);
+                       "; the interface that routes to %s", r->to);
         break;
     case FERRY__ROUTE_OFF:
         c->rank += RANK_OFF_ROUTE;
         c->off_route = true;
         ferry__appendf(c->verdict, sizeof(c->verdict),
-                       "; not on the route to peer host %s (that leaves "
+                       "; not on the route to %s (that leaves "
                        "from %s%s%s)",
-                       r->host, r->local_text, r->ifname[0] ? " on " : "",
+                       r->to, r->local_text, r->ifname[0] ? " on " : "",
                        r->ifname);
         break;
     default:
@@ -318,21 +309,47 @@ static int add_candidates(const struct ferry_config *cfg,
     return 0;
 }
 
+/*
+ * Where peers reach this context from: the route to the config's peer
+ * host, else to the metadata service it will meet them through (its
+ * first host), else the default route's interface, so that what the
+ * context publishes is an address peers on other hosts can reach.
+ * Returns 1 with route set, 0 when none is known, or the peer host's
+ * error (a metadata host that does not resolve is left to the metadata
+ * service to report).
+ */
+static int route_to_peers(const struct ferry_config *cfg,
+                          struct ferry__route *route)
+{
+    char meet[256];
+    int ret;
+
+    if (cfg->peer_host != NULL)
+        return (ret = ferry__route_to(cfg->peer_host, route)) != 0 ? ret : 1;
+    if (ferry__route_meeting_host(cfg->metadata, meet, sizeof(meet)) &&
+        ferry__route_to(meet, route) == 0) {
+        snprintf(route->to, sizeof(route->to),
+                 "the metadata service at %s", meet);
+        return 1;
+    }
+    ferry__error_clear();
+    return ferry__route_default(route) ? 1 : 0;
+}
+
 int ferry__provider_select(const struct ferry_config *cfg,
                            struct ferry__selection *sel)
 {
     struct fi_info *hints, *infos = NULL;
     struct ferry__route route;
     bool shm_refused = false;
-    int ret;
+    int ret, routed;
 
     memset(sel, 0, sizeof(*sel));
     ferry__env_prepare();
     sel->shm_fits = ferry__shm_space_check(sel->shm_room,
                                            sizeof(sel->shm_room));
-    if (cfg->peer_host != NULL &&
-        (ret = ferry__route_to(cfg->peer_host, &route)) != 0)
-        return ret;
+    if ((routed = route_to_peers(cfg, &route)) < 0)
+        return routed;
     hints = make_hints(cfg, cfg->provider);
     if (hints == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory building hints");
@@ -341,8 +358,8 @@ int ferry__provider_select(const struct ferry_config *cfg,
     if (ret != 0 && ret != -FI_ENODATA)
         return ferry__error(ferry__error_from_fi(ret),
                             "fi_getinfo failed: %s", fi_strerror(-ret));
-    ret = add_candidates(cfg, sel, infos,
-                         cfg->peer_host != NULL ? &route : NULL, &shm_refused);
+    ret = add_candidates(cfg, sel, infos, routed == 1 ? &route : NULL,
+                         &shm_refused);
     fi_freeinfo(infos);
     if (ret != 0) {
         ferry__selection_free(sel);

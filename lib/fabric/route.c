@@ -11,6 +11,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <rdma/fabric.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,6 +70,7 @@ int ferry__route_to(const char *host, struct ferry__route *route)
 
     memset(route, 0, sizeof(*route));
     snprintf(route->host, sizeof(route->host), "%s", host);
+    snprintf(route->to, sizeof(route->to), "peer host %s", host);
     ret = getaddrinfo(host, "9", &hints, &res);
     if (ret != 0)
         return ferry__error(FERRY_EINVAL,
@@ -104,4 +106,86 @@ enum ferry__route_match ferry__route_match(const struct ferry__route *route,
          strcmp(info->domain_attr->name, route->ifname) == 0))
         return FERRY__ROUTE_ON;
     return FERRY__ROUTE_OFF;
+}
+
+bool ferry__addr_is_loopback(uint32_t fmt, const void *addr, size_t len,
+                             char *text, size_t text_len)
+{
+    char ip[INET6_ADDRSTRLEN];
+    unsigned port;
+
+    if (fmt == FI_SOCKADDR_IN && len >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *sin = addr;
+
+        if ((ntohl(sin->sin_addr.s_addr) >> 24) != 127)
+            return false;
+        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+        port = ntohs(sin->sin_port);
+    } else if (fmt == FI_SOCKADDR_IN6 &&
+               len >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *s6 = addr;
+
+        if (!IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
+            return false;
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+        port = ntohs(s6->sin6_port);
+    } else {
+        return false;
+    }
+    if (text != NULL)
+        snprintf(text, text_len, fmt == FI_SOCKADDR_IN6 ? "[%s]:%u" : "%s:%u",
+                 ip, port);
+    return true;
+}
+
+bool ferry__route_default(struct ferry__route *route)
+{
+    FILE *f = fopen("/proc/net/route", "re");
+    char line[256], ifname[IF_NAMESIZE];
+    unsigned long dest, mask;
+    bool found = false;
+
+    if (f == NULL)
+        return false;
+    /* Columns: Iface Destination Gateway Flags RefCnt Use Metric Mask...;
+     * the default route has destination and mask 0. */
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = sscanf(line, "%15s %lx %*x %*x %*d %*d %*d %lx", ifname,
+                       &dest, &mask) == 3 &&
+                dest == 0 && mask == 0;
+    fclose(f);
+    if (!found)
+        return false;
+    memset(route, 0, sizeof(*route));
+    snprintf(route->to, sizeof(route->to),
+             "peers of unknown whereabouts (the default route)");
+    snprintf(route->ifname, sizeof(route->ifname), "%s", ifname);
+    snprintf(route->local_text, sizeof(route->local_text), "interface %s",
+             ifname);
+    return true;
+}
+
+bool ferry__route_meeting_host(const char *url, char *host, size_t len)
+{
+    const char *p = url != NULL ? strstr(url, "://") : NULL;
+    size_t n;
+
+    if (p == NULL)
+        return false;
+    p += 3;
+    if (*p == '[') { /* [IPv6]:port */
+        const char *end = strchr(p, ']');
+
+        if (end == NULL)
+            return false;
+        n = (size_t)(end - p - 1);
+        p++;
+    } else {
+        n = strcspn(p, ":,/");
+    }
+    if (n == 0 || n >= len)
+        return false;
+    memcpy(host, p, n);
+    host[n] = '\0';
+    return true;
 }

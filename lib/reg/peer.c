@@ -3,12 +3,15 @@
  * turned into address-vector entries, one per rail.
  *
  * Address blob fields (after the common header, see blob.c):
- *   str provider | u16 rails | rails x (u32 addr_format | u16 len | bytes)
+ *   str host name | u64 shm key | u64 net key (base/host.h)
+ *   | str provider | u16 rails | rails x (u32 addr_format | u16 len | bytes)
  *   | the heartbeat word (fabric/pulse.h)
  */
 #include "reg/peer.h"
 
 #include "base/blob.h"
+#include "base/host.h"
+#include "fabric/route.h"
 #include "fabric/shm_loop.h"
 
 #include <stdio.h>
@@ -36,6 +39,7 @@ static const char *format_name(uint32_t fmt)
 int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    const struct ferry__host *self = ferry__host_self();
     struct ferry__blob_writer w;
     int ret;
 
@@ -46,6 +50,9 @@ int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
         return ferry__error(FERRY_EINVAL,
                             "ferry_context_address: len is NULL");
     ferry__blob_begin(&w, buf, *len, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, self->name);
+    ferry__blob_put_u64(&w, self->shm_key);
+    ferry__blob_put_u64(&w, self->net_key);
     ferry__blob_put_str(&w, fab->rails[0].info->fabric_attr->prov_name);
     ferry__blob_put_u16(&w, (uint16_t)fab->nrails);
     /* The endpoints are FI_THREAD_DOMAIN: fi_getname is serialised with
@@ -91,6 +98,59 @@ static void full_av_hint(const struct ferry__reg *reg,
                  "provider)", peers);
 }
 
+/* The peer's host, as its address blob says. */
+struct peer_host {
+    char name[FERRY__HOST_NAME_MAX];
+    uint64_t shm_key, net_key;
+};
+
+/* A context on shared memory reaches only processes of this host: a peer
+ * on another is refused now, not declared unreachable seconds later. */
+static int check_shm_reach(const struct ferry__rail *rail,
+                           const struct peer_host *host)
+{
+    const struct ferry__host *self = ferry__host_self();
+
+    if (rail->info->ep_attr->protocol != FI_PROTO_SHM ||
+        host->shm_key == self->shm_key)
+        return 0;
+    return ferry__error(
+        FERRY_EHOSTUNREACH,
+        "the peer is on host '%s', another host than this one ('%s'%s), "
+        "and this context uses %s, shared memory, which reaches only "
+        "processes that share this host's /dev/shm: create the context "
+        "without local_only, FERRY_PROVIDER=shm or FI_PROVIDER=shm, so that "
+        "ferry picks a network provider (ferry_info lists them)",
+        host->name, self->name,
+        strcmp(host->name, self->name) == 0
+            ? ", the same name, but another /dev/shm or PID namespace: "
+              "a container of its own"
+            : "",
+        rail->info->fabric_attr->prov_name);
+}
+
+/* A loopback address leads to the peer only from its own network
+ * namespace: from anywhere else it is refused with the fix. */
+static int check_loopback_reach(uint32_t fmt, const uint8_t *name, size_t len,
+                                const struct peer_host *host)
+{
+    const struct ferry__host *self = ferry__host_self();
+    char text[64];
+
+    if (host->net_key == self->net_key ||
+        !ferry__addr_is_loopback(fmt, name, len, text, sizeof(text)))
+        return 0;
+    return ferry__error(
+        FERRY_EHOSTUNREACH,
+        "the peer on host '%s' published the loopback address %s, which "
+        "leads only to processes of its own host, not from here ('%s'): on "
+        "the peer, do not set FERRY_PEER_HOST or config.peer_host to a "
+        "loopback address (nor local_only) when peers on other hosts reach "
+        "it; ferry then publishes the interface of the route to its "
+        "metadata service or of the default route",
+        host->name, text, self->name);
+}
+
 /* Reads the blob and inserts each rail's address; under the lock. */
 static int insert_addresses(struct ferry__reg *reg,
                             struct ferry__blob_reader *r,
@@ -98,10 +158,14 @@ static int insert_addresses(struct ferry__reg *reg,
 {
     const char *ours = reg->fab.rails[0].info->fabric_attr->prov_name;
     char prov[FERRY__NAME_MAX];
+    struct peer_host host;
     unsigned rails;
     int ret;
 
     FERRY__ASSERT_LOCKED(&reg->fab.lock);
+    ferry__blob_get_str(r, host.name, sizeof(host.name));
+    host.shm_key = ferry__blob_get_u64(r);
+    host.net_key = ferry__blob_get_u64(r);
     ferry__blob_get_str(r, prov, sizeof(prov));
     rails = ferry__blob_get_u16(r);
     if (r->bad)
@@ -119,6 +183,8 @@ static int insert_addresses(struct ferry__reg *reg,
         return ferry__error(FERRY_EBLOB,
                             "address blob lists %u rails; a peer has 1 to %d",
                             rails, FERRY__MAX_RAILS);
+    if ((ret = check_shm_reach(&reg->fab.rails[0], &host)))
+        return ret;
     for (unsigned i = 0; i < rails; i++) {
         struct ferry__rail *rail = &reg->fab.rails[i];
         uint8_t name[FERRY__ADDR_MAX];
@@ -146,7 +212,8 @@ static int insert_addresses(struct ferry__reg *reg,
                 "the same family on both sides",
                 i, format_name(fmt), rail->info->domain_attr->name,
                 format_name(rail->info->addr_format));
-        if ((ret = ferry__shm_loop_admit(rail->info, name, len)))
+        if ((ret = check_loopback_reach(fmt, name, len, &host)) ||
+            (ret = ferry__shm_loop_admit(rail->info, name, len)))
             return ret;
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
         if (ret != 1) {

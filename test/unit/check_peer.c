@@ -14,6 +14,7 @@
 
 #include "reg/peer.h"
 #include "base/blob.h"
+#include "base/host.h"
 #include "fabric/shm_loop.h"
 #include "xfer/part.h"
 
@@ -69,10 +70,29 @@ struct pulse_spec {
     const uint8_t *key;
 };
 
+/* The host hand-built blobs say they come from: this one, unless a test
+ * names another (elsewhere()). */
+static struct ferry__host blob_host;
+
+static const struct ferry__host *from_host(void)
+{
+    return blob_host.name[0] != '\0' ? &blob_host : ferry__host_self();
+}
+
+/* Hand-built blobs from now on come from another host: another name,
+ * another /dev/shm and another network namespace. */
+static void elsewhere(void)
+{
+    blob_host = *ferry__host_self();
+    snprintf(blob_host.name, sizeof(blob_host.name), "elsewhere");
+    blob_host.shm_key++;
+    blob_host.net_key++;
+}
+
 /*
- * An address blob built by hand: provider, a rail count as written in the
- * blob, then `nrails` entries of (fmt, addr[alen]), the heartbeat word of
- * *pulse, then `extra` bytes.
+ * An address blob built by hand: the host fields of from_host(),
+ * provider, a rail count as written in the blob, then `nrails` entries of
+ * (fmt, addr[alen]), the heartbeat word of *pulse, then `extra` bytes.
  */
 static size_t build_blob(uint8_t *buf, size_t cap, const char *prov,
                          unsigned claimed, unsigned nrails, uint32_t fmt,
@@ -83,6 +103,9 @@ static size_t build_blob(uint8_t *buf, size_t cap, const char *prov,
     size_t len = 0;
 
     ferry__blob_begin(&w, buf, cap, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, from_host()->name);
+    ferry__blob_put_u64(&w, from_host()->shm_key);
+    ferry__blob_put_u64(&w, from_host()->net_key);
     ferry__blob_put_str(&w, prov);
     ferry__blob_put_u16(&w, (uint16_t)claimed);
     for (unsigned i = 0; i < nrails; i++) {
@@ -301,6 +324,68 @@ START_TEST(test_add_other_provider)
     peer_count_is(dst, 0);
     ferry_context_destroy(src);
     ferry_context_destroy(dst);
+}
+END_TEST
+
+/* ---- add: peers on other hosts ------------------------------------------ */
+
+/* A loopback address from another host leads nowhere near the peer:
+ * refused at once, naming the address and the fix; from this host the
+ * same blob is a peer. */
+START_TEST(test_other_host_loopback_refused)
+{
+    ferry_context_t *ctx = tu_context(TCP);
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024];
+    size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
+    struct sockaddr_in *sin = (struct sockaddr_in *)(void *)name;
+
+    /* tu_context's tcp rail is on loopback (its peer host is 127.0.0.1). */
+    ck_assert_int_eq(sin->sin_family, AF_INET);
+    ck_assert_uint_eq(ntohl(sin->sin_addr.s_addr) >> 24, 127);
+    elsewhere();
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EHOSTUNREACH,
+                    "the peer on host 'elsewhere' published the loopback "
+                    "address 127.0.0.1:");
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(), "do not set "
+                                 "FERRY_PEER_HOST"));
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    memset(&blob_host, 0, sizeof(blob_host));
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    peer_count_is(ctx, 1);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* Shared memory reaches only processes that share /dev/shm: a peer of
+ * another host is refused by a shm context at ferry_peer_add, with the
+ * cause and the fix, instead of being declared unreachable later. */
+START_TEST(test_other_host_on_shm_refused)
+{
+    ferry_context_t *ctx = tu_context("shm"), *src = tu_context("shm");
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024];
+    size_t nlen = rail_name(src, 0, name, sizeof(name)), len;
+
+    elsewhere();
+    len = build_addr(blob, sizeof(blob), "shm", 1, 1, FI_ADDR_STR, name,
+                     nlen, 0);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EHOSTUNREACH,
+                    "the peer is on host 'elsewhere', another host than "
+                    "this one");
+    ck_assert_ptr_nonnull(strstr(ferry_last_error(),
+                                 "without local_only, FERRY_PROVIDER=shm"));
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    memset(&blob_host, 0, sizeof(blob_host));
+    ferry_context_destroy(src);
+    ferry_context_destroy(ctx);
 }
 END_TEST
 
@@ -1013,6 +1098,10 @@ static Suite *peer_suite(void)
     tcase_add_loop_test(tc, test_add_other_provider, 0, 2);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("hosts");
+    tcase_add_test(tc, test_other_host_loopback_refused);
+    tcase_add_test(tc, test_other_host_on_shm_refused);
+    suite_add_tcase(s, tc);
     tc = tcase_create("built");
     tcase_add_test(tc, test_built_blob_accepted);
     tcase_add_test(tc, test_built_blob_rail_counts);
