@@ -267,8 +267,10 @@ static void push_req(_Atomic(struct ferry_req *) *stack, struct ferry_req *req)
 static void req_put_spare(struct ferry__xfer *x, struct ferry_req *req)
 {
     /* Only this function adds, and the lock orders its callers, so the
-     * count cannot pass FERRY__SPARE_REQS; takers only lower it. */
-    if (atomic_load_explicit(&x->req.spares, memory_order_relaxed) >=
+     * count cannot pass FERRY__SPARE_REQS; takers only lower it.  (One
+     * more would pass it: written so, not as ">= FERRY__SPARE_REQS",
+     * which is always true where that is 0 and then a warning.) */
+    if (atomic_load_explicit(&x->req.spares, memory_order_relaxed) + 1 >
         FERRY__SPARE_REQS) {
         free(req);
         return;
