@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# fanout_netns.sh: one source and N receivers as hosts of their own, each
-# in a network namespace joined to a bridge by a veth pair whose two ends
-# are rate-limited with tc tbf (each host's upload and download), moving
+# fanout_netns.sh: one source and N receivers as hosts of their own
+# (test/rig.sh: a network namespace, a private /dev/shm and a hostname
+# each), joined to a bridge by veth pairs whose two ends are rate-limited
+# with tc tbf (each host's upload and download), moving
 # SIZE bytes with examples/fanout three ways: every copy from the source
 # one after the other (sequential), all at once (parallel), and
 # ferry_fanout (a chain or tree of the receivers, each forwarding).
@@ -48,68 +49,34 @@ while getopts s:r:n:m:R:c:kx:qh opt; do
 	esac
 done
 
-skip() { echo "$me: SKIP: $*" >&2; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
-command -v ip >/dev/null || skip "needs iproute2 (ip)"
-command -v tc >/dev/null || skip "needs tc (iproute2)"
-command -v pkill >/dev/null || skip "needs pkill (procps)"
-# What this host's kernel allows, tried in a namespace of its own.
-ip netns add "fprobe$$" 2>/dev/null || skip "\`ip netns add\` fails here (no namespace support)"
-ip netns exec "fprobe$$" tc qdisc add dev lo root tbf rate 1gbit burst 1mb \
-	latency 50ms 2>/dev/null
-tbf=$?
-ip netns del "fprobe$$"
-[ "$tbf" = 0 ] || skip "tc cannot add a tbf qdisc here"
 bin=$ex/fanout
 [ -x "$bin" ] || { echo "$me: $bin is missing: build the examples" >&2; exit 2; }
 # libtool's wrapper runs the program against the build tree's library.
+command -v pkill >/dev/null || { echo "$me: SKIP: needs pkill (procps)" >&2; exit 77; }
 
 max=0
 for n in $counts; do [ "$n" -gt "$max" ] && max=$n; done
 [ "$kill_case" = 1 ] && [ "$max" -lt 2 ] && max=2
 id=$$
-hub=fh$id
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fanout-netns.XXXXXX")
-cleanup() {
-	for ((i = 0; i <= max; i++)); do ip netns del "fn$id-$i" 2>/dev/null; done
-	ip netns del "$hub" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+# The hosts (test/rig.sh): host 1 is the source, host i + 1 receiver i,
+# each with a private /dev/shm, on links of the rate asked for.
+. "$src_dir/../test/rig.sh"
+rig_up $((max + 1)) "$rate"
+case $? in
+0) ;;
+77) exit 77 ;;
+*) echo "$me: could not make the hosts (above)" >&2; exit 1 ;;
+esac
+tmp=$rig_dir
 trap 'exit 130' INT TERM
 
-shape() { # DEV: tbf on DEV, in the namespace of the caller's ip -n
-	local ns=$1 dev=$2
-	# burst: at least the rate over the timer tick; latency bounds the queue.
-	ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" \
-		burst 1mb latency 50ms || return 1
-}
-
-setup() {
-	ip netns add "$hub" && ip -n "$hub" link add br0 type bridge &&
-		ip -n "$hub" link set br0 up && ip -n "$hub" link set lo up || return 1
-	for ((i = 0; i <= max; i++)); do
-		local ns=fn$id-$i
-		ip netns add "$ns" &&
-			ip link add "v$id-$i" type veth peer name "h$id-$i" &&
-			ip link set "v$id-$i" netns "$ns" &&
-			ip -n "$ns" link set "v$id-$i" name eth0 &&
-			ip link set "h$id-$i" netns "$hub" &&
-			ip -n "$hub" link set "h$id-$i" master br0 &&
-			ip -n "$hub" link set "h$id-$i" up &&
-			ip -n "$ns" addr add "10.201.0.$((i + 1))/24" dev eth0 &&
-			ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up &&
-			shape "$ns" eth0 && shape "$hub" "h$id-$i" || return 1
-	done
-}
-setup || { echo "$me: could not make the namespaces (above)" >&2; exit 1; }
-
-# In host i's namespace, with tcp on its link.
+# On receiver i's host (0: the source's), with tcp on its link.
 on() {
 	local i=$1; shift
-	ip netns exec "fn$id-$i" env FERRY_PROVIDER="tcp;ofi_rxm" \
+	rig_on $((i + 1)) env FERRY_PROVIDER="tcp;ofi_rxm" \
 		FERRY_DOMAIN=eth0 FERRY_OOB_TOKEN="fanout-netns-$id" "$@"
 }
+addr() { rig_addr $(($1 + 1)); }
 
 # Waits until receiver i published its region (or ended); 1 if it ended.
 published() {
@@ -130,10 +97,10 @@ fail() { echo "$me: FAIL: $*" >&2; failures=$((failures + 1)); }
 run_case() {
 	local n=$1 mode=$2 kill_after=${3:-} pids=() where=() i secs
 	for ((i = 1; i <= n; i++)); do
-		on "$i" "$bin" recv "10.201.0.$((i + 1)):18520" --size "$size" \
+		on "$i" "$bin" recv "$(addr "$i"):18520" --size "$size" \
 			--timeout 300 >"$tmp/recv$i" 2>&1 &
 		pids+=($!)
-		where+=("10.201.0.$((i + 1)):18520")
+		where+=("$(addr "$i"):18520")
 	done
 	for ((i = 1; i <= n; i++)); do
 		if ! published "$i" "${pids[i - 1]}"; then

@@ -9,7 +9,8 @@
 # over loopback and must say that every byte arrived; stage 3 starts a
 # private etcd, and is skipped (with the reason) only when etcd is not
 # installed or ferry was built without its etcd backend.  Run by make
-# check.
+# check.  With --build-only DIR it compiles and links the programs into
+# DIR/bin and stops there (test/hosts.sh runs them between hosts).
 set -eu
 
 : "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
@@ -17,7 +18,14 @@ set -eu
 CC=${CC:-cc}
 
 doc=$abs_top_srcdir/docs/tutorial.md
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-tutorial.XXXXXX")
+build_only=
+if test "${1:-}" = --build-only; then
+	build_only=yes
+	tmp=${2:?--build-only DIR}
+	mkdir -p "$tmp"
+else
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-tutorial.XXXXXX")
+fi
 etcd_pid=
 
 # stop NAME...: ends those of the programs started as NAME (below) that
@@ -183,6 +191,10 @@ for p in $progs; do
 done
 test "$status" -eq 0 || exit 1
 echo "PASS: compiled and linked:$progs"
+if test -n "$build_only"; then
+	trap - EXIT
+	exit 0
+fi
 
 # ---- run ----------------------------------------------------------------
 

@@ -10,6 +10,10 @@ srcdir=${abs_top_srcdir:?run by make check}
 builddir=${abs_top_builddir:?run by make check}
 PYTHON=${PYTHON:?run by make check}
 out=$builddir/python-build
+# --build-only DIR: build the module into DIR/lib and stop (test/hosts.sh).
+if test "${1:-}" = --build-only; then
+	out=${2:?--build-only DIR}
+fi
 libs=$builddir/lib/.libs
 
 if ! test -e "$libs/libferry.so"; then
@@ -38,6 +42,7 @@ echo "building the module in $out against $libs"
 		--build-base "$out/tmp" --build-lib "$out/lib" 2>&1 |
 	grep -v -e 'Deprecat' -e '^ *\*\*\*' -e 'setup.py install' -e 'standards-based' -e 'pypa' -e 'See https' -e '^ *$' -e 'warnings.warn' -e '^ *!!' -e 'byte-compiling is disabled' || true)
 test -e "$out"/lib/ferry/_ferry*.so || { echo "FAIL: the module did not build"; exit 1; }
+test "${1:-}" != --build-only || exit 0
 
 cd "$out"
 PYTHONPATH=$out/lib PYTHONDONTWRITEBYTECODE=1 exec "$PYTHON" -m pytest \

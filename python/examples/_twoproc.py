@@ -40,8 +40,10 @@ def context_config(args, target, same_host):
 
 
 def is_loopback(hostport):
+    """Whether HOST:PORT is on this host; ":PORT" (every address) is not:
+    peers on other hosts reach it."""
     host = hostport.rpartition(":")[0].strip("[]")
-    return host in ("", "localhost", "::1") or host.startswith("127.")
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def open_context(ferry, a, listener):

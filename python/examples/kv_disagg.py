@@ -14,8 +14,8 @@ torch.equal, and at the end that every block no sequence took is still
 zero.  It is examples/kv_transfer.c's push mode, with torch tensors.
 
     python3 python/examples/kv_disagg.py [options]          both, this host
-    python3 python/examples/kv_disagg.py --role decode [--listen HOST:PORT]
-    python3 python/examples/kv_disagg.py --role prefill --connect HOST:PORT
+    FERRY_OOB_TOKEN=S python3 python/examples/kv_disagg.py --role decode --listen :18517
+    FERRY_OOB_TOKEN=S python3 python/examples/kv_disagg.py --role prefill --connect HOST:18517
 
 Both sides must be given the same options (the block tables derive from
 them and --seed, as kv_transfer.c's do from its constants).  Through a

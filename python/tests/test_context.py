@@ -152,8 +152,11 @@ def test_info_address_stats_progress(name):
     with ferry.Context(**ferrytest.PROVIDERS[name]) as ctx:
         info = ctx.info()
         assert set(info) == {"provider", "fabric", "domain", "rails",
-                             "mr_mode"}
+                             "mr_mode", "why", "device_path"}
         assert info["provider"] == ferrytest.PROVIDERS[name]["provider"]
+        # The sentence that says why: the provider and domain chosen.
+        assert info["why"].startswith("chose %s on domain %s" % (
+            info["provider"], info["domain"]))
         # shm opens two endpoints on its one domain (ferry.h says why).
         assert info["rails"] == (2 if name == "shm" else 1)
         assert info["domain"] == ferrytest.PROVIDERS[name].get("domain",

@@ -9,6 +9,7 @@
  */
 #include "peerutil.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -113,8 +114,10 @@ static void netpair_make(struct netpair *np)
     sh_ok("ip -n %s link set %s up", np->ns_b, np->veth_b);
     await_carrier(np->ns_a, np->veth_a);
     await_carrier(np->ns_b, np->veth_b);
-    ck_assert_msg(tu_enter_netns(np->ns_a) == 0,
-                  "entering network namespace %s failed", np->ns_a);
+    ck_assert_msg(tu_become_host(np->ns_a) == 0,
+                  "becoming host %s (network, mount and UTS namespaces) "
+                  "failed: %s",
+                  np->ns_a, strerror(errno));
 }
 
 /* This side's context, on its end of the pair, default liveness. */

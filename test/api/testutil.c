@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -469,7 +470,7 @@ void tu_read_all(int fd, void *buf, size_t len)
     }
 }
 
-int tu_enter_netns(const char *netns)
+int tu_become_host(const char *netns)
 {
     char path[256];
     int fd, ret;
@@ -480,6 +481,16 @@ int tu_enter_netns(const char *netns)
         return -1;
     ret = setns(fd, CLONE_NEWNET);
     close(fd);
+    /* Private propagation first: the tmpfs must not show up on the
+     * machine's own /dev/shm. */
+    if (ret == 0)
+        ret = unshare(CLONE_NEWNS | CLONE_NEWUTS);
+    if (ret == 0)
+        ret = mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+    if (ret == 0)
+        ret = mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1g,mode=1777");
+    if (ret == 0)
+        ret = sethostname(netns, strlen(netns));
     return ret;
 }
 
@@ -498,7 +509,7 @@ static void child_main(int in, int out, const char *prov, size_t len,
 
     if (buf == MAP_FAILED)
         _exit(10);
-    if (netns != NULL && tu_enter_netns(netns) != 0)
+    if (netns != NULL && tu_become_host(netns) != 0)
         _exit(15);
     tu_fill(buf, len, seed);
     tu_config(&cfg, prov);

@@ -202,9 +202,13 @@ struct tu_child {
 };
 void tu_child_start(struct tu_child *c, const char *prov, size_t len,
                     uint64_t seed);
-/* Moves the calling process into network namespace netns (by name, made
- * by `ip netns add`); 0 or -1 with errno. */
-int tu_enter_netns(const char *netns);
+/* Makes the calling process a host of its own, as the simulated hosts of
+ * test/rig.sh are: into network namespace netns (by name, made by `ip
+ * netns add`), then a mount namespace with a private tmpfs on /dev/shm and
+ * a UTS namespace named after netns, so that neither shared memory nor a
+ * hostname is shared with the processes of other namespaces.  0, or -1
+ * with errno. */
+int tu_become_host(const char *netns);
 /* The same with the child in network namespace netns (by name, made by
  * `ip netns add`; NULL: this one) on domain (NULL: tu_config's). */
 void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
