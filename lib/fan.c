@@ -23,6 +23,22 @@
  * receivers stop and let their region go).  Events of a fan-out whose
  * plan has not come yet (a chunk may overtake it) wait in `early`.
  *
+ * Who may make a node forward.  A plan asks a receiver to write the
+ * bytes of its region to the regions the plan names, and anyone holding
+ * the region's exported blob can write one into its inbox and announce
+ * chunks.  Whether a chunk's bytes came in this fan-out is the one thing
+ * the receiver cannot check: a one-sided write shows its target nothing
+ * but the notification that follows, which names neither its sender nor
+ * the bytes written (a liar writes one byte of chunk k, or none, and says
+ * "chunk k landed"), so "forward only what was received" would rest on
+ * the liar's word.  Forwarding rests on a permission instead: only a
+ * region registered with FERRY_ACCESS_REMOTE_READ forwards (plan_arrived
+ * ignores a plan that gives any other region children, ferry_fanout
+ * refuses such a shape), and then whatever it sends out, whoever asked,
+ * every holder of its blob could read with ferry_read anyway.  A region
+ * peers may only write takes fan-outs as a leaf: write permission never
+ * becomes read permission.
+ *
  * Locks: the sink runs with the context lock held and only queues.  The
  * nodes post through the public calls (ferry_write and co. take the
  * context lock), so they are driven without it: the `run` mutex lets one
@@ -720,6 +736,15 @@ static void plan_arrived(struct ferry_context *ctx, uint64_t inbox_id)
                        "ignored", (unsigned long long)plan.tag,
                        (unsigned long long)plan.len, (void *)mem->addr,
                        mem->len);
+    else if (ferry__fan_plan_forwards(&plan, you) &&
+             !(mem->access & FERRY_ACCESS_REMOTE_READ))
+        /* Forwarding would send out bytes that peers may only write (the
+         * top of this file says why that is the rule). */
+        FERRY_LOG_WARN("fan-out %llx asks [%p, +%zu) to forward to other "
+                       "receivers, but the region was registered without "
+                       "FERRY_ACCESS_REMOTE_READ: ignored",
+                       (unsigned long long)plan.tag, (void *)mem->addr,
+                       mem->len);
     else if ((f = node_new(ctx, &plan, you)) == NULL)
         FERRY_LOG_WARN("out of memory: fan-out %llx not joined",
                        (unsigned long long)plan.tag);
@@ -978,6 +1003,27 @@ static uint8_t *copy_bytes(const void *src, size_t len)
     return dst;
 }
 
+/* Only a receiver whose region peers may read forwards (the top of this
+ * file says why): refuses a shape in which another one would. */
+static int check_forwarders(const struct ferry__fan_plan *p,
+                            ferry_rmem_t *const *dst, unsigned degree)
+{
+    for (uint32_t i = 1; i <= p->n; i++)
+        if (ferry__fan_plan_forwards(p, i) &&
+            !(dst[i - 1]->access & FERRY_ACCESS_REMOTE_READ))
+            return ferry__error(
+                FERRY_EINVAL,
+                "ferry_fanout: with degree %u, receiver %u forwards to "
+                "others, but its region does not grant "
+                "FERRY_ACCESS_REMOTE_READ, and a receiver forwards whatever "
+                "its region holds: register the receivers with "
+                "FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE | "
+                "FERRY_ACCESS_FANOUT, or set opts.degree to %u so that the "
+                "source writes to every receiver itself",
+                degree, i - 1, p->n);
+    return 0;
+}
+
 /* The source's plan: its shape, and every node's blobs. */
 static int source_plan(struct ferry_context *ctx, size_t len,
                        ferry_peer_t *const *peers, ferry_rmem_t *const *dst,
@@ -1025,6 +1071,10 @@ static int source_plan(struct ferry_context *ctx, size_t len,
             return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out "
                                               "plan");
         }
+    if ((ret = check_forwarders(p, dst, degree)) != 0) {
+        ferry__fan_plan_free(p);
+        return ret;
+    }
     ferry__fan_plan_encode(p, 1, NULL, 0, &plan_len);
     if (plan_len > FERRY__INBOX_SIZE) {
         ferry__fan_plan_free(p);

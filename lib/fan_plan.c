@@ -38,6 +38,14 @@ int ferry__fan_plan_alloc(struct ferry__fan_plan *p, uint32_t n)
     return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out plan");
 }
 
+bool ferry__fan_plan_forwards(const struct ferry__fan_plan *p, uint32_t x)
+{
+    for (uint32_t c = x + 1; c <= p->n; c++)
+        if (p->parent[c] == x)
+            return true;
+    return false;
+}
+
 /* The plan as receiver `you` gets it: a blob of kind FERRY__BLOB_PLAN,
  *   u64 tag | u64 len | u64 chunk | u64 notify id | u32 n | u32 you |
  *   n + 1 x (u32 parent | u16 addr len | addr | u16 rkey len | rkey).
@@ -86,8 +94,8 @@ int ferry__fan_plan_decode(const uint8_t *buf, size_t len,
     uint32_t n;
     int ret;
 
-    if ((ret =
-             ferry__blob_open(&r, buf, len, FERRY__BLOB_PLAN, "fan-out plan")))
+    if ((ret = ferry__blob_open(&r, buf, len, FERRY__BLOB_PLAN,
+                                "fan-out plan")))
         return ret;
     p->tag = ferry__blob_get_u64(&r);
     p->len = ferry__blob_get_u64(&r);
@@ -95,8 +103,9 @@ int ferry__fan_plan_decode(const uint8_t *buf, size_t len,
     p->notify_id = ferry__blob_get_u64(&r);
     n = ferry__blob_get_u32(&r);
     *you = ferry__blob_get_u32(&r);
-    if (r.bad || n == 0 || n > FERRY__INBOX_SIZE / 8 || *you == 0 || *you > n ||
-        p->len == 0 || p->chunk == 0 || (p->len - 1) / p->chunk >= UINT32_MAX)
+    if (r.bad || n == 0 || n > FERRY__INBOX_SIZE / 8 || *you == 0 ||
+        *you > n || p->len == 0 || p->chunk == 0 ||
+        (p->len - 1) / p->chunk >= UINT32_MAX)
         return ferry__error(FERRY_EBLOB, "fan-out plan: bad header");
     p->nchunks = (uint32_t)((p->len - 1) / p->chunk + 1);
     if ((ret = ferry__fan_plan_alloc(p, n)) != 0)

@@ -6,6 +6,7 @@
 #ifndef FERRY_FAN_PLAN_H
 #define FERRY_FAN_PLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,10 @@ struct ferry__fan_plan {
     size_t *addr_len, *rkey_len;
 };
 
+/* Whether node x has children in the plan, so that it forwards: a node
+ * that has none never does, whoever dies (a dead node's children go to
+ * one of its ancestors). */
+bool ferry__fan_plan_forwards(const struct ferry__fan_plan *p, uint32_t x);
 /* Room for the nodes of a plan of n receivers (zeroed); FERRY_ENOMEM
  * with p freed. */
 int ferry__fan_plan_alloc(struct ferry__fan_plan *p, uint32_t n);
