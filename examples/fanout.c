@@ -81,7 +81,9 @@ static int receive(const char *where)
         goto out;
     }
     if ((ret = ferry_mem_register(ctx, buf, opt_size, FERRY_MEM_HOST, 0,
-                                  FERRY_ACCESS_REMOTE_WRITE |
+                                  /* READ: a receiver forwards */
+                                  FERRY_ACCESS_REMOTE_READ |
+                                      FERRY_ACCESS_REMOTE_WRITE |
                                       FERRY_ACCESS_FANOUT,
                                   &mem))) {
         ex_fail("recv", "ferry_mem_register", ret);

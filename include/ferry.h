@@ -414,7 +414,8 @@ enum ferry_access {
     FERRY_ACCESS_REMOTE_WRITE = 1u << 1,
     /* The region may receive a fan-out (ferry_fanout): with REMOTE_WRITE,
      * ferry keeps a small inbox beside it for the fan-out's plan, and
-     * the exported blob carries it. */
+     * the exported blob carries it; with REMOTE_READ too it may forward
+     * the fan-out to other receivers. */
     FERRY_ACCESS_FANOUT = 1u << 2,
 };
 
@@ -766,9 +767,12 @@ FERRY_API int ferry_counter_reset(ferry_context_t *ctx, uint64_t id);
  * receiver writes each chunk on to its own children, from its own region,
  * as soon as the chunk has landed.  The plan (who forwards to whom, the
  * keys) travels with the data, into the inbox of each receiving region:
- * receivers register their regions with FERRY_ACCESS_REMOTE_WRITE |
- * FERRY_ACCESS_FANOUT, export them, and wait on a counter; their progress
- * (the progress thread, or their calls) forwards.
+ * receivers register their regions with FERRY_ACCESS_REMOTE_READ |
+ * FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_FANOUT, export them, and wait
+ * on a counter; their progress (the progress thread, or their calls)
+ * forwards.  Only a region peers may read forwards (it sends out what it
+ * holds on the word of whoever wrote the plan); one without
+ * FERRY_ACCESS_REMOTE_READ is a leaf (docs/semantics.md).
  *
  * A receiver that dies is reported; its children are taken over by its
  * nearest live ancestor and still receive everything.  The fan-out ends
@@ -796,8 +800,9 @@ struct ferry_fanout_opts {
 /*
  * Starts the fan-out of len bytes at offset in src to dst[i] (imported
  * from peers[i]; written from their offset 0) for every i < n.  Returns
- * 0, FERRY_EINVAL (a region too small or without a fan-out inbox: the
- * sentence names the receiver), FERRY_EHANDLE or FERRY_ENOMEM.
+ * 0, FERRY_EINVAL (a region too small or without a fan-out inbox, or
+ * one that would forward without FERRY_ACCESS_REMOTE_READ: the sentence
+ * names the receiver), FERRY_EHANDLE or FERRY_ENOMEM.
  */
 FERRY_API int ferry_fanout(ferry_mem_t *src, uint64_t offset, size_t len,
                            ferry_peer_t *const *peers,

@@ -23,6 +23,22 @@
  * receivers stop and let their region go).  Events of a fan-out whose
  * plan has not come yet (a chunk may overtake it) wait in `early`.
  *
+ * Who may make a node forward.  A plan asks a receiver to write the
+ * bytes of its region to the regions the plan names, and anyone holding
+ * the region's exported blob can write one into its inbox and announce
+ * chunks.  Whether a chunk's bytes came in this fan-out is the one thing
+ * the receiver cannot check: a one-sided write shows its target nothing
+ * but the notification that follows, which names neither its sender nor
+ * the bytes written (a liar writes one byte of chunk k, or none, and says
+ * "chunk k landed"), so "forward only what was received" would rest on
+ * the liar's word.  Forwarding rests on a permission instead: only a
+ * region registered with FERRY_ACCESS_REMOTE_READ forwards (plan_arrived
+ * ignores a plan that gives any other region children, ferry_fanout
+ * refuses such a shape), and then whatever it sends out, whoever asked,
+ * every holder of its blob could read with ferry_read anyway.  A region
+ * peers may only write takes fan-outs as a leaf: write permission never
+ * becomes read permission.
+ *
  * Locks: the sink runs with the context lock held and only queues.  The
  * nodes post through the public calls (ferry_write and co. take the
  * context lock), so they are driven without it: the `run` mutex lets one
@@ -35,16 +51,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/blob.h"
+#include "fan_plan.h"
 #include "reg/mem.h"
 #include "reg/peer.h"
 #include "xfer/notify.h"
 #include "xfer/xfer.h"
 
-enum fan_kind { FAN_PLAN = 1, FAN_CHUNK, FAN_DONE, FAN_DEAD, FAN_FIN };
-
-#define TAG_BITS 48
-#define TAG_MASK ((UINT64_C(1) << TAG_BITS) - 1)
 /* Chunk writes in flight to one child: enough to keep its link busy. */
 #define WINDOW 4
 /* Failed sends to a child before it counts as lost although liveness
@@ -52,7 +64,6 @@ enum fan_kind { FAN_PLAN = 1, FAN_CHUNK, FAN_DONE, FAN_DEAD, FAN_FIN };
 #define MAX_FAILS 3
 /* Events of fan-outs not known (yet) kept at most: the oldest go. */
 #define EARLY_MAX 4096
-#define NO_PARENT UINT32_MAX
 /* A chosen chunk: len / CHUNKS_WANTED, within these bounds. */
 #define CHUNKS_WANTED 64
 #define CHUNK_MIN (256u * 1024u)
@@ -70,19 +81,11 @@ struct fan_req {
     uint8_t *buf; /* a plan's bytes, freed when its write is back */
 };
 
-struct fan_plan {
-    uint64_t tag, len, chunk, notify_id;
-    uint32_t n, nchunks; /* n receivers: n + 1 nodes */
-    uint32_t *parent;
-    uint8_t **addr, **rkey; /* node 0 has no region: rkey NULL */
-    size_t *addr_len, *rkey_len;
-};
-
 struct ferry_fanout {
     uint32_t magic;
     struct ferry_fanout *next;
     struct ferry_context *ctx;
-    struct fan_plan plan;
+    struct ferry__fan_plan plan;
     uint32_t me; /* 0: the source */
     uint8_t *base;
     ferry_mem_t *mem;     /* registration of base (a receiver holds it) */
@@ -108,137 +111,6 @@ struct ferry_fanout {
     char errmsg[512];
 };
 
-static uint64_t fan_id(enum fan_kind kind, uint64_t tag)
-{
-    return FERRY_NOTIFY_ID_RESERVED | (uint64_t)kind << TAG_BITS |
-           (tag & TAG_MASK);
-}
-
-static enum fan_kind kind_of(uint64_t id)
-{
-    return (enum fan_kind)((id >> TAG_BITS) & 0xff);
-}
-
-/* ---- the plan ------------------------------------------------------------ */
-
-static void plan_free(struct fan_plan *p)
-{
-    for (uint32_t i = 0; p->addr != NULL && i <= p->n; i++) {
-        free(p->addr[i]);
-        free(p->rkey[i]);
-    }
-    free(p->parent);
-    free(p->addr);
-    free(p->rkey);
-    free(p->addr_len);
-    free(p->rkey_len);
-    memset(p, 0, sizeof(*p));
-}
-
-static int plan_alloc(struct fan_plan *p, uint32_t n)
-{
-    p->n = n;
-    p->parent = calloc(n + 1, sizeof(*p->parent));
-    p->addr = calloc(n + 1, sizeof(*p->addr));
-    p->rkey = calloc(n + 1, sizeof(*p->rkey));
-    p->addr_len = calloc(n + 1, sizeof(*p->addr_len));
-    p->rkey_len = calloc(n + 1, sizeof(*p->rkey_len));
-    if (p->parent && p->addr && p->rkey && p->addr_len && p->rkey_len)
-        return 0;
-    plan_free(p);
-    return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out plan");
-}
-
-static uint8_t *copy_bytes(const void *src, size_t len)
-{
-    uint8_t *dst = malloc(len > 0 ? len : 1);
-
-    if (dst != NULL && len > 0)
-        memcpy(dst, src, len);
-    return dst;
-}
-
-/* The plan as receiver `you` gets it: a blob of kind FERRY__BLOB_PLAN,
- *   u64 tag | u64 len | u64 chunk | u64 notify id | u32 n | u32 you |
- *   n + 1 x (u32 parent | u16 addr len | addr | u16 rkey len | rkey).
- * buf NULL measures (*len). */
-static int plan_encode(const struct fan_plan *p, uint32_t you, uint8_t *buf,
-                       size_t cap, size_t *len)
-{
-    struct ferry__blob_writer w;
-
-    ferry__blob_begin(&w, buf, cap, FERRY__BLOB_PLAN);
-    ferry__blob_put_u64(&w, p->tag);
-    ferry__blob_put_u64(&w, p->len);
-    ferry__blob_put_u64(&w, p->chunk);
-    ferry__blob_put_u64(&w, p->notify_id);
-    ferry__blob_put_u32(&w, p->n);
-    ferry__blob_put_u32(&w, you);
-    for (uint32_t i = 0; i <= p->n; i++) {
-        ferry__blob_put_u32(&w, p->parent[i]);
-        ferry__blob_put_u16(&w, (uint16_t)p->addr_len[i]);
-        ferry__blob_put_bytes(&w, p->addr[i], p->addr_len[i]);
-        ferry__blob_put_u16(&w, (uint16_t)p->rkey_len[i]);
-        ferry__blob_put_bytes(&w, p->rkey[i], p->rkey_len[i]);
-    }
-    return ferry__blob_end(&w, len);
-}
-
-/* Reads one entry's variable part: u16 length | bytes. */
-static uint8_t *get_field(struct ferry__blob_reader *r, size_t *len)
-{
-    uint8_t *p;
-
-    *len = ferry__blob_get_u16(r);
-    if (r->bad || r->len - r->pos < *len) {
-        r->bad = true;
-        return NULL;
-    }
-    if ((p = malloc(*len > 0 ? *len : 1)) != NULL)
-        ferry__blob_get_bytes(r, p, *len);
-    return p;
-}
-
-static int plan_decode(const uint8_t *buf, size_t len, struct fan_plan *p,
-                       uint32_t *you)
-{
-    struct ferry__blob_reader r;
-    uint32_t n;
-    int ret;
-
-    if ((ret = ferry__blob_open(&r, buf, len, FERRY__BLOB_PLAN,
-                                "fan-out plan")))
-        return ret;
-    p->tag = ferry__blob_get_u64(&r);
-    p->len = ferry__blob_get_u64(&r);
-    p->chunk = ferry__blob_get_u64(&r);
-    p->notify_id = ferry__blob_get_u64(&r);
-    n = ferry__blob_get_u32(&r);
-    *you = ferry__blob_get_u32(&r);
-    if (r.bad || n == 0 || n > FERRY__INBOX_SIZE / 8 || *you == 0 ||
-        *you > n || p->len == 0 || p->chunk == 0 ||
-        (p->len - 1) / p->chunk >= UINT32_MAX)
-        return ferry__error(FERRY_EBLOB, "fan-out plan: bad header");
-    p->nchunks = (uint32_t)((p->len - 1) / p->chunk + 1);
-    if ((ret = plan_alloc(p, n)) != 0)
-        return ret;
-    for (uint32_t i = 0; i <= n && !r.bad; i++) {
-        p->parent[i] = ferry__blob_get_u32(&r);
-        p->addr[i] = get_field(&r, &p->addr_len[i]);
-        p->rkey[i] = get_field(&r, &p->rkey_len[i]);
-        /* Parents come first: the plan is a tree rooted at the source. */
-        if (i == 0 ? p->parent[0] != NO_PARENT : p->parent[i] >= i)
-            r.bad = true;
-        if (p->addr[i] == NULL || p->rkey[i] == NULL)
-            r.bad = true;
-    }
-    if (r.bad || r.pos != r.len) {
-        plan_free(p);
-        return ferry__error(FERRY_EBLOB, "fan-out plan: bad node entries");
-    }
-    return 0;
-}
-
 /* ---- nodes --------------------------------------------------------------- */
 
 static void free_arrays(struct ferry_fanout *f)
@@ -256,7 +128,7 @@ static void free_arrays(struct ferry_fanout *f)
 }
 
 static struct ferry_fanout *node_new(struct ferry_context *ctx,
-                                     struct fan_plan *plan, uint32_t me)
+                                     struct ferry__fan_plan *plan, uint32_t me)
 {
     struct ferry_fanout *f = calloc(1, sizeof(*f));
     size_t nodes = plan->n + 1;
@@ -282,7 +154,7 @@ static struct ferry_fanout *node_new(struct ferry_context *ctx,
         memset(plan, 0, sizeof(*plan)); /* the node owns it now */
         return f;
     }
-    f->plan = (struct fan_plan){0};
+    f->plan = (struct ferry__fan_plan){0};
     free_arrays(f);
     free(f);
     return NULL;
@@ -352,7 +224,7 @@ static void node_free(struct ferry_fanout *f)
         ferry__users_drop(&f->mem->users);
         ferry__lock_release(&fab->lock);
     }
-    plan_free(&f->plan);
+    ferry__fan_plan_free(&f->plan);
     free_arrays(f);
     free(f->reqs);
     f->magic = FERRY__MAGIC_DEAD;
@@ -423,15 +295,15 @@ static int add_req(struct ferry_fanout *f, ferry_req_t *req, uint32_t to,
 
 /* Sends node `to` a notification of ferry's own; what it carries says
  * how its end is handled (settle). */
-static int send_event(struct ferry_fanout *f, uint32_t to, enum fan_kind kind,
-                      uint64_t value, int64_t what)
+static int send_event(struct ferry_fanout *f, uint32_t to,
+                      enum ferry__fan_kind kind, uint64_t value, int64_t what)
 {
     ferry_req_t *req;
     int ret;
 
     if (f->peer[to] == NULL)
         return FERRY_EINVAL;
-    ret = ferry__notify_send_own(f->peer[to], fan_id(kind, f->plan.tag),
+    ret = ferry__notify_send_own(f->peer[to], ferry__fan_id(kind, f->plan.tag),
                                  value, NULL, &req);
     return ret != 0 ? ret : add_req(f, req, to, what, NULL);
 }
@@ -471,7 +343,7 @@ static void node_lost(struct ferry_fanout *f, uint32_t c, const char *why)
         if (c == 0)
             f->finished = true;
         else
-            send_event(f, 0, FAN_DEAD, c, WHAT_MSG);
+            send_event(f, 0, FERRY__FAN_DEAD, c, WHAT_MSG);
         return;
     }
     if (!f->done[c]) {
@@ -482,7 +354,7 @@ static void node_lost(struct ferry_fanout *f, uint32_t c, const char *why)
     }
     for (uint32_t i = 1; i <= f->plan.n; i++)
         if (!f->dead[i])
-            send_event(f, i, FAN_DEAD, c, WHAT_MSG);
+            send_event(f, i, FERRY__FAN_DEAD, c, WHAT_MSG);
 }
 
 /* The peer and region of node c, added from the plan on first need (a
@@ -522,14 +394,14 @@ static int post_plan(struct ferry_fanout *f, uint32_t c)
     size_t len = 0;
     int ret;
 
-    plan_encode(&f->plan, c, NULL, 0, &len);
+    ferry__fan_plan_encode(&f->plan, c, NULL, 0, &len);
     if ((buf = malloc(len)) == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out plan");
-    plan_encode(&f->plan, c, buf, len, &len);
+    ferry__fan_plan_encode(&f->plan, c, buf, len, &len);
     iov.local = buf;
     iov.len = len;
     opts.flags = FERRY_XFER_NOTIFY;
-    opts.notify_id = fan_id(FAN_PLAN, 0);
+    opts.notify_id = ferry__fan_id(FERRY__FAN_PLAN, 0);
     opts.notify_value = f->rmem[c]->inbox_id;
     ret = ferry__write_own(f->peer[c], &iov, 1, &opts, &req);
     if (ret != 0) {
@@ -556,7 +428,7 @@ static int post_chunk(struct ferry_fanout *f, uint32_t c, uint32_t k)
     int ret;
 
     opts.flags = FERRY_XFER_NOTIFY;
-    opts.notify_id = fan_id(FAN_CHUNK, f->plan.tag);
+    opts.notify_id = ferry__fan_id(FERRY__FAN_CHUNK, f->plan.tag);
     opts.notify_value = k;
     if ((ret = ferry__write_own(f->peer[c], &iov, 1, &opts, &req)) != 0)
         return ret;
@@ -660,7 +532,7 @@ static void receiver_progress(struct ferry_fanout *f)
     if (f->nhave < f->plan.nchunks)
         return;
     if (f->done_sent == TO_SEND && reach(f, 0) == 0 &&
-        send_event(f, 0, FAN_DONE, f->me, WHAT_DONE) == 0)
+        send_event(f, 0, FERRY__FAN_DONE, f->me, WHAT_DONE) == 0)
         f->done_sent = IN_FLIGHT;
     if (f->done_sent == DELIVERED && kids_served(f))
         count_done(f);
@@ -698,7 +570,7 @@ static void source_progress(struct ferry_fanout *f)
     f->fin_sent = true;
     for (uint32_t i = 1; i <= f->plan.n; i++)
         if (!f->dead[i])
-            send_event(f, i, FAN_FIN, 0, WHAT_MSG);
+            send_event(f, i, FERRY__FAN_FIN, 0, WHAT_MSG);
 }
 
 /* Stops the node's requests; they end soon, and it is freed after. */
@@ -746,18 +618,18 @@ static void apply(struct ferry_fanout *f, uint64_t id, uint64_t value)
 {
     if (f->me == 0 && f->status != FERRY_EINPROGRESS)
         return; /* ended: its result stands */
-    switch (kind_of(id)) {
-    case FAN_CHUNK:
+    switch (ferry__fan_kind_of(id)) {
+    case FERRY__FAN_CHUNK:
         if (value < f->plan.nchunks && !f->have[value]) {
             f->have[value] = 1;
             f->nhave++;
         }
         break;
-    case FAN_DONE:
+    case FERRY__FAN_DONE:
         if (f->me == 0 && value >= 1 && value <= f->plan.n)
             f->done[value] = true;
         break;
-    case FAN_DEAD:
+    case FERRY__FAN_DEAD:
         if (value > f->plan.n)
             break;
         if (f->me == 0 && value >= 1) /* a DEAD for node 0 is no news */
@@ -767,7 +639,7 @@ static void apply(struct ferry_fanout *f, uint64_t id, uint64_t value)
         else if (f->me != 0)
             f->dead[value] = true;
         break;
-    case FAN_FIN:
+    case FERRY__FAN_FIN:
         f->finished = true;
         break;
     default:
@@ -797,7 +669,7 @@ static void replay_early(struct ferry_context *ctx, struct ferry_fanout *f)
         struct ferry__fan_event *e =
             &fan->early[(fan->early_head + i) % EARLY_MAX];
 
-        if (e->id != 0 && (e->id & TAG_MASK) == f->plan.tag) {
+        if (e->id != 0 && (e->id & FERRY__FAN_TAG_MASK) == f->plan.tag) {
             apply(f, e->id, e->value);
             e->id = 0;
         }
@@ -836,7 +708,7 @@ static void plan_arrived(struct ferry_context *ctx, uint64_t inbox_id)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
     struct ferry_mem *mem = hold_inbox_region(ctx, inbox_id);
-    struct fan_plan plan = {0};
+    struct ferry__fan_plan plan = {0};
     struct ferry_fanout *f = NULL;
     uint32_t you = 0, total;
     const uint8_t *inbox;
@@ -851,24 +723,33 @@ static void plan_arrived(struct ferry_context *ctx, uint64_t inbox_id)
     total = (uint32_t)inbox[8] | (uint32_t)inbox[9] << 8 |
             (uint32_t)inbox[10] << 16 | (uint32_t)inbox[11] << 24;
     if (total > FERRY__INBOX_SIZE ||
-        plan_decode(inbox, total, &plan, &you) != 0)
+        ferry__fan_plan_decode(inbox, total, &plan, &you) != 0)
         FERRY_LOG_WARN("a fan-out plan in the inbox of [%p, +%zu) is "
                        "unreadable (%s): ignored",
                        (void *)mem->addr, mem->len,
                        total > FERRY__INBOX_SIZE ? "too long"
                                                  : ferry_last_error());
     else if (node_of_tag(ctx, plan.tag) != NULL || ended(ctx, plan.tag))
-        plan_free(&plan); /* a new parent sending it again */
+        ferry__fan_plan_free(&plan); /* a new parent sending it again */
     else if (plan.len > mem->len)
         FERRY_LOG_WARN("fan-out %llx brings %llu bytes to [%p, +%zu): "
                        "ignored", (unsigned long long)plan.tag,
                        (unsigned long long)plan.len, (void *)mem->addr,
                        mem->len);
+    else if (ferry__fan_plan_forwards(&plan, you) &&
+             !(mem->access & FERRY_ACCESS_REMOTE_READ))
+        /* Forwarding would send out bytes that peers may only write (the
+         * top of this file says why that is the rule). */
+        FERRY_LOG_WARN("fan-out %llx asks [%p, +%zu) to forward to other "
+                       "receivers, but the region was registered without "
+                       "FERRY_ACCESS_REMOTE_READ: ignored",
+                       (unsigned long long)plan.tag, (void *)mem->addr,
+                       mem->len);
     else if ((f = node_new(ctx, &plan, you)) == NULL)
         FERRY_LOG_WARN("out of memory: fan-out %llx not joined",
                        (unsigned long long)plan.tag);
     if (f == NULL) {
-        plan_free(&plan);
+        ferry__fan_plan_free(&plan);
         ferry__lock_acquire(&fab->lock);
         ferry__users_drop(&mem->users);
         ferry__lock_release(&fab->lock);
@@ -886,11 +767,11 @@ static void handle_event(struct ferry_context *ctx,
 {
     struct ferry_fanout *f;
 
-    if (kind_of(e->id) == FAN_PLAN) {
+    if (ferry__fan_kind_of(e->id) == FERRY__FAN_PLAN) {
         plan_arrived(ctx, e->value);
         return;
     }
-    if ((f = node_of_tag(ctx, e->id & TAG_MASK)) != NULL)
+    if ((f = node_of_tag(ctx, e->id & FERRY__FAN_TAG_MASK)) != NULL)
         apply(f, e->id, e->value);
     else
         stash_early(&ctx->fan, e->id, e->value);
@@ -1065,7 +946,8 @@ static uint64_t new_tag(void)
     x ^= x >> 29;
     x *= UINT64_C(0xbf58476d1ce4e5b9);
     x ^= x >> 32;
-    return (x & TAG_MASK) | 1; /* never 0: early events use 0 as "taken" */
+    /* never 0: early events use 0 as "taken" */
+    return (x & FERRY__FAN_TAG_MASK) | 1;
 }
 
 /*
@@ -1112,11 +994,41 @@ static unsigned pick_degree(const struct ferry__fabric *fab, size_t len,
     return best;
 }
 
+static uint8_t *copy_bytes(const void *src, size_t len)
+{
+    uint8_t *dst = malloc(len > 0 ? len : 1);
+
+    if (dst != NULL && len > 0)
+        memcpy(dst, src, len);
+    return dst;
+}
+
+/* Only a receiver whose region peers may read forwards (the top of this
+ * file says why): refuses a shape in which another one would. */
+static int check_forwarders(const struct ferry__fan_plan *p,
+                            ferry_rmem_t *const *dst, unsigned degree)
+{
+    for (uint32_t i = 1; i <= p->n; i++)
+        if (ferry__fan_plan_forwards(p, i) &&
+            !(dst[i - 1]->access & FERRY_ACCESS_REMOTE_READ))
+            return ferry__error(
+                FERRY_EINVAL,
+                "ferry_fanout: with degree %u, receiver %u forwards to "
+                "others, but its region does not grant "
+                "FERRY_ACCESS_REMOTE_READ, and a receiver forwards whatever "
+                "its region holds: register the receivers with "
+                "FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE | "
+                "FERRY_ACCESS_FANOUT, or set opts.degree to %u so that the "
+                "source writes to every receiver itself",
+                degree, i - 1, p->n);
+    return 0;
+}
+
 /* The source's plan: its shape, and every node's blobs. */
 static int source_plan(struct ferry_context *ctx, size_t len,
                        ferry_peer_t *const *peers, ferry_rmem_t *const *dst,
                        size_t n, const struct ferry_fanout_opts *o,
-                       struct fan_plan *p)
+                       struct ferry__fan_plan *p)
 {
     uint8_t addr[1024];
     size_t alen = sizeof(addr), plan_len = 0;
@@ -1124,7 +1036,7 @@ static int source_plan(struct ferry_context *ctx, size_t len,
     int ret;
 
     if ((ret = ferry_context_address(ctx, addr, &alen)) != 0 ||
-        (ret = plan_alloc(p, (uint32_t)n)) != 0)
+        (ret = ferry__fan_plan_alloc(p, (uint32_t)n)) != 0)
         return ret;
     p->tag = new_tag();
     p->len = len;
@@ -1142,7 +1054,7 @@ static int source_plan(struct ferry_context *ctx, size_t len,
     degree = o->degree != 0 ? o->degree
                             : pick_degree(ferry__fabric_of(ctx), len, p->chunk,
                                           n);
-    p->parent[0] = NO_PARENT;
+    p->parent[0] = FERRY__FAN_NO_PARENT;
     p->addr[0] = copy_bytes(addr, alen);
     p->addr_len[0] = alen;
     p->rkey[0] = copy_bytes(NULL, 0);
@@ -1155,13 +1067,17 @@ static int source_plan(struct ferry_context *ctx, size_t len,
     }
     for (size_t i = 0; i <= n; i++)
         if (p->addr[i] == NULL || p->rkey[i] == NULL) {
-            plan_free(p);
+            ferry__fan_plan_free(p);
             return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out "
                                               "plan");
         }
-    plan_encode(p, 1, NULL, 0, &plan_len);
+    if ((ret = check_forwarders(p, dst, degree)) != 0) {
+        ferry__fan_plan_free(p);
+        return ret;
+    }
+    ferry__fan_plan_encode(p, 1, NULL, 0, &plan_len);
     if (plan_len > FERRY__INBOX_SIZE) {
-        plan_free(p);
+        ferry__fan_plan_free(p);
         return ferry__error(FERRY_EINVAL,
                             "ferry_fanout: the plan for %zu receivers takes "
                             "%zu bytes, more than a receiver's %u-byte "
@@ -1177,7 +1093,7 @@ int ferry_fanout(ferry_mem_t *src, uint64_t offset, size_t len,
                  ferry_fanout_t **out)
 {
     struct ferry_fanout_opts o = FERRY_FANOUT_OPTS_INIT;
-    struct fan_plan plan = {0};
+    struct ferry__fan_plan plan = {0};
     struct ferry_context *ctx;
     struct ferry_fanout *f;
     int ret, timeout_ms;
@@ -1202,7 +1118,7 @@ int ferry_fanout(ferry_mem_t *src, uint64_t offset, size_t len,
     if ((ret = source_plan(ctx, len, peers, dst, n, &o, &plan)) != 0)
         return ret;
     if ((f = node_new(ctx, &plan, 0)) == NULL) {
-        plan_free(&plan);
+        ferry__fan_plan_free(&plan);
         return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out");
     }
     f->magic = FERRY__MAGIC_FAN;
@@ -1301,7 +1217,7 @@ void ferry_fanout_free(ferry_fanout_t *f)
     if (!f->fin_sent)
         for (uint32_t i = 1; i <= f->plan.n; i++)
             if (!f->dead[i])
-                send_event(f, i, FAN_FIN, 0, WHAT_MSG);
+                send_event(f, i, FERRY__FAN_FIN, 0, WHAT_MSG);
     f->fin_sent = true;
     pthread_mutex_unlock(&ctx->fan.run);
 }

@@ -83,7 +83,9 @@ static int receiver_main(const struct options *o, int in, int out)
                         (unsigned long long)o->block);
     if ((ret = context_for(o, true, &ctx)) ||
         (ret = ferry_mem_register(ctx, buf, o->block, FERRY_MEM_HOST, 0,
-                                  FERRY_ACCESS_REMOTE_WRITE |
+                                  /* READ: a receiver forwards */
+                                  FERRY_ACCESS_REMOTE_READ |
+                                      FERRY_ACCESS_REMOTE_WRITE |
                                       FERRY_ACCESS_FANOUT,
                                   &mem)) ||
         (ret = ferry_context_address(ctx, addr, &alen)) ||

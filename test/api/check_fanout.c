@@ -6,7 +6,9 @@
  * for a chain, a tree, sizes that are no multiple of the chunk, one
  * receiver, staged device memory on every side; a receiver that is gone is reported by index while the one
  * behind it still gets everything; bad arguments are refused with
- * sentences that say what to do.  A fan-out across processes in
+ * sentences that say what to do, and so is a shape in which a region
+ * peers may only write would forward, while such regions take a fan-out
+ * as leaves.  A fan-out across processes in
  * namespaces with rate-limited links: bench/fanout_netns.sh.
  */
 #include "testutil.h"
@@ -18,6 +20,12 @@
 #define MAX_RECV 8
 #define DONE_ID 77
 #define SEED 0xfa11
+/* A region that receives a fan-out and may forward it (docs/semantics.md:
+ * only a region its peers may read forwards), and one that may not. */
+#define FORWARDER                                                             \
+    (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE |                   \
+     FERRY_ACCESS_FANOUT)
+#define LEAF (FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_FANOUT)
 
 struct receiver {
     ferry_context_t *ctx;
@@ -68,7 +76,9 @@ static void receiver_open(struct fan_fx *fx, struct receiver *r,
     r->rmem = tu_share(r->mem, r->peer);
 }
 
-static void fx_open(struct fan_fx *fx, size_t n, size_t len)
+/* The source and n receivers whose regions grant `access`. */
+static void fx_open_as(struct fan_fx *fx, size_t n, size_t len,
+                       unsigned access)
 {
     struct ferry_config cfg;
 
@@ -81,11 +91,15 @@ static void fx_open(struct fan_fx *fx, size_t n, size_t len)
     tu_fill(fx->buf, len, SEED);
     fx->mem = tu_register(fx->src, fx->buf, len, 0);
     for (size_t i = 0; i < n; i++) {
-        receiver_open(fx, &fx->r[i],
-                      FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_FANOUT);
+        receiver_open(fx, &fx->r[i], access);
         fx->peers[i] = fx->r[i].peer;
         fx->dst[i] = fx->r[i].rmem;
     }
+}
+
+static void fx_open(struct fan_fx *fx, size_t n, size_t len)
+{
+    fx_open_as(fx, n, len, FORWARDER);
 }
 
 static void receiver_close(struct fan_fx *fx, struct receiver *r)
@@ -343,9 +357,7 @@ START_TEST(staged_device_memory)
         ck_assert_int_eq(ferry_mem_deregister(r->mem), 0);
         ck_assert_int_eq(ferry_rmem_free(r->rmem), 0);
         ck_assert_int_eq(ferry_mem_register(r->ctx, dev[i + 1], len,
-                                            FERRY_MEM_CUDA, 1,
-                                            FERRY_ACCESS_REMOTE_WRITE |
-                                                FERRY_ACCESS_FANOUT,
+                                            FERRY_MEM_CUDA, 1, FORWARDER,
                                             &r->mem),
                          0);
         r->rmem = fx.dst[i] = tu_share(r->mem, r->peer);
@@ -438,6 +450,31 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/*
+ * Regions peers may write but not read take fan-outs as leaves only: a
+ * chain through them is refused, naming the first receiver that would
+ * forward and both ways out; a fan in which the source writes to each of
+ * them works.
+ */
+START_TEST(write_only_regions_are_leaves)
+{
+    struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
+    struct fan_fx fx;
+
+    fx_open_as(&fx, 3, MiB, LEAF);
+    opts.degree = 1;
+    assert_refused(&fx, 0, fx.len, &opts, "receiver 0 forwards");
+    tu_assert_sentence("does not grant FERRY_ACCESS_REMOTE_READ",
+                       "register the receivers with FERRY_ACCESS_REMOTE_READ",
+                       "set opts.degree to 3", NULL);
+    opts.degree = 2;
+    assert_refused(&fx, 0, fx.len, &opts, "with degree 2, receiver 0");
+    fan_ok(&fx, 256 * KiB, 3);
+    assert_copies(&fx, 3);
+    fx_close(&fx);
+}
+END_TEST
+
 /* A region too small for the data is refused naming the receiver. */
 START_TEST(region_too_small)
 {
@@ -485,5 +522,6 @@ int main(void)
     tcase_add_test(tu_tcase(s, "device", 60), staged_device_memory);
     tcase_add_test(tu_tcase(s, "bad", 60), bad_arguments);
     tcase_add_test(tu_tcase(s, "small", 60), region_too_small);
+    tcase_add_test(tu_tcase(s, "leaves", 60), write_only_regions_are_leaves);
     return tu_run(s);
 }

@@ -213,7 +213,7 @@ START_TEST(test_fanout_uses_both_rails)
         rctx[i] = tu_context_cfg(&cfg);
         rbuf[i] = tu_alloc_buf(len);
         rmem[i] = tu_register(rctx[i], rbuf[i], len,
-                              FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_FANOUT);
+                              RW | FERRY_ACCESS_FANOUT); /* they forward */
         ck_assert_int_eq(ferry_context_address(rctx[i], addr, &alen), 0);
         ck_assert_int_eq(ferry_peer_add(src, addr, alen, &peers[i]), 0);
         dst[i] = tu_share(rmem[i], peers[i]);
