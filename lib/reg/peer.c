@@ -10,6 +10,7 @@
 
 #include "base/blob.h"
 #include "fabric/shm_loop.h"
+#include "fabric/shm_space.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,7 +147,8 @@ static int insert_addresses(struct ferry__reg *reg,
                 "the same family on both sides",
                 i, format_name(fmt), rail->info->domain_attr->name,
                 format_name(rail->info->addr_format));
-        if ((ret = ferry__shm_loop_admit(rail->info, name, len)))
+        if ((ret = ferry__shm_loop_admit(rail->info, name, len)) ||
+            (ret = ferry__shm_region_reserve_peer(rail->info, name, len)))
             return ret;
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
         if (ret != 1) {
