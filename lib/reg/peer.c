@@ -92,6 +92,17 @@ static void full_av_hint(const struct ferry__reg *reg,
                  "provider)", peers);
 }
 
+/* peer->label, from its address on rail (len bytes). */
+static void label_peer(const struct ferry__rail *rail, const uint8_t *addr,
+                       struct ferry_peer *peer)
+{
+    size_t len = sizeof(peer->label);
+
+    if (fi_av_straddr(rail->av, addr, peer->label, &len) == NULL)
+        snprintf(peer->label, sizeof(peer->label), "(a %s address)",
+                 format_name(rail->info->addr_format));
+}
+
 /* Reads the blob and inserts each rail's address; under the lock. */
 static int insert_addresses(struct ferry__reg *reg,
                             struct ferry__blob_reader *r,
@@ -150,6 +161,8 @@ static int insert_addresses(struct ferry__reg *reg,
         if ((ret = ferry__shm_loop_admit(rail->info, name, len)) ||
             (ret = ferry__shm_region_reserve_peer(rail->info, name, len)))
             return ret;
+        if (i == 0)
+            label_peer(rail, name, peer);
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
         if (ret != 1) {
             char hint[192];

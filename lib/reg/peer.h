@@ -102,6 +102,9 @@ struct ferry_peer {
     /* The address blob it was added from (a fan-out's plan hands it on). */
     uint8_t *blob;
     size_t blob_len;
+    /* How log lines name it: its rail 0 address as the provider writes
+     * it (fi_av_straddr: "fi_sockaddr_in://10.0.0.2:40123"). */
+    char label[FERRY__ADDR_MAX];
 };
 
 /* The peer whose in_line link is on a ring of peers waiting in line. */
