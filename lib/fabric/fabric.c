@@ -8,6 +8,7 @@
 #include "base/text.h"
 #include "fabric/about.h"
 #include "fabric/shm_loop.h"
+#include "fabric/shm_space.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +56,7 @@ static int endpoint_open(struct ferry__rail *rail)
         return rail_fail(ret, rail, "fi_ep_bind(cq)");
     if ((ret = fi_enable(rail->ep)))
         return rail_fail(ret, rail, "fi_enable");
-    return 0;
+    return ferry__shm_region_reserve_own(rail->info, rail->ep);
 }
 
 static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)

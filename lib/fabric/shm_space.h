@@ -1,8 +1,13 @@
 /*
- * Room in /dev/shm for libfabric's shm provider.  It maps a region of
- * about 16 MiB per process there (measured: 16 MiB apparent on 1.17) and
- * the first write into a region tmpfs cannot back kills the process
- * with SIGBUS, so shm is refused up front when /dev/shm is nearly full.
+ * Room in /dev/shm for libfabric's shm provider.  It keeps each
+ * endpoint's region there, a file of 16 MiB on 1.17 (command and
+ * response queues, inject and SAR bounce buffers) that it creates sparse
+ * with ftruncate and maps, and the first write into a page tmpfs cannot
+ * back kills the process with SIGBUS -- the initiator's too, whose
+ * commands and bounce copies land in the target's region.  So shm is
+ * refused up front when /dev/shm is nearly full, and every region is
+ * committed whole as soon as it exists: a /dev/shm that fills up later
+ * can no longer reach a page of it.
  */
 #ifndef FERRY_FABRIC_SHM_SPACE_H
 #define FERRY_FABRIC_SHM_SPACE_H
@@ -23,5 +28,27 @@ bool ferry__shm_space_ok(uint64_t free_bytes, uint64_t total_bytes,
 
 /* The same for the live /dev/shm. */
 bool ferry__shm_space_check(char *why, size_t len);
+
+/*
+ * Commits every page of the region of the shm endpoint ep (opened from
+ * info and enabled, so its region exists), so that tmpfs holds them all
+ * before anything writes there.  Returns 0 (at once for an endpoint of
+ * another provider, or a region not found as /dev/shm/NAME: a provider
+ * that keeps it elsewhere), or FERRY_ENOSPC with a sentence naming
+ * /dev/shm and its free bytes when it cannot hold the region.
+ */
+int ferry__shm_region_reserve_own(const struct fi_info *info,
+                                  struct fid_ep *ep);
+
+/*
+ * The same for the region of a peer, whose address (len bytes, as its
+ * fi_getname gave it) the endpoint opened from info is about to insert.
+ * tmpfs charges a page to the file, whoever touches it first, and this
+ * side touches the peer's file: its peer reserved it already if it runs
+ * this ferry (then this costs a walk over pages that are there), and
+ * this makes it so for a peer that did not.
+ */
+int ferry__shm_region_reserve_peer(const struct fi_info *info,
+                                   const void *addr, size_t len);
 
 #endif /* FERRY_FABRIC_SHM_SPACE_H */

@@ -45,12 +45,25 @@ static int connect_once(const struct addrinfo *ai, uint64_t deadline)
     return fd;
 }
 
-/* Connects, retrying refusals until the deadline: the server may start
- * a moment after the client. */
-static int dial(const char *hostport, uint64_t deadline, int *fd)
+/* How long since start_ns, in seconds. */
+static double seconds_since(uint64_t start_ns)
+{
+    return (double)(ferry__now_ns() - start_ns) / 1e9;
+}
+
+/*
+ * Connects, retrying refusals until the deadline: the server may start
+ * a moment after the client.  The first refusal is said at once unless
+ * the caller expects them (the wait may be long, and nothing else shows
+ * why a connect has not returned), the last in the error.
+ */
+static int dial(const char *hostport, uint64_t deadline, bool say_refusal,
+                int *fd)
 {
     struct addrinfo *ai = NULL;
     int ret = ferry__oob_resolve(hostport, false, &ai), last = -ECONNREFUSED;
+    uint64_t start = ferry__now_ns();
+    bool said = !say_refusal;
 
     if (ret != 0)
         return ret;
@@ -65,12 +78,27 @@ static int dial(const char *hostport, uint64_t deadline, int *fd)
         }
         if (ferry__oob_remaining_ms(deadline) == 0 || last == -ETIMEDOUT)
             break;
+        if (!said && last == -ECONNREFUSED) {
+            FERRY_LOG_WARN("bootstrap: %s refused the connection (nothing "
+                           "listens there yet?); retrying until the "
+                           "deadline, %d ms from now",
+                           hostport, ferry__oob_remaining_ms(deadline));
+            said = true;
+        }
         usleep(20000);
     }
     freeaddrinfo(ai);
+    if (last == -ECONNREFUSED)
+        return ferry__error(FERRY_EHOSTUNREACH,
+                            "bootstrap: cannot connect to %s: connection "
+                            "refused, tried for %.1f s: nothing listens "
+                            "there; start the listener first, give a longer "
+                            "timeout, or check the host and port",
+                            hostport, seconds_since(start));
     return ferry__error(
         last == -ETIMEDOUT ? FERRY_ETIMEDOUT : FERRY_EHOSTUNREACH,
-        "bootstrap: cannot connect to %s: %s", hostport, strerror(-last));
+        "bootstrap: cannot connect to %s: %s (tried for %.1f s)", hostport,
+        strerror(-last), seconds_since(start));
 }
 
 /* The handshake on c's socket, then the server as a peer. */
@@ -90,7 +118,7 @@ static int greet(struct ferry_oob_conn *c, const char *secret,
 
 int ferry__oob_client_open(struct ferry_context *ctx, const char *hostport,
                            int timeout_ms, const char *secret,
-                           struct ferry_oob_conn **out)
+                           bool say_refusal, struct ferry_oob_conn **out)
 {
     uint64_t deadline = ferry__oob_deadline(timeout_ms);
     struct ferry_oob_conn *c = ferry__oob_conn_new(ctx);
@@ -99,7 +127,7 @@ int ferry__oob_client_open(struct ferry_context *ctx, const char *hostport,
     if (c == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a connection");
     snprintf(c->where, sizeof(c->where), "server %s", hostport);
-    ret = dial(hostport, deadline, &c->fd);
+    ret = dial(hostport, deadline, say_refusal, &c->fd);
     if (ret == 0)
         ret = greet(c, secret, deadline);
     if (ret != 0) {

@@ -10,13 +10,15 @@
 /*
  * Connects to hostport, retrying while the connection is refused (the
  * server may start a moment after us) until timeout_ms (> 0), proves
- * secret (auth.h) and adds the server as a peer of ctx.  The caller
- * frees *out with ferry__oob_conn_free.  Returns 0 or the error, with
- * its sentence (ferry_oob_connect lists them).
+ * secret (auth.h) and adds the server as a peer of ctx.  say_refusal:
+ * the first refusal is logged at once (a warning naming hostport and the
+ * time left), for a caller who would otherwise wait in silence.  The
+ * caller frees *out with ferry__oob_conn_free.  Returns 0 or the error,
+ * with its sentence (ferry_oob_connect lists them).
  */
 int ferry__oob_client_open(struct ferry_context *ctx, const char *hostport,
                            int timeout_ms, const char *secret,
-                           struct ferry_oob_conn **out);
+                           bool say_refusal, struct ferry_oob_conn **out);
 
 /*
  * Sends a request (a frame of kind with name and, unless NULL, the bytes)

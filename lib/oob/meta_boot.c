@@ -72,7 +72,7 @@ static void *pinger_main(void *arg)
 static int find_hub(struct ferry_meta *m, struct boot *b, const char *hostport)
 {
     char first[512];
-    int ret = ferry_oob_connect(m->ctx, hostport, HUB_PROBE_MS, &b->conn);
+    int ret = ferry__oob_probe(m->ctx, hostport, HUB_PROBE_MS, &b->conn);
 
     if (ret == 0 || (ret != FERRY_ETIMEDOUT && ret != FERRY_EHOSTUNREACH))
         return ret;

@@ -484,15 +484,10 @@ static int lookup_offered(struct ferry_oob_conn *c, const char *name,
 
 /* ---- the connecting side ------------------------------------------------ */
 
-int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
-                      int timeout_ms, ferry_oob_conn_t **out)
-{
-    return ferry_oob_connect_token(ctx, hostport, NULL, timeout_ms, out);
-}
-
-int ferry_oob_connect_token(ferry_context_t *ctx, const char *hostport,
-                            const char *token, int timeout_ms,
-                            ferry_oob_conn_t **out)
+/* ferry_oob_connect_token; say_refusal: log the first refusal at once. */
+static int connect_with(ferry_context_t *ctx, const char *hostport,
+                        const char *token, int timeout_ms, bool say_refusal,
+                        ferry_oob_conn_t **out)
 {
     int ret;
 
@@ -512,7 +507,27 @@ int ferry_oob_connect_token(ferry_context_t *ctx, const char *hostport,
     token = token_of(ctx, token);
     if ((ret = check_token(token, "ferry_oob_connect")))
         return ret;
-    return ferry__oob_client_open(ctx, hostport, timeout_ms, token, out);
+    return ferry__oob_client_open(ctx, hostport, timeout_ms, token,
+                                  say_refusal, out);
+}
+
+int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
+                      int timeout_ms, ferry_oob_conn_t **out)
+{
+    return connect_with(ctx, hostport, NULL, timeout_ms, true, out);
+}
+
+int ferry_oob_connect_token(ferry_context_t *ctx, const char *hostport,
+                            const char *token, int timeout_ms,
+                            ferry_oob_conn_t **out)
+{
+    return connect_with(ctx, hostport, token, timeout_ms, true, out);
+}
+
+int ferry__oob_probe(ferry_context_t *ctx, const char *hostport,
+                     int timeout_ms, ferry_oob_conn_t **out)
+{
+    return connect_with(ctx, hostport, NULL, timeout_ms, false, out);
 }
 
 ferry_peer_t *ferry_oob_conn_peer(const ferry_oob_conn_t *conn)

@@ -65,6 +65,14 @@ int ferry__oob_lookup_published(ferry_oob_conn_t *conn, const char *name,
 int ferry__oob_ping(ferry_oob_conn_t *conn, int timeout_ms);
 
 /*
+ * ferry_oob_connect with the context's token for a caller that expects
+ * nobody to listen yet (the metadata backend looking for its hub before
+ * it becomes the hub): a refusal is not logged, only returned.
+ */
+int ferry__oob_probe(ferry_context_t *ctx, const char *hostport,
+                     int timeout_ms, ferry_oob_conn_t **out);
+
+/*
  * Tests only: replaces the listener's limits (limits.h), e.g. to see a
  * handshake time out in 300 ms rather than 5 s.  Applies to connections
  * already open too.  FERRY_EINVAL for a zero or negative bound.

@@ -255,9 +255,28 @@ int ferry__oob_send_all(int fd, const void *buf, size_t len, uint64_t deadline,
     return 0;
 }
 
-static int recv_all(int fd, uint8_t *p, size_t len, uint64_t deadline,
-                    const char *where)
+/* The other side closed (or reset) the connection before the first byte
+ * of a frame: no answer at all. */
+static int closed_without_answer(const char *where)
 {
+    return ferry__error(FERRY_ECONNRESET,
+                        "bootstrap: %s closed the connection without "
+                        "answering: a ferry listener says why even when it "
+                        "refuses, so what accepted is likely not a ferry "
+                        "listener (another program on that port, or a port "
+                        "forward or proxy with nothing behind it), or the "
+                        "listener was closing (ferry_oob_close, or its "
+                        "process ended)",
+                        where);
+}
+
+/* Reads len bytes; at_frame_start: they begin a frame, so a close before
+ * the first of them is no answer at all rather than a frame cut short. */
+static int recv_all(int fd, uint8_t *p, size_t len, uint64_t deadline,
+                    const char *where, bool at_frame_start)
+{
+    const size_t want = len;
+
     while (len > 0) {
         ssize_t n;
 
@@ -270,10 +289,13 @@ static int recv_all(int fd, uint8_t *p, size_t len, uint64_t deadline,
         if (n > 0) {
             p += n;
             len -= (size_t)n;
+        } else if ((n == 0 || errno == ECONNRESET) && at_frame_start &&
+                   len == want) {
+            return closed_without_answer(where);
         } else if (n == 0) {
             return ferry__error(FERRY_ECONNRESET,
                                 "bootstrap: %s closed the connection "
-                                "mid-frame or before answering",
+                                "mid-frame",
                                 where);
         } else if (errno != EINTR && errno != EAGAIN) {
             return ferry__error(FERRY_ECONNRESET,
@@ -291,10 +313,12 @@ int ferry__oob_recv_frame(int fd, uint8_t *buf, uint64_t deadline,
     size_t len;
     int ret;
 
-    if ((ret = recv_all(fd, buf, FERRY__BLOB_HEADER_LEN, deadline, where)) ||
+    if ((ret = recv_all(fd, buf, FERRY__BLOB_HEADER_LEN, deadline, where,
+                        true)) ||
         (ret = ferry__oob_frame_length(buf, &len, where)) ||
         (ret = recv_all(fd, buf + FERRY__BLOB_HEADER_LEN,
-                        len - FERRY__BLOB_HEADER_LEN, deadline, where)))
+                        len - FERRY__BLOB_HEADER_LEN, deadline, where,
+                        false)))
         return ret;
     *kind = ferry__oob_frame_kind(buf);
     return ferry__blob_open(r, buf, len, (enum ferry__blob_kind) * kind,

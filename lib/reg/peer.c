@@ -13,6 +13,7 @@
 #include "base/host.h"
 #include "fabric/route.h"
 #include "fabric/shm_loop.h"
+#include "fabric/shm_space.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,19 @@ static int check_loopback_reach(uint32_t fmt, const uint8_t *name, size_t len,
         host->name, text, self->name);
 }
 
+/* peer->label: its host's name and its address on rail. */
+static void label_peer(const struct ferry__rail *rail, const uint8_t *addr,
+                       const struct peer_host *host, struct ferry_peer *peer)
+{
+    char text[FERRY__ADDR_MAX];
+    size_t len = sizeof(text);
+
+    if (fi_av_straddr(rail->av, addr, text, &len) == NULL)
+        snprintf(text, sizeof(text), "(a %s address)",
+                 format_name(rail->info->addr_format));
+    snprintf(peer->label, sizeof(peer->label), "%s at %s", host->name, text);
+}
+
 /* Reads the blob and inserts each rail's address; under the lock. */
 static int insert_addresses(struct ferry__reg *reg,
                             struct ferry__blob_reader *r,
@@ -213,8 +227,11 @@ static int insert_addresses(struct ferry__reg *reg,
                 i, format_name(fmt), rail->info->domain_attr->name,
                 format_name(rail->info->addr_format));
         if ((ret = check_loopback_reach(fmt, name, len, &host)) ||
-            (ret = ferry__shm_loop_admit(rail->info, name, len)))
+            (ret = ferry__shm_loop_admit(rail->info, name, len)) ||
+            (ret = ferry__shm_region_reserve_peer(rail->info, name, len)))
             return ret;
+        if (i == 0)
+            label_peer(rail, name, &host, peer);
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
         if (ret != 1) {
             char hint[192];

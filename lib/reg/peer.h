@@ -5,6 +5,7 @@
 #ifndef FERRY_REG_PEER_H
 #define FERRY_REG_PEER_H
 
+#include "base/host.h"
 #include "fabric/pulse.h"
 #include "reg/part.h"
 
@@ -102,6 +103,10 @@ struct ferry_peer {
     /* The address blob it was added from (a fan-out's plan hands it on). */
     uint8_t *blob;
     size_t blob_len;
+    /* How log lines name it: its host, and its rail 0 address as the
+     * provider writes it (fi_av_straddr): "rig-h2 at
+     * fi_sockaddr_in://10.0.0.2:40123". */
+    char label[FERRY__ADDR_MAX + FERRY__HOST_NAME_MAX + 4];
 };
 
 /* The peer whose in_line link is on a ring of peers waiting in line. */

@@ -76,7 +76,7 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
     vsnprintf(peer->live.why, sizeof(peer->live.why), fmt, ap);
     va_end(ap);
     x->live.peers_declared++;
-    FERRY_LOG_WARN("peer %p is %s: %s", (void *)peer,
+    FERRY_LOG_WARN("peer %s is %s: %s", peer->label,
                    state_name(peer->live.state), peer->live.why);
     snprintf(why, sizeof(why), "the peer is %s: %s",
              state_name(peer->live.state), peer->live.why);

@@ -25,18 +25,47 @@ typedef struct {
 
 /* ---- Blocks -------------------------------------------------------------------- */
 
+/* stride as given (None: block, the default) into *stride; false with
+ * the error raised when it is not an integer or is negative. */
+static bool blocks_stride(PyObject *given, Py_ssize_t block,
+                          Py_ssize_t *stride)
+{
+    if (given == NULL || given == Py_None) {
+        *stride = block;
+        return true;
+    }
+    if (!PyLong_Check(given)) {
+        PyErr_Format(PyExc_TypeError,
+                     "Blocks: stride must be an integer or None, not %.100s",
+                     Py_TYPE(given)->tp_name);
+        return false;
+    }
+    *stride = PyLong_AsSsize_t(given);
+    if (*stride == -1 && PyErr_Occurred())
+        return false;
+    if (*stride < 0) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "Blocks: stride %zd is negative; give None (the "
+                      "default: block_size, %zd) or a stride of block_size "
+                      "(%zd) bytes or more",
+                      *stride, block, block);
+        return false;
+    }
+    return true;
+}
+
 static PyObject *blocks_new(PyTypeObject *type, PyObject *args,
                             PyObject *kwargs)
 {
     static char *names[] = {"region", "block_size", "count", "offset",
                             "stride", NULL};
-    PyObject *region;
-    Py_ssize_t block, count, offset = 0, stride = -1;
+    PyObject *region, *given = NULL;
+    Py_ssize_t block, count, offset = 0, stride;
     PyfBlocks *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Onn|nn:Blocks", names,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Onn|nO:Blocks", names,
                                      &region, &block, &count, &offset,
-                                     &stride))
+                                     &given))
         return NULL;
     if (!PyObject_TypeCheck(region, &PyfMemory_Type) &&
         !PyObject_TypeCheck(region, &PyfRemote_Type))
@@ -44,8 +73,9 @@ static PyObject *blocks_new(PyTypeObject *type, PyObject *args,
                              "Blocks: region must be a Memory or a "
                              "RemoteMemory, not %.100s",
                              Py_TYPE(region)->tp_name);
-    if (block <= 0 || count <= 0 || offset < 0 ||
-        (stride >= 0 && stride < block))
+    if (!blocks_stride(given, block, &stride))
+        return NULL;
+    if (block <= 0 || count <= 0 || offset < 0 || stride < block)
         return pyf_raise_msg(FERRY_EINVAL,
                              "Blocks: block_size %zd, count %zd, offset %zd, "
                              "stride %zd; block_size and count must be "
@@ -59,7 +89,7 @@ static PyObject *blocks_new(PyTypeObject *type, PyObject *args,
     self->block_size = block;
     self->count = count;
     self->offset = offset;
-    self->stride = stride >= 0 ? stride : block;
+    self->stride = stride;
     return (PyObject *)self;
 }
 

@@ -205,6 +205,22 @@ def test_bad_blocks_and_prepare(tcp_pair):
         peer.prepare(ferry.WRITE, [], remote)  # an empty list
 
 
+def test_blocks_stride_none_or_in_range(tcp_pair):
+    """stride=None is the default (block_size); a negative stride is not
+    taken for it but refused, naming the value and the valid range."""
+    lmem = tcp_pair.initiator.register(kv("numpy", 1))
+    assert ferry.Blocks(lmem, 8, 2, stride=None).stride == 8
+    for stride in (-1, -8, -(2 ** 62)):
+        with pytest.raises(ValueError) as e:
+            ferry.Blocks(lmem, 8, 2, stride=stride)
+        assert isinstance(e.value, ferry.InvalidArgumentError)
+        assert (f"Blocks: stride {stride} is negative; give None (the "
+                "default: block_size, 8) or a stride of block_size (8) bytes "
+                "or more") in str(e.value)
+    with pytest.raises(TypeError, match="stride must be an integer or None"):
+        ferry.Blocks(lmem, 8, 2, stride="8")
+
+
 def test_prepared_holds_its_regions_and_close(tcp_pair):
     lmem = tcp_pair.initiator.register(kv("numpy", 1))
     dst = kv("numpy", None)

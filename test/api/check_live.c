@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TCP "tcp;ofi_rxm"
 #define SHORT_LIVENESS_MS 500
@@ -446,6 +447,66 @@ START_TEST(test_abort_reaches_target)
 }
 END_TEST
 
+/* ---- the warning ----------------------------------------------------------- */
+
+/* What ferry_peer_declare_dead(peer, why) prints on stderr, into out. */
+static void declare_dead_printing(ferry_peer_t *peer, const char *why,
+                                  char *out, size_t cap)
+{
+    char path[] = "/tmp/ferry-live-stderr.XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    ssize_t n;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(saved, 0);
+    unlink(path);
+    ck_assert_int_eq(dup2(fd, 2), 2);
+    n = ferry_peer_declare_dead(peer, why);
+    ck_assert_int_eq(dup2(saved, 2), 2);
+    close(saved);
+    ck_assert_msg(n == 0, "%s", ferry_last_error());
+    n = pread(fd, out, cap - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+/* The warning names the peer by its host and its address, as the
+ * provider writes it (tcp: its IP address and port; shm: its endpoint's
+ * name, with the process id), not by the handle's address in memory. */
+static const char *const warned_providers[] = {TCP, "shm"};
+
+START_TEST(test_warning_names_the_peer)
+{
+    const char *prov = warned_providers[_i];
+    struct ferry_config cfg;
+    struct tu_pair p;
+    char said[1024], want[64], host[80];
+
+    config(&cfg, prov, SHORT_LIVENESS_MS);
+    tu_pair_open_threads(&p, prov, &cfg, 0, 0);
+    declare_dead_printing(p.peer, "the test says so", said, sizeof(said));
+    printf("%s: %s", prov, said);
+    if (strcmp(prov, TCP) == 0)
+        snprintf(want, sizeof(want), "127.0.0.1:");
+    else
+        snprintf(want, sizeof(want), "ferry_%d_", (int)getpid());
+    ck_assert_msg(strstr(said, "warn: peer ") != NULL &&
+                      strstr(said, want) != NULL &&
+                      strstr(said, " is unreachable: the test says so") !=
+                          NULL,
+                  "the warning \"%s\" does not name the peer by its "
+                  "address (%s...)",
+                  said, want);
+    ck_assert_msg(strstr(said, "peer 0x") == NULL, "\"%s\"", said);
+    ck_assert_int_eq(gethostname(host, sizeof(host) - 4), 0);
+    strcat(host, " at ");
+    ck_assert_msg(strstr(said, host) != NULL,
+                  "the warning \"%s\" does not name the peer's host (%s)",
+                  said, host);
+    tu_pair_close(&p);
+}
+END_TEST
+
 /* ---- configuration ------------------------------------------------------- */
 
 START_TEST(test_liveness_env)
@@ -517,6 +578,9 @@ static Suite *live_suite(void)
     tcase_add_test(tc, test_busy_sends_no_heartbeat);
     tc = tu_tcase(s, "abort", 60);
     tcase_add_loop_test(tc, test_abort_reaches_target, 0, 2);
+    tc = tu_tcase(s, "warning", 30);
+    tcase_add_loop_test(tc, test_warning_names_the_peer, 0,
+                        (int)TU_ARRAY_LEN(warned_providers));
     tc = tu_tcase(s, "config", 10);
     tcase_add_test(tc, test_liveness_env);
     tcase_add_test(tc, test_bad_arguments);

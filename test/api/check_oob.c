@@ -689,6 +689,146 @@ START_TEST(test_nobody_listening)
 }
 END_TEST
 
+/* ferry_oob_connect run in a thread of its own, with its result. */
+struct dialer {
+    ferry_context_t *ctx;
+    const char *hostport;
+    int timeout_ms;
+    int ret;
+    char said[512];
+};
+
+static void *dialer_main(void *arg)
+{
+    struct dialer *d = arg;
+    ferry_oob_conn_t *conn = NULL;
+
+    d->ret = ferry_oob_connect(d->ctx, d->hostport, d->timeout_ms, &conn);
+    snprintf(d->said, sizeof(d->said), "%s", ferry_last_error());
+    ferry_oob_disconnect(conn);
+    return NULL;
+}
+
+/* Reads what is in the pipe at fd into buf (cap bytes, NUL-terminated),
+ * waiting up to ms for the first byte; the bytes read. */
+static size_t read_pipe(int fd, char *buf, size_t cap, int ms)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    size_t got = 0;
+    ssize_t n;
+
+    while (got < cap - 1 && poll(&pfd, 1, got == 0 ? ms : 0) == 1 &&
+           (n = read(fd, buf + got, cap - 1 - got)) > 0)
+        got += (size_t)n;
+    buf[got] = '\0';
+    return got;
+}
+
+/* stderr into a pipe, from capture_start to capture_end. */
+struct capture {
+    int pipe[2];
+    int saved;
+};
+
+static void capture_start(struct capture *c)
+{
+    ck_assert_int_eq(pipe(c->pipe), 0);
+    c->saved = dup(2);
+    ck_assert_int_ge(c->saved, 0);
+    ck_assert_int_eq(dup2(c->pipe[1], 2), 2);
+}
+
+/* stderr back; what is left in the pipe into buf (cap bytes). */
+static void capture_end(struct capture *c, char *buf, size_t cap)
+{
+    ck_assert_int_eq(dup2(c->saved, 2), 2);
+    close(c->saved);
+    close(c->pipe[1]);
+    read_pipe(c->pipe[0], buf, cap, 0);
+    close(c->pipe[0]);
+}
+
+/* A refused connection is said at once, in one line naming the address
+ * and that ferry retries until the deadline; the error at the deadline
+ * names the address, "connection refused" and how long it tried. */
+START_TEST(test_refused_said_at_once)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    struct dialer d = {.ctx = ctx_open(PROV, 0, NULL), .timeout_ms = 1500};
+    char hostport[32], first[1024], rest[4096], want[128];
+    const char *tried;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct capture cap;
+    double t0, first_s, secs = 0;
+    pthread_t th;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ntohs(sa.sin_port));
+    d.hostport = hostport;
+    capture_start(&cap);
+    t0 = now_s();
+    ck_assert_int_eq(pthread_create(&th, NULL, dialer_main, &d), 0);
+    read_pipe(cap.pipe[0], first, sizeof(first), 1000);
+    first_s = now_s() - t0;
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    capture_end(&cap, rest, sizeof(rest));
+    printf("after %.3f s: %s%s; at the deadline: %s\n", first_s, first, rest,
+           d.said);
+    snprintf(want, sizeof(want), "bootstrap: %s refused the connection",
+             hostport);
+    ck_assert_msg(first_s < 0.5 && strstr(first, want) != NULL &&
+                      strstr(first, "retrying until the deadline") != NULL,
+                  "%.3f s into a 1.5 s connect to a port that refuses, "
+                  "stderr held \"%s\": nothing said at once",
+                  first_s, first);
+    ck_assert_msg(strstr(rest, want) == NULL, "said again: \"%s\"", rest);
+    ck_assert_msg(d.ret == FERRY_EHOSTUNREACH, "connect gave %d: %s", d.ret,
+                  d.said);
+    snprintf(want, sizeof(want), "bootstrap: cannot connect to %s: "
+             "connection refused, tried for ", hostport);
+    tried = strstr(d.said, want);
+    ck_assert_msg(tried != NULL && sscanf(tried + strlen(want), "%lf", &secs) == 1,
+                  "\"%s\" lacks \"%s<seconds>\"", d.said, want);
+    ck_assert_msg(secs >= 1.4 && secs < 3.0, "tried for %.1f s of 1.5", secs);
+    close(fd);
+    ferry_context_destroy(d.ctx);
+}
+END_TEST
+
+/* The metadata service's bootstrap backend looks for its hub before it
+ * becomes the hub: a refusal is what it expects there, not news. */
+START_TEST(test_hub_probe_says_no_refusal)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    ferry_context_t *ctx = ctx_open(PROV, 0, NULL);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ret;
+    char url[64], said[4096];
+    struct capture cap;
+    ferry_meta_t *meta = NULL;
+
+    /* A free port: bound, read, let go (the hub takes it right after). */
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    close(fd);
+    snprintf(url, sizeof(url), "bootstrap://127.0.0.1:%d",
+             ntohs(sa.sin_port));
+    capture_start(&cap);
+    ret = ferry_meta_open(ctx, url, "first", &meta);
+    capture_end(&cap, said, sizeof(said));
+    ck_assert_msg(ret == 0, "ferry_meta_open(%s): %s", url,
+                  ferry_last_error());
+    ck_assert_msg(strstr(said, "refused the connection") == NULL,
+                  "becoming the hub printed \"%s\"", said);
+    ferry_meta_close(meta);
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
 /* ---- bad arguments ------------------------------------------------------ */
 
 static void expect_err(int ret, int want, const char *contains,
@@ -875,6 +1015,8 @@ static Suite *oob_suite(void)
     tcase_add_test(tc, test_token_too_long);
     tc = tu_tcase(s, "fake-server", 60);
     tcase_add_test(tc, test_nobody_listening);
+    tcase_add_test(tc, test_refused_said_at_once);
+    tcase_add_test(tc, test_hub_probe_says_no_refusal);
     tc = tu_tcase(s, "args", 60);
     tcase_add_test(tc, test_bad_args_listen);
     tcase_add_test(tc, test_bad_args_connect);

@@ -1229,6 +1229,8 @@ enum fake_mode {
     FAKE_BAD_PROOF,  /* a challenge whose proof is not the token's */
     FAKE_OLD,        /* refuses the hello as a listener before the
                         handshake did */
+    FAKE_HANGUP,     /* reads the hello, closes without a byte */
+    FAKE_SLAM,       /* closes at once, the hello unread (a reset) */
 };
 
 struct fake {
@@ -1277,12 +1279,16 @@ static void *fake_main(void *arg)
     if (poll(pfd, 2, 10000) != 1 || pfd[1].revents)
         return NULL;
     fd = accept(f->lfd, NULL, NULL);
-    if (fd < 0)
+    if (fd < 0 || f->mode == FAKE_SLAM) {
+        close(fd);
         return NULL;
+    }
     f->got_hello = fake_read_frame(fd, buf, sizeof(buf)) &&
                    (buf[6] | buf[7] << 8) == K_HELLO;
     switch (f->mode) {
     case FAKE_SILENT:
+    case FAKE_HANGUP:
+    case FAKE_SLAM:
         break;
     case FAKE_GARBAGE:
         len = (size_t)snprintf((char *)buf, sizeof(buf),
@@ -1378,7 +1384,8 @@ static void fake_case(enum fake_mode mode, int timeout_ms, int want_ret,
     dt = now_s() - t0;
     snprintf(err, sizeof(err), "%s", ferry_last_error());
     fake_stop(&f);
-    ck_assert_msg(f.got_hello, "the fake server did not get a hello");
+    ck_assert_msg(f.got_hello || mode == FAKE_SLAM,
+                  "the fake server did not get a hello");
     ck_assert_msg(ret == want_ret, "connect gave %d (%s): %s, expected %d",
                   ret, ferry_strerror(ret), err, want_ret);
     ck_assert_ptr_null(conn);
@@ -1439,6 +1446,19 @@ START_TEST(test_fake_server_wrong_kind)
     snprintf(want, sizeof(want), "answered the hello with frame kind %d",
              K_FOUND);
     fake_case(FAKE_WRONG_KIND, 3000, FERRY_EPROTO, want, 2.0);
+}
+END_TEST
+
+/* A port that accepts and hangs up without a byte (a port forward with
+ * nothing behind it, say) is not said to have sent something: the client
+ * says it closed without answering, and what that likely means. */
+START_TEST(test_fake_server_hangs_up)
+{
+    fake_case(FAKE_HANGUP, 3000, FERRY_ECONNRESET,
+              "closed the connection without answering", 2.0);
+    tu_assert_sentence("not a ferry listener", "port forward", NULL);
+    fake_case(FAKE_SLAM, 3000, FERRY_ECONNRESET,
+              "closed the connection without answering", 2.0);
 }
 END_TEST
 
@@ -1505,6 +1525,7 @@ static Suite *oob_suite(void)
     tcase_add_test(tc, test_fake_server_garbage);
     tcase_add_test(tc, test_fake_server_wrong_version);
     tcase_add_test(tc, test_fake_server_closes_mid_frame);
+    tcase_add_test(tc, test_fake_server_hangs_up);
     tcase_add_test(tc, test_fake_server_huge_frame);
     tcase_add_test(tc, test_fake_server_error_frame);
     tcase_add_test(tc, test_fake_server_wrong_kind);

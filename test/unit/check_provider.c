@@ -13,8 +13,13 @@
 #include "fabric/route.h"
 #include "fabric/shm_space.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 START_TEST(test_mr_mode_bits_round_trip)
 {
@@ -183,6 +188,41 @@ START_TEST(test_shm_space)
 }
 END_TEST
 
+/* A peer's region left sparse is committed whole when the peer is added
+ * (the root-only test/unit/check_shm_full fills /dev/shm around it). */
+START_TEST(test_shm_region_reserved)
+{
+    struct fi_info *info = fi_allocinfo();
+    char path[64], addr[80];
+    struct stat st;
+    int fd;
+
+    ck_assert_ptr_nonnull(info);
+    snprintf(path, sizeof(path), "/dev/shm/ferry_unit_%d", (int)getpid());
+    snprintf(addr, sizeof(addr), "fi_shm://%s", path + strlen("/dev/shm/"));
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+    ck_assert_int_eq(ftruncate(fd, MiB), 0);
+    /* Another provider's address: nothing is touched. */
+    info->ep_attr->protocol = FI_PROTO_RXM;
+    ck_assert_int_eq(ferry__shm_region_reserve_peer(info, addr, strlen(addr)),
+                     0);
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    ck_assert_int_eq(st.st_blocks, 0);
+    info->ep_attr->protocol = FI_PROTO_SHM;
+    ck_assert_int_eq(ferry__shm_region_reserve_peer(info, addr, strlen(addr)),
+                     0);
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    ck_assert_int_eq((uint64_t)st.st_blocks * 512, MiB);
+    /* No such region (a provider that keeps it elsewhere): left alone. */
+    ck_assert_int_eq(ferry__shm_region_reserve_peer(info, "fi_shm://none", 14),
+                     0);
+    close(fd);
+    unlink(path);
+    fi_freeinfo(info);
+}
+END_TEST
+
 START_TEST(test_bytes_words)
 {
     char b[32];
@@ -259,6 +299,7 @@ static Suite *provider_suite(void)
     tcase_add_test(tc, test_nearest_name);
     tcase_add_test(tc, test_provider_about);
     tcase_add_test(tc, test_shm_space);
+    tcase_add_test(tc, test_shm_region_reserved);
     tcase_add_test(tc, test_bytes_words);
     suite_add_tcase(s, tc);
     tc = tcase_create("route");
