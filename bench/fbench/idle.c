@@ -106,14 +106,7 @@ int run_idle(struct initiator *in, uint64_t block, struct result *res)
             g_role, o->idle_gaps, o->gap_length, o->idle);
     if (after_gaps(&p, res) || idle_window(in, res))
         goto out;
-    res->bytes = block * p.measured;
-    res->ops = res->reqs = res->measured = p.measured;
-    res->mean_us = (double)p.lat_sum / (double)p.measured / 1e3;
-    if (latency_summary(&p.lat, 1, 1.0, res) ||
-        exchange_results(in, 0, block, p.sent, res))
-        goto out;
-    fill_common(in, &p.lp.win, res);
-    failed = 0;
+    failed = pinger_result(&p, res);
 out:
     pinger_free(&p);
     return failed;

@@ -491,10 +491,51 @@ uint64_t block_of_run(const struct options *o, size_t i)
     return o->sweep_lo != 0 ? o->sweep_lo << i : o->block;
 }
 
+/* What a run of one write at a time (--pingpong, --idle) cannot take. */
+static const char *one_write_conflict(const struct options *o)
+{
+    if (o->read)
+        return "--op read";
+    if (o->threads_set && o->threads != 1)
+        return "--threads";
+    if (o->batch_set && o->batch != 1)
+        return "--batch-size";
+    if (o->inflight_set)
+        return "--inflight";
+    if (o->validate)
+        return "--validate";
+    if (o->notify)
+        return "--notify (every write carries one anyway)";
+    return NULL;
+}
+
+/* What an idle run cannot take besides those. */
+static const char *idle_conflict(const struct options *o)
+{
+    if (o->mode == MODE_MEMCPY)
+        return "--memcpy";
+    if (o->mode == MODE_FANOUT)
+        return "--fanout";
+    if (o->pingpong)
+        return "--pingpong";
+    if (o->target_polls)
+        return "--target-polls (which stops the target's progress thread)";
+    if (o->same_block)
+        return "--same-block";
+    if (o->sweep_lo != 0)
+        return "--sweep";
+    if (o->idle_peers != 0)
+        return "--idle-peers (they would be the initiator's, not the "
+               "target's)";
+    if (o->csv != NULL)
+        return "--csv (--json has its numbers)";
+    return one_write_conflict(o);
+}
+
 /* --idle: a plain target at rest, then single writes into it. */
 static bool check_idle(const struct options *o)
 {
-    const char *bad = NULL;
+    const char *bad;
 
     if (o->mode == MODE_TARGET &&
         (o->idle > 0 || o->idle_gaps != 0 || o->gap_length != 0))
@@ -512,37 +553,7 @@ static bool check_idle(const struct options *o)
         return !complain("--idle: %.3g s is too short to measure a rest; "
                          "give at least %.1f s",
                          o->idle, MIN_IDLE_S);
-    if (o->mode == MODE_MEMCPY)
-        bad = "--memcpy";
-    else if (o->mode == MODE_FANOUT)
-        bad = "--fanout";
-    else if (o->pingpong)
-        bad = "--pingpong";
-    else if (o->target_polls)
-        bad = "--target-polls (which stops the target's progress "
-              "thread)";
-    else if (o->read)
-        bad = "--op read";
-    else if (o->threads_set && o->threads != 1)
-        bad = "--threads";
-    else if (o->batch_set && o->batch != 1)
-        bad = "--batch-size";
-    else if (o->inflight_set)
-        bad = "--inflight";
-    else if (o->validate)
-        bad = "--validate";
-    else if (o->notify)
-        bad = "--notify (every write carries one anyway)";
-    else if (o->same_block)
-        bad = "--same-block";
-    else if (o->sweep_lo != 0)
-        bad = "--sweep";
-    else if (o->idle_peers != 0)
-        bad = "--idle-peers (they would be the initiator's, not the "
-              "target's)";
-    else if (o->csv != NULL)
-        bad = "--csv (--json has its numbers)";
-    if (bad != NULL)
+    if ((bad = idle_conflict(o)) != NULL)
         return !complain("--idle does not go with %s: it measures a target "
                          "at rest, and single writes into it",
                          bad);
@@ -557,20 +568,7 @@ static bool check_conflicts(const struct options *o)
         return false;
 
     if (o->pingpong) {
-        if (o->mode == MODE_MEMCPY)
-            bad = "--memcpy";
-        else if (o->read)
-            bad = "--op read";
-        else if (o->threads_set && o->threads != 1)
-            bad = "--threads";
-        else if (o->batch_set && o->batch != 1)
-            bad = "--batch-size";
-        else if (o->inflight_set)
-            bad = "--inflight";
-        else if (o->validate)
-            bad = "--validate";
-        else if (o->notify)
-            bad = "--notify (every ping carries one anyway)";
+        bad = o->mode == MODE_MEMCPY ? "--memcpy" : one_write_conflict(o);
         if (bad != NULL)
             return !complain("--pingpong does not go with %s: it has one "
                              "write in flight each way",

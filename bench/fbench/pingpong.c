@@ -104,6 +104,21 @@ int ping_loop(struct pinger *p)
     }
 }
 
+/* What moved and the latencies (halves of the round trips, with pongs). */
+int pinger_result(struct pinger *p, struct result *res)
+{
+    unsigned ways = p->pongs ? 2 : 1;
+
+    res->bytes = ways * p->iov.len * p->measured;
+    res->ops = res->reqs = res->measured = p->measured;
+    res->mean_us = (double)p->lat_sum / (double)p->measured / ways / 1e3;
+    if (latency_summary(&p->lat, 1, 1.0 / ways, res) ||
+        exchange_results(p->in, 0, p->iov.len, p->sent, res))
+        return 1;
+    fill_common(p->in, &p->lp.win, res);
+    return 0;
+}
+
 /* Tells the target the round trips are over and clears the pong count. */
 static int pings_end(struct pinger *p)
 {
@@ -133,14 +148,7 @@ int run_pingpong(struct initiator *in, uint64_t block,
     if (start_run(in, run_flags(in->o), block) || ping_loop(&p) ||
         pings_end(&p))
         goto out;
-    res->bytes = 2 * block * p.measured;
-    res->ops = res->reqs = res->measured = p.measured;
-    res->mean_us = (double)p.lat_sum / (double)p.measured / 2 / 1e3;
-    if (latency_summary(&p.lat, 1, 0.5, res) ||
-        exchange_results(in, 0, block, p.sent, res))
-        goto out;
-    fill_common(in, &p.lp.win, res);
-    failed = 0;
+    failed = pinger_result(&p, res);
 out:
     pinger_free(&p);
     return failed;

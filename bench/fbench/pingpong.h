@@ -36,6 +36,8 @@ int ping_once(struct pinger *p, uint64_t *ns);
 /* Writes back to back through a warm-up and a measured window
  * (--warmup, then --duration or --iterations). */
 int ping_loop(struct pinger *p);
+/* The run's result from that window, and the target's verdict. */
+int pinger_result(struct pinger *p, struct result *res);
 
 int run_pingpong(struct initiator *in, uint64_t block,
                  struct result *res);
