@@ -96,6 +96,47 @@ else
 	status=1
 fi
 expect 2 "--target-mem cuda: x: not a whole number" --target-mem cuda:x
+# --idle: the target at rest, then writes after gaps and warm ones.  The
+# numbers are the benchmark's, never checked here: only that each field is
+# there and is a number, on tcp and shm, and that the target saw every
+# notification.
+idle="--idle 0.5 --idle-gaps 3 --gap-length 0.2 --iterations 200 --warmup 0.1"
+num='-?[0-9][0-9.]*([eE][-+]?[0-9]+)?'
+for provider in "tcp;ofi_rxm" shm; do
+	expect 0 '"ok":true}' --provider "$provider" $idle --json
+	missing=
+	for key in seconds target_cpu_s target_cpu_per_idle_s \
+		target_wakeups_per_s target_preemptions_per_s gap_s p50 p99 \
+		first_over_warm_p50; do
+		grep -Eq "\"$key\":$num[,}]" "$tmp/out" || missing="$missing $key"
+	done
+	grep -Eq '"first_write_us":\{"p50":[^}]*"samples":3\}' "$tmp/out" ||
+		missing="$missing first_write_us.samples"
+	grep -Eq '"warm_write_us":\{"p50":[^}]*"samples":200\}' "$tmp/out" ||
+		missing="$missing warm_write_us.samples"
+	grep -Fq '"sent":' "$tmp/out" || missing="$missing notifications"
+	if [ -z "$missing" ]; then
+		echo "PASS: --idle --json over $provider has every field, numbers"
+	else
+		echo "FAIL: --idle --json over $provider: missing or not a number:$missing"
+		status=1
+	fi
+done
+expect 0 "(counter and queue agree): OK" --provider shm $idle
+line="the target used $num CPU-s per idle s \($num % of a core\), $num wake-ups/s; first write after 0.2 s idle: p50 $num [nmu]?s, p99 $num [nmu]?s; warm: p50 $num [nmu]?s \($num x\)"
+if grep -Eq "$line" "$tmp/out"; then
+	echo "PASS: --idle says what the target cost at rest and what writes took"
+else
+	echo "FAIL: --idle's summary line is not there or not numbers (/$line/)"
+	status=1
+fi
+expect 2 "--idle, --idle-gaps and --gap-length are the initiator's" \
+	--target --idle 1
+expect 2 "--idle does not go with --target-polls" --idle 1 --target-polls
+expect 2 "--idle does not go with --pingpong" --idle 1 --pingpong
+expect 2 "--idle does not go with --inflight" --idle 1 --inflight 4
+expect 2 "--idle-gaps and --gap-length go with --idle SECONDS" --idle-gaps 3
+expect 2 "--idle: 0.05 s is too short" --idle 0.05
 
 prog=$abs_top_builddir/bench/rma_raw
 expect 2 "usage: rma_raw -p PROVIDER" -s 8

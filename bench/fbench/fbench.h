@@ -21,16 +21,17 @@
  *   session.c     the initiator's state and the exchanges of every run
  *   throughput.c  throughput runs (worker threads)
  *   pingpong.c    latency runs
+ *   idle.c        idle runs: the target at rest, writes after gaps
  *   memcpy.c      the memcpy reference
  *   stats.c       results, latency percentiles, the progress line
  *   report.c      the summary, the sweep table, CSV and JSON
  *   loopback.c    loopback mode and the session's time bound
  *
  * Calls flow one way, from the modes (loopback, target, initiator,
- * memcpy) down to the parts they use: initiator.c calls throughput.c and
- * pingpong.c, and those two share session.c below them instead of calling
- * back up, so no header includes, directly or not, the header of a part
- * that uses it.
+ * memcpy) down to the parts they use: initiator.c calls throughput.c,
+ * pingpong.c and idle.c (which drives its writes with pingpong.c's loop),
+ * and those share session.c below them instead of calling back up, so no
+ * header includes, directly or not, the header of a part that uses it.
  *
  * How a run works.  The target registers a buffer, fills it with pattern A
  * and publishes it through the bootstrap (ferry_oob_*).  The initiator
@@ -54,6 +55,13 @@
  *
  * and BOUND (the session's time bound) first, BYE last.  Data-plane
  * notifications (--notify, --pingpong) use ID_DATA, ID_PING and ID_PONG.
+ *
+ * In an idle run (--idle) the writes come after READY (ID_DATA: warm ones,
+ * then one after each gap), while the target's thread dozes outside
+ * ferry; then MEASURE (value: the window in ms) opens the target's idle
+ * window: it sleeps through it on its own clock and answers T_IDLE_NS,
+ * T_IDLE_CPU, T_WAKEUPS and T_PREEMPTED when it closes; only then does
+ * the initiator send WRITTEN, so nothing lands inside it.
  *
  * FERRY_BENCH_CORRUPT=OFFSET (a self-test of the checkers) flips a byte of
  * the checked buffer before --validate checks it: the run must fail.
@@ -88,7 +96,8 @@ enum {
 enum {
     ID_BOUND = 16, /* value: the session's time bound in ms */
     ID_RUN,        /* value: RUN_* flags | block << 8 */
-    ID_MEASURE,    /* the measured window starts */
+    ID_MEASURE,    /* the measured window starts (value: an idle run's
+                      window in ms) */
     ID_STOP,       /* ... and ends */
     ID_WRITTEN,    /* value: blocks the initiator wrote at least once */
     ID_BLOCK,      /* value: the block size */
@@ -104,6 +113,10 @@ enum {
     ID_T_REG,        /* ns ferry_mem_register took there */
     ID_T_BAD,        /* offset of the first bad byte; UINT64_MAX: none */
     ID_T_VERDICT,    /* VERDICT_* bits, 0 when all is well */
+    ID_T_IDLE_NS,    /* the idle window's length by the target's clock */
+    ID_T_IDLE_CPU,   /* the target process's CPU ns in it */
+    ID_T_WAKEUPS,    /* its voluntary context switches in it */
+    ID_T_PREEMPTED,  /* its involuntary ones */
 };
 /* The notification that ends a pingpong run carries this value. */
 #define PING_STOP (UINT64_C(1) << 40)
@@ -113,6 +126,7 @@ enum run_flags {
     RUN_READ = 1u << 1,
     RUN_VALIDATE = 1u << 2,
     RUN_NOTIFY = 1u << 3,
+    RUN_IDLE = 1u << 4,
 };
 
 enum verdict {

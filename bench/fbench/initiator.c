@@ -1,10 +1,12 @@
 /*
  * ferry_bench: the initiator's session: connect, drive every run
- * (throughput.c or pingpong.c, which never call back here), say BYE.
+ * (throughput.c, pingpong.c or idle.c, which never call back here), say
+ * BYE.
  */
 #include "initiator.h"
 
 #include "fbench.h"
+#include "idle.h"
 #include "options.h"
 #include "pingpong.h"
 #include "report.h"
@@ -139,8 +141,9 @@ int initiator_main(const struct options *o, const char *where,
         struct result *r = &rs[done];
 
         result_init(r);
-        if (o->pingpong ? run_pingpong(&in, block_of_run(o, done), r)
-                        : run_throughput(&in, block_of_run(o, done), r))
+        if (o->idle > 0      ? run_idle(&in, block_of_run(o, done), r)
+            : o->pingpong ? run_pingpong(&in, block_of_run(o, done), r)
+                          : run_throughput(&in, block_of_run(o, done), r))
             goto out;
         r->ok = r->verdict == 0 && r->local_check != 1;
         ok &= r->ok;

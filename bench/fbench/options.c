@@ -21,6 +21,14 @@
 #define MAX_INFLIGHT 1024
 /* Upper bound of --idle-peers. */
 #define MAX_IDLE_PEERS 100000
+/* Upper bound of --idle-gaps. */
+#define MAX_IDLE_GAPS 100000
+/* --idle: gaps, their length and warm writes, by default. */
+#define DEFAULT_IDLE_GAPS 10
+#define DEFAULT_GAP_LENGTH 1.0
+#define DEFAULT_WARM_WRITES 1000
+/* The shortest idle window: a few of the scheduler's ticks. */
+#define MIN_IDLE_S 0.1
 
 static bool parse_size(const char *flag, const char *s, uint64_t *out)
 {
@@ -200,7 +208,8 @@ static void usage(FILE *f)
 "Transfers (the target and the initiator must agree on --pingpong and should\n"
 "be given the same sizes):\n"
 "  --op write|read         one-sided write into, or read from, the target (write)\n"
-"  --block-size SIZE       bytes per iov (1M; 8 with --pingpong); K, M, G\n"
+"  --block-size SIZE       bytes per iov (1M; 8 with --pingpong or --idle);\n"
+"                          K, M, G\n"
 "  --batch-size N          iovs per request (1)\n"
 "  --descending            the iovs of a request in descending order, so that\n"
 "                          none continues the one before: one operation per\n"
@@ -221,6 +230,14 @@ static void usage(FILE *f)
 "                          read: the initiator checks every byte it read\n"
 "  --pingpong              latency: write + notification there, the target\n"
 "                          answers the same way; reports half the round trip\n"
+"  --idle SECONDS          (--loopback or --initiator; a plain --target serves\n"
+"                          it) what a target at rest costs: its process's CPU\n"
+"                          per idle second and wake-ups per second over an\n"
+"                          idle window of SECONDS; and the latency of a write\n"
+"                          of --block-size (8) bytes with a notification,\n"
+"                          post to completion, warm (--iterations, 1000) and\n"
+"                          the first after each of --idle-gaps N (10) gaps\n"
+"                          of --gap-length SECONDS (1)\n"
 "  --mem host|cuda[:N]     memory of the buffers (host); cuda without a GPU:\n"
 "                          set FERRY_SIM_DEVICES=1 (ferry's simulated device)\n"
 "  --target-mem host|cuda[:N]  --loopback: the target's buffer (as --mem)\n"
@@ -274,7 +291,7 @@ enum flag_id {
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
     F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
-    F_IDLE_PEERS, F_HELP,
+    F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_HELP,
 };
 
 static const struct flag {
@@ -305,6 +322,8 @@ static const struct flag {
     {"--fanout", true, F_FANOUT},
     {"--fanout-chunk", true, F_FANOUT_CHUNK},
     {"--fanout-degree", true, F_FANOUT_DEGREE},
+    {"--idle", true, F_IDLE},            {"--idle-gaps", true, F_IDLE_GAPS},
+    {"--gap-length", true, F_GAP_LENGTH},
     {"-h", false, F_HELP},
 };
 
@@ -384,6 +403,11 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_PIN: o->pin = true; return true;
     case F_IDLE_PEERS:
         return parse_uint(f->name, v, 0, MAX_IDLE_PEERS, &o->idle_peers);
+    case F_IDLE: return parse_seconds(f->name, v, false, &o->idle);
+    case F_IDLE_GAPS:
+        return parse_uint(f->name, v, 1, MAX_IDLE_GAPS, &o->idle_gaps);
+    case F_GAP_LENGTH:
+        return parse_seconds(f->name, v, false, &o->gap_length);
     case F_VALIDATE: o->validate = true; return true;
     case F_JSON: o->json = true; return true;
     case F_PINGPONG: o->pingpong = true; return true;
@@ -467,25 +491,84 @@ uint64_t block_of_run(const struct options *o, size_t i)
     return o->sweep_lo != 0 ? o->sweep_lo << i : o->block;
 }
 
+/* What a run of one write at a time (--pingpong, --idle) cannot take. */
+static const char *one_write_conflict(const struct options *o)
+{
+    if (o->read)
+        return "--op read";
+    if (o->threads_set && o->threads != 1)
+        return "--threads";
+    if (o->batch_set && o->batch != 1)
+        return "--batch-size";
+    if (o->inflight_set)
+        return "--inflight";
+    if (o->validate)
+        return "--validate";
+    if (o->notify)
+        return "--notify (every write carries one anyway)";
+    return NULL;
+}
+
+/* What an idle run cannot take besides those. */
+static const char *idle_conflict(const struct options *o)
+{
+    if (o->mode == MODE_MEMCPY)
+        return "--memcpy";
+    if (o->mode == MODE_FANOUT)
+        return "--fanout";
+    if (o->pingpong)
+        return "--pingpong";
+    if (o->target_polls)
+        return "--target-polls (which stops the target's progress thread)";
+    if (o->same_block)
+        return "--same-block";
+    if (o->sweep_lo != 0)
+        return "--sweep";
+    if (o->idle_peers != 0)
+        return "--idle-peers (they would be the initiator's, not the "
+               "target's)";
+    if (o->csv != NULL)
+        return "--csv (--json has its numbers)";
+    return one_write_conflict(o);
+}
+
+/* --idle: a plain target at rest, then single writes into it. */
+static bool check_idle(const struct options *o)
+{
+    const char *bad;
+
+    if (o->mode == MODE_TARGET &&
+        (o->idle > 0 || o->idle_gaps != 0 || o->gap_length != 0))
+        return !complain("--idle, --idle-gaps and --gap-length are the "
+                         "initiator's: a plain --target serves an idle run "
+                         "(with ferry's progress thread, which is what it "
+                         "measures)");
+    if (o->idle == 0) {
+        if (o->idle_gaps != 0 || o->gap_length != 0)
+            return !complain("--idle-gaps and --gap-length go with --idle "
+                             "SECONDS");
+        return true;
+    }
+    if (o->idle < MIN_IDLE_S)
+        return !complain("--idle: %.3g s is too short to measure a rest; "
+                         "give at least %.1f s",
+                         o->idle, MIN_IDLE_S);
+    if ((bad = idle_conflict(o)) != NULL)
+        return !complain("--idle does not go with %s: it measures a target "
+                         "at rest, and single writes into it",
+                         bad);
+    return true;
+}
+
 static bool check_conflicts(const struct options *o)
 {
     const char *bad = NULL;
 
+    if (!check_idle(o))
+        return false;
+
     if (o->pingpong) {
-        if (o->mode == MODE_MEMCPY)
-            bad = "--memcpy";
-        else if (o->read)
-            bad = "--op read";
-        else if (o->threads_set && o->threads != 1)
-            bad = "--threads";
-        else if (o->batch_set && o->batch != 1)
-            bad = "--batch-size";
-        else if (o->inflight_set)
-            bad = "--inflight";
-        else if (o->validate)
-            bad = "--validate";
-        else if (o->notify)
-            bad = "--notify (every ping carries one anyway)";
+        bad = o->mode == MODE_MEMCPY ? "--memcpy" : one_write_conflict(o);
         if (bad != NULL)
             return !complain("--pingpong does not go with %s: it has one "
                              "write in flight each way",
@@ -642,9 +725,17 @@ bool resolve_options(struct options *o)
         o->target_mem_text = o->mem_text;
     }
     if (!o->block_set)
-        o->block = o->pingpong ? 8 : UINT64_C(1) << 20;
-    if (o->pingpong)
+        o->block = o->pingpong || o->idle > 0 ? 8 : UINT64_C(1) << 20;
+    if (o->pingpong || o->idle > 0)
         o->inflight = 1;
+    if (o->idle > 0) {
+        if (o->idle_gaps == 0)
+            o->idle_gaps = DEFAULT_IDLE_GAPS;
+        if (o->gap_length == 0)
+            o->gap_length = DEFAULT_GAP_LENGTH;
+        if (!o->duration_set && o->iterations == 0)
+            o->iterations = DEFAULT_WARM_WRITES;
+    }
     if (o->sweep_lo != 0)
         o->duration = o->duration_set ? o->duration / (double)nruns : 1.0;
     else if (!o->duration_set)
@@ -668,5 +759,6 @@ double session_bound_s(const struct options *o)
     per_run = o->warmup + (o->iterations != 0 ? 600 : o->duration) + 5;
     if (o->validate) /* fill, check and refill at >= 100 MB/s */
         per_run += 3 * (double)o->buffer / 100e6;
+    per_run += o->idle + (double)o->idle_gaps * o->gap_length;
     return 30 + runs * per_run + o->timeout_ms / 1000.0;
 }

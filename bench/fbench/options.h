@@ -65,6 +65,9 @@ struct options {
     uint64_t fanout;       /* --fanout: receivers */
     uint64_t fanout_chunk; /* --fanout-chunk; 0: ferry picks */
     uint64_t fanout_degree; /* --fanout-degree; 0: ferry picks */
+    double idle;            /* --idle: seconds of the idle window; 0: none */
+    uint64_t idle_gaps;     /* --idle-gaps; 0 until resolved */
+    double gap_length;      /* --gap-length; 0 until resolved */
 };
 
 bool parse_args(int argc, char **argv, struct options *o);

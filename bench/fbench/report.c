@@ -35,6 +35,7 @@ static const char *mode_name(enum mode m)
 static const char *what_moves(const struct options *o)
 {
     return o->mode == MODE_MEMCPY ? "memcpy"
+           : o->idle > 0          ? "idle"
            : o->pingpong          ? "pingpong"
            : o->read              ? "read"
                                   : "write";
@@ -53,7 +54,7 @@ void print_header(const struct options *o,
         fprintf(g_out, ": blocks %s", o->sweep_text);
     else
         fprintf(g_out, ": %s blocks", fmt_iec(b1, sizeof(b1), o->block));
-    if (!o->pingpong && o->mode != MODE_MEMCPY)
+    if (!o->pingpong && o->idle == 0 && o->mode != MODE_MEMCPY)
         fprintf(g_out, " × %" PRIu64 " per request × %" PRIu64
                 " thread%s × %" PRIu64 " in flight",
                 o->batch, o->threads, o->threads == 1 ? "" : "s",
@@ -68,6 +69,10 @@ void print_header(const struct options *o,
         fprintf(g_out, " (initiator on CPU 0, target on CPU 1)");
     if (o->idle_peers != 0)
         fprintf(g_out, " (and %" PRIu64 " idle peers)", o->idle_peers);
+    if (o->idle > 0)
+        fprintf(g_out, " (the target at rest %.3g s; %" PRIu64 " gaps of "
+                "%.3g s)",
+                o->idle, o->idle_gaps, o->gap_length);
     fprintf(g_out, ", buffer %s%s, ", fmt_iec(b2, sizeof(b2), o->buffer),
             o->cuda ? " of device memory" : "");
     if (o->iterations != 0)
@@ -97,7 +102,7 @@ static void print_checks(const struct options *o, const struct result *r)
 {
     char b1[32];
 
-    if (o->notify)
+    if (o->notify || o->idle > 0)
         fprintf(g_out, "  notify       %" PRIu64 " requests carried a "
                 "notification; the target counted %" PRIu64 "%s: %s\n",
                 r->notified, r->target_notified,
@@ -176,6 +181,35 @@ static void print_long(const struct options *o, const struct result *r)
     fflush(g_out);
 }
 
+/* What an idle run found: the target at rest, the first write after a
+ * gap beside warm ones. */
+static void print_idle(const struct options *o, const struct result *r)
+{
+    const struct idle_numbers *id = &r->idle;
+    double cpu = id->cpu_s / id->window_s;
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+
+    fprintf(g_out, "  idle         the target used %.3f CPU-s per idle s "
+            "(%.1f %% of a core), %.1f wake-ups/s; first write after %.3g "
+            "s idle: p50 %s, p99 %s; warm: p50 %s (%.2f x)\n",
+            cpu, 100 * cpu, (double)id->wakeups / id->window_s,
+            o->gap_length, fmt_lat(b1, sizeof(b1), id->first_p50_us),
+            fmt_lat(b2, sizeof(b2), id->first_p99_us),
+            fmt_lat(b3, sizeof(b3), r->p50_us),
+            id->first_p50_us / r->p50_us);
+    fprintf(g_out, "  measured     the target's whole process over %.3f s "
+            "at rest by its clock (%.1f preemptions/s); writes of %s, post "
+            "to completion: %" PRIu64 " after a gap, %" PRIu64 " warm (p99 "
+            "%s)\n",
+            id->window_s, (double)id->preemptions / id->window_s,
+            fmt_iec(b5, sizeof(b5), r->block), id->first_samples, r->samples,
+            fmt_lat(b4, sizeof(b4), r->p99_us));
+    print_session(r);
+    print_checks(o, r);
+    fprintf(g_out, "  result       %s\n", r->ok ? "OK" : "FAILED");
+    fflush(g_out);
+}
+
 static void print_row_header(const struct options *o)
 {
     fprintf(g_out, "  %9s %9s %12s %10s %10s %10s %10s  %s\n", "block",
@@ -237,6 +271,31 @@ static void json_str(const char *key, const char *v, const char *sep)
     printf("\"%s", sep);
 }
 
+static void json_idle(const struct options *o, const struct result *r)
+{
+    const struct idle_numbers *id = &r->idle;
+
+    printf("\"idle\":{");
+    json_num("seconds", id->window_s, ",");
+    json_num("target_cpu_s", id->cpu_s, ",");
+    json_num("target_cpu_per_idle_s", id->cpu_s / id->window_s, ",");
+    json_num("target_wakeups_per_s", (double)id->wakeups / id->window_s,
+             ",");
+    json_num("target_preemptions_per_s",
+             (double)id->preemptions / id->window_s, ",");
+    printf("\"gaps\":%" PRIu64 ",", o->idle_gaps);
+    json_num("gap_s", o->gap_length, ",");
+    printf("\"first_write_us\":{");
+    json_num("p50", id->first_p50_us, ",");
+    json_num("p99", id->first_p99_us, ",");
+    printf("\"samples\":%" PRIu64 "},\"warm_write_us\":{",
+           id->first_samples);
+    json_num("p50", r->p50_us, ",");
+    json_num("p99", r->p99_us, ",");
+    printf("\"samples\":%" PRIu64 "},", r->samples);
+    json_num("first_over_warm_p50", id->first_p50_us / r->p50_us, "},");
+}
+
 static void json_run(const struct options *o, const struct result *r,
                      const char *sep)
 {
@@ -256,6 +315,8 @@ static void json_run(const struct options *o, const struct result *r,
     json_num("p999", r->p999_us, ",");
     printf("\"samples\":%" PRIu64 ",\"measured\":%" PRIu64 "},", r->samples,
            r->measured);
+    if (o->idle > 0)
+        json_idle(o, r);
     printf("\"cpu_s_per_gb\":{");
     json_num("initiator", per_gb(r->cpu_here_s, r->bytes), ",");
     json_num("target", per_gb(r->cpu_target_s, r->bytes), "},");
@@ -325,7 +386,9 @@ void print_json(const struct options *o,
 void report_run(const struct options *o, FILE *csv, size_t i,
                 const struct result *r)
 {
-    if (o->sweep_lo == 0) {
+    if (o->idle > 0) {
+        print_idle(o, r);
+    } else if (o->sweep_lo == 0) {
         print_long(o, r);
     } else {
         if (i == 0)

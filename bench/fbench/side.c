@@ -252,13 +252,14 @@ bool peer_gone(void)
 
 /*
  * Waits until deadline for a control message with one of ids[].  Busy
- * polls (the pump drives progress) unless a progress thread does that.
+ * polls (the pump drives progress) unless a progress thread does that;
+ * dozing, sleeps outside ferry between two looks instead.
  */
-int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
-              uint64_t deadline, const char *what,
-              struct ferry_notification *out)
+static int wait_for(struct side *s, const uint64_t *ids, size_t nids,
+                    uint64_t deadline, const char *what, bool doze,
+                    struct ferry_notification *out)
 {
-    uint64_t next_probe = now_ns() + 100000000u;
+    uint64_t next_probe = now_ns() + PROBE_NS;
     unsigned spins = 0;
 
     for (;;) {
@@ -278,11 +279,12 @@ int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
                                 "(it stopped or failed; its own message "
                                 "says why) while this side waited for %s",
                                 what);
-            next_probe = t + 100000000u;
+            next_probe = t + PROBE_NS;
         }
-        if (s->progress_thread) {
-            uint64_t until = next_probe < deadline ? next_probe : deadline;
-
+        uint64_t until = next_probe < deadline ? next_probe : deadline;
+        if (doze)
+            sleep_ns(until - t);
+        else if (s->progress_thread) {
             if (mbox_sleep(s, (int)((until - t) / 1000000u) + 1))
                 return 1;
         } else if (++spins % 16 == 0)
@@ -290,15 +292,34 @@ int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
     }
 }
 
-int mbox_wait1(struct side *s, uint64_t id, uint64_t deadline,
-               const char *what, uint64_t *value)
+int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
+              uint64_t deadline, const char *what,
+              struct ferry_notification *out)
+{
+    return wait_for(s, ids, nids, deadline, what, false, out);
+}
+
+static int wait1(struct side *s, uint64_t id, uint64_t deadline,
+                 const char *what, bool doze, uint64_t *value)
 {
     struct ferry_notification n;
 
-    if (mbox_wait(s, &id, 1, deadline, what, &n))
+    if (wait_for(s, &id, 1, deadline, what, doze, &n))
         return 1;
     *value = n.value;
     return 0;
+}
+
+int mbox_wait1(struct side *s, uint64_t id, uint64_t deadline,
+               const char *what, uint64_t *value)
+{
+    return wait1(s, id, deadline, what, false, value);
+}
+
+int mbox_doze1(struct side *s, uint64_t id, uint64_t deadline,
+               const char *what, uint64_t *value)
+{
+    return wait1(s, id, deadline, what, true, value);
 }
 
 /*

@@ -22,6 +22,8 @@
  * control message is lost while data-plane ones are drained.
  */
 #define MBOX_CAP 32
+/* How often a wait looks whether the peer is gone. */
+#define PROBE_NS UINT64_C(100000000)
 struct mbox {
     uint64_t data, ping, pong;
     struct ferry_notification ctl[MBOX_CAP];
@@ -64,6 +66,10 @@ int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
               uint64_t deadline, const char *what,
               struct ferry_notification *out);
 int mbox_wait1(struct side *s, uint64_t id, uint64_t deadline,
+               const char *what, uint64_t *value);
+/* As mbox_wait1, looking only every PROBE_NS and asleep outside ferry in
+ * between, as an application that leaves ferry alone while data lands. */
+int mbox_doze1(struct side *s, uint64_t id, uint64_t deadline,
                const char *what, uint64_t *value);
 int send_ctl(struct side *s, ferry_peer_t *peer, uint64_t id,
              uint64_t value);

@@ -124,6 +124,7 @@ void result_init(struct result *r)
     memset(r, 0, sizeof(*r));
     r->cpu_here_s = r->cpu_target_s = r->conn_ms = -1;
     r->p50_us = r->p99_us = r->p999_us = r->mean_us = -1;
+    r->idle.first_p50_us = r->idle.first_p99_us = -1;
     r->first_bad = UINT64_MAX;
     r->local_check = -1;
 }

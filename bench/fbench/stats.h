@@ -14,6 +14,15 @@
 /* Latency samples kept per run, over all threads (8 bytes each). */
 #define RESERVOIR_TOTAL (1u << 22)
 
+/* --idle: the target at rest (its whole process, by its own clock), and
+ * the round trip that follows a gap. */
+struct idle_numbers {
+    double window_s, cpu_s;
+    uint64_t wakeups, preemptions; /* voluntary, involuntary switches */
+    double first_p50_us, first_p99_us;
+    uint64_t first_samples;
+};
+
 struct result {
     uint64_t block;
     double seconds;
@@ -29,6 +38,7 @@ struct result {
     uint64_t first_bad; /* UINT64_MAX: none */
     unsigned verdict;
     int local_check; /* read validation here: 0 ok, 1 failed, -1 not done */
+    struct idle_numbers idle;
     bool ok;
 };
 

@@ -1,6 +1,6 @@
 /*
  * ferry_bench: the target: serves one initiator, verifies what it wrote,
- * answers pings.
+ * answers pings, measures itself at rest.
  */
 #include "target.h"
 
@@ -39,6 +39,8 @@ struct target_run {
     unsigned verdict;
     /* what the initiator says it did */
     uint64_t i_written, i_block, i_nreq;
+    /* an idle run's window: its length, what it cost */
+    uint64_t idle_ns, idle_cpu_ns, wakeups, preempted;
 };
 
 /*
@@ -193,6 +195,54 @@ static int serve_pingpong(struct target *t, struct target_run *r,
     return 0;
 }
 
+/*
+ * An idle run.  While the initiator's writes land, this thread dozes
+ * outside ferry, looking for MEASURE now and then, as an application
+ * that exposes memory and leaves ferry alone: only ferry's progress
+ * thread handles the writes.  Then the idle window: this thread sleeps
+ * on its own clock while the initiator sends nothing; the process's CPU
+ * time and context switches over it are then ferry's at rest (its
+ * progress thread, the bootstrap's threads), and one voluntary switch
+ * this sleep's own.
+ */
+static int idle_window(struct target *t, struct target_run *r)
+{
+    uint64_t ms, t0, cpu0, vol0, inv0, vol1, inv1;
+
+    if (mbox_doze1(&t->s, ID_MEASURE, t->deadline, "start of the idle "
+                   "window", &ms))
+        return 1;
+    context_switches(&vol0, &inv0);
+    cpu0 = cpu_ns();
+    t0 = now_ns();
+    sleep_ns(ms * 1000000u);
+    r->idle_ns = now_ns() - t0;
+    r->idle_cpu_ns = cpu_ns() - cpu0;
+    context_switches(&vol1, &inv1);
+    r->wakeups = vol1 - vol0;
+    r->preempted = inv1 - inv0;
+    return 0;
+}
+
+static int send_all(struct target *t, const uint64_t (*msgs)[2], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (send_ctl(&t->s, t->peer, msgs[i][0], msgs[i][1]))
+            return 1;
+    return 0;
+}
+
+/* An idle run's figures, sent as soon as its window closes. */
+static int idle_reply(struct target *t, const struct target_run *r)
+{
+    const uint64_t msgs[][2] = {
+        {ID_T_IDLE_NS, r->idle_ns}, {ID_T_IDLE_CPU, r->idle_cpu_ns},
+        {ID_T_WAKEUPS, r->wakeups}, {ID_T_PREEMPTED, r->preempted},
+    };
+
+    return send_all(t, msgs, sizeof(msgs) / sizeof(msgs[0]));
+}
+
 static int target_reply(struct target *t, const struct target_run *r)
 {
     const uint64_t msgs[][2] = {
@@ -201,10 +251,7 @@ static int target_reply(struct target *t, const struct target_run *r)
         {ID_T_BAD, r->first_bad},     {ID_T_VERDICT, r->verdict},
     };
 
-    for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++)
-        if (send_ctl(&t->s, t->peer, msgs[i][0], msgs[i][1]))
-            return 1;
-    return 0;
+    return send_all(t, msgs, sizeof(msgs) / sizeof(msgs[0]));
 }
 
 static void target_report(const struct target *t, size_t n,
@@ -224,6 +271,11 @@ static void target_report(const struct target *t, size_t n,
     if (r->flags & RUN_PINGPONG)
         printf(", %" PRIu64 " pings answered of %" PRIu64, r->notified,
                r->i_nreq);
+    if (r->flags & RUN_IDLE)
+        printf(", at rest %.3f s: CPU %.3f s, %" PRIu64 " wake-ups, %" PRIu64
+               " preemptions",
+               (double)r->idle_ns / 1e9, (double)r->idle_cpu_ns / 1e9,
+               r->wakeups, r->preempted);
     if ((r->flags & RUN_VALIDATE) && !(r->flags & RUN_READ))
         printf(", %s verified (%" PRIu64 " blocks written)",
                fmt_iec(b2, sizeof(b2), t->s.len), r->written);
@@ -244,6 +296,12 @@ static int target_run(struct target *t, size_t n, uint64_t run_value,
     r.block = run_value >> 8;
     r.cpu_ns = UINT64_MAX;
     r.first_bad = UINT64_MAX;
+    if ((r.flags & RUN_IDLE) && !t->s.progress_thread) {
+        send_ctl(&t->s, t->peer, ID_T_READY, VERDICT_MODE);
+        return complain("the initiator asked for --idle, which measures "
+                        "ferry's progress thread at rest, but this target "
+                        "runs none (--target-polls): start it without");
+    }
     if (!!(r.flags & RUN_PINGPONG) != pingpong) {
         send_ctl(&t->s, t->peer, ID_T_READY, VERDICT_MODE);
         return complain("the initiator asked for %s but this target was "
@@ -263,6 +321,9 @@ static int target_run(struct target *t, size_t n, uint64_t run_value,
         return 1;
     if (pingpong) {
         if (serve_pingpong(t, &r, &pings))
+            return 1;
+    } else if (r.flags & RUN_IDLE) {
+        if (idle_window(t, &r) || idle_reply(t, &r))
             return 1;
     } else {
         uint64_t unused;

@@ -6,6 +6,7 @@
 
 #include <ferry.h>
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,11 +35,26 @@ uint64_t cpu_ns(void)
                1000u;
 }
 
+/* The whole process's context switches: voluntary ones are a thread
+ * blocking (each a wake-up later), involuntary ones the scheduler taking
+ * the CPU from a thread that would have gone on running. */
+void context_switches(uint64_t *voluntary, uint64_t *involuntary)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    *voluntary = (uint64_t)ru.ru_nvcsw;
+    *involuntary = (uint64_t)ru.ru_nivcsw;
+}
+
+/* The whole time, even when a signal interrupts the sleep. */
 void sleep_ns(uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000u),
                           (long)(ns % 1000000000u)};
-    nanosleep(&ts, NULL);
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 int complain(const char *fmt, ...)

@@ -11,6 +11,7 @@
 extern const char *g_role;
 uint64_t now_ns(void);
 uint64_t cpu_ns(void);
+void context_switches(uint64_t *voluntary, uint64_t *involuntary);
 void sleep_ns(uint64_t ns);
 int complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int fail(const char *what, int err);
