@@ -6,7 +6,8 @@
  * ferry says why there is no backend, and that the toolkit's stub
  * libcuda is refused with a sentence naming it; then it exits 77 (SKIP)
  * with that reason, since the GPU tests did not run.  With a GPU it runs
- * them all on device 0.
+ * them all on device 0, the registration cache with an address freed and
+ * allocated again among them (scripts/gpu-check.sh runs them there).
  *
  * CUDA does not survive fork, and Check runs each test in a forked child:
  * so main() never initialises CUDA itself (it asks a child which backend
@@ -456,6 +457,106 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/*
+ * The registration cache with CUDA memory.  A device range is cached by
+ * the buffer id of its allocation; memory freed and allocated again at
+ * the same address (the driver hands a freed range back to the next
+ * allocation of its size) is a new allocation, and its old entry must
+ * not serve it: a stale FI_HMEM registration would name the freed pages.
+ * The write after the reallocation must carry the new allocation's bytes,
+ * and the cache must have registered it anew.  Loop index: provider.
+ */
+#define REALLOC_TRIES 8
+
+/* A device buffer of len bytes at addr, or NULL if the driver puts none
+ * there in REALLOC_TRIES allocations (the others are freed again). */
+static void *dev_alloc_at(void *addr, size_t len)
+{
+    void *got[REALLOC_TRIES], *found = NULL;
+    int n = 0;
+
+    while (n < REALLOC_TRIES && found == NULL) {
+        ck_assert_int_eq(ferry_device_alloc(0, len, &got[n]), 0);
+        if (got[n] == addr)
+            found = got[n];
+        else
+            n++;
+    }
+    while (n-- > 0)
+        ck_assert_int_eq(ferry_device_free(got[n]), 0);
+    return found;
+}
+
+/* Writes the device buffer's len bytes, as seed's pattern, to the target's
+ * host region through the cache (no lmem), and waits. */
+static void write_through_cache(struct tu_pair *p, void *dev, size_t len,
+                                uint64_t seed, ferry_rmem_t *rmem)
+{
+    struct ferry_iov iov = {.local = dev, .rmem = rmem, .len = len};
+    ferry_req_t *req = NULL;
+    void *host = malloc(len);
+
+    ck_assert_ptr_nonnull(host);
+    tu_fill(host, len, seed);
+    ck_assert_int_eq(ferry_device_copy(dev, host, len), 0);
+    free(host);
+    ck_assert_msg(ferry_write(p->peer, &iov, 1, NULL, &req) == 0, "write: %s",
+                  ferry_last_error());
+    ck_assert_msg(ferry_req_wait(req, 20000) == 0, "wait: %s",
+                  ferry_last_error());
+    ferry_req_free(req);
+}
+
+START_TEST(test_rcache_reused_address)
+{
+    const size_t len = 4u << 20;
+    struct ferry__hmem_ptr before, after;
+    struct ferry_stats st;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    ferry_mem_t *hmem;
+    ferry_rmem_t *rmem;
+    void *dev = NULL;
+
+    (void)cuda_ops();
+    tu_pair_open(&p, tu_providers[_i], NULL);
+    hmem = tu_register(p.target, host, len, FERRY_ACCESS_REMOTE_WRITE);
+    rmem = tu_share(hmem, p.peer);
+    ck_assert_int_eq(ferry_device_alloc(0, len, &dev), 0);
+    ck_assert_int_eq(ferry__hmem()->ptr_info(dev, &before), 0);
+    write_through_cache(&p, dev, len, 7, rmem);
+    write_through_cache(&p, dev, len, 7, rmem);
+    ck_assert_uint_eq(tu_check(host, len, 7), SIZE_MAX);
+    st = tu_stats(p.init);
+    ck_assert_uint_eq(st.rcache_misses, 1);
+    ck_assert_uint_eq(st.rcache_hits, 1);
+
+    ck_assert_int_eq(ferry_device_free(dev), 0);
+    ck_assert_msg(dev_alloc_at(dev, len) == dev,
+                  "the driver did not hand %p back in %d allocations of %zu "
+                  "bytes: the case of a freed address reused cannot be made",
+                  dev, REALLOC_TRIES, len);
+    ck_assert_int_eq(ferry__hmem()->ptr_info(dev, &after), 0);
+    ck_assert_uint_ne(before.buffer_id, after.buffer_id);
+    write_through_cache(&p, dev, len, 8, rmem);
+    ck_assert_msg(tu_check(host, len, 8) == SIZE_MAX,
+                  "the write after the reallocation did not carry the new "
+                  "allocation's bytes");
+    st = tu_stats(p.init);
+    ck_assert_msg(st.rcache_misses == 2 && st.rcache_invalidations >= 1,
+                  "a stale registration of the freed allocation was used: "
+                  "%llu misses, %llu invalidations",
+                  (unsigned long long)st.rcache_misses,
+                  (unsigned long long)st.rcache_invalidations);
+
+    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_mem_deregister(hmem), 0);
+    tu_pair_close(&p);
+    ck_assert_int_eq(ferry_device_free(dev), 0);
+    tu_free_buf(host, len);
+}
+END_TEST
+
 /* ---- running ------------------------------------------------------------- */
 
 /* Prints the backend and status lines (for the stub test's child). */
@@ -529,6 +630,9 @@ static Suite *hmem_cuda_suite(bool gpu)
         tcase_add_test(tc, test_dmabuf);
         tcase_add_test(tc, test_flush_rdma_writes);
         tcase_add_test(tc, test_threads);
+        tc = tu_tcase(s, "rcache", 120);
+        tcase_add_loop_test(tc, test_rcache_reused_address, 0,
+                            (int)tu_nproviders);
     }
     return s;
 }
