@@ -311,9 +311,10 @@ static int add_candidates(const struct ferry_config *cfg,
 
 /*
  * Where peers reach this context from: the route to the config's peer
- * host, else to the metadata service it will meet them through (its
- * first host), else the default route's interface, so that what the
- * context publishes is an address peers on other hosts can reach.
+ * host; else, unless every peer is on this host (local_only), the route
+ * to the metadata service it will meet them through (its first host),
+ * else the default route's interface, so that what the context publishes
+ * is an address peers on other hosts can reach.
  * Returns 1 with route set, 0 when none is known, or the peer host's
  * error (a metadata host that does not resolve is left to the metadata
  * service to report).
@@ -326,6 +327,8 @@ static int route_to_peers(const struct ferry_config *cfg,
 
     if (cfg->peer_host != NULL)
         return (ret = ferry__route_to(cfg->peer_host, route)) != 0 ? ret : 1;
+    if (cfg->local_only)
+        return 0;
     if (ferry__route_meeting_host(cfg->metadata, meet, sizeof(meet)) &&
         ferry__route_to(meet, route) == 0) {
         snprintf(route->to, sizeof(route->to),

@@ -11,6 +11,7 @@
 #include "part.h"
 #include "xfer/op.h"
 #include "base/blob.h"
+#include "base/host.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +276,11 @@ START_TEST(test_address_names_provider)
     ck_assert_int_eq(ferry_context_address(ctx, buf, &len), 0);
     ck_assert_int_eq(ferry__blob_open(&r, buf, len, FERRY__BLOB_ADDR, "addr"),
                      0);
+    /* The host's fields come first (base/host.h), then the provider. */
+    ferry__blob_get_str(&r, name, sizeof(name));
+    ck_assert_str_eq(name, ferry__host_self()->name);
+    ck_assert(ferry__blob_get_u64(&r) == ferry__host_self()->shm_key);
+    ck_assert(ferry__blob_get_u64(&r) == ferry__host_self()->net_key);
     ferry__blob_get_str(&r, name, sizeof(name));
     ck_assert_str_eq(name, prov);
     ck_assert_uint_eq(ferry__blob_get_u16(&r), info.nrails);

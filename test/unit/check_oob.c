@@ -112,6 +112,9 @@ static uint32_t get32(const uint8_t *p)
 }
 
 /* A bare 16-byte header. */
+/* A frame version this ferry does not speak. */
+#define WRONG_VERSION (FERRY__BLOB_VERSION + 1u)
+
 static void header(uint8_t *h, uint32_t magic, unsigned version,
                    unsigned kind, uint32_t total)
 {
@@ -340,8 +343,11 @@ START_TEST(test_raw_wrong_version)
 {
     uint8_t h[HDR];
 
-    header(h, FERRY__BLOB_MAGIC, 2, K_HELLO, HDR);
-    raw_case(h, sizeof(h), false, false, "frame version 2");
+    header(h, FERRY__BLOB_MAGIC, WRONG_VERSION, K_HELLO, HDR);
+    char said[64];
+
+    snprintf(said, sizeof(said), "frame version %u", WRONG_VERSION);
+    raw_case(h, sizeof(h), false, false, said);
 }
 END_TEST
 
@@ -349,7 +355,7 @@ START_TEST(test_raw_oversized)
 {
     uint8_t h[HDR];
 
-    header(h, FERRY__BLOB_MAGIC, 1, K_HELLO, 1u << 20);
+    header(h, FERRY__BLOB_MAGIC, FERRY__BLOB_VERSION, K_HELLO, 1u << 20);
     raw_case(h, sizeof(h), false, false, "announced a 1048576-byte frame");
 }
 END_TEST
@@ -358,7 +364,7 @@ START_TEST(test_raw_undersized)
 {
     uint8_t h[HDR];
 
-    header(h, FERRY__BLOB_MAGIC, 1, K_HELLO, 8);
+    header(h, FERRY__BLOB_MAGIC, FERRY__BLOB_VERSION, K_HELLO, 8);
     raw_case(h, sizeof(h), false, false, "announced a 8-byte frame");
 }
 END_TEST
@@ -368,7 +374,7 @@ START_TEST(test_raw_truncated_then_close)
     uint8_t buf[HDR + 20];
 
     memset(buf, 0xab, sizeof(buf));
-    header(buf, FERRY__BLOB_MAGIC, 1, K_HELLO, 64);
+    header(buf, FERRY__BLOB_MAGIC, FERRY__BLOB_VERSION, K_HELLO, 64);
     raw_case(buf, sizeof(buf), false, true, NULL);
 }
 END_TEST
@@ -631,7 +637,7 @@ START_TEST(test_raw_stalled_frame)
 
     srv_open(&s, NULL);
     memset(buf, 0, sizeof(buf));
-    header(buf, FERRY__BLOB_MAGIC, 1, K_HELLO, 64);
+    header(buf, FERRY__BLOB_MAGIC, FERRY__BLOB_VERSION, K_HELLO, 64);
     fd = raw_connect(s.port);
     t0 = now_s();
     raw_send(fd, buf, sizeof(buf));
@@ -1221,7 +1227,7 @@ END_TEST
 enum fake_mode {
     FAKE_SILENT,     /* accepts, reads the hello, never answers */
     FAKE_GARBAGE,    /* answers with text */
-    FAKE_VERSION,    /* answers with a frame of version 2 */
+    FAKE_VERSION,    /* answers with a frame of another version */
     FAKE_MIDFRAME,   /* answers half a frame, then closes */
     FAKE_HUGE,       /* announces a 1 MiB frame */
     FAKE_ERROR,      /* answers with an ERROR frame */
@@ -1295,7 +1301,7 @@ static void *fake_main(void *arg)
                                "HTTP/1.1 400 Bad Request\r\n\r\n");
         break;
     case FAKE_VERSION:
-        header(buf, FERRY__BLOB_MAGIC, 2, K_CHALLENGE, HDR);
+        header(buf, FERRY__BLOB_MAGIC, WRONG_VERSION, K_CHALLENGE, HDR);
         len = HDR;
         break;
     case FAKE_MIDFRAME:
@@ -1304,7 +1310,7 @@ static void *fake_main(void *arg)
         len -= 10;
         break;
     case FAKE_HUGE:
-        header(buf, FERRY__BLOB_MAGIC, 1, K_CHALLENGE, 1u << 20);
+        header(buf, FERRY__BLOB_MAGIC, FERRY__BLOB_VERSION, K_CHALLENGE, 1u << 20);
         len = HDR;
         break;
     case FAKE_ERROR:
@@ -1416,7 +1422,10 @@ END_TEST
 
 START_TEST(test_fake_server_wrong_version)
 {
-    fake_case(FAKE_VERSION, 3000, FERRY_EINCOMPAT, "version 2", 2.0);
+    char said[64];
+
+    snprintf(said, sizeof(said), "version %u", WRONG_VERSION);
+    fake_case(FAKE_VERSION, 3000, FERRY_EINCOMPAT, said, 2.0);
 }
 END_TEST
 
