@@ -7,7 +7,8 @@
  * and on an empty one (every call keeps its deadline and names the
  * endpoint; the entries come back); a 3-member cluster losing the member
  * listed first; TLS with and without client certificates; and members
- * coming and going while a context keeps writing to them.
+ * coming and going while a context keeps writing to them.  (What a broken
+ * or hostile etcd answers: check_etcd_hostile.c, against a fake one.)
  *
  * The other members are processes of their own (test/api/meta_peer.c,
  * ferry_meta_util), started by posix_spawn: this process runs threads.
