@@ -327,6 +327,34 @@ static void init_curl(void)
     curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/*
+ * Checks the endpoint HOST:PORT of url (n bytes at p).  The port is the
+ * part after the last ':' ([::1]:2379), and is refused here rather than
+ * by every attempt to connect until the call's deadline.
+ */
+static int check_endpoint(const char *url, const char *p, size_t n)
+{
+    const char *colon = n > 0 ? memrchr(p, ':', n) : NULL;
+    const char *port;
+    size_t port_len;
+
+    if (colon == NULL || colon == p || colon + 1 == p + n ||
+        n > ENDPOINT_LEN - 16)
+        return ferry__error(FERRY_EINVAL, "metadata URL \"%s\": endpoint "
+                            "\"%.*s\" is not HOST:PORT",
+                            url, (int)n, p);
+    port = colon + 1;
+    port_len = (size_t)(p + n - port);
+    /* At most 5 digits: strtoul cannot overflow. */
+    if (port_len > 5 || strspn(port, "0123456789") < port_len ||
+        strtoul(port, NULL, 10) == 0 || strtoul(port, NULL, 10) > 65535)
+        return ferry__error(FERRY_EINVAL, "metadata URL \"%s\": endpoint "
+                            "\"%.*s\" has port \"%.*s\"; a port is a number "
+                            "from 1 to 65535",
+                            url, (int)n, p, (int)port_len, port);
+    return 0;
+}
+
 /* Splits etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX] into e. */
 static int parse_url(struct etcd *e, const char *url)
 {
@@ -338,15 +366,15 @@ static int parse_url(struct etcd *e, const char *url)
     while (hosts_len > 0) {
         const char *comma = memchr(p, ',', hosts_len);
         size_t n = comma != NULL ? (size_t)(comma - p) : hosts_len;
-        const char *colon = memchr(p, ':', n);
+        int ret;
 
-        if (n == 0 || colon == NULL || colon == p || colon + 1 == p + n ||
-            n > ENDPOINT_LEN - 16 ||
-            strspn(colon + 1, "0123456789") != (size_t)(p + n - colon - 1) ||
-            (comma != NULL && n + 1 == hosts_len))
+        /* A trailing comma: an empty endpoint after it. */
+        if (comma != NULL && n + 1 == hosts_len)
             return ferry__error(FERRY_EINVAL, "metadata URL \"%s\": endpoint "
-                                "\"%.*s\" is not HOST:PORT",
-                                url, (int)n, p);
+                                "\"\" is not HOST:PORT",
+                                url);
+        if ((ret = check_endpoint(url, p, n)) != 0)
+            return ret;
         if (e->n_endpoints == MAX_ENDPOINTS)
             return ferry__error(FERRY_EINVAL, "metadata URL \"%s\" names more "
                                 "than %d endpoints",
