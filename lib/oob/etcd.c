@@ -7,7 +7,8 @@
  * every third of its TTL; when etcd has lost it (the context could not
  * reach etcd for longer than the TTL, or etcd came back without its
  * data), the keeper takes a new lease and publishes every entry again.
- * The requests are in etcd_wire.c, the watcher in etcd_watch.c.
+ * The requests are in etcd_wire.c, the reading of the answers in
+ * etcd_json.c, the watcher in etcd_watch.c.
  *
  * Threads: the caller's (API calls, on m's handle under api_lock), the
  * keeper and the watcher each have a curl handle of their own.  The
@@ -28,16 +29,19 @@ static struct etcd *etcd_of(struct ferry_meta *m)
 
 static int grant(struct etcd *e, CURL *h, int timeout_ms, int64_t *lease)
 {
-    json_object *req = json_object_new_object(), *resp = NULL;
+    json_object *req = json_object_new_object();
+    struct ferry__etcd_value resp;
     int ret;
 
     ferry__etcd_add_int64(req, "TTL", e->m->ttl_s);
     ret = ferry__etcd_call(e, h, "/v3/lease/grant", req, timeout_ms, &resp);
     json_object_put(req);
-    if (ret == 0 && (*lease = ferry__etcd_get_int64(resp, "ID")) == 0)
-        ret = ferry__error(FERRY_EPROTO, "etcd granted no lease (answer: "
-                           "%s)", json_object_to_json_string(resp));
-    json_object_put(resp);
+    if (ret == 0 && (ret = ferry__etcd_int64(&resp, "ID", false, lease)) == 0 &&
+        *lease == 0)
+        ret = ferry__error(FERRY_EPROTO, "etcd at %s granted no lease "
+                           "(answer: %s)",
+                           resp.endpoint, json_object_to_json_string(resp.json));
+    json_object_put(resp.json);
     return ret;
 }
 
@@ -80,7 +84,9 @@ static json_object *new_create(struct etcd *e, const char *key,
 static int create(struct etcd *e, CURL *h, const char *key, const void *blob,
                   size_t len, int64_t lease, int timeout_ms)
 {
-    json_object *req = new_create(e, key, blob, len, lease), *resp = NULL, *ok;
+    json_object *req = new_create(e, key, blob, len, lease);
+    struct ferry__etcd_value resp;
+    bool created;
     int ret;
 
     if (req == NULL)
@@ -88,14 +94,14 @@ static int create(struct etcd *e, CURL *h, const char *key, const void *blob,
                             "request");
     ret = ferry__etcd_call(e, h, "/v3/kv/txn", req, timeout_ms, &resp);
     json_object_put(req);
-    if (ret == 0 && !(json_object_object_get_ex(resp, "succeeded", &ok) &&
-                      json_object_get_boolean(ok)))
+    if (ret == 0 && (ret = ferry__etcd_bool(&resp, "succeeded", &created)) == 0 &&
+        !created)
         ret = ferry__error(FERRY_EEXIST, "etcd %s: %s/%s is held by another "
                            "live context (its entry lasts until that context "
                            "closes, or up to its lease's TTL after it died); "
                            "choose another name, or wait",
-                           e->endpoint[e->current], e->prefix, key);
-    json_object_put(resp);
+                           resp.endpoint, e->prefix, key);
+    json_object_put(resp.json);
     return ret;
 }
 
@@ -103,7 +109,7 @@ static int put_key(struct etcd *e, CURL *h, const char *key, const void *blob,
                    size_t len, int64_t lease, int timeout_ms)
 {
     json_object *req = ferry__etcd_new_put(e, key, blob, len, lease);
-    json_object *resp = NULL;
+    struct ferry__etcd_value resp;
     int ret;
 
     if (req == NULL)
@@ -111,7 +117,7 @@ static int put_key(struct etcd *e, CURL *h, const char *key, const void *blob,
                             "request");
     ret = ferry__etcd_call(e, h, "/v3/kv/put", req, timeout_ms, &resp);
     json_object_put(req);
-    json_object_put(resp);
+    json_object_put(resp.json);
     return ret;
 }
 
@@ -209,8 +215,9 @@ static int republish(struct etcd *e, CURL *h)
 /* Renews the lease; FERRY_ENOENT when etcd no longer has it. */
 static int keep_alive(struct etcd *e, CURL *h)
 {
-    json_object *req = json_object_new_object(), *resp = NULL, *result;
-    int64_t lease;
+    json_object *req = json_object_new_object();
+    struct ferry__etcd_value resp, result;
+    int64_t lease, ttl = 0;
     int ret;
 
     pthread_mutex_lock(&e->lock);
@@ -224,11 +231,16 @@ static int keep_alive(struct etcd *e, CURL *h)
     ret = ferry__etcd_call(e, h, "/v3/lease/keepalive", req, e->m->timeout_ms,
                            &resp);
     json_object_put(req);
-    /* A lease etcd has lost comes back with no TTL (or 0). */
-    if (ret == 0 && !(json_object_object_get_ex(resp, "result", &result) &&
-                      ferry__etcd_get_int64(result, "TTL") > 0))
+    if (ret == 0)
+        ret = ferry__etcd_field(&resp, "result", json_type_object, false,
+                                &result);
+    if (ret == 0 && result.json != NULL)
+        ret = ferry__etcd_int64(&result, "TTL", false, &ttl);
+    /* A lease etcd has lost comes back with no TTL (or 0), or with an
+     * error instead of a result. */
+    if (ret == 0 && ttl <= 0)
         ret = FERRY_ENOENT;
-    json_object_put(resp);
+    json_object_put(resp.json);
     return ret;
 }
 
@@ -315,6 +327,34 @@ static void init_curl(void)
     curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/*
+ * Checks the endpoint HOST:PORT of url (n bytes at p).  The port is the
+ * part after the last ':' ([::1]:2379), and is refused here rather than
+ * by every attempt to connect until the call's deadline.
+ */
+static int check_endpoint(const char *url, const char *p, size_t n)
+{
+    const char *colon = n > 0 ? memrchr(p, ':', n) : NULL;
+    const char *port;
+    size_t port_len;
+
+    if (colon == NULL || colon == p || colon + 1 == p + n ||
+        n > ENDPOINT_LEN - 16)
+        return ferry__error(FERRY_EINVAL, "metadata URL \"%s\": endpoint "
+                            "\"%.*s\" is not HOST:PORT",
+                            url, (int)n, p);
+    port = colon + 1;
+    port_len = (size_t)(p + n - port);
+    /* At most 5 digits: strtoul cannot overflow. */
+    if (port_len > 5 || strspn(port, "0123456789") < port_len ||
+        strtoul(port, NULL, 10) == 0 || strtoul(port, NULL, 10) > 65535)
+        return ferry__error(FERRY_EINVAL, "metadata URL \"%s\": endpoint "
+                            "\"%.*s\" has port \"%.*s\"; a port is a number "
+                            "from 1 to 65535",
+                            url, (int)n, p, (int)port_len, port);
+    return 0;
+}
+
 /* Splits etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX] into e. */
 static int parse_url(struct etcd *e, const char *url)
 {
@@ -326,15 +366,15 @@ static int parse_url(struct etcd *e, const char *url)
     while (hosts_len > 0) {
         const char *comma = memchr(p, ',', hosts_len);
         size_t n = comma != NULL ? (size_t)(comma - p) : hosts_len;
-        const char *colon = memchr(p, ':', n);
+        int ret;
 
-        if (n == 0 || colon == NULL || colon == p || colon + 1 == p + n ||
-            n > ENDPOINT_LEN - 16 ||
-            strspn(colon + 1, "0123456789") != (size_t)(p + n - colon - 1) ||
-            (comma != NULL && n + 1 == hosts_len))
+        /* A trailing comma: an empty endpoint after it. */
+        if (comma != NULL && n + 1 == hosts_len)
             return ferry__error(FERRY_EINVAL, "metadata URL \"%s\": endpoint "
-                                "\"%.*s\" is not HOST:PORT",
-                                url, (int)n, p);
+                                "\"\" is not HOST:PORT",
+                                url);
+        if ((ret = check_endpoint(url, p, n)) != 0)
+            return ret;
         if (e->n_endpoints == MAX_ENDPOINTS)
             return ferry__error(FERRY_EINVAL, "metadata URL \"%s\" names more "
                                 "than %d endpoints",
@@ -386,7 +426,8 @@ static void free_etcd(struct etcd *e)
  * answer within timeout_ms, they go when the lease ends. */
 static void revoke(struct etcd *e, int timeout_ms)
 {
-    json_object *req = json_object_new_object(), *resp = NULL;
+    json_object *req = json_object_new_object();
+    struct ferry__etcd_value resp;
 
     ferry__etcd_add_int64(req, "ID", e->lease);
     if (ferry__etcd_call(e, e->api, "/v3/lease/revoke", req, timeout_ms, &resp))
@@ -394,7 +435,7 @@ static void revoke(struct etcd *e, int timeout_ms)
                        "%s",
                        e->m->name, e->m->ttl_s, ferry_last_error());
     json_object_put(req);
-    json_object_put(resp);
+    json_object_put(resp.json);
 }
 
 static int etcd_open(struct ferry_meta *m, const char *url, const char *key,
@@ -494,7 +535,9 @@ static int etcd_put(struct ferry_meta *m, const char *key, const void *blob,
 static int etcd_del(struct ferry_meta *m, const char *key)
 {
     struct etcd *e = etcd_of(m);
-    json_object *req = json_object_new_object(), *resp = NULL;
+    json_object *req = json_object_new_object();
+    struct ferry__etcd_value resp;
+    int64_t deleted;
     int ret;
 
     forget(e, key);
@@ -506,10 +549,29 @@ static int etcd_del(struct ferry_meta *m, const char *key)
     ret = ferry__etcd_call(e, e->api, "/v3/kv/deleterange", req, m->timeout_ms,
                            &resp);
     pthread_mutex_unlock(&e->api_lock);
-    if (ret == 0 && ferry__etcd_get_int64(resp, "deleted") == 0)
+    if (ret == 0 && (ret = ferry__etcd_int64(&resp, "deleted", false,
+                                             &deleted)) == 0 &&
+        deleted == 0)
         ret = FERRY_ENOENT;
     json_object_put(req);
-    json_object_put(resp);
+    json_object_put(resp.json);
+    return ret;
+}
+
+/* The value of the first key of a range answer (NULL when etcd left it
+ * out: empty); FERRY_ENOENT when there is no key. */
+static int range_value(const struct ferry__etcd_value *resp,
+                       const char **value)
+{
+    struct ferry__etcd_value kvs, kv;
+    int ret = ferry__etcd_field(resp, "kvs", json_type_array, false, &kvs);
+
+    if (ret == 0 && ferry__etcd_length(&kvs) == 0)
+        return FERRY_ENOENT;
+    if (ret == 0)
+        ret = ferry__etcd_item(&kvs, 0, json_type_object, &kv);
+    if (ret == 0)
+        ret = ferry__etcd_string(&kv, "value", false, value);
     return ret;
 }
 
@@ -517,7 +579,10 @@ static int etcd_get(struct ferry_meta *m, const char *key, void *blob,
                     size_t *len, int timeout_ms)
 {
     struct etcd *e = etcd_of(m);
-    json_object *req = json_object_new_object(), *resp = NULL, *kvs, *value;
+    json_object *req = json_object_new_object();
+    struct ferry__etcd_value resp;
+    const char *value = NULL;
+    size_t cap = *len;
     int ret;
 
     if (!ferry__etcd_add_key(e, req, "key", key)) {
@@ -528,18 +593,14 @@ static int etcd_get(struct ferry_meta *m, const char *key, void *blob,
     ret = ferry__etcd_call(e, e->api, "/v3/kv/range", req, timeout_ms, &resp);
     pthread_mutex_unlock(&e->api_lock);
     json_object_put(req);
-    if (ret == 0 && !(json_object_object_get_ex(resp, "kvs", &kvs) &&
-                      json_object_array_length(kvs) > 0))
-        ret = FERRY_ENOENT;
-    else if (ret == 0 &&
-             !(json_object_object_get_ex(json_object_array_get_idx(kvs, 0),
-                                         "value", &value) &&
-               ferry__etcd_b64_decode(json_object_get_string(value), blob,
-                                      *len, len)))
+    if (ret == 0)
+        ret = range_value(&resp, &value);
+    if (ret == 0 &&
+        (value == NULL || !ferry__etcd_b64_decode(value, blob, cap, len)))
         ret = ferry__error(FERRY_EBLOB, "etcd: the value of %s/%s is not a "
                            "ferry blob of at most %zu bytes",
-                           e->prefix, key, *len);
-    json_object_put(resp);
+                           e->prefix, key, cap);
+    json_object_put(resp.json);
     return ret;
 }
 

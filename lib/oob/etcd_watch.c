@@ -86,11 +86,29 @@ static bool add_peers_range(struct etcd *e, json_object *o)
            ferry__etcd_add_b64(o, "range_end", to, (size_t)n);
 }
 
+/* Adds the peer of the listing's kvs[i] to now (other keys under
+ * PREFIX/peers/ are no peer's). */
+static int listed_peer(struct etcd *e, const struct ferry__etcd_value *kvs,
+                       size_t i, struct names *now)
+{
+    struct ferry__etcd_value kv;
+    const char *key;
+    char name[FERRY__META_NAME_MAX];
+    int ret = ferry__etcd_item(kvs, i, json_type_object, &kv);
+
+    if (ret == 0)
+        ret = ferry__etcd_string(&kv, "key", true, &key);
+    if (ret == 0 && name_of_key(e, key, name))
+        names_add(now, name);
+    return ret;
+}
+
 /* Lists the peers present now, and the revision of that listing. */
 static int list_peers(struct etcd *e, CURL *h, struct names *now,
                       int64_t *revision)
 {
-    json_object *req = json_object_new_object(), *resp = NULL, *kvs, *hdr;
+    json_object *req = json_object_new_object();
+    struct ferry__etcd_value resp, hdr, kvs = {0};
     int ret;
 
     if (!add_peers_range(e, req)) {
@@ -100,22 +118,16 @@ static int list_peers(struct etcd *e, CURL *h, struct names *now,
     json_object_object_add(req, "keys_only", json_object_new_boolean(1));
     ret = ferry__etcd_call(e, h, "/v3/kv/range", req, e->m->timeout_ms, &resp);
     json_object_put(req);
-    if (ret != 0)
-        return ret;
-    *revision = json_object_object_get_ex(resp, "header", &hdr)
-                    ? ferry__etcd_get_int64(hdr, "revision")
-                    : 0;
-    if (json_object_object_get_ex(resp, "kvs", &kvs))
-        for (size_t i = 0; i < json_object_array_length(kvs); i++) {
-            json_object *kv = json_object_array_get_idx(kvs, i), *k;
-            char name[FERRY__META_NAME_MAX];
-
-            if (json_object_object_get_ex(kv, "key", &k) &&
-                name_of_key(e, json_object_get_string(k), name))
-                names_add(now, name);
-        }
-    json_object_put(resp);
-    return 0;
+    if (ret == 0)
+        ret = ferry__etcd_field(&resp, "header", json_type_object, true, &hdr);
+    if (ret == 0)
+        ret = ferry__etcd_int64(&hdr, "revision", true, revision);
+    if (ret == 0)
+        ret = ferry__etcd_field(&resp, "kvs", json_type_array, false, &kvs);
+    for (size_t i = 0; ret == 0 && i < ferry__etcd_length(&kvs); i++)
+        ret = listed_peer(e, &kvs, i, now);
+    json_object_put(resp.json);
+    return ret;
 }
 
 /* Reports the difference between what was known and what is there now,
@@ -137,23 +149,34 @@ static void report_difference(struct etcd *e, struct names *known,
 /* The watch stream being read: newline-separated JSON messages. */
 struct stream {
     struct etcd *e;
+    const char *endpoint; /* which streams */
     struct names *known;
     struct ferry__etcd_buf unread; /* a message's start, until its end */
-    bool broken; /* etcd cancelled the watch or sent an error */
+    bool broken; /* etcd ended the watch, or sent what ferry cannot take:
+                    the listing that follows makes up for what was lost */
 };
 
-static void stream_event(struct stream *st, json_object *ev)
+/* Reports the join or leave of the frame's events[i], if it is a peer's. */
+static int stream_event(struct stream *st,
+                        const struct ferry__etcd_value *events, size_t i)
 {
-    json_object *type, *kv, *key;
+    struct ferry__etcd_value ev, kv;
+    const char *type = NULL, *key = NULL;
     char name[FERRY__META_NAME_MAX];
-    bool deleted = json_object_object_get_ex(ev, "type", &type) &&
-                   strcmp(json_object_get_string(type), "DELETE") == 0;
+    bool deleted;
     ssize_t at;
+    int ret = ferry__etcd_item(events, i, json_type_object, &ev);
 
-    if (!json_object_object_get_ex(ev, "kv", &kv) ||
-        !json_object_object_get_ex(kv, "key", &key) ||
-        !name_of_key(st->e, json_object_get_string(key), name))
-        return;
+    /* proto3's JSON leaves out a put's type (0). */
+    if (ret == 0)
+        ret = ferry__etcd_string(&ev, "type", false, &type);
+    if (ret == 0)
+        ret = ferry__etcd_field(&ev, "kv", json_type_object, true, &kv);
+    if (ret == 0)
+        ret = ferry__etcd_string(&kv, "key", true, &key);
+    if (ret != 0 || !name_of_key(st->e, key, name))
+        return ret;
+    deleted = type != NULL && strcmp(type, "DELETE") == 0;
     at = names_find(st->known, name);
     /* A put of a name already present is a republish: no new join. */
     if (deleted && at >= 0) {
@@ -162,35 +185,85 @@ static void stream_event(struct stream *st, json_object *ev)
     } else if (!deleted && at < 0 && names_add(st->known, name)) {
         ferry__meta_saw(st->e->m, FERRY_META_JOIN, name);
     }
+    return 0;
+}
+
+/* The events of one frame; *ended when etcd ended the watch (an error
+ * instead of a result, or a cancel). */
+static int stream_frame(struct stream *st, const struct ferry__etcd_value *msg,
+                        bool *ended)
+{
+    struct ferry__etcd_value result, events = {0};
+    bool canceled = false;
+    int ret = ferry__etcd_field(msg, "result", json_type_object, false,
+                                &result);
+
+    if (ret == 0 && result.json != NULL)
+        ret = ferry__etcd_bool(&result, "canceled", &canceled);
+    if (ret == 0 && result.json != NULL)
+        ret = ferry__etcd_field(&result, "events", json_type_array, false,
+                                &events);
+    *ended = ret == 0 && (result.json == NULL || canceled);
+    for (size_t i = 0; ret == 0 && !*ended && i < ferry__etcd_length(&events);
+         i++)
+        ret = stream_event(st, &events, i);
+    return ret;
+}
+
+/* Ends the stream for what ferry could not take (why): the watcher lists
+ * the peers again. */
+static void stream_broke(struct stream *st, const char *why)
+{
+    FERRY_LOG_WARN("etcd: the watch stream broke: %s; listing the peers "
+                   "again", why);
+    st->broken = true;
 }
 
 static void stream_message(struct stream *st, const char *line)
 {
-    json_object *msg = json_tokener_parse(line), *result, *events, *flag;
+    struct ferry__etcd_value msg;
+    bool ended = false;
+    int ret;
 
-    if (msg == NULL)
-        return;
-    if (!json_object_object_get_ex(msg, "result", &result) ||
-        (json_object_object_get_ex(result, "canceled", &flag) &&
-         json_object_get_boolean(flag))) {
+    if (line[strspn(line, " \t\r")] == '\0')
+        return; /* an empty line carries nothing */
+    ret = ferry__etcd_parse(st->endpoint, "/v3/watch", line, &msg);
+    if (ret == 0)
+        ret = stream_frame(st, &msg, &ended);
+    if (ret != 0) {
+        stream_broke(st, ferry_last_error());
+    } else if (ended) {
         FERRY_LOG_WARN("etcd: the watch ended: %.200s", line);
         st->broken = true;
-    } else if (json_object_object_get_ex(result, "events", &events)) {
-        for (size_t i = 0; i < json_object_array_length(events); i++)
-            stream_event(st, json_object_array_get_idx(events, i));
     }
-    json_object_put(msg);
+    json_object_put(msg.json);
 }
 
 static size_t take_stream(char *p, size_t size, size_t n, void *arg)
 {
     struct stream *st = arg;
     struct ferry__etcd_buf *b = &st->unread;
-    char *line, *nl;
+    size_t before = b->len; /* a line's start, without its newline */
+    char *line, *from, *nl;
+    char why[ENDPOINT_LEN + 64];
 
-    if (!ferry__etcd_append(b, p, size * n, STREAM_MAX))
+    if (!ferry__etcd_append(b, p, size * n, STREAM_MAX)) {
+        if (b->overflow)
+            snprintf(why, sizeof(why), "etcd at %s answered /v3/watch with a "
+                     "line of more than %u MiB", st->endpoint,
+                     STREAM_MAX >> 20);
+        else
+            snprintf(why, sizeof(why), "out of memory for a line from etcd "
+                     "at %s", st->endpoint);
+        stream_broke(st, why);
         return 0;
-    for (line = b->data; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+    }
+    /* Newlines are looked for in what came only: a long line is not
+     * searched again for every chunk of it. */
+    for (line = b->data, from = b->data + before;
+         !st->broken &&
+         (nl = memchr(from, '\n', (size_t)(b->data + b->len - from))) != NULL;
+         line = from = nl + 1) {
         *nl = '\0';
         stream_message(st, line);
     }
@@ -217,8 +290,9 @@ static void follow(struct etcd *e, CURL *h, struct names *known,
     ferry__etcd_add_int64(create, "start_revision", revision + 1);
     json_object_object_add(req, "create_request", create);
     pthread_mutex_lock(&e->lock);
-    snprintf(url, sizeof(url), "%s/v3/watch", e->endpoint[e->current]);
+    st.endpoint = e->endpoint[e->current];
     pthread_mutex_unlock(&e->lock);
+    snprintf(url, sizeof(url), "%s/v3/watch", st.endpoint);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS,
                      json_object_to_json_string_ext(req,
@@ -278,7 +352,7 @@ void *ferry__etcd_watcher_main(void *arg)
     struct etcd *e = arg;
     struct names known = {0}, now = {0};
     CURL *h = curl_easy_init();
-    bool after_break = false;
+    bool after_break = false, failing = false;
 
     if (h == NULL) {
         FERRY_LOG_WARN("etcd: no curl handle for the watcher: no events");
@@ -289,11 +363,23 @@ void *ferry__etcd_watcher_main(void *arg)
         int64_t revision = 0;
 
         if (relist(e, h, &known, &now, &revision, after_break)) {
+            if (failing)
+                FERRY_LOG_INFO("etcd: %s's watcher lists the peers again",
+                               e->m->name);
+            failing = false;
             report_difference(e, &known, &now);
             follow(e, h, &known, revision);
             after_break = true;
-        } else {
-            FERRY_LOG_DEBUG("etcd watcher: %s", ferry_last_error());
+        } else if (!ferry__etcd_stopping(e)) {
+            /* Once a run of failures, as the keeper does: no event comes
+             * until the watcher lists the peers again. */
+            if (!failing)
+                FERRY_LOG_WARN("etcd: %s's watcher cannot list the peers "
+                               "(no events until it can; asking again): %s",
+                               e->m->name, ferry_last_error());
+            else
+                FERRY_LOG_DEBUG("etcd watcher: %s", ferry_last_error());
+            failing = true;
             names_clear(&now);
         }
         if (ferry__etcd_nap(e, REWATCH_MS))

@@ -51,11 +51,23 @@ bool ferry__etcd_b64_decode(const char *s, uint8_t *out, size_t cap,
 bool ferry__etcd_append(struct ferry__etcd_buf *b, const char *p, size_t n,
                         size_t max)
 {
-    char *grown;
-
-    if (b->len + n > max || (grown = realloc(b->data, b->len + n + 1)) == NULL)
+    if (b->len + n > max) {
+        b->overflow = true;
         return false;
-    b->data = grown;
+    }
+    if (b->len + n + 1 > b->cap) {
+        /* Doubling: a long answer, in curl's chunks of 16 KiB, is not
+         * copied again for every chunk. */
+        size_t cap = b->cap ? b->cap : 4096;
+        char *grown;
+
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        if ((grown = realloc(b->data, cap)) == NULL)
+            return false;
+        b->data = grown;
+        b->cap = cap;
+    }
     memcpy(b->data + b->len, p, n);
     b->len += n;
     b->data[b->len] = '\0';
@@ -105,16 +117,20 @@ static const char *tls_hint(CURLcode c)
     }
 }
 
-/* etcd's own error in an answer ({"error": ..., "message": ...}). */
+/* etcd's own error in an answer ({"error": ..., "message": ...}): the
+ * first of the two that is a string, else the body's start. */
 static void etcd_error(const char *body, char *out, size_t len)
 {
+    static const char *const fields[] = {"message", "error"};
     json_object *j = json_tokener_parse(body), *msg;
 
-    if (j != NULL && (json_object_object_get_ex(j, "message", &msg) ||
-                      json_object_object_get_ex(j, "error", &msg)))
-        snprintf(out, len, "%s", json_object_get_string(msg));
-    else
-        snprintf(out, len, "%.120s", body);
+    snprintf(out, len, "%.120s", body);
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (json_object_object_get_ex(j, fields[i], &msg) &&
+            json_object_is_type(msg, json_type_string)) {
+            snprintf(out, len, "%s", json_object_get_string(msg));
+            break;
+        }
     json_object_put(j);
 }
 
@@ -125,6 +141,7 @@ enum post_result {
     POST_TIMED_OUT,   /* the same, for want of time */
     POST_REFUSED,     /* etcd answered with an error of the request's own,
                          or TLS refused the server's or our certificate */
+    POST_TOO_LONG,    /* the answer passed REPLY_MAX */
     POST_ABORTED,     /* the backend is closing (etcd.c's progress check) */
 };
 
@@ -149,8 +166,15 @@ static enum post_result post_once(struct etcd *e, CURL *h, unsigned i,
     curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
     r->len = 0;
+    r->overflow = false;
     c = curl_easy_perform(h);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+    /* Another member holds the same data: asking it cannot help. */
+    if (c == CURLE_WRITE_ERROR && r->overflow) {
+        snprintf(why, wlen, "etcd at %s answered %s with more than %u MiB",
+                 e->endpoint[i], path, REPLY_MAX >> 20);
+        return POST_TOO_LONG;
+    }
     if (c != CURLE_OK) {
         snprintf(why, wlen, "%s: %s%s", e->endpoint[i],
                  curl_err[0] ? curl_err : curl_easy_strerror(c), tls_hint(c));
@@ -205,17 +229,20 @@ static void list_failures(const struct etcd *e,
 }
 
 int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
-                     json_object *req, int timeout_ms, json_object **resp)
+                     json_object *req, int timeout_ms,
+                     struct ferry__etcd_value *resp)
 {
     const char *body =
         json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
     uint64_t deadline = ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
-    struct ferry__etcd_buf r = {NULL, 0};
+    struct ferry__etcd_buf r = {0};
     char said[MAX_ENDPOINTS][ENDPOINT_LEN + 160] = {{0}}, why[2048];
     char one[sizeof(said[0])];
     enum post_result pr = POST_TIMED_OUT;
     unsigned first, i = 0;
+    int ret;
 
+    resp->json = NULL;
     pthread_mutex_lock(&e->lock);
     first = e->current;
     pthread_mutex_unlock(&e->lock);
@@ -235,18 +262,17 @@ int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
         if (said[i][0] == '\0' || pr != POST_TIMED_OUT)
             snprintf(said[i], sizeof(said[i]), "%s", one);
         if (pr == POST_OK) {
-            *resp = json_tokener_parse(r.data != NULL ? r.data : "");
+            ret = ferry__etcd_parse(e->endpoint[i], path,
+                                    r.data != NULL ? r.data : "", resp);
             free(r.data);
-            if (*resp == NULL)
-                return ferry__error(FERRY_EPROTO, "etcd %s%s answered "
-                                    "something that is not JSON",
-                                    e->endpoint[i], path);
+            if (ret != 0)
+                return ret;
             pthread_mutex_lock(&e->lock);
             e->current = i;
             pthread_mutex_unlock(&e->lock);
             return 0;
         }
-        if (pr == POST_REFUSED || pr == POST_ABORTED)
+        if (pr == POST_REFUSED || pr == POST_ABORTED || pr == POST_TOO_LONG)
             break;
         if (i == (first + e->n_endpoints - 1) % e->n_endpoints) {
             int pause = ms_left(deadline);
@@ -258,6 +284,8 @@ int ferry__etcd_call(struct etcd *e, CURL *h, const char *path,
         }
     }
     free(r.data);
+    if (pr == POST_TOO_LONG)
+        return ferry__error(FERRY_EPROTO, "%s", said[i]);
     if (pr == POST_REFUSED || pr == POST_ABORTED)
         return ferry__error(pr == POST_REFUSED ? FERRY_EPROTO
                                                : FERRY_ECANCELED,
@@ -302,14 +330,6 @@ void ferry__etcd_add_int64(json_object *o, const char *field, int64_t v)
 
     snprintf(s, sizeof(s), "%lld", (long long)v);
     json_object_object_add(o, field, json_object_new_string(s));
-}
-
-int64_t ferry__etcd_get_int64(json_object *o, const char *field)
-{
-    json_object *v;
-
-    return json_object_object_get_ex(o, field, &v) ? json_object_get_int64(v)
-                                                   : 0;
 }
 
 json_object *ferry__etcd_new_put(struct etcd *e, const char *key,

@@ -7,7 +7,8 @@
  * and on an empty one (every call keeps its deadline and names the
  * endpoint; the entries come back); a 3-member cluster losing the member
  * listed first; TLS with and without client certificates; and members
- * coming and going while a context keeps writing to them.
+ * coming and going while a context keeps writing to them.  (What a broken
+ * or hostile etcd answers: check_etcd_hostile.c, against a fake one.)
  *
  * The other members are processes of their own (test/api/meta_peer.c,
  * ferry_meta_util), started by posix_spawn: this process runs threads.
@@ -366,6 +367,24 @@ static void assert_names_endpoint(const struct eu_cluster *c, int member,
 
 /* ---- no etcd needed --------------------------------------------------------- */
 
+/* Asserts that url is refused for the port of its endpoint hostport, at
+ * once: not tried for the whole metadata_timeout_ms (1000 ms here). */
+static void assert_bad_port(ferry_context_t *ctx, const char *url,
+                            const char *hostport, const char *port)
+{
+    char says[128];
+    ferry_meta_t *m = NULL;
+    uint64_t t0 = tu_now_ns();
+
+    snprintf(says, sizeof(says), "endpoint \"%s\" has port \"%s\"", hostport,
+             port);
+    TU_EXPECT_ERROR(ferry_meta_open(ctx, url, "a", &m), FERRY_EINVAL, says);
+    tu_assert_sentence(url, "a port is a number from 1 to 65535", NULL);
+    ck_assert_msg(tu_ms_since(t0) < 500, "%s was refused after %llu ms, not "
+                  "at once", url, (unsigned long long)tu_ms_since(t0));
+    ck_assert_ptr_null(m);
+}
+
 START_TEST(test_bad_args)
 {
     struct ferry_config cfg;
@@ -401,6 +420,24 @@ START_TEST(test_bad_args)
                     FERRY_EINVAL, "is not HOST:PORT");
     TU_EXPECT_ERROR(ferry_meta_open(ctx, "etcd://127.0.0.1:/p", "a", &m),
                     FERRY_EINVAL, "is not HOST:PORT");
+    assert_bad_port(ctx, "etcd://127.0.0.1:0/p", "127.0.0.1:0", "0");
+    assert_bad_port(ctx, "etcds://127.0.0.1:0", "127.0.0.1:0", "0");
+    assert_bad_port(ctx, "etcd://127.0.0.1:65536/p", "127.0.0.1:65536",
+                    "65536");
+    assert_bad_port(ctx, "etcd://127.0.0.1:99999999999999999999/p",
+                    "127.0.0.1:99999999999999999999", "99999999999999999999");
+    assert_bad_port(ctx, "etcd://127.0.0.1:2379,127.0.0.1:70000/p",
+                    "127.0.0.1:70000", "70000");
+    assert_bad_port(ctx, "etcd://127.0.0.1:http/p", "127.0.0.1:http", "http");
+    assert_bad_port(ctx, "etcd://127.0.0.1:-1/p", "127.0.0.1:-1", "-1");
+    assert_bad_port(ctx, "etcd://[::1]:0/p", "[::1]:0", "0");
+    /* The top of the range passes: what fails then is the service
+     * (nobody listens there), named in the sentence. */
+    ret = ferry_meta_open(ctx, "etcd://127.0.0.1:65535/p", "a", &m);
+    ck_assert_msg(ret == FERRY_EHOSTUNREACH || ret == FERRY_ETIMEDOUT,
+                  "port 65535 on a dead endpoint: %s (%s)", ferry_strerror(ret),
+                  ferry_last_error());
+    tu_assert_sentence("127.0.0.1:65535", NULL);
     TU_EXPECT_ERROR(ferry_meta_open(ctx, NULL, "a", &m), FERRY_EINVAL,
                     "no metadata service given");
     tu_assert_sentence("FERRY_METADATA", "config.metadata", NULL);
