@@ -84,6 +84,20 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
     ferry__notify_event(x, &down);
 }
 
+void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation)
+{
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    if (x->reg.fab.rails[0].info->ep_attr->protocol != FI_PROTO_SHM)
+        return;
+    for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next) {
+        if (!p->pulse.present || p->pulse.incarnation != incarnation)
+            continue;
+        ferry__live_declare(x, p, "its context was destroyed "
+                                  "(ferry_context_destroy in this process)");
+        ferry__peer_drop_addresses(&x->reg, p);
+    }
+}
+
 /* Sends a heartbeat on rail 0 unless one is out or there is no slot. */
 static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
 {
@@ -155,6 +169,13 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
     }
     if (!waited_on(peer)) {
         l->wait_since_ns = 0;
+        return;
+    }
+    /* Its table on this host says its context closed: nothing is posted
+     * to it any more (xfer.c), and no heartbeat could be answered. */
+    if (ferry__pulse_closed(&peer->pulse)) {
+        ferry__live_declare(x, peer, "its context was closed (its pulse on "
+                                     "this host says so)");
         return;
     }
     if (l->wait_since_ns == 0)

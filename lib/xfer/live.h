@@ -59,6 +59,18 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
                          const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * A context of this process whose pulse shows incarnation is being
+ * destroyed.  On a provider that reaches a peer of the same process
+ * through that peer's own memory (shm maps its region, and the
+ * destruction unmaps it: a later send, heartbeat or fi_av_remove there
+ * would touch unmapped memory), its peers here are declared DEAD and
+ * their addresses dropped now, while that memory is still mapped.
+ * Elsewhere nothing changes: the provider reports the closed peer like
+ * any other.  Under x's lock, before the other context's endpoints close.
+ */
+void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation);
+
 /* The clock of a progress call, read once at its start (coarse). */
 void ferry__live_clock(struct ferry__xfer *x, uint64_t now);
 

@@ -862,6 +862,30 @@ static bool notify_rides(const struct ferry_req *req,
            ferry__notify_fits(rail, req->notify_id, req->notify_value);
 }
 
+/*
+ * Whether the request's next operation (run, in item's region) must not
+ * be posted: the pulse says the region is gone (the request ends with
+ * FERRY_ESTALE, naming the items), or that the peer's whole context is
+ * (the request waits: liveness declares the peer at its next look).
+ * Posting it would cost more than this request: tcp;ofi_rxm drops the
+ * connection under every operation to the peer, shm never answers it and
+ * stalls the responses behind it (fabric/pulse.h).
+ */
+static bool held_back(struct ferry_req *req, const struct ferry_iov *item,
+                      const struct run *run)
+{
+    enum ferry__pulse_verdict v = ferry__rmem_verdict(item->rmem);
+    char items[96];
+
+    if (v != FERRY__PULSE_REGION_GONE)
+        return v == FERRY__PULSE_CONTEXT_GONE;
+    ferry__req_items_name(req, req->cur_iov, run->last, items, sizeof(items));
+    ferry__req_end(req, FERRY_ESTALE, "%s of %zu bytes (%s): %s",
+                   req->kind == FERRY__OP_WRITE ? "a write" : "a read",
+                   run->len, items, ferry__rmem_gone_why());
+    return true;
+}
+
 void ferry__req_post_pending(struct ferry_req *req)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
@@ -901,6 +925,8 @@ void ferry__req_post_pending(struct ferry_req *req)
                     * this peer: progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
         merge_run(req, &item, &run);
+        if (held_back(req, &item, &run))
+            break;
         notifies = notify_rides(req, rail, &run);
         data = notifies ? ferry__notify_pack(rail, req->notify_id,
                                              req->notify_value)

@@ -534,6 +534,26 @@ static void child_main(int in, int out, const char *prov, size_t len,
             ok = tu_check(buf, len, vseed) == SIZE_MAX;
             if (write(out, &ok, 1) != 1)
                 _exit(14);
+        } else if (cmd == 'r') {
+            /* A new region in place of the old one, which is gone:
+             * deregistered, its memory unmapped, its key stale. */
+            uint8_t *fresh = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+            rlen = sizeof(rkey);
+            if (fresh == MAP_FAILED || ferry_mem_deregister(mem) != 0)
+                _exit(16);
+            munmap(buf, len);
+            buf = fresh;
+            if (ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0,
+                                   FERRY_ACCESS_REMOTE_READ |
+                                       FERRY_ACCESS_REMOTE_WRITE,
+                                   &mem) != 0 ||
+                ferry_mem_export(mem, rkey, &rlen) != 0)
+                _exit(16);
+            if (write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
+                write(out, rkey, rlen) != (ssize_t)rlen)
+                _exit(12);
         } else if (cmd == 'q') {
             break;
         }
@@ -604,6 +624,14 @@ int tu_child_verify(struct tu_child *c, uint64_t seed)
     tu_write_all(c->to_child, &seed, sizeof(seed));
     tu_read_all(c->from_child, &ok, 1);
     return ok;
+}
+
+void tu_child_reregister(struct tu_child *c)
+{
+    tu_write_all(c->to_child, "r", 1);
+    tu_read_all(c->from_child, &c->rkey_len, sizeof(c->rkey_len));
+    ck_assert(c->rkey_len <= sizeof(c->rkey));
+    tu_read_all(c->from_child, c->rkey, c->rkey_len);
 }
 
 void tu_child_stop(struct tu_child *c)
