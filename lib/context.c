@@ -279,6 +279,8 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     out.notifications_in_writes = x->req.notifications_in_writes;
     out.heartbeats = x->live.heartbeats;
     out.peers_declared = x->live.peers_declared;
+    out.ops_interrupted = x->live.interrupted;
+    out.ops_posted_again = x->live.reposted;
     ferry__lock_release(&x->reg.fab.lock);
     /* Only as much as the caller's struct holds. */
     memcpy(stats, &out, out.size);

@@ -308,7 +308,7 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
         slot_release(slot);
         return true;
     }
-    ret = ferry__rma_post(req, rail, op, slot->host,
+    ret = ferry__rma_post(req, op, slot->host,
                           slot->stage->mem->desc[rail->index], slot->rmem,
                           slot->roff, slot->len, false, 0);
     if (ret == -FI_EAGAIN) {

@@ -211,6 +211,12 @@ int tu_enter_netns(const char *netns);
  * `ip netns add`; NULL: this one) on domain (NULL: tu_config's). */
 void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
                        uint64_t seed, const char *netns, const char *domain);
+/* The same with the child in a mount namespace of its own, with its own
+ * /dev/shm: to this process it is on another host as far as /dev/shm
+ * goes (ferry's pulse tables are there), though still on loopback.
+ * Needs root (CAP_SYS_ADMIN). */
+void tu_child_start_apart(struct tu_child *c, const char *prov, size_t len,
+                          uint64_t seed);
 /* Asks the child to verify its buffer against seed; true if it matches. */
 int tu_child_verify(struct tu_child *c, uint64_t seed);
 /* 'r': the child's region is replaced; c->rkey becomes the new one's
