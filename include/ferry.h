@@ -475,6 +475,11 @@ struct ferry_stats {
     /* Writes and reads handed to the provider, per rail: a run of
      * contiguous iovs or blocks goes as one (docs/semantics.md). */
     uint64_t rma_ops_posted[8];
+    /* Operations a dropped connection flushed, held until their peer
+     * answered again or was declared, and those of them posted again
+     * (docs/semantics.md, "Stale keys"). */
+    uint64_t ops_interrupted;
+    uint64_t ops_posted_again;
 };
 #define FERRY_STATS_INIT {.size = sizeof(struct ferry_stats)}
 

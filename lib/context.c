@@ -18,9 +18,55 @@
 #include "reg/monitor.h"
 #include "reg/peer.h"
 #include "reg/rcache.h"
+#include "xfer/live.h"
 #include "xfer/notify.h"
 #include "xfer/stage.h"
 #include "xfer/xfer.h"
+
+/*
+ * The contexts of this process, so that one being destroyed can tell the
+ * others first (ferry__live_sibling_closing).  Its lock is taken before
+ * any context's, never the other way round.
+ */
+static pthread_mutex_t siblings_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ferry_context *siblings;
+
+static void siblings_join(struct ferry_context *ctx)
+{
+    pthread_mutex_lock(&siblings_lock);
+    ctx->next_in_process = siblings;
+    siblings = ctx;
+    pthread_mutex_unlock(&siblings_lock);
+}
+
+/* Leaves the list, and tells every other context of this process that
+ * ctx is going while its endpoints are still open. */
+static void siblings_leave(struct ferry_context *ctx)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    uint64_t incarnation =
+        fab->pulse.key_len != 0
+            ? atomic_load(&fab->pulse.words[FERRY__PULSE_INCARNATION])
+            : 0;
+
+    pthread_mutex_lock(&siblings_lock);
+    for (struct ferry_context **p = &siblings; *p != NULL;
+         p = &(*p)->next_in_process) {
+        if (*p == ctx) {
+            *p = ctx->next_in_process;
+            break;
+        }
+    }
+    for (struct ferry_context *o = siblings; o != NULL && incarnation != 0;
+         o = o->next_in_process) {
+        struct ferry__lock *lock = &ferry__fabric_of(o)->lock;
+
+        ferry__lock_acquire(lock);
+        ferry__live_sibling_closing(ferry__xfer_of(o), incarnation);
+        ferry__lock_release(lock);
+    }
+    pthread_mutex_unlock(&siblings_lock);
+}
 
 /* The transfer layer's operation slots and receive buffers per rail.
  * Under the lock: registering the receive buffers takes it. */
@@ -105,6 +151,7 @@ int ferry_context_create(const struct ferry_config *cfg,
         return ret;
     }
     FERRY_LOG_INFO("%s", fab->why);
+    siblings_join(ctx);
     *out = ctx;
     return 0;
 }
@@ -116,6 +163,7 @@ void ferry_context_destroy(ferry_context_t *ctx)
     if (ctx == NULL || ctx->xfer.reg.fab.magic != FERRY__MAGIC_CTX)
         return;
     fab = ferry__fabric_of(ctx);
+    siblings_leave(ctx);
     ferry__progress_thread_stop(ctx);
     /* Endpoints first: closing them ends every operation still in flight,
      * after which requests and registrations can go. */
@@ -231,6 +279,8 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     out.notifications_in_writes = x->req.notifications_in_writes;
     out.heartbeats = x->live.heartbeats;
     out.peers_declared = x->live.peers_declared;
+    out.ops_interrupted = x->live.interrupted;
+    out.ops_posted_again = x->live.reposted;
     ferry__lock_release(&x->reg.fab.lock);
     /* Only as much as the caller's struct holds. */
     memcpy(stats, &out, out.size);

@@ -55,6 +55,8 @@ struct ferry_context {
     struct ferry__xfer xfer; /* first: ferry__xfer_of & co. cast to it */
     struct ferry__progress_part progress;
     struct ferry__fan_part fan;
+    /* context.c: the next context of this process (its list's lock). */
+    struct ferry_context *next_in_process;
 };
 
 /* The casts of ferry__fabric_of, ferry__reg_of and ferry__xfer_of hold

@@ -17,6 +17,7 @@
 #include "fan.h"
 #include "xfer/live.h"
 #include "xfer/notify.h"
+#include "xfer/resume.h"
 #include "xfer/stage.h"
 #include "xfer/xfer.h"
 
@@ -54,26 +55,20 @@
  * The ferry code for an operation that came back with an error.  ferry
  * never cancels an operation it handed to a provider (ferry_req_cancel
  * only stops posting), so FI_ECANCELED here means the provider aborted it
- * itself, typically because the connection under it went away: rxm
- * flushes its queues with FI_ECANCELED and prov_errno ENOTCONN when the
- * peer's socket closes.  Reporting that as FERRY_ECANCELED would tell the
- * caller that they cancelled the request.
+ * itself because the connection under it went away: the tcp provider
+ * flushes its queues with FI_ECANCELED when the socket closes, whether
+ * the peer died or refused an operation (libfabric 1.17 drops the
+ * connection on a key it does not know).  Its prov_errno is whatever
+ * errno was at the flush (ENOTCONN, ECONNRESET, but as well ENOENT or
+ * EAGAIN left over from an unrelated call), so it tells nothing apart.
+ * Reporting FERRY_ECANCELED would tell the caller that they cancelled
+ * the request.  Liveness tells a dead peer from a live one (live.h).
  */
 static int op_error(const struct fi_cq_err_entry *err)
 {
-    if (err->err != FI_ECANCELED)
-        return ferry__error_from_fi(-err->err);
-    switch (err->prov_errno) {
-    case ENOTCONN:
-    case ECONNRESET:
-    case ECONNABORTED:
-    case ECONNREFUSED:
-    case EPIPE:
-    case ESHUTDOWN:
+    if (err->err == FI_ECANCELED)
         return FERRY_ECONNRESET;
-    default:
-        return FERRY_EIO;
-    }
+    return ferry__error_from_fi(-err->err);
 }
 
 static int read_cq_error(struct ferry_context *ctx, struct ferry__rail *rail)
@@ -282,6 +277,7 @@ int ferry__progress_locked(struct ferry_context *ctx)
     if (ferry__stage_progress(ferry__xfer_of(ctx)))
         ferry__notify_release_held(ferry__xfer_of(ctx));
     ferry__live_pass(ferry__xfer_of(ctx));
+    ferry__resume_pass(ferry__xfer_of(ctx));
     /* Deadlines are enforced even when a CQ keeps failing. */
     look_at_waiting(ctx);
     ferry__reqs_unblock(ferry__xfer_of(ctx));

@@ -34,6 +34,8 @@
     X(EHOSTUNREACH, -EHOSTUNREACH, HostUnreachable, "peer unreachable")       \
     X(EPROTO, -EPROTO, Protocol, "protocol error")                            \
     X(EEXIST, -EEXIST, Exists, "already exists")                              \
+    X(ESTALE, -ESTALE, Stale,                                                 \
+      "the peer no longer has the remote region registered")                  \
     X(ENOPROVIDER, -(FERRY__OWN_ERRNO_BASE + 1), NoProvider,                  \
       "no usable libfabric provider")                                         \
     X(EBLOB, -(FERRY__OWN_ERRNO_BASE + 2), Blob,                              \

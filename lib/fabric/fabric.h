@@ -62,13 +62,20 @@ struct ferry__fabric {
      * notification while the writes before it are still in flight. */
     bool writes_ordered;
     char why[2048];
-    /* The word peers read as a heartbeat (pulse.c), on rail 0. */
+    /* The words peers read of this context (pulse.c), on rail 0: its
+     * incarnation (their heartbeat) and a generation per exported region
+     * (their check of its key). */
     struct {
-        uint64_t *word; /* the incarnation, in a cache line of its own */
+        _Atomic uint64_t *words; /* FERRY__PULSE_* words, then the slots */
+        bool mapped;           /* in /dev/shm (shm_name), not on the heap */
+        char shm_name[48];
         struct fid_mr *mr;
         uint8_t key[FERRY__KEY_MAX];
         size_t key_len;    /* 0: none could be made */
         uint64_t raw_base; /* FI_MR_RAW: base for fi_mr_map_raw */
+        uint32_t *free_slots; /* a stack of nfree; under the lock */
+        size_t nfree;
+        uint64_t generation;  /* the last one given; under the lock */
     } pulse;
     unsigned nrails;
     unsigned endpoints; /* on each domain, each a rail: rails[d + k * domains] */

@@ -1,13 +1,25 @@
 /*
- * The pulse word peers read as a heartbeat (pulse.h).
+ * The words peers read of a context: heartbeats and key checks (pulse.h).
  */
 #include "fabric/pulse.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The table: the header words and the slots, a whole number of pages. */
+#define TABLE_LEN ((FERRY__PULSE_HEADER + FERRY__PULSE_SLOTS) * 8u)
+#define TABLE_PREFIX "ferry-pulse-"
 
 /* A value no earlier process at this address is likely to have had. */
 static uint64_t new_incarnation(void)
@@ -46,6 +58,101 @@ static int read_key(struct ferry__fabric *fab)
     return 0;
 }
 
+/* The table's name in /dev/shm: peers derive it from the incarnation
+ * their blob gives. */
+static void table_name(char *buf, size_t len, uint64_t incarnation)
+{
+    snprintf(buf, len, "/%s%016llx", TABLE_PREFIX,
+             (unsigned long long)incarnation);
+}
+
+/*
+ * Removes the tables that processes killed before they could close their
+ * contexts left in /dev/shm (their owner word names a process that no
+ * longer exists): a test suite that kills its targets would otherwise
+ * fill it.  A table a peer still maps stays readable there.
+ */
+static void sweep_leftovers(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        uint64_t owner = 0;
+        int fd;
+
+        if (strncmp(e->d_name, TABLE_PREFIX, strlen(TABLE_PREFIX)) != 0 ||
+            (fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC)) < 0)
+            continue;
+        if (pread(fd, &owner, sizeof(owner),
+                  FERRY__PULSE_OWNER * sizeof(owner)) == sizeof(owner) &&
+            owner > 0 && owner <= INT_MAX && kill((pid_t)owner, 0) != 0 &&
+            errno == ESRCH)
+            (void)unlinkat(dirfd(d), e->d_name, 0);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* The table in /dev/shm, where peers of this host can map it; NULL when
+ * it cannot be made there. */
+static _Atomic uint64_t *table_in_shm(struct ferry__fabric *fab,
+                                      uint64_t incarnation)
+{
+    void *p = MAP_FAILED;
+    int fd;
+
+    table_name(fab->pulse.shm_name, sizeof(fab->pulse.shm_name),
+               incarnation);
+    fd = shm_open(fab->pulse.shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+                  S_IRUSR | S_IWUSR);
+    if (fd < 0)
+        return NULL;
+    if (ftruncate(fd, TABLE_LEN) == 0)
+        p = mmap(NULL, TABLE_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        shm_unlink(fab->pulse.shm_name);
+        return NULL;
+    }
+    return p;
+}
+
+/* The table, in /dev/shm if it can be, with its header written and every
+ * slot free; false when there is no memory for it. */
+static bool table_open(struct ferry__fabric *fab)
+{
+    uint64_t incarnation = new_incarnation();
+
+    sweep_leftovers();
+    fab->pulse.words = table_in_shm(fab, incarnation);
+    fab->pulse.mapped = fab->pulse.words != NULL;
+    if (!fab->pulse.mapped) {
+        /* Said, not fatal: peers on other hosts never map it anyway. */
+        FERRY_LOG_INFO("the pulse table cannot be made in /dev/shm (%s): "
+                       "peers on this host will check keys only when an "
+                       "operation fails",
+                       strerror(errno));
+        fab->pulse.words = aligned_alloc(64, TABLE_LEN);
+        if (fab->pulse.words == NULL)
+            return false;
+        memset((void *)fab->pulse.words, 0, TABLE_LEN);
+    }
+    fab->pulse.free_slots =
+        malloc(FERRY__PULSE_SLOTS * sizeof(*fab->pulse.free_slots));
+    if (fab->pulse.free_slots == NULL)
+        return false;
+    /* Slot 0 on top: a context's first regions take the first pages. */
+    for (uint32_t i = 0; i < FERRY__PULSE_SLOTS; i++)
+        fab->pulse.free_slots[i] = FERRY__PULSE_SLOTS - 1 - i;
+    fab->pulse.nfree = FERRY__PULSE_SLOTS;
+    atomic_store(&fab->pulse.words[FERRY__PULSE_OWNER], (uint64_t)getpid());
+    atomic_store(&fab->pulse.words[FERRY__PULSE_INCARNATION], incarnation);
+    return true;
+}
+
 void ferry__pulse_open(struct ferry__fabric *fab)
 {
     struct iovec iov;
@@ -56,13 +163,12 @@ void ferry__pulse_open(struct ferry__fabric *fab)
     int ret;
 
     FERRY__ASSERT_LOCKED(&fab->lock);
-    /* A cache line of its own: nothing else is exposed with it. */
-    fab->pulse.word = aligned_alloc(64, 64);
-    if (fab->pulse.word == NULL)
+    if (!table_open(fab)) {
+        ferry__pulse_close(fab);
         return;
-    *fab->pulse.word = new_incarnation();
-    iov.iov_base = fab->pulse.word;
-    iov.iov_len = sizeof(*fab->pulse.word);
+    }
+    iov.iov_base = (void *)fab->pulse.words;
+    iov.iov_len = TABLE_LEN;
     ret = ferry__mr_open(fab, &fab->rails[0], &attr, 0, &fab->pulse.mr);
     if (ret == 0 && (ret = read_key(fab)) != 0) {
         fi_close(&fab->pulse.mr->fid);
@@ -70,9 +176,9 @@ void ferry__pulse_open(struct ferry__fabric *fab)
     }
     if (ret != 0) {
         /* Said, not fatal: liveness still learns from the operations. */
-        FERRY_LOG_WARN("no heartbeat word on domain %s (%s): peers waiting "
-                       "on this context will see no answer to their "
-                       "heartbeats",
+        FERRY_LOG_WARN("no pulse on domain %s (%s): peers waiting on this "
+                       "context will see no answer to their heartbeats, and "
+                       "cannot check its keys",
                        fab->rails[0].info->domain_attr->name,
                        ferry_last_error());
         ferry__error_clear();
@@ -82,10 +188,45 @@ void ferry__pulse_open(struct ferry__fabric *fab)
 
 void ferry__pulse_close(struct ferry__fabric *fab)
 {
+    /* Peers of this host see every region gone from here on. */
+    if (fab->pulse.words != NULL)
+        atomic_store(&fab->pulse.words[FERRY__PULSE_INCARNATION], 0);
     if (fab->pulse.mr != NULL)
         fi_close(&fab->pulse.mr->fid);
-    free(fab->pulse.word);
+    if (fab->pulse.mapped) {
+        munmap((void *)fab->pulse.words, TABLE_LEN);
+        shm_unlink(fab->pulse.shm_name);
+    } else {
+        free((void *)fab->pulse.words);
+    }
+    free(fab->pulse.free_slots);
     memset(&fab->pulse, 0, sizeof(fab->pulse));
+}
+
+uint32_t ferry__pulse_slot_take(struct ferry__fabric *fab, uint64_t *gen)
+{
+    uint32_t slot;
+
+    FERRY__ASSERT_LOCKED(&fab->lock);
+    if (fab->pulse.key_len == 0 || fab->pulse.nfree == 0)
+        return FERRY__PULSE_NO_SLOT;
+    slot = fab->pulse.free_slots[--fab->pulse.nfree];
+    *gen = ++fab->pulse.generation;
+    atomic_store_explicit(&fab->pulse.words[FERRY__PULSE_HEADER + slot], *gen,
+                          memory_order_relaxed);
+    return slot;
+}
+
+void ferry__pulse_slot_retire(struct ferry__fabric *fab, uint32_t slot)
+{
+    FERRY__ASSERT_LOCKED(&fab->lock);
+    if (slot == FERRY__PULSE_NO_SLOT)
+        return;
+    /* Before the registration closes: a peer that still sees the
+     * generation may post, and the key still answers. */
+    atomic_store_explicit(&fab->pulse.words[FERRY__PULSE_HEADER + slot], 0,
+                          memory_order_release);
+    fab->pulse.free_slots[fab->pulse.nfree++] = slot;
 }
 
 void ferry__pulse_put(struct ferry__blob_writer *w,
@@ -94,11 +235,37 @@ void ferry__pulse_put(struct ferry__blob_writer *w,
     bool virt = fab->mr_mode & FERRY_MR_VIRT_ADDR;
     size_t len = fab->pulse.key_len; /* 0: none was made */
 
-    ferry__blob_put_u64(w, len != 0 ? *fab->pulse.word : 0);
-    ferry__blob_put_u64(w, virt ? (uint64_t)(uintptr_t)fab->pulse.word : 0);
+    ferry__blob_put_u64(
+        w, len != 0 ? atomic_load(&fab->pulse.words[FERRY__PULSE_INCARNATION])
+                    : 0);
+    ferry__blob_put_u64(w, virt ? (uint64_t)(uintptr_t)fab->pulse.words : 0);
     ferry__blob_put_u64(w, fab->pulse.raw_base);
     ferry__blob_put_u16(w, (uint16_t)len);
     ferry__blob_put_bytes(w, fab->pulse.key, len);
+}
+
+/* Maps the table of the peer p describes, when it is on this host (its
+ * file is in our /dev/shm and holds its incarnation). */
+static void map_peer_table(struct ferry__pulse_remote *p)
+{
+    char name[48];
+    struct stat st;
+    void *t = MAP_FAILED;
+    int fd;
+
+    table_name(name, sizeof(name), p->incarnation);
+    if ((fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0)) < 0)
+        return; /* on another host (or one without /dev/shm) */
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)TABLE_LEN)
+        t = mmap(NULL, TABLE_LEN, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (t == MAP_FAILED)
+        return;
+    p->local = t;
+    if (atomic_load(&p->local[FERRY__PULSE_INCARNATION]) != p->incarnation) {
+        munmap(t, TABLE_LEN); /* closed since the blob was made */
+        p->local = NULL;
+    }
 }
 
 int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
@@ -145,6 +312,7 @@ int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
         out->key_mapped = true;
     }
     out->present = true;
+    map_peer_table(out);
     return 0;
 }
 
@@ -153,6 +321,39 @@ void ferry__pulse_release(struct ferry__fabric *fab,
 {
     if (p->key_mapped)
         fi_mr_unmap_key(fab->rails[0].domain, p->key);
+    if (p->local != NULL)
+        munmap((void *)p->local, TABLE_LEN);
+    p->local = NULL;
     p->key_mapped = false;
     p->present = false;
+}
+
+/* Relaxed loads: the answers order nothing.  A region deregistered
+ * right after a look is the race of the application's own making that
+ * docs/semantics.md describes. */
+bool ferry__pulse_closed(const struct ferry__pulse_remote *p)
+{
+    return p->local != NULL &&
+           atomic_load_explicit(&p->local[FERRY__PULSE_INCARNATION],
+                                memory_order_relaxed) != p->incarnation;
+}
+
+enum ferry__pulse_verdict
+ferry__pulse_region(const struct ferry__pulse_remote *p, uint32_t slot,
+                    uint64_t gen)
+{
+    if (ferry__pulse_closed(p))
+        return FERRY__PULSE_CONTEXT_GONE;
+    if (p->local == NULL || slot == FERRY__PULSE_NO_SLOT)
+        return FERRY__PULSE_UNKNOWN;
+    if (atomic_load_explicit(&p->local[FERRY__PULSE_HEADER + slot],
+                             memory_order_relaxed) != gen)
+        return FERRY__PULSE_REGION_GONE;
+    return FERRY__PULSE_LIVE;
+}
+
+uint64_t ferry__pulse_slot_addr(const struct ferry__pulse_remote *p,
+                                uint32_t slot)
+{
+    return p->addr + (FERRY__PULSE_HEADER + (uint64_t)slot) * 8u;
 }

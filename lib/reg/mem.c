@@ -23,6 +23,7 @@
  * Remote-key blob fields (after the common header, see blob.c):
  *   str provider | u32 flags | u32 access | u64 base | u64 len |
  *   [u64 mirror id, with RKEY_MIRROR] |
+ *   [u32 pulse slot | u64 generation, with RKEY_SLOT] |
  *   u16 rails | rails x (u64 raw_base | u16 key_len | key bytes) |
  *   [with RKEY_INBOX, the fan-out plan's inbox: u64 inbox id | u64 base |
  *    u16 rails | rails x (u64 raw_base | u16 key_len | key bytes)]
@@ -44,6 +45,7 @@
 #define RKEY_RAW 0x2u
 #define RKEY_MIRROR 0x4u /* a host mirror of the exporter's device memory */
 #define RKEY_INBOX 0x8u  /* a fan-out receiver's region, with its inbox */
+#define RKEY_SLOT 0x10u  /* its key can be checked in the exporter's pulse */
 #define ACCESS_ALL                                                            \
     (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE |                   \
      FERRY_ACCESS_FANOUT)
@@ -312,6 +314,7 @@ static struct ferry_mem *mem_new(struct ferry_context *ctx, void *addr,
     mem->device = -1;
     mem->access = access;
     mem->oneshot = oneshot;
+    mem->slot = FERRY__PULSE_NO_SLOT;
     return mem;
 }
 
@@ -458,6 +461,8 @@ void ferry__mem_close_locked(struct ferry_mem *mem)
     }
     if (mem->magic == FERRY__MAGIC_MEM && exposed(mem))
         atomic_fetch_sub(&ferry__reg_of(mem->ctx)->mem.exposed_regions, 1);
+    /* Peers see its key stale before it stops answering. */
+    ferry__pulse_slot_retire(&ferry__reg_of(mem->ctx)->fab, mem->slot);
     close_rails(mem);
     /* The mirror is freed only once no registration covers it. */
     if (mem->mirror != NULL)
@@ -527,6 +532,8 @@ int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
                        "buffers: %s",
                        addr, len, mem->device, reg->mem.dev_why);
     ferry__lock_acquire(&reg->fab.lock);
+    if (exposed(mem))
+        mem->slot = ferry__pulse_slot_take(&reg->fab, &mem->generation);
     mem->next = reg->mem.list;
     if (reg->mem.list)
         reg->mem.list->prev = mem;
@@ -614,6 +621,8 @@ int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
         flags |= RKEY_MIRROR;
     if (mem->inbox != NULL)
         flags |= RKEY_INBOX;
+    if (mem->slot != FERRY__PULSE_NO_SLOT)
+        flags |= RKEY_SLOT;
     ferry__blob_begin(&w, blob, *len, FERRY__BLOB_RKEY);
     ferry__blob_put_str(&w, reg->fab.rails[0].info->fabric_attr->prov_name);
     ferry__blob_put_u32(&w, flags);
@@ -625,6 +634,10 @@ int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
     ferry__blob_put_u64(&w, mem->len);
     if (mem->mirror != NULL)
         ferry__blob_put_u64(&w, mem->mirror_id);
+    if (mem->slot != FERRY__PULSE_NO_SLOT) {
+        ferry__blob_put_u32(&w, mem->slot);
+        ferry__blob_put_u64(&w, mem->generation);
+    }
     put_keys(&w, reg, mem);
     if (mem->inbox != NULL) {
         ferry__blob_put_u64(&w, mem->inbox_id);
@@ -715,6 +728,9 @@ static int parse_inbox(struct ferry__reg *reg, struct ferry__blob_reader *r,
     memcpy(in->provider, rmem->provider, sizeof(in->provider));
     in->access = FERRY_ACCESS_REMOTE_WRITE;
     in->virt_addr = rmem->virt_addr;
+    /* It lives and goes with its region. */
+    in->slot = rmem->slot;
+    in->generation = rmem->generation;
     rmem->inbox_id = ferry__blob_get_u64(r);
     in->base = ferry__blob_get_u64(r);
     in->len = FERRY__INBOX_SIZE;
@@ -757,13 +773,21 @@ static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
                             raw_here ? "uses them" : "does not");
     if (flags & RKEY_MIRROR)
         rmem->mirror_id = ferry__blob_get_u64(r);
-    if (flags & ~(RKEY_VIRT_ADDR | RKEY_RAW | RKEY_MIRROR | RKEY_INBOX) ||
+    rmem->slot = FERRY__PULSE_NO_SLOT;
+    if (flags & RKEY_SLOT) {
+        rmem->slot = ferry__blob_get_u32(r);
+        rmem->generation = ferry__blob_get_u64(r);
+    }
+    if (flags & ~(RKEY_VIRT_ADDR | RKEY_RAW | RKEY_MIRROR | RKEY_INBOX |
+                  RKEY_SLOT) ||
         rmem->len == 0 || rmem->base + rmem->len < rmem->base ||
-        rmem->access & ~(unsigned)ACCESS_ALL)
+        rmem->access & ~(unsigned)ACCESS_ALL ||
+        ((flags & RKEY_SLOT) && rmem->slot >= FERRY__PULSE_SLOTS))
         return ferry__error(FERRY_EBLOB,
                             "remote-key blob has unknown flags 0x%x, access "
-                            "0x%x or an empty or wrapping region",
-                            flags, rmem->access);
+                            "0x%x, an empty or wrapping region or a pulse "
+                            "slot beyond %u",
+                            flags, rmem->access, FERRY__PULSE_SLOTS);
     rmem->virt_addr = flags & RKEY_VIRT_ADDR;
     rmem->mirror = flags & RKEY_MIRROR;
     if ((ret = import_keys(reg, r, rmem, raw_here)) != 0 ||
@@ -826,6 +850,19 @@ int ferry_rmem_import(ferry_peer_t *peer, const void *blob, size_t len,
         return ret;
     *out = rmem;
     return 0;
+}
+
+const char *ferry__rmem_gone_why(void)
+{
+    return "the target no longer has a region with this key registered (it "
+           "deregistered the region, or registered it anew): import its new "
+           "blob";
+}
+
+enum ferry__pulse_verdict ferry__rmem_verdict(const struct ferry_rmem *rmem)
+{
+    return ferry__pulse_region(&rmem->peer->pulse, rmem->slot,
+                               rmem->generation);
 }
 
 size_t ferry_rmem_length(const ferry_rmem_t *rmem)

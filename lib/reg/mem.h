@@ -5,6 +5,7 @@
 #ifndef FERRY_REG_MEM_H
 #define FERRY_REG_MEM_H
 
+#include "fabric/pulse.h"
 #include "reg/part.h"
 
 struct ferry_mem {
@@ -39,6 +40,11 @@ struct ferry_mem {
      * (FERRY__INBOX_SIZE bytes of its own), named by inbox_id. */
     struct ferry_mem *inbox;
     uint64_t inbox_id;
+    /* Its slot in the context's pulse and the generation there while it
+     * lives (fabric/pulse.h): peers check its key against them.  A region
+     * with remote access has one unless none was left. */
+    uint32_t slot;
+    uint64_t generation;
 };
 
 /* The plan inbox of a region that may receive a fan-out. */
@@ -68,7 +74,21 @@ struct ferry_rmem {
     uint64_t inbox_id;
     uint8_t *blob;
     size_t blob_len;
+    /* The exporter's pulse slot and generation for the region
+     * (FERRY__PULSE_NO_SLOT: it gave none); an inbox has its region's. */
+    uint32_t slot;
+    uint64_t generation;
 };
+
+/*
+ * What the exporter's pulse says of rmem's region, as far as this host
+ * can see it (its table is mapped here when it is on this host:
+ * fabric/pulse.h).  Without the lock: one load or two.
+ */
+enum ferry__pulse_verdict ferry__rmem_verdict(const struct ferry_rmem *rmem);
+/* The sentence FERRY_ESTALE ends with for a region that is gone (its
+ * slot no longer holds its generation): what happened and what to do. */
+const char *ferry__rmem_gone_why(void);
 
 /*
  * Registers without the public checks; used for one-shot registrations of

@@ -10,6 +10,7 @@
 #include "reg/part.h"
 
 struct ferry_req;
+struct ferry__op;
 
 /* A list of requests (xfer/op.c keeps them, under the lock). */
 struct ferry__req_list {
@@ -86,6 +87,15 @@ struct ferry__peer_live {
     /* On the context's ring of peers with blocked requests while it has
      * any (and until the next progress pass after its last one left). */
     struct ferry__peer_ring in_line;
+    /* Its connection dropped under an operation (xfer/live.c): it must
+     * answer over a new one soon, or it is declared.  dropped_why: the
+     * provider's words. */
+    bool dropped;
+    uint64_t dropped_ns;
+    char dropped_why[128];
+    /* The operations that came back so, held until it answers again or
+     * is declared (xfer/resume.c), linked by next_free. */
+    struct ferry__op *held;
 };
 
 struct ferry_peer {

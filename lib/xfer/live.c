@@ -44,8 +44,38 @@ void ferry__live_heard(struct ferry__xfer *x, struct ferry_peer *peer)
 {
     peer->live.last_heard_ns = x->live.now_ns;
     peer->live.pings = 0;
+    /* Over a new connection, if its old one dropped (the pass recounts). */
+    peer->live.dropped = false;
     if (peer->live.state == FERRY_PEER_CONNECTING)
         peer->live.state = FERRY_PEER_UP;
+}
+
+/* Whether a dropped connection to peer may be judged by its answer over a
+ * new one: liveness is on, the peer has a pulse to read, and its handle
+ * is still the caller's. */
+static bool can_probe(const struct ferry__xfer *x,
+                      const struct ferry_peer *peer)
+{
+    return x->reg.fab.cfg.liveness_ms != 0 && peer->pulse.present &&
+           !peer->removed && !ferry__live_gone(peer);
+}
+
+bool ferry__live_holds(const struct ferry__xfer *x,
+                       const struct ferry_peer *peer, int err)
+{
+    return err == FERRY_ECONNRESET && can_probe(x, peer);
+}
+
+void ferry__live_dropped(struct ferry__xfer *x, struct ferry_peer *peer,
+                         const char *why)
+{
+    if (peer->live.dropped)
+        return;
+    peer->live.dropped = true;
+    peer->live.dropped_ns = x->live.now_ns;
+    snprintf(peer->live.dropped_why, sizeof(peer->live.dropped_why), "%s",
+             why);
+    x->live.dropped_peers++;
 }
 
 void ferry__live_op_failed(struct ferry__xfer *x, struct ferry_peer *peer,
@@ -53,7 +83,11 @@ void ferry__live_op_failed(struct ferry__xfer *x, struct ferry_peer *peer,
 {
     /* With liveness off, nothing is declared: requests end by their own
      * errors and deadlines, as before liveness existed. */
-    if (err == FERRY_ECONNRESET && x->reg.fab.cfg.liveness_ms != 0)
+    if (err != FERRY_ECONNRESET || x->reg.fab.cfg.liveness_ms == 0)
+        return;
+    if (can_probe(x, peer))
+        ferry__live_dropped(x, peer, why);
+    else
         ferry__live_declare(x, peer, "its connection was reset (%s)", why);
 }
 
@@ -70,6 +104,7 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
     if (ferry__live_gone(peer))
         return;
+    peer->live.dropped = false;
     peer->live.state = peer->live.last_heard_ns != 0 ? FERRY_PEER_DEAD
                                                       : FERRY_PEER_UNREACHABLE;
     va_start(ap, fmt);
@@ -84,12 +119,38 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
     ferry__notify_event(x, &down);
 }
 
-/* Sends a heartbeat on rail 0 unless one is out or there is no slot. */
-static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
+void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation)
+{
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    if (x->reg.fab.rails[0].info->ep_attr->protocol != FI_PROTO_SHM)
+        return;
+    for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next) {
+        if (!p->pulse.present || p->pulse.incarnation != incarnation)
+            continue;
+        ferry__live_declare(x, p, "its context was destroyed "
+                                  "(ferry_context_destroy in this process)");
+        ferry__peer_drop_addresses(&x->reg, p);
+    }
+}
+
+/* Posts a heartbeat on rail 0 if there is a slot and the provider takes
+ * it (the caller saw none out). */
+static void send_ping(struct ferry__xfer *x, struct ferry_peer *peer)
 {
     struct ferry__rail *rail = &x->reg.fab.rails[0];
     struct ferry__op *op = ferry__op_slot(x, peer, rail);
 
+    if (op == NULL || !peer->pulse.present ||
+        ferry__ping_post(peer, rail, op) != 0)
+        return;
+    ferry__op_take(ferry__txq_of(x, rail), op, NULL, peer, FERRY__OP_PING, 0);
+    peer->live.ping_out = true;
+    x->live.heartbeats++;
+}
+
+/* A heartbeat is due: sent unless one is out. */
+static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
+{
     if (peer->live.ping_out)
         return;
     /* Counted when due, sent or not: a peer whose heartbeat the provider
@@ -97,12 +158,58 @@ static void ping(struct ferry__xfer *x, struct ferry_peer *peer)
      * declared when its time is up. */
     peer->live.pings++;
     peer->live.ping_due_ns = x->live.now_ns;
-    if (op == NULL || !peer->pulse.present ||
-        ferry__ping_post(peer, rail, op) != 0)
-        return;
-    ferry__op_take(ferry__txq_of(x, rail), op, NULL, peer, FERRY__OP_PING, 0);
-    peer->live.ping_out = true;
-    x->live.heartbeats++;
+    send_ping(x, peer);
+}
+
+/* Declares a peer whose pulse on this host says its context closed: it
+ * could answer nothing, and nothing is posted to it (xfer.c). */
+static void declare_closed(struct ferry__xfer *x, struct ferry_peer *peer)
+{
+    ferry__live_declare(x, peer, "its context was closed (its pulse on this "
+                                 "host says so)");
+}
+
+/*
+ * Every progress call while connections are down: a peer whose
+ * connection dropped is sent heartbeats (rxm makes a new connection for
+ * them) until one answers, which makes it heard again, or until an
+ * eighth of the liveness passed: then it is declared.  A refused
+ * operation (a stale key, on tcp;ofi_rxm) and a dead peer look alike
+ * until then.  Counts the peers still down.
+ */
+static void probe_dropped(struct ferry__xfer *x, uint64_t now,
+                          uint64_t period)
+{
+    unsigned down = 0;
+
+    for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next) {
+        struct ferry__peer_live *l = &p->live;
+
+        if (!l->dropped)
+            continue;
+        if (ferry__pulse_closed(&p->pulse))
+            declare_closed(x, p);
+        else if (now - l->dropped_ns >= period / PASSES_PER_PERIOD)
+            ferry__live_declare(x, p,
+                                "its connection was reset (%s), and it did "
+                                "not answer over a new connection within "
+                                "%llu ms",
+                                l->dropped_why,
+                                (unsigned long long)(period /
+                                                     PASSES_PER_PERIOD /
+                                                     1000000u));
+        else {
+            down++;
+            /* One a tick of the coarse clock: a heartbeat posted before
+             * rxm has seen the old connection close fails at once (one a
+             * progress call made hundreds of such failures per drop). */
+            if (!l->ping_out && l->ping_due_ns != now) {
+                l->ping_due_ns = now;
+                send_ping(x, p);
+            }
+        }
+    }
+    x->live.dropped_peers = down;
 }
 
 void ferry__live_ping_done(struct ferry__xfer *x, struct ferry__op *op,
@@ -157,6 +264,12 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
         l->wait_since_ns = 0;
         return;
     }
+    /* Its table on this host says its context closed: nothing is posted
+     * to it any more (xfer.c), and no heartbeat could be answered. */
+    if (ferry__pulse_closed(&peer->pulse)) {
+        declare_closed(x, peer);
+        return;
+    }
     if (l->wait_since_ns == 0)
         l->wait_since_ns = now;
     since = l->last_heard_ns > l->wait_since_ns ? l->last_heard_ns
@@ -197,7 +310,11 @@ void ferry__live_pass(struct ferry__xfer *x)
     uint64_t period = (uint64_t)x->reg.fab.cfg.liveness_ms * 1000000u;
     uint64_t now = x->live.now_ns;
 
-    if (period == 0 || now < x->live.next_pass_ns)
+    if (period == 0)
+        return;
+    if (x->live.dropped_peers > 0)
+        probe_dropped(x, now, period);
+    if (now < x->live.next_pass_ns)
         return;
     x->live.next_pass_ns = now + period / PASSES_PER_PERIOD;
     for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next)

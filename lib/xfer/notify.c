@@ -199,12 +199,26 @@ ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
     return send_msg(req, rail, op, ABORT_KIND, f, FERRY__ARRAY_LEN(f));
 }
 
-ssize_t ferry__ping_post(struct ferry_peer *peer, struct ferry__rail *rail,
-                         struct ferry__op *op)
+/* Reads the peer's pulse word at addr into op's message buffer. */
+static ssize_t read_word(struct ferry_peer *peer, struct ferry__rail *rail,
+                         struct ferry__op *op, uint64_t addr)
 {
     return fi_read(rail->ep, op->msg, sizeof(uint64_t),
                    msg_desc(peer->ctx, rail), peer->fi_addr[rail->index],
-                   peer->pulse.addr, peer->pulse.key, &op->fi_ctx);
+                   addr, peer->pulse.key, &op->fi_ctx);
+}
+
+ssize_t ferry__ping_post(struct ferry_peer *peer, struct ferry__rail *rail,
+                         struct ferry__op *op)
+{
+    return read_word(peer, rail, op, peer->pulse.addr);
+}
+
+ssize_t ferry__check_post(struct ferry_peer *peer, struct ferry__rail *rail,
+                          struct ferry__op *op, uint32_t slot)
+{
+    return read_word(peer, rail, op,
+                     ferry__pulse_slot_addr(&peer->pulse, slot));
 }
 
 uint64_t ferry__ping_answer(const struct ferry__op *op)

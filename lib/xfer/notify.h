@@ -34,7 +34,12 @@ ssize_t ferry__abort_send(struct ferry_req *req, struct ferry__rail *rail,
  * message buffer; returns fi_read's result. */
 ssize_t ferry__ping_post(struct ferry_peer *peer, struct ferry__rail *rail,
                          struct ferry__op *op);
-/* What a completed heartbeat read: the peer's incarnation. */
+/* Posts a key check (resume.c): reads the peer's pulse word of slot into
+ * op's message buffer; returns fi_read's result. */
+ssize_t ferry__check_post(struct ferry_peer *peer, struct ferry__rail *rail,
+                          struct ferry__op *op, uint32_t slot);
+/* What a completed heartbeat or check read: the peer's incarnation, or
+ * the slot's generation. */
 uint64_t ferry__ping_answer(const struct ferry__op *op);
 /* Posts a mirror sync message (stage.c) on op. */
 ssize_t ferry__sync_send(struct ferry_req *req, struct ferry__rail *rail,

@@ -4,6 +4,7 @@
  */
 #include "xfer/op.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,9 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     peer->live.ops_out++;
     op->slot = NULL;
     op->notifies = false;
+    op->key_checked = false;
+    op->posted_again = false;
+    op->checked = NULL;
     op->kind = kind;
     op->len = len;
     op->first_item = op->last_item = FERRY__NO_ITEM;
@@ -73,22 +77,79 @@ void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
     tx->ops_in_flight--;
 }
 
-ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
-                        struct ferry__op *op, void *local, void *desc,
+/* Posts the RMA op's fields describe, with op->kind and op->notifies. */
+static ssize_t rma_issue(struct ferry__op *op, size_t len)
+{
+    struct ferry__rail *rail = op->rail;
+    uint64_t raddr = ferry__rma_addr(op->rmem, op->roff);
+    uint64_t key = op->rmem->key[rail->index];
+    fi_addr_t dest = op->peer->fi_addr[rail->index];
+
+    if (op->notifies)
+        return fi_writedata(rail->ep, op->local, len, op->desc, op->data,
+                            dest, raddr, key, &op->fi_ctx);
+    if (op->kind == FERRY__OP_WRITE)
+        return fi_write(rail->ep, op->local, len, op->desc, dest, raddr, key,
+                        &op->fi_ctx);
+    return fi_read(rail->ep, op->local, len, op->desc, dest, raddr, key,
+                   &op->fi_ctx);
+}
+
+ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__op *op,
+                        void *local, void *desc,
                         const struct ferry_rmem *rmem, uint64_t roff,
                         size_t len, bool notifies, uint64_t data)
 {
-    uint64_t raddr = ferry__rma_addr(rmem, roff);
-    uint64_t key = rmem->key[rail->index];
-    fi_addr_t dest = req->peer->fi_addr[rail->index];
+    /* Not taken yet (ferry__op_take follows a post the provider took),
+     * so its kind, peer and flag are set here for rma_issue. */
+    op->peer = req->peer;
+    op->kind = req->kind;
+    op->notifies = notifies;
+    op->local = local;
+    op->desc = desc;
+    op->rmem = rmem;
+    op->roff = roff;
+    op->data = data;
+    return rma_issue(op, len);
+}
 
-    if (notifies)
-        return fi_writedata(rail->ep, local, len, desc, data, dest, raddr,
-                            key, &op->fi_ctx);
-    if (req->kind == FERRY__OP_WRITE)
-        return fi_write(rail->ep, local, len, desc, dest, raddr, key,
-                        &op->fi_ctx);
-    return fi_read(rail->ep, local, len, desc, dest, raddr, key, &op->fi_ctx);
+ssize_t ferry__rma_again(struct ferry__op *op)
+{
+    return rma_issue(op, op->len);
+}
+
+void ferry__req_items_name(const struct ferry_req *req, size_t first,
+                           size_t last, char *buf, size_t size)
+{
+    if (req->prep == NULL && first == last)
+        snprintf(buf, size, "iov[%zu]", first);
+    else if (req->prep == NULL)
+        snprintf(buf, size, "iov[%zu..%zu], merged", first, last);
+    else if (first == last)
+        snprintf(buf, size, "pair %zu: local block %" PRIu32
+                 ", remote block %" PRIu32, first, req->lidx[first],
+                 req->ridx[first]);
+    else
+        snprintf(buf, size, "pairs %zu..%zu, merged: local blocks %" PRIu32
+                 "..%" PRIu32 ", remote blocks %" PRIu32 "..%" PRIu32, first,
+                 last, req->lidx[first], req->lidx[last], req->ridx[first],
+                 req->ridx[last]);
+}
+
+void ferry__op_describe(const struct ferry__op *op, char *buf, size_t size)
+{
+    char items[96] = "";
+
+    if (op->first_item != FERRY__NO_ITEM)
+        ferry__req_items_name(op->req, op->first_item, op->last_item, items,
+                              sizeof(items));
+    snprintf(buf, size, "%s of %zu bytes%s%s%s on domain %s",
+             op->kind == FERRY__OP_SEND    ? "notification"
+             : op->kind == FERRY__OP_SYNC  ? "staged-memory sync"
+             : op->kind == FERRY__OP_WRITE ? "write"
+                                           : "read",
+             op->len, items[0] ? " (" : "", items, items[0] ? ")" : "",
+             op->rail->info->domain_attr->name);
 }
 
 void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)

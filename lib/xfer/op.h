@@ -26,6 +26,7 @@ enum ferry__op_kind {
     FERRY__OP_SYNC, /* a mirror sync message (stage.c) */
     FERRY__OP_PING, /* a heartbeat (live.c): no request */
     FERRY__OP_ABORT, /* tells the peer a notification will not come */
+    FERRY__OP_CHECK, /* reads the peer's pulse slot of a held op (resume.c) */
 };
 
 /* A notification's or sync's wire bytes, at most (notify.c). */
@@ -40,6 +41,7 @@ struct ferry__op {
     struct ferry_req *req;     /* NULL for a heartbeat */
     struct ferry_peer *peer;   /* where it goes (flow control, liveness) */
     struct ferry__rail *rail;
+    /* The rail's free list; while held (resume.c), its peer's list. */
     struct ferry__op *next_free;
     struct ferry__stage_slot *slot; /* a staged chunk's RMA, else NULL */
     enum ferry__op_kind kind;
@@ -48,8 +50,19 @@ struct ferry__op {
     /* The request's items it covers (several when they were contiguous
      * and merged), named by its error; FERRY__NO_ITEM for the others. */
     size_t first_item, last_item;
-    /* A message's wire bytes, or a heartbeat's answer. */
+    /* A message's wire bytes, or the word a heartbeat or check read. */
     uint8_t msg[FERRY__MSG_SIZE];
+    /* An RMA's arguments, kept to post it again (ferry__rma_again) after
+     * its connection dropped under it (resume.c). */
+    void *local;
+    void *desc;
+    const struct ferry_rmem *rmem;
+    uint64_t roff;
+    uint64_t data; /* the notification it carries, if notifies */
+    bool key_checked; /* its peer's pulse said its region lives */
+    bool posted_again;
+    /* A check's (FERRY__OP_CHECK) held operation. */
+    struct ferry__op *checked;
 };
 
 /* The registration ferry found (cached) or made (one-shot) for an iov. */
@@ -171,13 +184,24 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
 /* Gives op's slot back to its rail: its operation came back.  The last
  * operation of a peer removed meanwhile frees it (reg/peer.h). */
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op);
-/* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem; a
- * write that notifies carries the request's notification as its remote
- * CQ data (fi_writedata, data packed by the caller). */
-ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__rail *rail,
-                        struct ferry__op *op, void *local, void *desc,
+/* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem, on
+ * op's rail; a write that notifies carries the request's notification as
+ * its remote CQ data (fi_writedata, data packed by the caller).  The
+ * arguments stay in op. */
+ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__op *op,
+                        void *local, void *desc,
                         const struct ferry_rmem *rmem, uint64_t roff,
                         size_t len, bool notifies, uint64_t data);
+/* The same RMA again, on op's rail (taken, its connection dropped). */
+ssize_t ferry__rma_again(struct ferry__op *op);
+/* Names items first..last of req, one operation's, for its error: the
+ * iovs ("iov[3..7], merged"), or the pairs of a prepared post with their
+ * blocks. */
+void ferry__req_items_name(const struct ferry_req *req, size_t first,
+                           size_t last, char *buf, size_t size);
+/* What op was, for its request's error: "write of 4096 bytes (iov[2]) on
+ * domain lo" (a notification, a sync, a write or a read). */
+void ferry__op_describe(const struct ferry__op *op, char *buf, size_t size);
 /* The request lists (part.h): r joins l, leaves its list (if any), or
  * moves to l from the one it is on. */
 void ferry__req_list_append(struct ferry__req_list *l, struct ferry_req *r);

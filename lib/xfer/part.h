@@ -137,8 +137,14 @@ struct ferry__live_part {
     /* The last time this context itself went without progress for a
      * while: peers are not blamed for silence nobody listened to. */
     uint64_t resumed_ns;
+    /* Peers whose connection dropped, and operations held for them
+     * (counts a pass may skip on: 0 when there are none). */
+    unsigned dropped_peers;
+    unsigned held_ops;
     uint64_t heartbeats; /* statistics */
     uint64_t peers_declared;
+    uint64_t interrupted; /* operations a dropped connection held back */
+    uint64_t reposted;    /* of them, posted again */
 };
 
 /* All of it under the lock. */

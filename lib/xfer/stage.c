@@ -293,11 +293,22 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
     struct ferry__txq *tx = ferry__txq_of(x, rail);
     struct ferry__op *op = ferry__op_slot(x, req->peer, rail);
+    enum ferry__pulse_verdict v = ferry__rmem_verdict(slot->rmem);
     ssize_t ret;
 
-    if (op == NULL)
+    /* Nothing goes to a region or a context the pulse says is gone
+     * (xfer.c says why): the first ends the request, the second waits
+     * for liveness to declare the peer. */
+    if (op == NULL || v == FERRY__PULSE_CONTEXT_GONE)
         return false;
-    ret = ferry__rma_post(req, rail, op, slot->host,
+    if (v == FERRY__PULSE_REGION_GONE) {
+        ferry__req_end(req, FERRY_ESTALE, "a staged %s of %zu bytes: %s",
+                       req->kind == FERRY__OP_WRITE ? "write" : "read",
+                       slot->len, ferry__rmem_gone_why());
+        slot_release(slot);
+        return true;
+    }
+    ret = ferry__rma_post(req, op, slot->host,
                           slot->stage->mem->desc[rail->index], slot->rmem,
                           slot->roff, slot->len, false, 0);
     if (ret == -FI_EAGAIN) {

@@ -5,7 +5,6 @@
  */
 #include "xfer/xfer.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "reg/rcache.h"
 #include "xfer/live.h"
 #include "xfer/notify.h"
+#include "xfer/resume.h"
 #include "xfer/stage.h"
 
 #define MIN_STRIPE_CHUNK (1u << 20)
@@ -724,24 +724,6 @@ static void merge_run(const struct ferry_req *req,
     }
 }
 
-void ferry__req_items_name(const struct ferry_req *req, size_t first,
-                       size_t last, char *buf, size_t size)
-{
-    if (req->prep == NULL && first == last)
-        snprintf(buf, size, "iov[%zu]", first);
-    else if (req->prep == NULL)
-        snprintf(buf, size, "iov[%zu..%zu], merged", first, last);
-    else if (first == last)
-        snprintf(buf, size, "pair %zu: local block %" PRIu32
-                 ", remote block %" PRIu32, first, req->lidx[first],
-                 req->ridx[first]);
-    else
-        snprintf(buf, size, "pairs %zu..%zu, merged: local blocks %" PRIu32
-                 "..%" PRIu32 ", remote blocks %" PRIu32 "..%" PRIu32, first,
-                 last, req->lidx[first], req->lidx[last], req->ridx[first],
-                 req->ridx[last]);
-}
-
 /* A staged item's len more bytes are on their way. */
 static void advance(struct ferry_req *req, const struct ferry_iov *item,
                     size_t len)
@@ -864,6 +846,30 @@ static bool notify_rides(const struct ferry_req *req,
            ferry__notify_fits(rail, req->notify_id, req->notify_value);
 }
 
+/*
+ * Whether the request's next operation (run, in item's region) must not
+ * be posted: the pulse says the region is gone (the request ends with
+ * FERRY_ESTALE, naming the items), or that the peer's whole context is
+ * (the request waits: liveness declares the peer at its next look).
+ * Posting it would cost more than this request: tcp;ofi_rxm drops the
+ * connection under every operation to the peer, shm never answers it and
+ * stalls the responses behind it (fabric/pulse.h).
+ */
+static bool held_back(struct ferry_req *req, const struct ferry_iov *item,
+                      const struct run *run)
+{
+    enum ferry__pulse_verdict v = ferry__rmem_verdict(item->rmem);
+    char items[96];
+
+    if (v != FERRY__PULSE_REGION_GONE)
+        return v == FERRY__PULSE_CONTEXT_GONE;
+    ferry__req_items_name(req, req->cur_iov, run->last, items, sizeof(items));
+    ferry__req_end(req, FERRY_ESTALE, "%s of %zu bytes (%s): %s",
+                   req->kind == FERRY__OP_WRITE ? "a write" : "a read",
+                   run->len, items, ferry__rmem_gone_why());
+    return true;
+}
+
 void ferry__req_post_pending(struct ferry_req *req)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
@@ -903,11 +909,13 @@ void ferry__req_post_pending(struct ferry_req *req)
                     * this peer: progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
         merge_run(req, &item, &run);
+        if (held_back(req, &item, &run))
+            break;
         notifies = notify_rides(req, rail, &run);
         data = notifies ? ferry__notify_pack(rail, req->notify_id,
                                              req->notify_value)
                         : 0;
-        ret = ferry__rma_post(req, rail, op,
+        ret = ferry__rma_post(req, op,
                               (uint8_t *)item.local + req->cur_off, desc,
                               item.rmem, item.roffset + req->cur_off, run.len,
                               notifies, data);
@@ -1141,6 +1149,18 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
         ferry__op_give_back(ferry__txq_of(x, rail), op);
         return;
     }
+    if (op->kind == FERRY__OP_CHECK) {
+        ferry__resume_checked(x, op, err, why);
+        ferry__req_settle(req);
+        return;
+    }
+    /* Its connection dropped: it waits for the peer's answer over a new
+     * one (resume.h), its request still running. */
+    if (err != 0 && ferry__live_holds(x, op->peer, err)) {
+        ferry__live_dropped(x, op->peer, why);
+        ferry__resume_hold(x, op);
+        return;
+    }
     if (err == 0)
         ferry__live_heard(x, op->peer);
     else
@@ -1149,18 +1169,10 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     if (op->kind == FERRY__OP_ABORT)
         req->notify = FERRY__NOTIFY_DONE;
     else if (err != 0) {
-        char items[96] = "";
+        char what[192];
 
-        if (op->first_item != FERRY__NO_ITEM)
-            ferry__req_items_name(req, op->first_item, op->last_item, items,
-                                  sizeof(items));
-        ferry__req_end(req, err, "%s of %zu bytes%s%s%s on domain %s failed: %s",
-                       op->kind == FERRY__OP_SEND    ? "notification"
-                       : op->kind == FERRY__OP_SYNC  ? "staged-memory sync"
-                       : op->kind == FERRY__OP_WRITE ? "write"
-                                                     : "read",
-                       op->len, items[0] ? " (" : "", items,
-                       items[0] ? ")" : "", rail->info->domain_attr->name, why);
+        ferry__op_describe(op, what, sizeof(what));
+        ferry__req_end(req, err, "%s failed: %s", what, why);
     } else if (op->kind == FERRY__OP_SEND)
         req->notify = FERRY__NOTIFY_DONE;
     else if (op->kind != FERRY__OP_SYNC) {

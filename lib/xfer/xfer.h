@@ -29,11 +29,6 @@ void ferry__reqs_unblock(struct ferry__xfer *x);
 void ferry__reqs_free_given_back(struct ferry__xfer *x);
 /* An operation came back, with err 0 or the error and its sentence. */
 void ferry__op_complete(struct ferry__op *op, int err, const char *why);
-/* Names items first..last of req, one operation's, for its error: the
- * iovs ("iov[3..7], merged"), or the pairs of a prepared post with their
- * blocks. */
-void ferry__req_items_name(const struct ferry_req *req, size_t first,
-                           size_t last, char *buf, size_t size);
 /* Frees every request (context destruction, after the endpoints closed). */
 void ferry__reqs_destroy(struct ferry__xfer *x);
 

@@ -245,7 +245,7 @@ static PyObject *context_stats(PyfContext *self, PyObject *unused)
     }
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:N}",
+        "s:K,s:N,s:K,s:K}",
         "rcache_hits", st.rcache_hits, "rcache_misses", st.rcache_misses,
         "rcache_invalidations", st.rcache_invalidations, "rcache_evictions",
         st.rcache_evictions, "rcache_entries", st.rcache_entries,
@@ -257,7 +257,9 @@ static PyObject *context_stats(PyfContext *self, PyObject *unused)
         "staged_max_in_flight", st.staged_max_in_flight, "mirror_syncs",
         st.mirror_syncs, "notifications_in_writes",
         st.notifications_in_writes, "heartbeats", st.heartbeats,
-        "peers_declared", st.peers_declared, "rma_ops_posted", ops);
+        "peers_declared", st.peers_declared, "rma_ops_posted", ops,
+        "ops_interrupted", st.ops_interrupted, "ops_posted_again",
+        st.ops_posted_again);
 }
 
 static PyObject *context_progress(PyfContext *self, PyObject *unused)

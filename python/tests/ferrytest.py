@@ -229,6 +229,29 @@ def child_bootstrap(conn, token):
         lis.close()
 
 
+def child_replacer(conn, provider, nbytes):
+    """A target whose region is replaced on request: registers nbytes,
+    sends (address, key blob); on "replace" deregisters it and sends the
+    blob of a new zeroed region in its place; on "bytes" sends the new
+    region's bytes; returns on "bye"."""
+    with ferry.Context(progress_thread=True, **provider) as ctx:
+        mem = ctx.register(bytearray(nbytes))
+        conn.send((ctx.address(), mem.export()))
+        assert conn.recv() == "replace"
+        mem.close()
+        buf = bytearray(nbytes)
+        mem = ctx.register(buf)
+        conn.send(mem.export())
+        while True:
+            what = conn.recv()
+            if what == "bye":
+                break
+            assert what == "bytes"
+            ctx.progress()  # orders the landing before the look
+            conn.send(bytes(buf))
+        mem.close()
+
+
 def child_sleeper(conn, provider, initiator):
     """Registers a region, sends (address, blob); if initiator, also adds
     the parent (address received) and notifies it once; then sleeps until

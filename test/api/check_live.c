@@ -224,10 +224,11 @@ static struct ferry_notification wait_peer_down(ferry_context_t *ctx,
 }
 
 /*
- * tcp only: with shm, the initiator's context is in this process, and
- * sending to an shm endpoint of this process after it closed crashes
- * inside libfabric (its region is unmapped); a peer process that dies
- * leaves its region mapped here.  check_death.c kills real processes.
+ * tcp only: with shm, the initiator's context is in this process, and a
+ * context of this process that closes declares itself to the others at
+ * once, before heartbeats could notice (shm reaches it through memory
+ * the closing unmaps: check_stale.c).  check_death.c kills real
+ * processes.
  */
 START_TEST(test_watched_peer_down)
 {

@@ -123,3 +123,30 @@ void write_ok(ferry_peer_t *peer, void *buf, ferry_mem_t *lmem,
 
     tu_xfer_ok(peer, true, &iov, 1, what);
 }
+
+void replaced_open(struct replaced *r, const char *prov, size_t len,
+                   uint64_t seed)
+{
+    r->len = len;
+    r->ctx = tu_context(prov);
+    r->peer = add_peer(r->ctx, &r->c);
+    r->old = import_child(r->peer, &r->c, len);
+    r->l = tu_alloc_buf(len);
+    r->ml = tu_register(r->ctx, r->l, len, 0);
+    tu_fill(r->l, len, seed);
+    write_ok(r->peer, r->l, r->ml, r->old, len, "write while the region lives");
+    ck_assert(tu_child_verify(&r->c, seed));
+    tu_child_reregister(&r->c);
+    r->fresh = import_child(r->peer, &r->c, len);
+}
+
+void replaced_close(struct replaced *r)
+{
+    ck_assert_int_eq(ferry_rmem_free(r->old), 0);
+    ck_assert_int_eq(ferry_rmem_free(r->fresh), 0);
+    ck_assert_int_eq(ferry_mem_deregister(r->ml), 0);
+    ck_assert_int_eq(ferry_peer_remove(r->peer), 0);
+    ferry_context_destroy(r->ctx);
+    tu_child_stop(&r->c);
+    tu_free_buf(r->l, r->len);
+}

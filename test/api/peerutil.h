@@ -42,4 +42,26 @@ ferry_rmem_t *import_child(ferry_peer_t *peer, const struct tu_child *c,
 void write_ok(ferry_peer_t *peer, void *buf, ferry_mem_t *lmem,
               ferry_rmem_t *rmem, size_t len, const char *what);
 
+/*
+ * A child target whose region this process wrote once and the child then
+ * replaced (tu_child_reregister): ctx and its peer of the child; old, the
+ * first region as imported (its key is stale now), and fresh, the new
+ * one; l, len bytes of local memory registered as ml.  The child is
+ * started into c first (tu_child_start, or _apart); replaced_open writes
+ * pattern seed through old, checks it landed, and has the region
+ * replaced; replaced_close releases everything and stops the child.
+ */
+struct replaced {
+    struct tu_child c;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *old, *fresh;
+    uint8_t *l;
+    ferry_mem_t *ml;
+    size_t len;
+};
+void replaced_open(struct replaced *r, const char *prov, size_t len,
+                   uint64_t seed);
+void replaced_close(struct replaced *r);
+
 #endif /* FERRY_PEERUTIL_H */

@@ -494,10 +494,30 @@ int tu_become_host(const char *netns)
     return ret;
 }
 
+/* Where a target child runs: a network namespace (NULL: this one), a
+ * domain (NULL: tu_config's), and whether /dev/shm is its own. */
+struct child_place {
+    const char *netns;
+    const char *domain;
+    bool own_shm;
+};
+
+/* A mount namespace of the calling process's own with a fresh tmpfs on
+ * /dev/shm: what it keeps there is out of the parent's sight, as on
+ * another host; 0 or -1 with errno. */
+static int own_dev_shm(void)
+{
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return -1;
+    return mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m");
+}
+
 /* The child's side; never returns.  Its exit codes say where it failed. */
 static void child_main(int in, int out, const char *prov, size_t len,
-                       uint64_t seed, const char *netns, const char *domain)
+                       uint64_t seed, const struct child_place *at)
 {
+    const char *netns = at->netns, *domain = at->domain;
     struct ferry_config cfg;
     ferry_context_t *ctx;
     ferry_mem_t *mem;
@@ -511,6 +531,8 @@ static void child_main(int in, int out, const char *prov, size_t len,
         _exit(10);
     if (netns != NULL && tu_become_host(netns) != 0)
         _exit(15);
+    if (at->own_shm && own_dev_shm() != 0)
+        _exit(17);
     tu_fill(buf, len, seed);
     tu_config(&cfg, prov);
     cfg.progress_thread = 1;
@@ -545,6 +567,26 @@ static void child_main(int in, int out, const char *prov, size_t len,
             ok = tu_check(buf, len, vseed) == SIZE_MAX;
             if (write(out, &ok, 1) != 1)
                 _exit(14);
+        } else if (cmd == 'r') {
+            /* A new region in place of the old one, which is gone:
+             * deregistered, its memory unmapped, its key stale. */
+            uint8_t *fresh = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+            rlen = sizeof(rkey);
+            if (fresh == MAP_FAILED || ferry_mem_deregister(mem) != 0)
+                _exit(16);
+            munmap(buf, len);
+            buf = fresh;
+            if (ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0,
+                                   FERRY_ACCESS_REMOTE_READ |
+                                       FERRY_ACCESS_REMOTE_WRITE,
+                                   &mem) != 0 ||
+                ferry_mem_export(mem, rkey, &rlen) != 0)
+                _exit(16);
+            if (write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
+                write(out, rkey, rlen) != (ssize_t)rlen)
+                _exit(12);
         } else if (cmd == 'q') {
             break;
         }
@@ -570,7 +612,8 @@ static void expect_child_blobs(struct tu_child *c)
     ck_abort_msg("the target child ended (status 0x%x) before sending its "
                  "blobs: exit 11 means its context, registration or export "
                  "failed, 15 that it could not enter its network namespace, "
-                 "10 and 12 that mmap or a pipe write failed",
+                 "17 that it could not have a /dev/shm of its own, 10 and "
+                 "12 that mmap or a pipe write failed",
                  status);
 }
 
@@ -580,8 +623,8 @@ void tu_child_start(struct tu_child *c, const char *prov, size_t len,
     tu_child_start_in(c, prov, len, seed, NULL, NULL);
 }
 
-void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
-                       uint64_t seed, const char *netns, const char *domain)
+static void child_start(struct tu_child *c, const char *prov, size_t len,
+                        uint64_t seed, const struct child_place *at)
 {
     int down[2], up[2];
 
@@ -592,7 +635,7 @@ void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
     if (c->pid == 0) {
         close(down[1]);
         close(up[0]);
-        child_main(down[0], up[1], prov, len, seed, netns, domain);
+        child_main(down[0], up[1], prov, len, seed, at);
     }
     close(down[0]);
     close(up[1]);
@@ -607,6 +650,22 @@ void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
     tu_read_all(c->from_child, c->rkey, c->rkey_len);
 }
 
+void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
+                       uint64_t seed, const char *netns, const char *domain)
+{
+    const struct child_place at = {netns, domain, false};
+
+    child_start(c, prov, len, seed, &at);
+}
+
+void tu_child_start_apart(struct tu_child *c, const char *prov, size_t len,
+                          uint64_t seed)
+{
+    const struct child_place at = {NULL, NULL, true};
+
+    child_start(c, prov, len, seed, &at);
+}
+
 int tu_child_verify(struct tu_child *c, uint64_t seed)
 {
     char ok = 0;
@@ -615,6 +674,14 @@ int tu_child_verify(struct tu_child *c, uint64_t seed)
     tu_write_all(c->to_child, &seed, sizeof(seed));
     tu_read_all(c->from_child, &ok, 1);
     return ok;
+}
+
+void tu_child_reregister(struct tu_child *c)
+{
+    tu_write_all(c->to_child, "r", 1);
+    tu_read_all(c->from_child, &c->rkey_len, sizeof(c->rkey_len));
+    ck_assert(c->rkey_len <= sizeof(c->rkey));
+    tu_read_all(c->from_child, c->rkey, c->rkey_len);
 }
 
 void tu_child_stop(struct tu_child *c)

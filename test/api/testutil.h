@@ -189,7 +189,9 @@ void tu_read_all(int fd, void *buf, size_t len);
  * thread), registers `len` bytes filled with pattern `seed` for remote
  * read and write, and sends its address and remote-key blobs.  Then it
  * waits for a command byte: 'v' verifies the buffer against pattern
- * vseed (given after the command) and answers 1 or 0; 'q' exits.
+ * vseed (given after the command) and answers 1 or 0; 'r' deregisters the
+ * region, unmaps it and registers a new zeroed one of the same length in
+ * its place, sending its remote-key blob; 'q' exits.
  */
 struct tu_child {
     pid_t pid;
@@ -213,8 +215,17 @@ int tu_become_host(const char *netns);
  * `ip netns add`; NULL: this one) on domain (NULL: tu_config's). */
 void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
                        uint64_t seed, const char *netns, const char *domain);
+/* The same with the child in a mount namespace of its own, with its own
+ * /dev/shm: to this process it is on another host as far as /dev/shm
+ * goes (ferry's pulse tables are there), though still on loopback.
+ * Needs root (CAP_SYS_ADMIN). */
+void tu_child_start_apart(struct tu_child *c, const char *prov, size_t len,
+                          uint64_t seed);
 /* Asks the child to verify its buffer against seed; true if it matches. */
 int tu_child_verify(struct tu_child *c, uint64_t seed);
+/* 'r': the child's region is replaced; c->rkey becomes the new one's
+ * blob, and the old blob's key is stale. */
+void tu_child_reregister(struct tu_child *c);
 /* Tells the child to exit and reaps it; asserts a clean exit. */
 void tu_child_stop(struct tu_child *c);
 

@@ -57,6 +57,9 @@ struct rkey_spec {
     size_t klen;
     uint64_t key;  /* first 8 bytes of each key, little-endian */
     size_t extra;  /* junk bytes after the fields */
+    /* The pulse slot and generation, written with flag 0x10 (RKEY_SLOT). */
+    uint32_t slot;
+    uint64_t generation;
 };
 
 static size_t build_rkey(uint8_t *buf, size_t cap, const struct rkey_spec *s)
@@ -75,6 +78,10 @@ static size_t build_rkey(uint8_t *buf, size_t cap, const struct rkey_spec *s)
     ferry__blob_put_u32(&w, s->access);
     ferry__blob_put_u64(&w, s->base);
     ferry__blob_put_u64(&w, s->len);
+    if (s->flags & 0x10) {
+        ferry__blob_put_u32(&w, s->slot);
+        ferry__blob_put_u64(&w, s->generation);
+    }
     ferry__blob_put_u16(&w, (uint16_t)s->claimed);
     for (unsigned i = 0; i < s->nrails; i++) {
         ferry__blob_put_u64(&w, 0);
@@ -394,10 +401,27 @@ START_TEST(test_import_built_blobs)
                     "rail 0 has a 9-byte key without the raw-key flag");
 
     s = good_spec();
-    s.flags = 0x10;
+    s.flags = 0x20;
     len = build_rkey(blob, sizeof(blob), &s);
     TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
-                    "unknown flags 0x10");
+                    "unknown flags 0x20");
+
+    /* A pulse slot is kept (its key is checked against it), one past the
+     * table is refused. */
+    s = good_spec();
+    s.flags = 0x10;
+    s.slot = 7;
+    s.generation = 99;
+    len = build_rkey(blob, sizeof(blob), &s);
+    ck_assert_msg(import_copy(peer, blob, len, &ok) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_uint_eq(ok->slot, 7);
+    ck_assert_uint_eq(ok->generation, 99);
+    ck_assert_int_eq(ferry_rmem_free(ok), 0);
+    s.slot = FERRY__PULSE_SLOTS;
+    len = build_rkey(blob, sizeof(blob), &s);
+    TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
+                    "pulse slot beyond");
 
     /* The fan-out inbox flag without its fields. */
     s = good_spec();

@@ -797,6 +797,12 @@ START_TEST(test_built_blob_pulse)
 }
 END_TEST
 
+/* What a context's heartbeat word holds. */
+static uint64_t incarnation_of(const struct ferry__fabric *fab)
+{
+    return atomic_load(&fab->pulse.words[FERRY__PULSE_INCARNATION]);
+}
+
 /* A real context's blob carries its word: what its peers read is the
  * incarnation, at the address and key the blob names. */
 START_TEST(test_context_blob_pulse)
@@ -810,15 +816,15 @@ START_TEST(test_context_blob_pulse)
     ck_assert_uint_eq(fb->pulse.key_len, 8);
     ck_assert_int_eq(ferry_peer_add(a, blob, len, &peer), 0);
     ck_assert(peer->pulse.present);
-    ck_assert_uint_eq(peer->pulse.incarnation, *fb->pulse.word);
+    ck_assert_uint_eq(peer->pulse.incarnation, incarnation_of(fb));
     ck_assert_uint_eq(peer->pulse.key,
                       ferry__key_to_u64(fb->pulse.key, fb->pulse.key_len));
     ck_assert_uint_eq(peer->pulse.addr,
                       fb->mr_mode & FERRY_MR_VIRT_ADDR
-                          ? (uint64_t)(uintptr_t)fb->pulse.word
+                          ? (uint64_t)(uintptr_t)fb->pulse.words
                           : 0);
     /* Two contexts, two incarnations. */
-    ck_assert_uint_ne(*ferry__fabric_of(a)->pulse.word, *fb->pulse.word);
+    ck_assert_uint_ne(incarnation_of(ferry__fabric_of(a)), incarnation_of(fb));
     ferry_context_destroy(a);
     ferry_context_destroy(b);
 }
@@ -851,9 +857,9 @@ START_TEST(test_pulse_incarnation)
     fb = ferry__fabric_of(b);
     nlen = rail_name(b, 0, name, sizeof(name));
     p = (struct pulse_spec){
-        .incarnation = *fb->pulse.word + (_i == 0),
+        .incarnation = incarnation_of(fb) + (_i == 0),
         .addr = fb->mr_mode & FERRY_MR_VIRT_ADDR
-                    ? (uint64_t)(uintptr_t)fb->pulse.word
+                    ? (uint64_t)(uintptr_t)fb->pulse.words
                     : 0,
         .klen = fb->pulse.key_len,
         .key = fb->pulse.key,

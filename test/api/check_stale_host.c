@@ -1,0 +1,128 @@
+/*
+ * Stale keys across hosts: the target is a child process with a /dev/shm
+ * of its own (tu_child_start_apart), so its pulse table is out of this
+ * process's sight, as on another host, and ferry cannot check a key
+ * before posting (docs/semantics.md, "Stale keys").  On "tcp;ofi_rxm"
+ * over loopback the child's side refuses a write through a key it
+ * replaced by dropping the connection; the request must end with
+ * FERRY_ESTALE, the peer stay UP, writes in flight beside it land, and
+ * the writes after it succeed.  Needs root (a mount namespace); exits 77
+ * (skip) otherwise, saying why.  (On one host: test/api/check_stale.c.)
+ */
+#include "peerutil.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROV "tcp;ofi_rxm"
+/* The child's region: PIECES pieces written at once. */
+#define PIECES 16
+#define PIECE (MiB)
+#define LEN (PIECES * PIECE)
+/* The stale request ends within this: a new connection, a heartbeat and
+ * a read of the slot, far below the 30 s deadline. */
+#define PROMPT_MS 2000
+
+static ferry_req_t *post_write(ferry_peer_t *peer, uint8_t *buf,
+                               ferry_mem_t *lmem, ferry_rmem_t *rmem,
+                               uint64_t roff, size_t len)
+{
+    struct ferry_iov iov = {buf, lmem, rmem, roff, len};
+    ferry_req_t *req = NULL;
+    int ret = ferry_write(peer, &iov, 1, NULL, &req);
+
+    ck_assert_msg(ret == 0, "posting a write: %s", ferry_last_error());
+    return req;
+}
+
+START_TEST(test_stale_across_hosts)
+{
+    struct replaced r;
+    ferry_req_t *req[PIECES], *stale;
+    char why[256];
+    uint64_t t0, ms;
+    int ret;
+
+    tu_child_start_apart(&r.c, PROV, LEN, 0x5600);
+    replaced_open(&r, PROV, LEN, 0x5601);
+    /* The child verifies its region against one pattern: written in
+     * pieces, around the stale write. */
+    tu_fill(r.l, LEN, 0x5602);
+    for (size_t i = 0; i < PIECES / 2; i++)
+        req[i] = post_write(r.peer, r.l + i * PIECE, r.ml, r.fresh, i * PIECE,
+                            PIECE);
+    t0 = tu_now_ns();
+    stale = post_write(r.peer, r.l, r.ml, r.old, 0, 4096);
+    for (size_t i = PIECES / 2; i < PIECES; i++)
+        req[i] = post_write(r.peer, r.l + i * PIECE, r.ml, r.fresh, i * PIECE,
+                            PIECE);
+    ret = ferry_req_wait(stale, -1);
+    ms = tu_ms_since(t0);
+    printf("stale across hosts: the write through the old key ended with "
+           "%s after %llu ms: %s\n",
+           ret == 0 ? "success" : ferry_strerror(ret), (unsigned long long)ms,
+           ret == 0 ? "" : ferry_last_error());
+    ck_assert_msg(ret == FERRY_ESTALE,
+                  "the write through the old key ended with %s: %s",
+                  ret == 0 ? "success" : ferry_strerror(ret),
+                  ferry_last_error());
+    tu_assert_sentence("no longer has a region", "registered",
+                       "import its new", NULL);
+    ck_assert_msg(ms < PROMPT_MS, "it took %llu ms to fail",
+                  (unsigned long long)ms);
+    ferry_req_free(stale);
+    for (size_t i = 0; i < PIECES; i++) {
+        ret = ferry_req_wait(req[i], -1);
+        ck_assert_msg(ret == 0, "write %zu beside the stale one: %s", i,
+                      ferry_last_error());
+        ferry_req_free(req[i]);
+    }
+    ck_assert_msg(tu_child_verify(&r.c, 0x5602),
+                  "the child's new region lacks the writes beside the stale "
+                  "one");
+    tu_fill(r.l, LEN, 0x5603);
+    write_ok(r.peer, r.l, r.ml, r.fresh, LEN, "write after the stale one");
+    ck_assert(tu_child_verify(&r.c, 0x5603));
+    ck_assert_msg(peer_state(r.peer, why, sizeof(why)) == FERRY_PEER_UP,
+                  "the peer is not UP after a stale key: %s", why);
+    replaced_close(&r);
+}
+END_TEST
+
+/* Why this machine cannot give a child a /dev/shm of its own, or NULL. */
+static const char *cannot_run(void)
+{
+    pid_t pid;
+    int st = 0;
+
+    if (geteuid() != 0)
+        return "a mount namespace of its own for the target needs root";
+    pid = fork();
+    if (pid == 0)
+        _exit(unshare(CLONE_NEWNS) == 0 ? 0 : 1);
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+        WEXITSTATUS(st) != 0)
+        return "unshare(CLONE_NEWNS) fails here (a container without "
+               "CAP_SYS_ADMIN?)";
+    return NULL;
+}
+
+int main(void)
+{
+    const char *why = cannot_run();
+    Suite *s;
+    TCase *tc;
+
+    if (why != NULL) {
+        printf("SKIP: %s\n", why);
+        return 77;
+    }
+    s = suite_create("stale across hosts");
+    tc = tu_tcase(s, "tcp", 60);
+    tcase_add_test(tc, test_stale_across_hosts);
+    return tu_run(s);
+}
