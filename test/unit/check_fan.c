@@ -13,6 +13,7 @@
 #include "testutil.h"
 
 #include "fan_plan.h"
+#include "fabric/shm_loop.h"
 #include "reg/mem.h"
 #include "xfer/xfer.h"
 
@@ -220,6 +221,30 @@ START_TEST(test_readable_region_forwards)
 }
 END_TEST
 
+/*
+ * The providers the control runs on.  In one process, the receiver must
+ * reach back to the liar, a context of the same process; libfabric 2.5
+ * and later's shm crashes on two endpoints of one process connected both
+ * ways, and ferry refuses that direction (shm_loop.h): there the receiver
+ * cannot act on the plan, and only tcp shows that the lies are heard.
+ */
+static int control_providers(void)
+{
+    struct fi_info *shm = fi_allocinfo();
+    bool faulty;
+
+    ck_assert_ptr_nonnull(shm);
+    shm->ep_attr->protocol = FI_PROTO_SHM;
+    faulty = ferry__shm_loop_faulty(shm);
+    fi_freeinfo(shm);
+    ck_assert_str_eq(tu_providers[tu_nproviders - 1], "shm");
+    if (faulty)
+        fprintf(stderr, "note: test_readable_region_forwards runs on tcp "
+                        "only: this libfabric's shm cannot connect two "
+                        "contexts of one process both ways\n");
+    return (int)tu_nproviders - (faulty ? 1 : 0);
+}
+
 static Suite *fan_suite(void)
 {
     Suite *s = suite_create("fan");
@@ -230,7 +255,7 @@ static Suite *fan_suite(void)
     tcase_add_loop_test(tc, test_unreceived_data_is_not_counted, 0,
                         (int)tu_nproviders);
     tcase_add_loop_test(tc, test_readable_region_forwards, 0,
-                        (int)tu_nproviders);
+                        control_providers());
     return s;
 }
 
