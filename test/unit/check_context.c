@@ -12,6 +12,7 @@
 #include "xfer/op.h"
 #include "base/blob.h"
 #include "base/host.h"
+#include "fabric/route.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,40 @@ START_TEST(test_named_domain_one_rail)
 }
 END_TEST
 
+/* A context for peers on other hosts (not local_only, no peer host)
+ * takes the default route's interface and never a loopback rail: its
+ * address would lead nowhere from another host (peers there refuse it). */
+START_TEST(test_no_loopback_rail_for_other_hosts)
+{
+    struct ferry_config cfg;
+    struct ferry__route route;
+    struct ferry__fabric *fab;
+    ferry_context_t *ctx = NULL;
+
+    if (!ferry__route_default(&route)) {
+        fprintf(stderr, "note: no default route here: nothing to check\n");
+        return;
+    }
+    tu_config(&cfg, TCP);
+    cfg.domain = NULL;
+    cfg.local_only = 0;
+    cfg.max_rails = 2;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    fab = ferry__fabric_of(ctx);
+    ck_assert_str_eq(fab->rails[0].info->domain_attr->name, route.ifname);
+    for (unsigned i = 0; i < fab->nrails; i++)
+        ck_assert_msg(!ferry__addr_is_loopback(fab->rails[i].info->addr_format,
+                                               fab->rails[i].info->src_addr,
+                                               fab->rails[i].info->src_addrlen,
+                                               NULL, 0),
+                      "rail %u is on loopback (%s)", i,
+                      fab->rails[i].info->domain_attr->name);
+    ck_assert_ptr_nonnull(strstr(fab->why, "the default route"));
+    ferry_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *context_suite(void)
 {
     Suite *s = suite_create("context");
@@ -397,6 +432,7 @@ static Suite *context_suite(void)
     tc = tcase_create("rails");
     tcase_add_checked_fixture(tc, tu_clear_ferry_env, tu_clear_ferry_env);
     tcase_add_test(tc, test_two_rails_when_two_domains);
+    tcase_add_test(tc, test_no_loopback_rail_for_other_hosts);
     tcase_add_test(tc, test_named_domain_one_rail);
     suite_add_tcase(s, tc);
     return s;
