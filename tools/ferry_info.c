@@ -521,5 +521,8 @@ int main(int argc, char **argv)
             printf("  - %s\n", r.warnings[i]);
     }
     ferry_probe_free(probe);
+    /* Now, not at exit: a sanitizer's report at exit would otherwise land
+     * in the middle of the last buffered line. */
+    fflush(stdout);
     return usable > 0 ? 0 : 1;
 }
