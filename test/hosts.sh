@@ -207,8 +207,11 @@ fi
 
 # ---- python/examples ----------------------------------------------------
 
+. "$src/test/python_env.sh"
 if [ ! -e "$abs_top_builddir/lib/.libs/libferry.so" ] || [ -z "${PYTHON:-}" ]; then
 	echo "SKIP: python/examples: no shared libferry or no \$PYTHON"
+elif [ -n "$python_skip" ]; then
+	echo "SKIP: python/examples: $python_skip"
 elif ! bash "$src/test/python.sh" --build-only "$tmp/py" >"$tmp/py.log" 2>&1; then
 	cat "$tmp/py.log"
 	not_ok "the Python module did not build"

@@ -21,17 +21,11 @@ if ! test -e "$libs/libferry.so"; then
 	exit 77
 fi
 flags=${FERRY_TEST_CFLAGS:-}
-case $flags in
-*-fsanitize=thread*)
-	echo "SKIP: ThreadSanitizer cannot be loaded into an uninstrumented $PYTHON after it started; the plain and ASan builds run this suite"
-	exit 77 ;;
-*-fsanitize=address*)
-	# The interpreter is not instrumented: ASan's runtime must come first,
-	# and the interpreter's own leaks at exit are not ferry's.
-	LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)
-	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-	export LD_PRELOAD ASAN_OPTIONS ;;
-esac
+. "$srcdir/test/python_env.sh"
+if test -n "$python_skip"; then
+	echo "SKIP: $python_skip"
+	exit 77
+fi
 
 rm -rf "$out"
 mkdir -p "$out"
