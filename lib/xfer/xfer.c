@@ -1143,6 +1143,7 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     struct ferry__rail *rail = op->rail;
     struct ferry__xfer *x = ferry__xfer_of(op->peer->ctx);
     bool staged = op->slot != NULL;
+    char what[192];
 
     if (op->kind == FERRY__OP_PING) {
         ferry__live_ping_done(x, op, err);
@@ -1165,13 +1166,13 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
         ferry__live_heard(x, op->peer);
     else
         ferry__live_op_failed(x, op->peer, err, why);
+    /* Named now: giving the slot back takes its request from it. */
+    if (err != 0 && op->kind != FERRY__OP_ABORT)
+        ferry__op_describe(op, what, sizeof(what));
     ferry__op_give_back(ferry__txq_of(x, rail), op);
     if (op->kind == FERRY__OP_ABORT)
         req->notify = FERRY__NOTIFY_DONE;
     else if (err != 0) {
-        char what[192];
-
-        ferry__op_describe(op, what, sizeof(what));
         ferry__req_end(req, err, "%s failed: %s", what, why);
     } else if (op->kind == FERRY__OP_SEND)
         req->notify = FERRY__NOTIFY_DONE;
