@@ -152,30 +152,31 @@ if sh "$src/test/doc_tutorial.sh" --build-only "$tmp/tutorial" >"$tmp/build.log"
 	verified="sequence 7: checked 32 slots with blocks and 224 without: OK"
 	rm -rf /tmp/kv /tmp/decode.addr /tmp/kv.key /tmp/kv-etcd
 
-	run="tutorial stage 1 (files)"
-	if decode=$(documented "$tutorial" "B\$ mkdir -p /tmp/kv && ./decode_files") &&
-		copy=$(documented "$tutorial" "B\$ scp /tmp/kv/decode.addr") &&
-		prefill=$(documented "$tutorial" "A\$ ./prefill_files"); then
-		start decode 2 "$decode"
-		if says decode "decode: ready"; then
-			rig_on 2 bash -c "$copy" || not_ok "$run: $copy"
-			start prefill 1 "$prefill"
+	# decode_then_prefill DECODE READY PREFILL [BETWEEN]: decode's command
+	# on host B until it says READY, then BETWEEN on B (the blobs' copy),
+	# then prefill's on host A; both must say that every block arrived.
+	decode_then_prefill() {
+		start decode 2 "$1"
+		if says decode "$2"; then
+			[ -z "${4:-}" ] || rig_on 2 bash -c "$4" || not_ok "$run: $4"
+			start prefill 1 "$3"
 			ends prefill "$written decode's pool"
 			network prefill
 		fi
 		ends decode "decode: $verified"
+	}
+
+	run="tutorial stage 1 (files)"
+	if decode=$(documented "$tutorial" "B\$ mkdir -p /tmp/kv && ./decode_files") &&
+		copy=$(documented "$tutorial" "B\$ scp /tmp/kv/decode.addr") &&
+		prefill=$(documented "$tutorial" "A\$ ./prefill_files"); then
+		decode_then_prefill "$decode" "decode: ready" "$prefill" "$copy"
 	fi
 
 	run="tutorial stage 2 (bootstrap)"
 	if decode=$(documented "$tutorial" "B\$ KV_TOKEN=s3cret ./decode_oob :18515") &&
 		prefill=$(documented "$tutorial" "A\$ KV_TOKEN=s3cret ./prefill_oob 10.0.0.2:18515"); then
-		start decode 2 "$decode"
-		if says decode "decode: listening on port"; then
-			start prefill 1 "$prefill"
-			ends prefill "$written decode's pool"
-			network prefill
-		fi
-		ends decode "decode: $verified"
+		decode_then_prefill "$decode" "decode: listening on port" "$prefill"
 	fi
 
 	run="tutorial stage 3 (etcd)"

@@ -79,6 +79,12 @@ static const struct ferry__host *from_host(void)
     return blob_host.name[0] != '\0' ? &blob_host : ferry__host_self();
 }
 
+/* Hand-built blobs from now on come from this host again. */
+static void here(void)
+{
+    memset(&blob_host, 0, sizeof(blob_host));
+}
+
 /* Hand-built blobs from now on come from another host: another name,
  * another /dev/shm and another network namespace. */
 static void elsewhere(void)
@@ -353,7 +359,7 @@ START_TEST(test_other_host_loopback_refused)
                                  "FERRY_PEER_HOST"));
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
-    memset(&blob_host, 0, sizeof(blob_host));
+    here();
     len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
                      nlen, 0);
     ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
@@ -383,7 +389,7 @@ START_TEST(test_other_host_on_shm_refused)
                                  "without local_only, FERRY_PROVIDER=shm"));
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
-    memset(&blob_host, 0, sizeof(blob_host));
+    here();
     ferry_context_destroy(src);
     ferry_context_destroy(ctx);
 }
