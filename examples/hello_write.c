@@ -177,7 +177,7 @@ static int find_hello(ferry_context_t *ctx, const char *where,
 
 static int run_client(const char *where)
 {
-    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+    struct ferry_peer_info info = FERRY_PEER_INFO_INIT;
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     ferry_context_t *ctx;
     ferry_oob_conn_t *conn = NULL;
@@ -192,7 +192,6 @@ static int run_client(const char *where)
 
     if (open_context("client", false, where, &ctx))
         return 1;
-    ferry_context_info(ctx, &info);
     buf = malloc(opt_size);
     if (buf == NULL)
         return ex_fail("client", "malloc", FERRY_ENOMEM);
@@ -204,6 +203,10 @@ static int run_client(const char *where)
         return 1;
     printf("client: found %s in %.1f ms; region \"hello\" is %zu bytes\n",
            where, (now_s() - t0) * 1e3, ferry_rmem_length(rmem));
+    /* A server on this host is reached over shared memory, one elsewhere
+     * over the network: which one, and why. */
+    ferry_peer_info(peer, &info);
+    printf("client: reaching the server over %s\n", info.why);
     if (ferry_rmem_length(rmem) < opt_size) {
         fprintf(stderr, "client: the server's region is smaller than "
                 "--size %zu; use the same --size on both sides\n", opt_size);

@@ -181,6 +181,14 @@ struct ferry_config {
      * (docs/performance.md).  FERRY_ENDPOINTS_PER_DOMAIN sets it.
      */
     unsigned endpoints_per_domain;
+    /*
+     * Peers on this host over shared memory while the context's provider
+     * reaches the others: 1 on, 0 off, -1 (default) on unless a provider
+     * is named (config.provider, FERRY_PROVIDER or FI_PROVIDER), which is
+     * then used for every peer.  ferry_peer_info says which transport a
+     * peer got and why.  FERRY_SHM_PEERS sets it.
+     */
+    int shm_peers;
 };
 
 /*
@@ -188,7 +196,7 @@ struct ferry_config {
  * FERRY_PEER_HOST, FERRY_LIVENESS_MS, FERRY_METADATA, FERRY_METADATA_TTL,
  * FERRY_OOB_INSECURE, FERRY_MAX_RAILS, FERRY_ENDPOINTS_PER_DOMAIN,
  * FERRY_TIMEOUT_MS, FERRY_STAGING_BUFFERS, FERRY_STAGING_CHUNK,
- * FERRY_RCACHE_MAX_ENTRIES and FERRY_RCACHE_MAX_BYTES
+ * FERRY_RCACHE_MAX_ENTRIES, FERRY_RCACHE_MAX_BYTES and FERRY_SHM_PEERS
  * from the environment, and checks FERRY_KEEP_FI_MR_CACHE (below).
  * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed
  * (the sentence names the variable, its value and what it accepts).
@@ -290,6 +298,11 @@ struct ferry_context_info {
      * data) when its id and value are each below 2^notify_in_write_bits;
      * 0: notifications always go as messages (docs/semantics.md). */
     unsigned notify_in_write_bits;
+    /* What the peers of this host use when it is not provider ("shm",
+     * beside a network provider: config.shm_peers), else NULL; and the
+     * sentence saying why, either way.  nrails counts its rails too. */
+    const char *local_provider;
+    const char *local_why;
 };
 #define FERRY_CONTEXT_INFO_INIT {.size = sizeof(struct ferry_context_info)}
 
@@ -382,6 +395,27 @@ enum ferry_peer_state {
 FERRY_API int ferry_peer_state(ferry_peer_t *peer,
                                enum ferry_peer_state *state, char *why,
                                size_t len);
+
+/*
+ * How the context reaches a peer.  A context may have two transports:
+ * its provider, and shared memory for the peers of its host beside it
+ * (config.shm_peers); ferry_peer_add takes shared memory for a peer of
+ * this host when both sides have it, else a transport both have.
+ */
+struct ferry_peer_info {
+    size_t size; /* set by the caller: sizeof(struct ferry_peer_info) */
+    /* Strings stay valid while the peer does. */
+    const char *label;    /* "HOST at ADDRESS", as log lines name it */
+    const char *provider; /* the transport's provider ("shm", "tcp;ofi_rxm") */
+    unsigned nrails;      /* rails used towards it */
+    int shm;              /* shared memory: the peer is on this host */
+    const char *why;      /* one sentence: why this transport */
+};
+#define FERRY_PEER_INFO_INIT {.size = sizeof(struct ferry_peer_info)}
+
+/* Returns 0, FERRY_EINVAL (NULL info or info->size 0) or FERRY_EHANDLE. */
+FERRY_API int ferry_peer_info(ferry_peer_t *peer,
+                              struct ferry_peer_info *info);
 
 /*
  * Keeps checking the peer's liveness while nothing else waits on it (on:

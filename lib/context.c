@@ -45,7 +45,7 @@ static void siblings_leave(struct ferry_context *ctx)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
     uint64_t incarnation =
-        fab->pulse.key_len != 0
+        fab->pulse.words != NULL
             ? atomic_load(&fab->pulse.words[FERRY__PULSE_INCARNATION])
             : 0;
 
@@ -227,6 +227,11 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
                                "and ferry_mem_invalidate() calls"
                              : ferry__monitor_status();
     out.device_path = ctx->xfer.reg.mem.dev_why;
+    out.local_provider =
+        fab->ntransports > 1
+            ? fab->rails[fab->transports[1].first].info->fabric_attr->prov_name
+            : NULL;
+    out.local_why = fab->local_why;
     out.notify_in_write_bits = ferry__notify_data_bits(&fab->rails[0]);
     for (unsigned i = 1; i < fab->nrails; i++) {
         unsigned bits = ferry__notify_data_bits(&fab->rails[i]);

@@ -247,6 +247,19 @@ static void progress_pause(struct ferry_context *ctx, unsigned spins)
     ferry__lock_release(&fab->lock);
 }
 
+/*
+ * Rings again the bells of sleeping peers that still hold operations of
+ * ours: a transfer shm moves in steps (its SAR protocol) needs the
+ * target's progress for each, and a target that slept between two would
+ * otherwise leave the rest waiting.
+ */
+static void ring_busy_peers(struct ferry_context *ctx)
+{
+    for (struct ferry_peer *p = ctx->xfer.reg.peers; p != NULL; p = p->next)
+        if (p->live.ops_out > 0)
+            ferry__pulse_ring(&p->pulse);
+}
+
 int ferry__progress_locked(struct ferry_context *ctx)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
@@ -274,6 +287,8 @@ int ferry__progress_locked(struct ferry_context *ctx)
             tx->idle_polls = 0;
         }
     }
+    if (fab->pulse.peer_bells > 0)
+        ring_busy_peers(ctx);
     if (ferry__stage_progress(ferry__xfer_of(ctx)))
         ferry__notify_release_held(ferry__xfer_of(ctx));
     ferry__live_pass(ferry__xfer_of(ctx));
@@ -596,31 +611,55 @@ int ferry_counter_wait_peer(ferry_peer_t *peer, uint64_t id,
 /* ---- the progress thread ------------------------------------------------- */
 
 /*
- * Sleeps until a rail's CQ descriptor is readable or timeout_ms passes.
- * Returns true when something arrived.  fi_trywait says whether blocking
- * is safe: it fails when events are already queued, so none is missed.
+ * Sleeps until a rail's CQ descriptor or the bell is readable or
+ * timeout_ms passes.  Returns true when something arrived.  fi_trywait
+ * says whether blocking on a descriptor is safe: it fails when events
+ * are already queued, so none is missed; it is asked per rail, each of
+ * its own fabric (transports differ).  Rails without a descriptor (shm)
+ * are covered by the bell: raised, then polled once more (pulse.h).
  */
 static bool wait_for_events(struct ferry_context *ctx, int timeout_ms)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
-    struct pollfd pfd[FERRY__MAX_RAILS];
-    struct fid *fids[FERRY__MAX_RAILS];
+    struct pollfd pfd[FERRY__MAX_RAILS + 1];
+    int bell = ferry__pulse_bell_fd(fab), ret = 0;
     nfds_t n = 0;
-    int ret;
 
-    for (unsigned i = 0; i < fab->nrails; i++) {
+    ferry__lock_acquire(&fab->lock);
+    if (bell >= 0) {
+        ferry__pulse_sleep(fab, true);
+        if (ferry__progress_locked(ctx) > 0) {
+            wake_waiters(ctx);
+            ret = 1;
+        }
+        pfd[n++] = (struct pollfd){.fd = bell, .events = POLLIN};
+    }
+    for (unsigned i = 0; i < fab->nrails && ret == 0; i++) {
+        struct fid *cq = &fab->rails[i].cq->fid;
+
         if (!fab->rails[i].has_wait_fd)
-            return false;
-        fids[n] = &fab->rails[i].cq->fid;
+            continue;
         pfd[n++] = (struct pollfd){.fd = fab->rails[i].wait_fd,
                                    .events = POLLIN};
+        ret = fi_trywait(fab->rails[i].fabric, &cq, 1);
     }
-    ferry__lock_acquire(&fab->lock);
-    ret = fi_trywait(fab->rails[0].fabric, fids, (int)n);
     ferry__lock_release(&fab->lock);
-    if (ret != 0)
-        return true; /* events pending: progress now */
-    return poll(pfd, n, timeout_ms) > 0;
+    /* Events pending: progress now; else sleep. */
+    ret = ret != 0 || poll(pfd, n, timeout_ms) > 0;
+    if (bell >= 0)
+        ferry__pulse_sleep(fab, false);
+    return ret;
+}
+
+/* Whether the progress thread can sleep: every rail has a descriptor, or
+ * those that have none are covered by the bell. */
+static bool can_sleep(const struct ferry__fabric *fab)
+{
+    bool all = fab->nrails > 0;
+
+    for (unsigned i = 0; i < fab->nrails; i++)
+        all &= fab->rails[i].has_wait_fd;
+    return all || ferry__pulse_bell_fd(fab) >= 0;
 }
 
 /* One more empty poll of the thread's spin: gives the CPU up on every
@@ -637,12 +676,9 @@ static void *progress_main(void *arg)
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
     uint64_t last_work = ferry__now_ns();
     const struct timespec nap = {0, IDLE_NAP_NS};
-    bool fd_wait = fab->nrails > 0;
+    bool fd_wait = can_sleep(fab);
     uint64_t fd_spin = IDLE_FD_SPIN_MIN_NS;
     unsigned idle_spins = 0;
-
-    for (unsigned i = 0; i < fab->nrails; i++)
-        fd_wait &= fab->rails[i].has_wait_fd;
 
     /* Near the NIC it drives, when the topology said which CPUs those are. */
     if (ctx->progress.cpus[0] != '\0' &&

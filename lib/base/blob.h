@@ -19,7 +19,7 @@ enum ferry__blob_kind {
     FERRY__BLOB_PLAN = 3, /* a fan-out's plan (fan.c) */
 };
 #define FERRY__BLOB_MAGIC 0x59525246u /* "FRRY" little-endian */
-#define FERRY__BLOB_VERSION 2u
+#define FERRY__BLOB_VERSION 3u
 #define FERRY__BLOB_HEADER_LEN 16u
 
 struct ferry__blob_writer {

@@ -95,6 +95,7 @@ static void config_defaults(struct ferry_config *cfg)
     cfg->staging_chunk = DEFAULT_STAGING_CHUNK;
     cfg->metadata_ttl_s = DEFAULT_METADATA_TTL_S;
     cfg->metadata_timeout_ms = DEFAULT_METADATA_TIMEOUT_MS;
+    cfg->shm_peers = -1;
 }
 
 /* A variable's value, NULL when unset or empty (FERRY_PROVIDER= means
@@ -129,6 +130,11 @@ int ferry_config_init(struct ferry_config *cfg)
         return ret;
     if (ret > 0)
         cfg->endpoints_per_domain = (unsigned)n;
+    ret = env_uint("FERRY_SHM_PEERS", 0, 1, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->shm_peers = (int)n;
     ret = env_uint("FERRY_TIMEOUT_MS", 0, INT_MAX, &n);
     if (ret < 0)
         return ret;
@@ -223,6 +229,11 @@ int ferry__config_adopt(struct ferry__fabric *fab,
                             "config.endpoints_per_domain is %u; use 0 "
                             "(ferry's choice) or 1 to %d",
                             cfg->endpoints_per_domain, FERRY__MAX_RAILS);
+    if (cfg->shm_peers < -1 || cfg->shm_peers > 1)
+        return ferry__error(FERRY_EINVAL,
+                            "config.shm_peers is %d; use 1 (on), 0 (off) or "
+                            "-1 (on unless a provider is named)",
+                            cfg->shm_peers);
     if ((cfg->mr_mode_offer | cfg->mr_mode_force) & ~FERRY_MR_ALL)
         return ferry__error(FERRY_EINVAL,
                             "config.mr_mode_offer/force hold bits 0x%x that "

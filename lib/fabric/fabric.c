@@ -7,6 +7,7 @@
 
 #include "base/text.h"
 #include "fabric/about.h"
+#include "fabric/local.h"
 #include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
 
@@ -119,11 +120,15 @@ static void rail_close(struct ferry__rail *rail)
 
 /*
  * A rail's share of striped bytes: its link speed in Mbit/s when every
- * rail reports one (fi_info->nic->link_attr), else an equal share.
+ * rail of its transport reports one (fi_info->nic->link_attr), else an
+ * equal share.
  */
 static int64_t rail_weight(const struct ferry__fabric *fab, unsigned r)
 {
-    for (unsigned i = 0; i < fab->nrails; i++) {
+    const struct ferry__transport *t =
+        &fab->transports[fab->rails[r].transport];
+
+    for (unsigned i = t->first; i < t->first + t->nrails; i++) {
         const struct fid_nic *nic = fab->rails[i].info->nic;
         if (nic == NULL || nic->link_attr == NULL ||
             nic->link_attr->speed < 1000000)
@@ -141,15 +146,32 @@ static int64_t rail_weight(const struct ferry__fabric *fab, unsigned r)
  */
 #define DEFAULT_MAX_OP (1u << 20)
 
+/* What the transport's provider says of its ordering and mr_mode. */
+static void derive_transport(struct ferry__fabric *fab,
+                             struct ferry__transport *t)
+{
+    const struct fi_info *info = fab->rails[t->first].info;
+    uint64_t order = info->tx_attr->msg_order & info->rx_attr->msg_order;
+
+    t->mr_mode = ferry__mr_mode_from_fi(info->domain_attr->mr_mode);
+    /* Forced bits are the network transport's: the shm one stands
+     * beside it only without them (local.c). */
+    if (t == &fab->transports[0])
+        t->mr_mode |= fab->cfg.mr_mode_force;
+    t->shm = info->ep_attr->protocol == FI_PROTO_SHM;
+    t->notify_ordered = t->nrails == 1 && (order & FI_ORDER_SAW) != 0;
+    t->writes_ordered = t->nrails == 1 && (order & FI_ORDER_WAW) != 0;
+}
+
 /* The limits every rail shares: the most restrictive of them all. */
 static void derive_limits(struct ferry__fabric *fab)
 {
-    const struct fi_info *info = fab->rails[0].info;
     const struct ferry_config *cfg = &fab->cfg;
     size_t max_msg = SIZE_MAX, tx = SIZE_MAX, key = SIZE_MAX;
 
-    fab->mr_mode = ferry__mr_mode_from_fi(info->domain_attr->mr_mode) |
-                   cfg->mr_mode_force;
+    for (unsigned t = 0; t < fab->ntransports; t++)
+        derive_transport(fab, &fab->transports[t]);
+    fab->mr_mode = fab->transports[0].mr_mode;
     for (unsigned i = 0; i < fab->nrails; i++) {
         const struct fi_info *r = fab->rails[i].info;
         if (r->ep_attr->max_msg_size < max_msg)
@@ -175,14 +197,6 @@ static void derive_limits(struct ferry__fabric *fab)
     fab->key_size = key ? key : 1;
     for (unsigned i = 0; i < fab->nrails; i++)
         fab->rails[i].weight = rail_weight(fab, i);
-    fab->notify_ordered =
-        fab->nrails == 1 &&
-        (info->tx_attr->msg_order & info->rx_attr->msg_order &
-         FI_ORDER_SAW) != 0;
-    fab->writes_ordered =
-        fab->nrails == 1 &&
-        (info->tx_attr->msg_order & info->rx_attr->msg_order &
-         FI_ORDER_WAW) != 0;
 }
 
 static void explain_choice(struct ferry__fabric *fab,
@@ -190,6 +204,7 @@ static void explain_choice(struct ferry__fabric *fab,
                            const char *rails_why)
 {
     const struct fi_info *info = fab->rails[0].info;
+    const struct ferry__transport *net = &fab->transports[0];
     const char *fp = getenv("FI_PROVIDER");
     const char *prov = info->fabric_attr->prov_name;
     char source[FERRY__NAME_MAX + 320] = "", about[256];
@@ -211,14 +226,14 @@ static void explain_choice(struct ferry__fabric *fab,
              prov, info->domain_attr->name, info->fabric_attr->name,
              sel->cand[0].verdict, sel->ncand, sel->ncand == 1 ? "" : "s",
              source, rails_why);
-    for (unsigned r = 1; r < fab->nrails / fab->endpoints; r++)
+    for (unsigned r = 1; r < net->nrails / net->endpoints; r++)
         ferry__appendf(fab->why, sizeof(fab->why), "%s%s",
                        r == 1 ? "; further rails: " : ", ",
                        fab->rails[r].info->domain_attr->name);
-    if (fab->endpoints > 1)
+    if (net->endpoints > 1)
         ferry__appendf(fab->why, sizeof(fab->why),
                        "; %u endpoints on each domain, each a rail (%s)",
-                       fab->endpoints,
+                       net->endpoints,
                        fab->cfg.endpoints_per_domain != 0
                            ? "config.endpoints_per_domain"
                            : "shm moves one small write to a peer at a time "
@@ -261,18 +276,21 @@ static bool domain_taken(const struct ferry__fabric *fab, const char *domain)
  * once per address family, and two rails on one NIC only share it).
  */
 static void pick_rails(struct ferry__fabric *fab,
-                       struct ferry__selection *sel)
+                       struct ferry__selection *sel, unsigned max_domains)
 {
     /* A copy: the rail takes cand[0]'s fi_info and NULLs it there. */
     const struct ferry__candidate first = sel->cand[0];
+    unsigned end = fab->nrails + max_domains;
 
-    for (size_t i = 0; i < sel->ncand && fab->nrails < fab->cfg.max_rails;
+    for (size_t i = 0; i < sel->ncand && fab->nrails < end &&
+                       fab->nrails < FERRY__MAX_RAILS;
          i++) {
         if (!ferry__rail_mates(&first, &sel->cand[i]) ||
             domain_taken(fab, sel->cand[i].info->domain_attr->name))
             continue;
         /* Ownership of the fi_info moves to the rail. */
         fab->rails[fab->nrails].index = fab->nrails;
+        fab->rails[fab->nrails].transport = fab->ntransports;
         fab->rails[fab->nrails++].info = sel->cand[i].info;
         sel->cand[i].info = NULL;
     }
@@ -285,33 +303,80 @@ static void pick_rails(struct ferry__fabric *fab,
  * protocol and pushes back the next while one is under way); a second
  * endpoint lets another go meanwhile.  docs/performance.md measures it.
  */
-static unsigned endpoints_per_domain(const struct ferry__fabric *fab)
+static unsigned endpoints_per_domain(const struct ferry__fabric *fab,
+                                     const struct fi_info *info)
 {
     if (fab->cfg.endpoints_per_domain != 0)
         return fab->cfg.endpoints_per_domain;
-    return fab->rails[0].info->ep_attr->protocol == FI_PROTO_SHM ? 2 : 1;
+    return info->ep_attr->protocol == FI_PROTO_SHM ? 2 : 1;
 }
 
-/* Further endpoints on the domains picked, each a rail of its own, as
- * many on every domain, FERRY__MAX_RAILS rails in all at most. */
-static int add_endpoint_rails(struct ferry__fabric *fab)
+/* Further endpoints on the transport's domains, each a rail of its own,
+ * as many on every domain, FERRY__MAX_RAILS rails in all at most. */
+static int add_endpoint_rails(struct ferry__fabric *fab,
+                              struct ferry__transport *t)
 {
-    unsigned domains = fab->nrails, per = endpoints_per_domain(fab);
+    unsigned domains = fab->nrails - t->first;
+    unsigned per = endpoints_per_domain(fab, fab->rails[t->first].info);
+    unsigned room = FERRY__MAX_RAILS - t->first;
 
-    if (per > FERRY__MAX_RAILS / domains)
-        per = FERRY__MAX_RAILS / domains;
-    fab->endpoints = per;
+    if (per > room / domains)
+        per = room / domains;
+    t->endpoints = per;
     for (unsigned e = 1; e < per; e++)
         for (unsigned d = 0; d < domains; d++) {
-            struct fi_info *copy = fi_dupinfo(fab->rails[d].info);
+            struct fi_info *copy = fi_dupinfo(fab->rails[t->first + d].info);
 
             if (copy == NULL)
                 return ferry__error(FERRY_ENOMEM,
                                     "out of memory for a further endpoint");
             fab->rails[fab->nrails].index = fab->nrails;
+            fab->rails[fab->nrails].transport = fab->ntransports;
             fab->rails[fab->nrails++].info = copy;
         }
     return 0;
+}
+
+/* A transport of sel's best candidate and up to max_domains of its
+ * domains, after the rails there are. */
+static int add_transport(struct ferry__fabric *fab,
+                         struct ferry__selection *sel, unsigned max_domains)
+{
+    struct ferry__transport *t = &fab->transports[fab->ntransports];
+    int ret;
+
+    t->first = fab->nrails;
+    pick_rails(fab, sel, max_domains);
+    ret = add_endpoint_rails(fab, t);
+    t->nrails = fab->nrails - t->first;
+    fab->ntransports++;
+    return ret;
+}
+
+/* Shared memory for the peers of this host, beside a network provider,
+ * where local.c finds it wanted and usable; fab->local_why says. */
+static int add_local_transport(struct ferry__fabric *fab)
+{
+    struct ferry__selection sel;
+    int ret;
+
+    if (fab->nrails >= FERRY__MAX_RAILS) {
+        snprintf(fab->local_why, sizeof(fab->local_why),
+                 "peers on this host use %s too: its rails take all %d "
+                 "rails a context has, none is left for shared memory",
+                 fab->rails[0].info->fabric_attr->prov_name,
+                 FERRY__MAX_RAILS);
+        return 0;
+    }
+    if (!ferry__local_select(&fab->cfg, fab->rails[0].info,
+                             ferry__mr_mode_from_fi(
+                                 fab->rails[0].info->domain_attr->mr_mode) |
+                                 fab->cfg.mr_mode_force,
+                             &sel, fab->local_why, sizeof(fab->local_why)))
+        return 0;
+    ret = add_transport(fab, &sel, 1);
+    ferry__selection_free(&sel);
+    return ret;
 }
 
 int ferry__fabric_open(struct ferry__fabric *fab,
@@ -320,10 +385,12 @@ int ferry__fabric_open(struct ferry__fabric *fab,
     int ret;
 
     fab->register_local = sel->cand[0].nic;
-    pick_rails(fab, sel);
-    if ((ret = add_endpoint_rails(fab)) != 0)
+    if ((ret = add_transport(fab, sel, fab->cfg.max_rails)))
         return ret;
     explain_choice(fab, sel, rails_why);
+    if ((ret = add_local_transport(fab)))
+        return ret;
+    ferry__appendf(fab->why, sizeof(fab->why), "; %s", fab->local_why);
     derive_limits(fab);
     fab->register_local |= (fab->mr_mode & FERRY_MR_LOCAL) != 0;
     ret = check_forced_modes(fab);
@@ -432,7 +499,8 @@ int ferry__mr_open(struct ferry__fabric *fab, struct ferry__rail *rail,
     FERRY__ASSERT_LOCKED(&fab->lock);
     ret = regattr(fab, rail, attr, flags, mr);
 
-    if (ret == 0 && (fab->mr_mode & FERRY_MR_ENDPOINT) &&
+    if (ret == 0 &&
+        (ferry__transport_of(fab, rail)->mr_mode & FERRY_MR_ENDPOINT) &&
         (ret = bind_to_endpoint(rail, *mr)) != 0) {
         fi_close(&(*mr)->fid);
         *mr = NULL;

@@ -24,6 +24,7 @@
 
 struct ferry__rail {
     unsigned index;
+    unsigned transport; /* fab->transports[transport] holds this rail */
     struct fi_info *info; /* owned */
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -36,6 +37,40 @@ struct ferry__rail {
     int64_t weight; /* share of striped bytes: link speed in Mbit/s, or 1 */
 };
 
+/* The heartbeat table's registration on one transport (pulse.c). */
+struct ferry__pulse_reg {
+    struct fid_mr *mr;
+    uint8_t key[FERRY__KEY_MAX];
+    size_t key_len;    /* 0: none could be made */
+    uint64_t raw_base; /* FI_MR_RAW: base for fi_mr_map_raw */
+};
+
+/*
+ * A transport: the rails of one provider.  Transport 0 is the provider
+ * chosen for the context; a second, shared memory, may stand beside it
+ * for the peers on this host (local.c), so that one context reaches
+ * those over shm and the others over the network.  A peer uses the rails
+ * of one transport, chosen when it is added (reg/peer.c).
+ */
+struct ferry__transport {
+    unsigned first, nrails; /* its rails: rails[first .. first + nrails) */
+    unsigned endpoints;     /* on each of its domains, each a rail */
+    unsigned mr_mode;       /* FERRY_MR_* in effect on its rails */
+    bool shm;               /* FI_PROTO_SHM: reaches this host only */
+    /* Its provider transmits and processes sends after the writes posted
+     * before them (FI_ORDER_SAW in tx_attr and rx_attr) and it has one
+     * rail: a request's notification may follow its writes without
+     * waiting for their completions (xfer/xfer.c). */
+    bool notify_ordered;
+    /* Its provider places writes in order (FI_ORDER_WAW) and it has one
+     * rail: a request's last write may carry its notification while the
+     * writes before it are still in flight. */
+    bool writes_ordered;
+    struct ferry__pulse_reg pulse; /* the heartbeat table on its rail 0 */
+};
+
+#define FERRY__MAX_TRANSPORTS 2
+
 struct ferry__fabric {
     uint32_t magic; /* FERRY__MAGIC_CTX: first, as in every handle */
     /*
@@ -47,40 +82,44 @@ struct ferry__fabric {
     char cfg_provider[FERRY__NAME_MAX];
     char cfg_domain[FERRY__NAME_MAX];
     char cfg_peer_host[FERRY__NAME_MAX];
-    unsigned mr_mode;   /* FERRY_MR_* in effect */
+    unsigned mr_mode;   /* FERRY_MR_* in effect on transport 0 */
     size_t key_size;    /* bytes of key ferry uses */
     size_t max_msg;     /* largest single operation */
     size_t tx_depth;
     bool register_local; /* message buffers need registering (LOCAL, NIC) */
-    /* One rail whose provider transmits and processes sends after the
-     * writes posted before them (FI_ORDER_SAW in tx_attr and rx_attr): a
-     * request's notification may follow its writes without waiting for
-     * their completions (xfer/xfer.c). */
-    bool notify_ordered;
-    /* One rail whose provider places writes in order (FI_ORDER_WAW in
-     * tx_attr and rx_attr): a request's last write may carry its
-     * notification while the writes before it are still in flight. */
-    bool writes_ordered;
     char why[2048];
-    /* The words peers read of this context (pulse.c), on rail 0: its
-     * incarnation (their heartbeat) and a generation per exported region
-     * (their check of its key). */
+    char local_why[512]; /* why peers on this host use shm, or do not */
+    /* The words peers read of this context (pulse.c), registered on each
+     * transport's first rail: its incarnation (their heartbeat) and a
+     * generation per exported region (their check of its key). */
     struct {
         _Atomic uint64_t *words; /* FERRY__PULSE_* words, then the slots */
         bool mapped;           /* in /dev/shm (shm_name), not on the heap */
         char shm_name[48];
-        struct fid_mr *mr;
-        uint8_t key[FERRY__KEY_MAX];
-        size_t key_len;    /* 0: none could be made */
-        uint64_t raw_base; /* FI_MR_RAW: base for fi_mr_map_raw */
+        bool slots;            /* registered on transport 0: slots given */
+        /* The bell peers of this host ring (pulse.h), or -1. */
+        int bell_fd;
+        char bell_name[48];
+        /* Peers whose bells this context may ring (ferry__pulse_ring). */
+        unsigned peer_bells;
         uint32_t *free_slots; /* a stack of nfree; under the lock */
         size_t nfree;
         uint64_t generation;  /* the last one given; under the lock */
     } pulse;
     unsigned nrails;
-    unsigned endpoints; /* on each domain, each a rail: rails[d + k * domains] */
     struct ferry__rail rails[FERRY__MAX_RAILS];
+    /* Within a transport, rails[first + d + k * domains] is endpoint k on
+     * domain d. */
+    unsigned ntransports;
+    struct ferry__transport transports[FERRY__MAX_TRANSPORTS];
 };
+
+/* The transport that holds rail. */
+static inline struct ferry__transport *
+ferry__transport_of(struct ferry__fabric *fab, const struct ferry__rail *rail)
+{
+    return &fab->transports[rail->transport];
+}
 
 /* The fabric part of a context (the first member of its first member's
  * first member: see above). */

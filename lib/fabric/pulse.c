@@ -20,6 +20,7 @@
 /* The table: the header words and the slots, a whole number of pages. */
 #define TABLE_LEN ((FERRY__PULSE_HEADER + FERRY__PULSE_SLOTS) * 8u)
 #define TABLE_PREFIX "ferry-pulse-"
+#define BELL_PREFIX "ferry-bell-"
 
 /* A value no earlier process at this address is likely to have had. */
 static uint64_t new_incarnation(void)
@@ -34,27 +35,27 @@ static uint64_t new_incarnation(void)
            (uint64_t)getpid() << 40;
 }
 
-/* Reads the registration's key into the pulse. */
-static int read_key(struct ferry__fabric *fab)
+/* Reads the registration's key into reg. */
+static int read_key(const struct ferry__fabric *fab,
+                    struct ferry__pulse_reg *reg)
 {
     uint64_t key;
 
     if (fab->mr_mode & FERRY_MR_RAW) {
-        size_t len = sizeof(fab->pulse.key);
-        int ret = fi_mr_raw_attr(fab->pulse.mr, &fab->pulse.raw_base,
-                                 fab->pulse.key, &len, 0);
+        size_t len = sizeof(reg->key);
+        int ret = fi_mr_raw_attr(reg->mr, &reg->raw_base, reg->key, &len, 0);
 
         if (ret != 0)
             return ferry__error(ferry__error_from_fi(ret),
                                 "fi_mr_raw_attr (raw keys, FI_MR_RAW): %s",
                                 fi_strerror(-ret));
-        fab->pulse.key_len = len;
+        reg->key_len = len;
         return 0;
     }
-    key = fi_mr_key(fab->pulse.mr);
+    key = fi_mr_key(reg->mr);
     for (unsigned i = 0; i < 8; i++)
-        fab->pulse.key[i] = (uint8_t)(key >> (8 * i));
-    fab->pulse.key_len = 8;
+        reg->key[i] = (uint8_t)(key >> (8 * i));
+    reg->key_len = 8;
     return 0;
 }
 
@@ -66,11 +67,30 @@ static void table_name(char *buf, size_t len, uint64_t incarnation)
              (unsigned long long)incarnation);
 }
 
+/* Whether the table named `table` in d is gone or its owner is: a table
+ * (or a bell) of a process killed before it could close its context. */
+static bool owner_gone(DIR *d, const char *table)
+{
+    uint64_t owner = 0;
+    bool gone;
+    int fd = openat(dirfd(d), table, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return errno == ENOENT;
+    gone = pread(fd, &owner, sizeof(owner),
+                 FERRY__PULSE_OWNER * sizeof(owner)) == sizeof(owner) &&
+           owner > 0 && owner <= INT_MAX && kill((pid_t)owner, 0) != 0 &&
+           errno == ESRCH;
+    close(fd);
+    return gone;
+}
+
 /*
- * Removes the tables that processes killed before they could close their
- * contexts left in /dev/shm (their owner word names a process that no
- * longer exists): a test suite that kills its targets would otherwise
- * fill it.  A table a peer still maps stays readable there.
+ * Removes the tables and bells that processes killed before they could
+ * close their contexts left in /dev/shm (their owner word names a
+ * process that no longer exists; a bell goes with its table): a test
+ * suite that kills its targets would otherwise fill it.  A table a peer
+ * still maps stays readable there.
  */
 static void sweep_leftovers(void)
 {
@@ -80,18 +100,17 @@ static void sweep_leftovers(void)
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
-        uint64_t owner = 0;
-        int fd;
+        char table[NAME_MAX + 1];
 
-        if (strncmp(e->d_name, TABLE_PREFIX, strlen(TABLE_PREFIX)) != 0 ||
-            (fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC)) < 0)
+        if (strncmp(e->d_name, TABLE_PREFIX, strlen(TABLE_PREFIX)) == 0)
+            snprintf(table, sizeof(table), "%s", e->d_name);
+        else if (strncmp(e->d_name, BELL_PREFIX, strlen(BELL_PREFIX)) == 0)
+            snprintf(table, sizeof(table), "%s%.40s", TABLE_PREFIX,
+                     e->d_name + strlen(BELL_PREFIX));
+        else
             continue;
-        if (pread(fd, &owner, sizeof(owner),
-                  FERRY__PULSE_OWNER * sizeof(owner)) == sizeof(owner) &&
-            owner > 0 && owner <= INT_MAX && kill((pid_t)owner, 0) != 0 &&
-            errno == ESRCH)
+        if (owner_gone(d, table))
             (void)unlinkat(dirfd(d), e->d_name, 0);
-        close(fd);
     }
     closedir(d);
 }
@@ -153,46 +172,131 @@ static bool table_open(struct ferry__fabric *fab)
     return true;
 }
 
-void ferry__pulse_open(struct ferry__fabric *fab)
+/* Registers the table on the transport's first rail; false (said) when
+ * it cannot. */
+static bool register_on(struct ferry__fabric *fab, struct ferry__transport *t)
 {
-    struct iovec iov;
+    struct ferry__rail *rail = &fab->rails[t->first];
+    struct ferry__pulse_reg *reg = &t->pulse;
+    struct iovec iov = {(void *)fab->pulse.words, TABLE_LEN};
     struct fi_mr_attr attr = {.mr_iov = &iov,
                               .iov_count = 1,
                               .access = FI_REMOTE_READ,
                               .iface = FI_HMEM_SYSTEM};
-    int ret;
+    int ret = ferry__mr_open(fab, rail, &attr, 0, &reg->mr);
 
+    if (ret == 0 && (ret = read_key(fab, reg)) != 0) {
+        fi_close(&reg->mr->fid);
+        reg->mr = NULL;
+    }
+    if (ret == 0)
+        return true;
+    /* Said, not fatal: liveness still learns from the operations. */
+    FERRY_LOG_WARN("no pulse on domain %s (%s): peers waiting on this "
+                   "context will see no answer to their heartbeats, and "
+                   "cannot check its keys",
+                   rail->info->domain_attr->name, ferry_last_error());
+    ferry__error_clear();
+    reg->key_len = 0;
+    return false;
+}
+
+/* The bell, where the progress thread would otherwise poll for ever: a
+ * rail without a descriptor to sleep on (pulse.h).  Without one (no
+ * /dev/shm table, or the FIFO cannot be made) the thread keeps polling. */
+static void bell_open(struct ferry__fabric *fab, uint64_t incarnation)
+{
+    bool needed = false;
+    char path[96];
+
+    for (unsigned i = 0; i < fab->nrails; i++)
+        needed |= !fab->rails[i].has_wait_fd;
+    if (!needed || !fab->pulse.mapped || !fab->cfg.progress_thread)
+        return;
+    snprintf(fab->pulse.bell_name, sizeof(fab->pulse.bell_name),
+             BELL_PREFIX "%016llx", (unsigned long long)incarnation);
+    snprintf(path, sizeof(path), "/dev/shm/%s", fab->pulse.bell_name);
+    if (mkfifo(path, S_IRUSR | S_IWUSR) == 0) {
+        /* Read and write: the FIFO never reads as closed. */
+        fab->pulse.bell_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+        if (fab->pulse.bell_fd >= 0)
+            return;
+        unlink(path);
+    }
+    FERRY_LOG_INFO("no bell in /dev/shm (%s): the progress thread keeps "
+                   "polling while regions are exposed",
+                   strerror(errno));
+    fab->pulse.bell_name[0] = '\0';
+}
+
+static void bell_close(struct ferry__fabric *fab)
+{
+    char path[96];
+
+    if (fab->pulse.bell_name[0] == '\0')
+        return;
+    close(fab->pulse.bell_fd);
+    snprintf(path, sizeof(path), "/dev/shm/%s", fab->pulse.bell_name);
+    unlink(path);
+}
+
+void ferry__pulse_open(struct ferry__fabric *fab)
+{
     FERRY__ASSERT_LOCKED(&fab->lock);
     if (!table_open(fab)) {
         ferry__pulse_close(fab);
         return;
     }
-    iov.iov_base = (void *)fab->pulse.words;
-    iov.iov_len = TABLE_LEN;
-    ret = ferry__mr_open(fab, &fab->rails[0], &attr, 0, &fab->pulse.mr);
-    if (ret == 0 && (ret = read_key(fab)) != 0) {
-        fi_close(&fab->pulse.mr->fid);
-        fab->pulse.mr = NULL;
+    for (unsigned t = 0; t < fab->ntransports; t++)
+        if (register_on(fab, &fab->transports[t]) && t == 0)
+            fab->pulse.slots = true;
+    bell_open(fab, atomic_load(&fab->pulse.words[FERRY__PULSE_INCARNATION]));
+}
+
+int ferry__pulse_bell_fd(const struct ferry__fabric *fab)
+{
+    return fab->pulse.bell_name[0] != '\0' ? fab->pulse.bell_fd : -1;
+}
+
+void ferry__pulse_sleep(struct ferry__fabric *fab, bool on)
+{
+    uint8_t drain[64];
+
+    atomic_store_explicit(&fab->pulse.words[FERRY__PULSE_SLEEPING], on,
+                          memory_order_relaxed);
+    if (on) {
+        /* Orders the raised word before the last poll (Dekker with the
+         * poster's fence in ferry__pulse_ring): the poll sees the post,
+         * or the poster sees the word and rings. */
+        atomic_thread_fence(memory_order_seq_cst);
+        return;
     }
-    if (ret != 0) {
-        /* Said, not fatal: liveness still learns from the operations. */
-        FERRY_LOG_WARN("no pulse on domain %s (%s): peers waiting on this "
-                       "context will see no answer to their heartbeats, and "
-                       "cannot check its keys",
-                       fab->rails[0].info->domain_attr->name,
-                       ferry_last_error());
-        ferry__error_clear();
-        fab->pulse.key_len = 0;
-    }
+    while (read(fab->pulse.bell_fd, drain, sizeof(drain)) > 0)
+        continue;
+}
+
+void ferry__pulse_ring_now(const struct ferry__pulse_remote *p)
+{
+    const uint8_t byte = 1;
+
+    /* EAGAIN: the FIFO is full, so the sleeper has bytes to wake on. */
+    if (write(p->bell_fd, &byte, 1) < 0)
+        return;
 }
 
 void ferry__pulse_close(struct ferry__fabric *fab)
 {
+    bell_close(fab);
     /* Peers of this host see every region gone from here on. */
     if (fab->pulse.words != NULL)
         atomic_store(&fab->pulse.words[FERRY__PULSE_INCARNATION], 0);
-    if (fab->pulse.mr != NULL)
-        fi_close(&fab->pulse.mr->fid);
+    for (unsigned t = 0; t < fab->ntransports; t++) {
+        struct ferry__pulse_reg *reg = &fab->transports[t].pulse;
+
+        if (reg->mr != NULL)
+            fi_close(&reg->mr->fid);
+        memset(reg, 0, sizeof(*reg));
+    }
     if (fab->pulse.mapped) {
         munmap((void *)fab->pulse.words, TABLE_LEN);
         shm_unlink(fab->pulse.shm_name);
@@ -208,7 +312,7 @@ uint32_t ferry__pulse_slot_take(struct ferry__fabric *fab, uint64_t *gen)
     uint32_t slot;
 
     FERRY__ASSERT_LOCKED(&fab->lock);
-    if (fab->pulse.key_len == 0 || fab->pulse.nfree == 0)
+    if (!fab->pulse.slots || fab->pulse.nfree == 0)
         return FERRY__PULSE_NO_SLOT;
     slot = fab->pulse.free_slots[--fab->pulse.nfree];
     *gen = ++fab->pulse.generation;
@@ -230,18 +334,19 @@ void ferry__pulse_slot_retire(struct ferry__fabric *fab, uint32_t slot)
 }
 
 void ferry__pulse_put(struct ferry__blob_writer *w,
-                      const struct ferry__fabric *fab)
+                      const struct ferry__fabric *fab,
+                      const struct ferry__transport *t)
 {
-    bool virt = fab->mr_mode & FERRY_MR_VIRT_ADDR;
-    size_t len = fab->pulse.key_len; /* 0: none was made */
+    bool virt = t->mr_mode & FERRY_MR_VIRT_ADDR;
+    size_t len = t->pulse.key_len; /* 0: none was made */
 
     ferry__blob_put_u64(
         w, len != 0 ? atomic_load(&fab->pulse.words[FERRY__PULSE_INCARNATION])
                     : 0);
     ferry__blob_put_u64(w, virt ? (uint64_t)(uintptr_t)fab->pulse.words : 0);
-    ferry__blob_put_u64(w, fab->pulse.raw_base);
+    ferry__blob_put_u64(w, t->pulse.raw_base);
     ferry__blob_put_u16(w, (uint16_t)len);
-    ferry__blob_put_bytes(w, fab->pulse.key, len);
+    ferry__blob_put_bytes(w, t->pulse.key, len);
 }
 
 /* Maps the table of the peer p describes, when it is on this host (its
@@ -268,27 +373,63 @@ static void map_peer_table(struct ferry__pulse_remote *p)
     }
 }
 
+/* Reads the pulse fields of an address blob; key holds FERRY__KEY_MAX. */
+static int read_fields(struct ferry__blob_reader *r,
+                       struct ferry__pulse_remote *out, uint64_t *raw_base,
+                       uint8_t *key, size_t *len)
+{
+    memset(out, 0, sizeof(*out));
+    out->incarnation = ferry__blob_get_u64(r);
+    out->addr = ferry__blob_get_u64(r);
+    *raw_base = ferry__blob_get_u64(r);
+    *len = ferry__blob_get_u16(r);
+    if (!r->bad && *len <= FERRY__KEY_MAX)
+        ferry__blob_get_bytes(r, key, *len);
+    if (r->bad || *len > FERRY__KEY_MAX)
+        return ferry__error(FERRY_EBLOB,
+                            "address blob: the heartbeat word's key of %zu "
+                            "bytes is cut short or longer than %d",
+                            *len, FERRY__KEY_MAX);
+    return 0;
+}
+
+/* Opens the bell of the peer whose table is mapped, if it has one. */
+static bool peer_bell_open(struct ferry__pulse_remote *p)
+{
+    char path[96];
+
+    snprintf(path, sizeof(path), "/dev/shm/" BELL_PREFIX "%016llx",
+             (unsigned long long)p->incarnation);
+    /* Read and write, as its owner: with a reader always there, a ring
+     * after the owner died is no SIGPIPE (the bytes fill the FIFO, then
+     * writes answer EAGAIN). */
+    p->bell_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    p->has_bell = p->bell_fd >= 0;
+    return p->has_bell;
+}
+
+int ferry__pulse_skip(struct ferry__blob_reader *r)
+{
+    struct ferry__pulse_remote unused;
+    uint8_t key[FERRY__KEY_MAX];
+    uint64_t raw_base;
+    size_t len;
+
+    return read_fields(r, &unused, &raw_base, key, &len);
+}
+
 int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
                      struct ferry__pulse_remote *out)
 {
+    /* Raw keys keep a context to transport 0 (local.c). */
     const struct ferry__rail *rail = &fab->rails[0];
     uint8_t key[FERRY__KEY_MAX];
     uint64_t raw_base;
     size_t len;
     int ret;
 
-    memset(out, 0, sizeof(*out));
-    out->incarnation = ferry__blob_get_u64(r);
-    out->addr = ferry__blob_get_u64(r);
-    raw_base = ferry__blob_get_u64(r);
-    len = ferry__blob_get_u16(r);
-    if (!r->bad && len <= sizeof(key))
-        ferry__blob_get_bytes(r, key, len);
-    if (r->bad || len > sizeof(key))
-        return ferry__error(FERRY_EBLOB,
-                            "address blob: the heartbeat word's key of %zu "
-                            "bytes is cut short or longer than %d",
-                            len, FERRY__KEY_MAX);
+    if ((ret = read_fields(r, out, &raw_base, key, &len)) != 0)
+        return ret;
     if (len == 0)
         return 0; /* the peer has none: its heartbeats go unanswered */
     if (!(fab->mr_mode & FERRY_MR_RAW)) {
@@ -313,6 +454,8 @@ int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
     }
     out->present = true;
     map_peer_table(out);
+    if (out->local != NULL && peer_bell_open(out))
+        fab->pulse.peer_bells++;
     return 0;
 }
 
@@ -323,7 +466,12 @@ void ferry__pulse_release(struct ferry__fabric *fab,
         fi_mr_unmap_key(fab->rails[0].domain, p->key);
     if (p->local != NULL)
         munmap((void *)p->local, TABLE_LEN);
+    if (p->has_bell) {
+        close(p->bell_fd);
+        fab->pulse.peer_bells--;
+    }
     p->local = NULL;
+    p->has_bell = false;
     p->key_mapped = false;
     p->present = false;
 }

@@ -2,9 +2,9 @@
  * The pulse: the words peers read of a context, as a heartbeat and to
  * check that a region is still there.
  *
- * A context registers one table of 64-bit words on rail 0 with remote
- * read access; its address blob carries the table's address, key and
- * incarnation.
+ * A context registers one table of 64-bit words on the first rail of
+ * each transport with remote read access; its address blob carries the
+ * table's address, key and incarnation for each.
  *
  * - Word FERRY__PULSE_INCARNATION holds a random incarnation number.  A
  *   peer's heartbeat is an 8-byte fi_read of it (xfer/live.c): it
@@ -29,6 +29,18 @@
  * other hosts read the slot's word (ferry__pulse_slot_addr) when the
  * provider reports a failure.  Without /dev/shm the table is on the heap
  * and only remote reads see it.
+ *
+ * The bell.  A context whose progress thread cannot sleep on its rails'
+ * descriptors (shm's completion queue has none: libfabric 1.17 refuses
+ * FI_WAIT_FD there) would have to poll for ever, since a target must
+ * progress for shm's writes into it to land.  Instead it makes a FIFO in
+ * /dev/shm beside its table, and before sleeping on it (and on whatever
+ * descriptors the other rails have) raises the table's SLEEPING word and
+ * polls once more.  A peer of this host opens the FIFO when it adds the
+ * context; after posting to it, it looks at SLEEPING and, when it is
+ * raised, writes a byte into the FIFO.  Either the sleeper's last poll
+ * sees the operation or the poster sees the word (fences on both sides:
+ * ferry__pulse_sleep, ferry__pulse_ring).
  */
 #ifndef FERRY_FABRIC_PULSE_H
 #define FERRY_FABRIC_PULSE_H
@@ -40,6 +52,7 @@
 enum {
     FERRY__PULSE_INCARNATION, /* what a heartbeat reads */
     FERRY__PULSE_OWNER,       /* the owning process's id (leftover files) */
+    FERRY__PULSE_SLEEPING,    /* 1: the owner sleeps on its bell */
     FERRY__PULSE_HEADER,      /* words before slot 0 */
 };
 
@@ -58,6 +71,9 @@ struct ferry__pulse_remote {
     bool key_mapped;     /* mapped with fi_mr_map_raw: unmap on release */
     /* The peer's table, when it is on this host (read-only), or NULL. */
     const _Atomic uint64_t *local;
+    /* Its bell, opened for writing, when it has one (has_bell). */
+    bool has_bell;
+    int bell_fd;
 };
 
 /* What the pulse says of a remote region. */
@@ -85,15 +101,45 @@ uint32_t ferry__pulse_slot_take(struct ferry__fabric *fab, uint64_t *gen);
  * region's registrations close. */
 void ferry__pulse_slot_retire(struct ferry__fabric *fab, uint32_t slot);
 
-/* Appends the pulse fields to an address blob:
+/* Appends the pulse fields of transport t to an address blob:
  *   u64 incarnation | u64 addr | u64 raw base | u16 key len | key
- * (key len 0: no pulse). */
+ * (key len 0: no pulse on t). */
 void ferry__pulse_put(struct ferry__blob_writer *w,
-                      const struct ferry__fabric *fab);
+                      const struct ferry__fabric *fab,
+                      const struct ferry__transport *t);
 /* Reads them into *out, mapping a raw key on rail 0, and maps the peer's
  * table when it is on this host; under the lock. */
 int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
                      struct ferry__pulse_remote *out);
+/* Writes the byte (a full FIFO means a byte is waiting already). */
+void ferry__pulse_ring_now(const struct ferry__pulse_remote *p);
+
+/* Rings p's bell if its owner sleeps: after posting to it.  The fence
+ * before the look pairs with ferry__pulse_sleep's. */
+static inline void ferry__pulse_ring(const struct ferry__pulse_remote *p)
+{
+    if (!p->has_bell)
+        return;
+    /* Orders the post before the look at SLEEPING (Dekker with the
+     * sleeper's fence): it sees the word raised, or the sleeper's last
+     * poll sees the post. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&p->local[FERRY__PULSE_SLEEPING],
+                             memory_order_relaxed) != 0)
+        ferry__pulse_ring_now(p);
+}
+
+/* The context's bell to poll, or -1 when it has none (every rail has a
+ * descriptor, or there is no progress thread, or /dev/shm is not there:
+ * then its thread must not sleep where a rail has no descriptor). */
+int ferry__pulse_bell_fd(const struct ferry__fabric *fab);
+/* Raises (true) or lowers the SLEEPING word; raising it is followed by a
+ * fence, after which the caller polls once more before sleeping.
+ * Lowering it drains the bell. */
+void ferry__pulse_sleep(struct ferry__fabric *fab, bool on);
+
+/* Steps over them, checking their lengths (another transport's). */
+int ferry__pulse_skip(struct ferry__blob_reader *r);
 /* Unmaps what ferry__pulse_get mapped. */
 void ferry__pulse_release(struct ferry__fabric *fab,
                           struct ferry__pulse_remote *p);

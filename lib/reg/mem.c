@@ -24,9 +24,15 @@
  *   str provider | u32 flags | u32 access | u64 base | u64 len |
  *   [u64 mirror id, with RKEY_MIRROR] |
  *   [u32 pulse slot | u64 generation, with RKEY_SLOT] |
- *   u16 rails | rails x (u64 raw_base | u16 key_len | key bytes) |
+ *   u16 rails | rails x (u16 rail flags | u64 raw_base | u16 key_len |
+ *                        key bytes) |
  *   [with RKEY_INBOX, the fan-out plan's inbox: u64 inbox id | u64 base |
- *    u16 rails | rails x (u64 raw_base | u16 key_len | key bytes)]
+ *    u16 rails | rails x (the same)]
+ * The rails are every rail of the exporter, transport after transport
+ * (its address blob's order); an importer reads the keys of the
+ * transport its peer was added over (reg/peer.c).  A rail's key is empty
+ * where the region could not be registered on it (device memory on
+ * shared memory without FI_HMEM).
  */
 #include "reg/mem.h"
 
@@ -41,11 +47,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define RKEY_VIRT_ADDR 0x1u
 #define RKEY_RAW 0x2u
 #define RKEY_MIRROR 0x4u /* a host mirror of the exporter's device memory */
 #define RKEY_INBOX 0x8u  /* a fan-out receiver's region, with its inbox */
 #define RKEY_SLOT 0x10u  /* its key can be checked in the exporter's pulse */
+/* Per rail: remote addresses on it are virtual (FI_MR_VIRT_ADDR), not
+ * offsets into the region. */
+#define RAIL_VIRT_ADDR 0x1u
 #define ACCESS_ALL                                                            \
     (FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE |                   \
      FERRY_ACCESS_FANOUT)
@@ -109,13 +117,23 @@ static int read_key(struct ferry__reg *reg, struct ferry_mem *mem,
     return 0;
 }
 
-/* Registers attr on every rail into mem's per-rail slots. */
+/*
+ * Registers attr on every rail into mem's per-rail slots, except device
+ * memory on the rails of a shared-memory transport beside the network
+ * that cannot take it (no FI_HMEM): peers of this host then cannot reach
+ * the region over shm, and are told so when they import it.
+ */
 static int register_rails(struct ferry__reg *reg, struct ferry_mem *mem,
                           struct fi_mr_attr *attr, uint64_t flags)
 {
     int ret = 0;
 
     for (unsigned i = 0; i < reg->fab.nrails && ret == 0; i++) {
+        const struct ferry__rail *rail = &reg->fab.rails[i];
+
+        if (rail->transport != 0 && attr->iface != FI_HMEM_SYSTEM &&
+            !(rail->info->caps & FI_HMEM))
+            continue;
         /* The domain is FI_THREAD_DOMAIN: registration is serialised with
          * posting and polling by the context lock. */
         ferry__lock_acquire(&reg->fab.lock);
@@ -586,6 +604,11 @@ static void put_keys(struct ferry__blob_writer *w, const struct ferry__reg *reg,
 {
     ferry__blob_put_u16(w, (uint16_t)reg->fab.nrails);
     for (unsigned i = 0; i < reg->fab.nrails; i++) {
+        const struct ferry__rail *rail = &reg->fab.rails[i];
+        unsigned modes = reg->fab.transports[rail->transport].mr_mode;
+
+        ferry__blob_put_u16(
+            w, (uint16_t)(modes & FERRY_MR_VIRT_ADDR ? RAIL_VIRT_ADDR : 0));
         ferry__blob_put_u64(w, mem->raw_base[i]);
         ferry__blob_put_u16(w, (uint16_t)mem->key_len[i]);
         ferry__blob_put_bytes(w, mem->key[i], mem->key_len[i]);
@@ -613,8 +636,6 @@ int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
                             "it",
                             (void *)mem->addr, mem->len);
     reg = ferry__reg_of(mem->ctx);
-    if (reg->fab.mr_mode & FERRY_MR_VIRT_ADDR)
-        flags |= RKEY_VIRT_ADDR;
     if (reg->fab.mr_mode & FERRY_MR_RAW)
         flags |= RKEY_RAW;
     if (mem->mirror != NULL)
@@ -647,51 +668,74 @@ int ferry_mem_export(const ferry_mem_t *mem, void *blob, size_t *len)
     return ferry__blob_end(&w, len);
 }
 
-/* Reads the per-rail keys of a remote-key blob into rmem. */
+/*
+ * Reads the per-rail keys of a remote-key blob into rmem: those of the
+ * rails of the transport its peer is reached over, into the context's
+ * rails of that transport.
+ */
 static int import_keys(struct ferry__reg *reg, struct ferry__blob_reader *r,
                        struct ferry_rmem *rmem, bool raw)
 {
+    const struct ferry_peer *peer = rmem->peer;
     unsigned rails = ferry__blob_get_u16(r);
 
-    if (r->bad || rails == 0 || rails > FERRY__MAX_RAILS)
+    if (r->bad || rails != peer->remote_rails)
         return ferry__error(FERRY_EBLOB,
-                            "remote-key blob lists %u rails; expected 1 to %d",
-                            rails, FERRY__MAX_RAILS);
-    rmem->nrails = rails < reg->fab.nrails ? rails : reg->fab.nrails;
+                            "remote-key blob lists %u rails, but its peer's "
+                            "address blob lists %u: was it exported by "
+                            "another context than the peer it is imported "
+                            "for?",
+                            rails, peer->remote_rails);
+    rmem->nrails = peer->nrails;
     for (unsigned i = 0; i < rails; i++) {
         uint8_t key[FERRY__KEY_MAX];
+        unsigned flags = ferry__blob_get_u16(r);
         uint64_t raw_base = ferry__blob_get_u64(r);
         size_t klen = ferry__blob_get_u16(r);
+        unsigned k = i - peer->remote_rail0; /* wraps below the first */
+        unsigned ours = peer->rail0 + k;
 
-        if (r->bad || klen == 0 || klen > FERRY__KEY_MAX)
+        if (r->bad || klen > FERRY__KEY_MAX)
             return ferry__error(FERRY_EBLOB,
                                 "remote-key blob: rail %u key of %zu bytes is "
-                                "empty, too long or cut short",
+                                "too long or cut short",
                                 i, klen);
         ferry__blob_get_bytes(r, key, klen);
         if (r->bad)
             return ferry__error(FERRY_EBLOB,
                                 "remote-key blob: rail %u key is cut short", i);
-        if (i >= rmem->nrails)
-            continue;
+        if (k >= rmem->nrails)
+            continue; /* a rail of another transport, or one we lack */
+        if (klen == 0)
+            return ferry__error(
+                FERRY_EINCOMPAT,
+                "the region cannot be reached over %s: its exporter could "
+                "not register it there (device memory on a transport "
+                "without FI_HMEM); set FERRY_SHM_PEERS=0 on both sides so "
+                "that peers of one host meet over %s",
+                reg->fab.rails[ours].info->fabric_attr->prov_name,
+                peer->remote_provider);
+        if (k == 0)
+            rmem->virt_addr = flags & RAIL_VIRT_ADDR;
         if (!raw) {
             if (klen > 8)
                 return ferry__error(FERRY_EBLOB,
                                     "remote-key blob: rail %u has a %zu-byte "
                                     "key without the raw-key flag",
                                     i, klen);
-            rmem->key[i] = ferry__key_to_u64(key, klen);
+            rmem->key[ours] = ferry__key_to_u64(key, klen);
             continue;
         }
-        int ret = fi_mr_map_raw(reg->fab.rails[i].domain, raw_base, key, klen,
-                                &rmem->key[i], 0);
+        int ret = fi_mr_map_raw(reg->fab.rails[ours].domain, raw_base, key,
+                                klen, &rmem->key[ours], 0);
         if (ret != 0)
             return ferry__error(ferry__error_from_fi(ret),
                                 "fi_mr_map_raw of a %zu-byte key on domain %s "
                                 "failed (raw keys, FI_MR_RAW): %s",
-                                klen, reg->fab.rails[i].info->domain_attr->name,
+                                klen,
+                                reg->fab.rails[ours].info->domain_attr->name,
                                 fi_strerror(-ret));
-        rmem->key_mapped[i] = true;
+        rmem->key_mapped[ours] = true;
     }
     return 0;
 }
@@ -727,7 +771,6 @@ static int parse_inbox(struct ferry__reg *reg, struct ferry__blob_reader *r,
     rmem->inbox = in;
     memcpy(in->provider, rmem->provider, sizeof(in->provider));
     in->access = FERRY_ACCESS_REMOTE_WRITE;
-    in->virt_addr = rmem->virt_addr;
     /* It lives and goes with its region. */
     in->slot = rmem->slot;
     in->generation = rmem->generation;
@@ -744,7 +787,7 @@ static int parse_inbox(struct ferry__reg *reg, struct ferry__blob_reader *r,
 static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
                       struct ferry_rmem *rmem)
 {
-    const char *ours = reg->fab.rails[0].info->fabric_attr->prov_name;
+    const char *ours = rmem->peer->remote_provider;
     bool raw_here = reg->fab.mr_mode & FERRY_MR_RAW;
     unsigned flags;
     int ret;
@@ -761,8 +804,10 @@ static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
     if (strcmp(rmem->provider, ours) != 0)
         return ferry__error(FERRY_EINCOMPAT,
                             "remote-key blob was made by a peer using "
-                            "provider '%s' but this context uses '%s': choose "
-                            "the same provider on both sides",
+                            "provider '%s' but the peer it is imported for "
+                            "uses '%s': import a blob for the peer that "
+                            "exported it, and choose the same provider on "
+                            "both sides",
                             rmem->provider, ours);
     if (!!(flags & RKEY_RAW) != raw_here)
         return ferry__error(FERRY_EINCOMPAT,
@@ -778,8 +823,7 @@ static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
         rmem->slot = ferry__blob_get_u32(r);
         rmem->generation = ferry__blob_get_u64(r);
     }
-    if (flags & ~(RKEY_VIRT_ADDR | RKEY_RAW | RKEY_MIRROR | RKEY_INBOX |
-                  RKEY_SLOT) ||
+    if (flags & ~(RKEY_RAW | RKEY_MIRROR | RKEY_INBOX | RKEY_SLOT) ||
         rmem->len == 0 || rmem->base + rmem->len < rmem->base ||
         rmem->access & ~(unsigned)ACCESS_ALL ||
         ((flags & RKEY_SLOT) && rmem->slot >= FERRY__PULSE_SLOTS))
@@ -788,7 +832,6 @@ static int parse_rkey(struct ferry__reg *reg, struct ferry__blob_reader *r,
                             "0x%x, an empty or wrapping region or a pulse "
                             "slot beyond %u",
                             flags, rmem->access, FERRY__PULSE_SLOTS);
-    rmem->virt_addr = flags & RKEY_VIRT_ADDR;
     rmem->mirror = flags & RKEY_MIRROR;
     if ((ret = import_keys(reg, r, rmem, raw_here)) != 0 ||
         ((flags & RKEY_INBOX) && (ret = parse_inbox(reg, r, rmem)) != 0))

@@ -4,13 +4,18 @@
  *
  * Address blob fields (after the common header, see blob.c):
  *   str host name | u64 shm key | u64 net key (base/host.h)
- *   | str provider | u16 rails | rails x (u32 addr_format | u16 len | bytes)
- *   | the heartbeat word (fabric/pulse.h)
+ *   | u16 transports | transports x (str provider | u16 rails
+ *     | rails x (u32 addr_format | u16 len | bytes)
+ *     | the heartbeat word on it (fabric/pulse.h))
+ * Transport 0 is the context's provider; a second is shared memory for
+ * the peers of its host (fabric/local.c).  ferry_peer_add takes the
+ * transport both sides have that suits where the peer is.
  */
 #include "reg/peer.h"
 
 #include "base/blob.h"
 #include "base/host.h"
+#include "base/text.h"
 #include "fabric/route.h"
 #include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
@@ -37,6 +42,34 @@ static const char *format_name(uint32_t fmt)
     }
 }
 
+/* One transport's section of the address blob; under the lock. */
+static int put_transport(struct ferry__blob_writer *w,
+                         const struct ferry__fabric *fab,
+                         const struct ferry__transport *t)
+{
+    const struct ferry__rail *first = &fab->rails[t->first];
+
+    ferry__blob_put_str(w, first->info->fabric_attr->prov_name);
+    ferry__blob_put_u16(w, (uint16_t)t->nrails);
+    for (unsigned i = t->first; i < t->first + t->nrails; i++) {
+        const struct ferry__rail *rail = &fab->rails[i];
+        uint8_t name[FERRY__ADDR_MAX];
+        size_t nlen = sizeof(name);
+        int ret = fi_getname(&rail->ep->fid, name, &nlen);
+
+        if (ret != 0)
+            return ferry__error(ferry__error_from_fi(ret),
+                                "fi_getname on domain %s failed: %s",
+                                rail->info->domain_attr->name,
+                                fi_strerror(-ret));
+        ferry__blob_put_u32(w, rail->info->addr_format);
+        ferry__blob_put_u16(w, (uint16_t)nlen);
+        ferry__blob_put_bytes(w, name, nlen);
+    }
+    ferry__pulse_put(w, fab, t);
+    return 0;
+}
+
 int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
@@ -54,28 +87,12 @@ int ferry_context_address(ferry_context_t *ctx, void *buf, size_t *len)
     ferry__blob_put_str(&w, self->name);
     ferry__blob_put_u64(&w, self->shm_key);
     ferry__blob_put_u64(&w, self->net_key);
-    ferry__blob_put_str(&w, fab->rails[0].info->fabric_attr->prov_name);
-    ferry__blob_put_u16(&w, (uint16_t)fab->nrails);
+    ferry__blob_put_u16(&w, (uint16_t)fab->ntransports);
     /* The endpoints are FI_THREAD_DOMAIN: fi_getname is serialised with
      * posting and polling like every other endpoint call. */
     ferry__lock_acquire(&fab->lock);
-    for (unsigned i = 0; i < fab->nrails && ret == 0; i++) {
-        uint8_t name[FERRY__ADDR_MAX];
-        size_t nlen = sizeof(name);
-
-        ret = fi_getname(&fab->rails[i].ep->fid, name, &nlen);
-        if (ret != 0) {
-            ret = ferry__error(ferry__error_from_fi(ret),
-                               "fi_getname on domain %s failed: %s",
-                               fab->rails[i].info->domain_attr->name,
-                               fi_strerror(-ret));
-            break;
-        }
-        ferry__blob_put_u32(&w, fab->rails[i].info->addr_format);
-        ferry__blob_put_u16(&w, (uint16_t)nlen);
-        ferry__blob_put_bytes(&w, name, nlen);
-    }
-    ferry__pulse_put(&w, fab);
+    for (unsigned t = 0; t < fab->ntransports && ret == 0; t++)
+        ret = put_transport(&w, fab, &fab->transports[t]);
     ferry__lock_release(&fab->lock);
     return ret != 0 ? ret : ferry__blob_end(&w, len);
 }
@@ -165,58 +182,158 @@ static void label_peer(const struct ferry__rail *rail, const uint8_t *addr,
     snprintf(peer->label, sizeof(peer->label), "%s at %s", host->name, text);
 }
 
-/* Reads the blob and inserts each rail's address; under the lock. */
-static int insert_addresses(struct ferry__reg *reg,
-                            struct ferry__blob_reader *r,
-                            struct ferry_peer *peer)
-{
-    const char *ours = reg->fab.rails[0].info->fabric_attr->prov_name;
-    char prov[FERRY__NAME_MAX];
-    struct peer_host host;
+/* A transport section of a peer's address blob, as first read. */
+struct section {
+    char provider[FERRY__NAME_MAX];
     unsigned rails;
+    unsigned first; /* the peer's index of its first rail */
+    size_t pos;     /* where its addresses begin in the blob */
+};
+
+/* Reads the sections' headers and steps over their contents. */
+static int read_sections(struct ferry__blob_reader *r, struct section *sec,
+                         unsigned *n)
+{
+    unsigned total = 0;
     int ret;
 
-    FERRY__ASSERT_LOCKED(&reg->fab.lock);
-    ferry__blob_get_str(r, host.name, sizeof(host.name));
-    host.shm_key = ferry__blob_get_u64(r);
-    host.net_key = ferry__blob_get_u64(r);
-    ferry__blob_get_str(r, prov, sizeof(prov));
-    rails = ferry__blob_get_u16(r);
-    if (r->bad)
+    *n = ferry__blob_get_u16(r);
+    if (r->bad || *n == 0 || *n > FERRY__MAX_TRANSPORTS)
         return ferry__error(FERRY_EBLOB,
-                            "address blob ends inside its fields: it was "
-                            "truncated");
-    if (strcmp(prov, ours) != 0)
-        return ferry__error(FERRY_EINCOMPAT,
-                            "address blob comes from a peer using provider "
-                            "'%s' but this context uses '%s': choose the same "
-                            "provider on both sides (config.provider or "
-                            "FI_PROVIDER)",
-                            prov, ours);
-    if (rails == 0 || rails > FERRY__MAX_RAILS)
+                            "address blob lists %u transports; a peer has 1 "
+                            "to %d (or the blob was truncated)",
+                            *n, FERRY__MAX_TRANSPORTS);
+    for (unsigned t = 0; t < *n; t++) {
+        ferry__blob_get_str(r, sec[t].provider, sizeof(sec[t].provider));
+        sec[t].rails = ferry__blob_get_u16(r);
+        sec[t].first = total;
+        sec[t].pos = r->pos;
+        total += sec[t].rails;
+        if (r->bad || sec[t].rails == 0 || total > FERRY__MAX_RAILS)
+            return ferry__error(FERRY_EBLOB,
+                                "address blob: transport %u lists %u rails; "
+                                "a peer has 1 to %d in all (or the blob was "
+                                "truncated)",
+                                t, sec[t].rails, FERRY__MAX_RAILS);
+        for (unsigned i = 0; i < sec[t].rails; i++) {
+            uint8_t name[FERRY__ADDR_MAX];
+            size_t len;
+
+            (void)ferry__blob_get_u32(r);
+            len = ferry__blob_get_u16(r);
+            if (r->bad || len > sizeof(name) || len == 0)
+                return ferry__error(FERRY_EBLOB,
+                                    "address blob: rail %u address of %zu "
+                                    "bytes is empty, too long or cut short",
+                                    sec[t].first + i, len);
+            ferry__blob_get_bytes(r, name, len);
+        }
+        if ((ret = ferry__pulse_skip(r)) != 0)
+            return ret;
+    }
+    if (r->pos != r->len)
         return ferry__error(FERRY_EBLOB,
-                            "address blob lists %u rails; a peer has 1 to %d",
-                            rails, FERRY__MAX_RAILS);
-    if ((ret = check_shm_reach(&reg->fab.rails[0], &host)))
-        return ret;
-    for (unsigned i = 0; i < rails; i++) {
-        struct ferry__rail *rail = &reg->fab.rails[i];
+                            "address blob has %zu bytes after its last field",
+                            r->len - r->pos);
+    return 0;
+}
+
+/* "'tcp;ofi_rxm' and 'shm'": the providers of the sections. */
+static void list_providers(const struct section *sec, unsigned n, char *buf,
+                           size_t len)
+{
+    buf[0] = '\0';
+    for (unsigned t = 0; t < n; t++)
+        ferry__appendf(buf, len, "%s'%s'", t == 0 ? "" : " and ",
+                       sec[t].provider);
+}
+
+/* The section of the peer's blob offering our transport t, or -1. */
+static int offered(const struct ferry__fabric *fab, unsigned t,
+                   const struct section *sec, unsigned n)
+{
+    const char *prov = fab->rails[fab->transports[t].first]
+                           .info->fabric_attr->prov_name;
+
+    for (unsigned s = 0; s < n; s++)
+        if (strcmp(sec[s].provider, prov) == 0)
+            return (int)s;
+    return -1;
+}
+
+/*
+ * Chooses how the peer is reached: shared memory when it is on this host
+ * and both sides have it, else a transport both sides have that is not
+ * shared memory towards another host.  Sets peer->transport and its
+ * sentence; *taken: the peer's section.
+ */
+static int choose_transport(struct ferry__reg *reg, const struct section *sec,
+                            unsigned n, const struct peer_host *host,
+                            struct ferry_peer *peer, unsigned *taken)
+{
+    const struct ferry__fabric *fab = &reg->fab;
+    const struct ferry__host *self = ferry__host_self();
+    bool here = host->shm_key == self->shm_key;
+    char theirs[2 * FERRY__NAME_MAX + 16];
+
+    /* Shared memory first for a peer of this host, then the rest. */
+    for (int pass = here ? 0 : 1; pass < 2; pass++)
+        for (unsigned t = 0; t < fab->ntransports; t++) {
+            const struct ferry__transport *tr = &fab->transports[t];
+            int s;
+
+            if (tr->shm != (pass == 0) || (tr->shm && !here) ||
+                (s = offered(fab, t, sec, n)) < 0)
+                continue;
+            peer->transport = t;
+            *taken = (unsigned)s;
+            snprintf(peer->transport_why, sizeof(peer->transport_why),
+                     "%s: %s",
+                     fab->rails[tr->first].info->fabric_attr->prov_name,
+                     tr->shm ? "the peer is on this host, and both sides "
+                               "have shared memory"
+                     : here  ? "the peer is on this host, but one side "
+                               "has no shared memory for it "
+                               "(ferry_context_info's why says why)"
+                             : "the peer is on another host");
+            return 0;
+        }
+    if (fab->ntransports == 1 && fab->transports[0].shm && !here)
+        return check_shm_reach(&fab->rails[0], host);
+    list_providers(sec, n, theirs, sizeof(theirs));
+    return ferry__error(FERRY_EINCOMPAT,
+                        "address blob comes from a peer using provider %s "
+                        "but this context uses '%s'%s: choose the same "
+                        "provider on both sides (config.provider or "
+                        "FI_PROVIDER)",
+                        theirs, fab->rails[0].info->fabric_attr->prov_name,
+                        fab->ntransports > 1 ? " (and shared memory for "
+                                               "peers on this host)"
+                                             : "");
+}
+
+/* Inserts the addresses of the peer's section sec into the rails of its
+ * transport; r stands at the section's addresses.  Under the lock. */
+static int insert_section(struct ferry__reg *reg, struct ferry__blob_reader *r,
+                          const struct section *sec,
+                          const struct peer_host *host,
+                          struct ferry_peer *peer)
+{
+    const struct ferry__transport *tr = &reg->fab.transports[peer->transport];
+    int ret;
+
+    peer->rail0 = tr->first;
+    peer->nrails = sec->rails < tr->nrails ? sec->rails : tr->nrails;
+    peer->remote_rail0 = sec->first;
+    for (unsigned i = 0; i < sec->rails; i++) {
+        struct ferry__rail *rail = &reg->fab.rails[tr->first + i];
         uint8_t name[FERRY__ADDR_MAX];
         uint32_t fmt = ferry__blob_get_u32(r);
         size_t len = ferry__blob_get_u16(r);
 
-        if (r->bad || len > sizeof(name) || len == 0)
-            return ferry__error(FERRY_EBLOB,
-                                "address blob: rail %u address of %zu bytes "
-                                "is empty, too long or cut short",
-                                i, len);
-        ferry__blob_get_bytes(r, name, len);
-        if (r->bad)
-            return ferry__error(FERRY_EBLOB,
-                                "address blob: rail %u address is cut short",
-                                i);
+        ferry__blob_get_bytes(r, name, len); /* checked by read_sections */
         /* A peer with more rails than we have: use the common ones. */
-        if (i >= reg->fab.nrails)
+        if (i >= peer->nrails)
             continue;
         if (fmt != rail->info->addr_format)
             return ferry__error(
@@ -224,15 +341,17 @@ static int insert_addresses(struct ferry__reg *reg,
                 "peer's rail %u has an address of the %s family but this "
                 "context's domain %s uses the %s family: pick domains of "
                 "the same family on both sides",
-                i, format_name(fmt), rail->info->domain_attr->name,
+                sec->first + i, format_name(fmt),
+                rail->info->domain_attr->name,
                 format_name(rail->info->addr_format));
-        if ((ret = check_loopback_reach(fmt, name, len, &host)) ||
+        if ((ret = check_loopback_reach(fmt, name, len, host)) ||
             (ret = ferry__shm_loop_admit(rail->info, name, len)) ||
             (ret = ferry__shm_region_reserve_peer(rail->info, name, len)))
             return ret;
         if (i == 0)
-            label_peer(rail, name, &host, peer);
-        ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[i], 0, NULL);
+            label_peer(rail, name, host, peer);
+        ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[rail->index], 0,
+                           NULL);
         if (ret != 1) {
             char hint[192];
 
@@ -240,18 +359,40 @@ static int insert_addresses(struct ferry__reg *reg,
             return ferry__error(FERRY_EPROVIDER,
                                 "fi_av_insert of the peer's rail %u address "
                                 "on domain %s failed: %s%s",
-                                i, rail->info->domain_attr->name,
+                                sec->first + i, rail->info->domain_attr->name,
                                 fi_strerror(ret < 0 ? -ret : FI_EINVAL), hint);
         }
     }
-    ret = ferry__pulse_get(&reg->fab, r, &peer->pulse);
-    if (ret != 0)
-        return ret;
-    if (r->pos != r->len)
+    return ferry__pulse_get(&reg->fab, r, &peer->pulse);
+}
+
+/* Reads the blob, chooses the transport and inserts its addresses; under
+ * the lock. */
+static int insert_addresses(struct ferry__reg *reg,
+                            struct ferry__blob_reader *r,
+                            struct ferry_peer *peer)
+{
+    struct section sec[FERRY__MAX_TRANSPORTS];
+    struct peer_host host;
+    unsigned n, taken = 0;
+    int ret;
+
+    FERRY__ASSERT_LOCKED(&reg->fab.lock);
+    ferry__blob_get_str(r, host.name, sizeof(host.name));
+    host.shm_key = ferry__blob_get_u64(r);
+    host.net_key = ferry__blob_get_u64(r);
+    if (r->bad)
         return ferry__error(FERRY_EBLOB,
-                            "address blob has %zu bytes after its last field",
-                            r->len - r->pos);
-    return 0;
+                            "address blob ends inside its fields: it was "
+                            "truncated");
+    if ((ret = read_sections(r, sec, &n)) ||
+        (ret = choose_transport(reg, sec, n, &host, peer, &taken)))
+        return ret;
+    snprintf(peer->remote_provider, sizeof(peer->remote_provider), "%s",
+             sec[0].provider);
+    peer->remote_rails = sec[n - 1].first + sec[n - 1].rails;
+    r->pos = sec[taken].pos;
+    return insert_section(reg, r, &sec[taken], &host, peer);
 }
 
 int ferry_peer_add(ferry_context_t *ctx, const void *addr, size_t len,
@@ -297,6 +438,30 @@ int ferry_peer_add(ferry_context_t *ctx, const void *addr, size_t len,
         return ret;
     }
     *out = peer;
+    return 0;
+}
+
+int ferry_peer_info(ferry_peer_t *peer, struct ferry_peer_info *info)
+{
+    struct ferry_peer_info out;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_peer(peer, "ferry_peer_info")))
+        return ret;
+    if (info == NULL || info->size == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_peer_info: info is NULL or info->size is "
+                            "0 (use FERRY_PEER_INFO_INIT)");
+    memset(&out, 0, sizeof(out));
+    out.size = info->size < sizeof(out) ? info->size : sizeof(out);
+    out.label = peer->label;
+    out.provider = ferry__peer_rail(peer, 0)->info->fabric_attr->prov_name;
+    out.nrails = peer->nrails;
+    out.shm = ferry__peer_transport(peer)->shm;
+    out.why = peer->transport_why;
+    /* Only as much as the caller's struct holds. */
+    memcpy(info, &out, out.size);
     return 0;
 }
 

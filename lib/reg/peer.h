@@ -102,7 +102,15 @@ struct ferry_peer {
     uint32_t magic;
     struct ferry_context *ctx;
     struct ferry_peer *next;
-    fi_addr_t fi_addr[FERRY__MAX_RAILS];
+    /* The transport it is reached over (fabric.h), and its rails there:
+     * rails[rail0 .. rail0 + nrails) of the context, and the peer's own
+     * rails[remote_rail0 ...] as its blobs number them (its remote-key
+     * blobs list remote_rails keys).  why: the sentence saying why. */
+    unsigned transport, rail0, nrails;
+    unsigned remote_rail0, remote_rails;
+    char remote_provider[FERRY__NAME_MAX]; /* its transport 0's */
+    char transport_why[256];
+    fi_addr_t fi_addr[FERRY__MAX_RAILS]; /* by the context's rail index */
     _Atomic unsigned rmem_count; /* imported regions still held */
     struct ferry__pulse_remote pulse; /* its heartbeat word */
     struct ferry__peer_live live;
@@ -124,6 +132,22 @@ static inline struct ferry_peer *
 ferry__peer_in_line(struct ferry__peer_ring *link)
 {
     return ferry__container_of(link, struct ferry_peer, live.in_line);
+}
+
+/* The peer's k-th rail (modulo its rail count). */
+static inline struct ferry__rail *ferry__peer_rail(struct ferry_peer *peer,
+                                                   unsigned k)
+{
+    struct ferry__fabric *fab = ferry__fabric_of(peer->ctx);
+
+    return &fab->rails[peer->rail0 + k % peer->nrails];
+}
+
+/* The transport the peer is reached over. */
+static inline struct ferry__transport *
+ferry__peer_transport(struct ferry_peer *peer)
+{
+    return &ferry__fabric_of(peer->ctx)->transports[peer->transport];
 }
 
 /* Takes the peer's addresses out of every rail's address vector (a peer

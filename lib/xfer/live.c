@@ -122,10 +122,9 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
 void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation)
 {
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
-    if (x->reg.fab.rails[0].info->ep_attr->protocol != FI_PROTO_SHM)
-        return;
     for (struct ferry_peer *p = x->reg.peers; p != NULL; p = p->next) {
-        if (!p->pulse.present || p->pulse.incarnation != incarnation)
+        if (!ferry__peer_transport(p)->shm || !p->pulse.present ||
+            p->pulse.incarnation != incarnation)
             continue;
         ferry__live_declare(x, p, "its context was destroyed "
                                   "(ferry_context_destroy in this process)");
@@ -133,11 +132,11 @@ void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation)
     }
 }
 
-/* Posts a heartbeat on rail 0 if there is a slot and the provider takes
- * it (the caller saw none out). */
+/* Posts a heartbeat on the peer's first rail if there is a slot and the
+ * provider takes it (the caller saw none out). */
 static void send_ping(struct ferry__xfer *x, struct ferry_peer *peer)
 {
-    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__rail *rail = ferry__peer_rail(peer, 0);
     struct ferry__op *op = ferry__op_slot(x, peer, rail);
 
     if (op == NULL || !peer->pulse.present ||

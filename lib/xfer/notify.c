@@ -18,8 +18,9 @@
  * stage.c) are followed by one sync message per range written, sent
  * after the range's writes completed and before the notification; the
  * target copies the range to its device when the message arrives.  Both
- * travel on rail 0 and the target reads its completion queue in order, so
- * the copy is done before the notification is delivered.
+ * travel on the peer's first rail and the target reads that rail's
+ * completion queue in order, so the copy is done before the notification
+ * is delivered.
  *
  * A notification whose request ends with one write (or whose writes the
  * provider places in order) rides on that write instead, as its remote CQ

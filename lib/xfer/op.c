@@ -60,6 +60,9 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     tx->ops_in_flight++;
     if (req != NULL)
         req->ops_in_flight++;
+    /* A peer of this host asleep on its bell must progress for the
+     * operation to land (fabric/pulse.h). */
+    ferry__pulse_ring(&peer->pulse);
 }
 
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)

@@ -63,12 +63,12 @@ static bool pushed_back(struct ferry__xfer *x, const struct ferry__op *op)
            ferry__txq_of(x, op->rail)->epoch;
 }
 
-/* Posts a read of op's pulse slot on rail 0; false when the rail takes
- * nothing now. */
+/* Posts a read of op's pulse slot on the peer's first rail; false when
+ * the rail takes nothing now. */
 static bool post_check(struct ferry__xfer *x, struct ferry__op *op)
 {
     struct ferry_peer *peer = op->peer;
-    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__rail *rail = ferry__peer_rail(peer, 0);
     struct ferry__op *chk = ferry__op_slot(x, peer, rail);
     ssize_t ret;
 

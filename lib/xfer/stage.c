@@ -353,7 +353,7 @@ ssize_t ferry__stage_post(struct ferry_req *req, const struct ferry_iov *item)
     slot->len = len;
     slot->rmem = item->rmem;
     slot->roff = item->roffset + req->cur_off;
-    slot->rail = req->rail % item->rmem->nrails;
+    slot->rail = ferry__peer_rail(req->peer, req->rail)->index;
     if (req->kind == FERRY__OP_READ) {
         slot->state = SLOT_READY;
         if (!slot_post_rma(slot)) {

@@ -443,9 +443,10 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
  * an operation of the default size (1 MiB; on tcp here 512 KiB-1 MiB
  * operations move the most, docs/performance.md), nor above max_msg.
  */
-static size_t stripe_chunk(const struct ferry__xfer *x, uint64_t bytes)
+static size_t stripe_chunk(const struct ferry__xfer *x,
+                           const struct ferry_req *req)
 {
-    uint64_t chunk = bytes / (4u * x->reg.fab.nrails);
+    uint64_t chunk = req->bytes / (4u * req->peer->nrails);
 
     chunk = (chunk + 4095) & ~(uint64_t)4095;
     if (chunk < MIN_STRIPE_CHUNK)
@@ -472,16 +473,15 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
     req->peer->live.running++;
     /* Large requests are striped over the rails; smaller ones take the
      * rails in turn, one rail each. */
-    req->striped = x->reg.fab.nrails > 1 &&
+    req->striped = req->peer->nrails > 1 &&
                    req->bytes >= x->reg.fab.cfg.stripe_threshold;
     req->rail = x->req.next_rail++;
-    req->chunk =
-        req->striped ? stripe_chunk(x, req->bytes) : x->reg.fab.max_msg;
+    req->chunk = req->striped ? stripe_chunk(x, req) : x->reg.fab.max_msg;
     /* A striped request's round robin starts on its turn's rail: one
      * that goes as a single operation (a run merged up to the operation
      * size) would otherwise always take rail 0. */
     if (req->striped)
-        req->credit[req->rail % x->reg.fab.nrails] = 1;
+        req->credit[req->rail % req->peer->nrails] = 1;
     /* Writes into a peer's host mirror of device memory tell the peer
      * what they wrote (post_syncs); only contexts that imported one look. */
     req->sync_mirrors =
@@ -737,22 +737,24 @@ static void advance(struct ferry_req *req, const struct ferry_iov *item,
 }
 
 /*
- * The rail of the request's next chunk.  A request below the striping
+ * The rail of the request's next chunk, among its peer's (the k of
+ * ferry__peer_rail).  A request below the striping
  * threshold keeps the rail it was given (requests take turns); a striped
  * one spreads its chunks by smooth weighted round robin, so each rail
  * carries a share in proportion to its speed.
  */
 static unsigned next_rail(struct ferry_req *req, unsigned nrails)
 {
-    const struct ferry__xfer *x = ferry__xfer_of(req->ctx);
     int64_t total = 0;
     unsigned best = 0;
 
     if (!req->striped || nrails < 2)
         return req->rail % nrails;
     for (unsigned r = 0; r < nrails; r++) {
-        req->credit[r] += x->reg.fab.rails[r].weight;
-        total += x->reg.fab.rails[r].weight;
+        int64_t weight = ferry__peer_rail(req->peer, r)->weight;
+
+        req->credit[r] += weight;
+        total += weight;
         if (req->credit[r] > req->credit[best])
             best = r;
     }
@@ -783,7 +785,8 @@ static bool notification_may_go(const struct ferry_req *req)
 {
     return req->notify == FERRY__NOTIFY_PENDING &&
            (req->ops_in_flight == 0 ||
-            (ferry__fabric_of(req->ctx)->notify_ordered && plain_write(req)));
+            (ferry__peer_transport(req->peer)->notify_ordered &&
+             plain_write(req)));
 }
 
 /*
@@ -842,7 +845,7 @@ static bool notify_rides(const struct ferry_req *req,
     return req->notify == FERRY__NOTIFY_PENDING && plain_write(req) &&
            run->end_iov == req->niov &&
            (req->ops_in_flight == 0 ||
-            ferry__fabric_of(req->ctx)->writes_ordered) &&
+            ferry__peer_transport(req->peer)->writes_ordered) &&
            ferry__notify_fits(rail, req->notify_id, req->notify_value);
 }
 
@@ -902,7 +905,7 @@ void ferry__req_post_pending(struct ferry_req *req)
         }
         if (req->rail_pending < 0)
             req->rail_pending = (int)next_rail(req, item.rmem->nrails);
-        rail = &x->reg.fab.rails[req->rail_pending];
+        rail = ferry__peer_rail(req->peer, (unsigned)req->rail_pending);
         tx = ferry__txq_of(x, rail);
         if ((op = ferry__op_slot(x, req->peer, rail)) == NULL)
             break; /* every slot in flight, or the provider pushed back on
@@ -963,7 +966,7 @@ void ferry__req_post_pending(struct ferry_req *req)
 static void post_syncs(struct ferry_req *req)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
-    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__rail *rail = ferry__peer_rail(req->peer, 0);
     struct ferry__txq *tx = ferry__txq_of(x, rail);
 
     while (req->sync_next < req->niov) {
@@ -1007,15 +1010,15 @@ static void post_syncs(struct ferry_req *req)
 }
 
 /*
- * Posts one message of the request on rail 0, its notification
- * (FERRY__OP_SEND) or its abort (FERRY__OP_ABORT).  Returns 0,
+ * Posts one message of the request on its peer's first rail, its
+ * notification (FERRY__OP_SEND) or its abort (FERRY__OP_ABORT).  Returns 0,
  * -FI_EAGAIN when there is no slot or the provider pushed back (the next
  * settle tries again), or the provider's error.
  */
 static ssize_t post_message(struct ferry_req *req, enum ferry__op_kind kind)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
-    struct ferry__rail *rail = &x->reg.fab.rails[0];
+    struct ferry__rail *rail = ferry__peer_rail(req->peer, 0);
     struct ferry__op *op = ferry__op_slot(x, req->peer, rail);
     ssize_t ret;
 
@@ -1040,8 +1043,7 @@ static void post_notification(struct ferry_req *req)
     else if (ret != -FI_EAGAIN)
         ferry__req_end(req, ferry__error_from_fi((int)ret),
                        "sending the notification on domain %s failed: %s",
-                       ferry__fabric_of(req->ctx)->rails[0].info->domain_attr
-                           ->name,
+                       ferry__peer_rail(req->peer, 0)->info->domain_attr->name,
                        fi_strerror((int)-ret));
 }
 

@@ -46,6 +46,7 @@ static const struct field fields[] = {
     FIELD(metadata_ttl_s, FIELD_UINT),
     FIELD(metadata_timeout_ms, FIELD_INT),
     FIELD(endpoints_per_domain, FIELD_UINT),
+    FIELD(shm_peers, FIELD_INT),
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))

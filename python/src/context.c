@@ -212,11 +212,12 @@ static PyObject *context_info(PyfContext *self, PyObject *unused)
         return NULL;
     if ((ret = ferry_context_info(self->handle, &info)) != 0)
         return pyf_raise(ret, "Context.info");
-    return Py_BuildValue("{s:s,s:s,s:s,s:I,s:I,s:s,s:s}", "provider",
+    return Py_BuildValue("{s:s,s:s,s:s,s:I,s:I,s:s,s:s,s:z,s:s}", "provider",
                          info.provider, "fabric", info.fabric, "domain",
                          info.domain, "rails", info.nrails, "mr_mode",
                          info.mr_mode, "why", info.why, "device_path",
-                         info.device_path);
+                         info.device_path, "local_provider",
+                         info.local_provider, "local_why", info.local_why);
 }
 
 /* A per-rail counter of struct ferry_stats as a tuple of its 8 values. */
@@ -483,7 +484,9 @@ static PyMethodDef context_methods[] = {
      "address() -> bytes: the blob a peer passes to add_peer."},
     {"info", (PyCFunction)context_info, METH_NOARGS,
      "info() -> dict: provider, fabric, domain, rails, mr_mode, why (the "
-     "sentence: why this provider and domain), device_path (how device "
+     "sentence: why this provider and domain), local_provider (what peers "
+     "of this host use when it is not provider: shm, or None), local_why, "
+     "device_path (how device "
      "memory is registered, and why)."},
     {"stats", (PyCFunction)context_stats, METH_NOARGS,
      "stats() -> dict of the context's counters (ferry_context_stats)."},

@@ -282,6 +282,22 @@ static PyObject *peer_state(PyfPeer *self, PyObject *unused)
     return Py_BuildValue("(ss)", states[st], why);
 }
 
+static PyObject *peer_info(PyfPeer *self, PyObject *unused)
+{
+    struct ferry_peer_info info = FERRY_PEER_INFO_INIT;
+    int ret;
+
+    (void)unused;
+    if (peer_alive(self, "Peer.info") != 0)
+        return NULL;
+    if ((ret = ferry_peer_info(self->handle, &info)) != 0)
+        return pyf_raise(ret, "Peer.info");
+    return Py_BuildValue("{s:s,s:s,s:I,s:O,s:s}", "label", info.label,
+                         "provider", info.provider, "rails", info.nrails,
+                         "shm", info.shm ? Py_True : Py_False, "why",
+                         info.why);
+}
+
 static PyObject *peer_watch(PyfPeer *self, PyObject *args)
 {
     int on = 1, ret;
@@ -366,6 +382,10 @@ static PyMethodDef peer_methods[] = {
      "read(...) -> Request: as write, from the remote region into local."},
     {"notify", (PyCFunction)peer_notify, METH_VARARGS | METH_KEYWORDS,
      "notify(id, value, timeout=None) -> Request: a notification alone."},
+    {"info", (PyCFunction)peer_info, METH_NOARGS,
+     "info() -> dict: label (host and address), provider (the transport "
+     "it is reached over: shm for a peer of this host when both sides "
+     "have it), rails, shm, why (the sentence)."},
     {"state", (PyCFunction)peer_state, METH_NOARGS,
      "state() -> (\"connecting\"|\"up\"|\"unreachable\"|\"dead\", why)."},
     {"watch", (PyCFunction)peer_watch, METH_VARARGS,

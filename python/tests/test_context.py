@@ -41,6 +41,7 @@ PLAUSIBLE = {
     "metadata_ttl_s": 5,
     "metadata_timeout_ms": 1000,
     "endpoints_per_domain": 2,
+    "shm_peers": 1,
 }
 
 
@@ -152,7 +153,12 @@ def test_info_address_stats_progress(name):
     with ferry.Context(**ferrytest.PROVIDERS[name]) as ctx:
         info = ctx.info()
         assert set(info) == {"provider", "fabric", "domain", "rails",
-                             "mr_mode", "why", "device_path"}
+                             "mr_mode", "why", "device_path",
+                             "local_provider", "local_why"}
+        # A named provider serves every peer: no shm beside it.
+        assert info["local_provider"] is None
+        assert "the provider was named" in info["local_why"] or \
+            info["provider"] == "shm"
         assert info["provider"] == ferrytest.PROVIDERS[name]["provider"]
         # The sentence that says why: the provider and domain chosen.
         assert info["why"].startswith("chose %s on domain %s" % (

@@ -70,17 +70,25 @@ def child():
 
 @pytest.mark.parametrize("kind,provider", [
     ("bytearray", "tcp"), ("bytearray", "shm"), ("numpy", "tcp"),
-    ("torch", "tcp")])
+    ("torch", "tcp"), ("bytearray", "default")])
 def test_write_and_read_between_processes(child, kind, provider):
     if kind == "torch":
         pytest.importorskip("torch")
     nbytes = 256 << 10
-    cfg = ferrytest.PROVIDERS[provider]
+    cfg = ferrytest.PROVIDERS.get(provider, {})
     c = child(ferrytest.child_target, cfg, kind, nbytes)
     address, blob, size = c.recv()
     assert size == nbytes
     with ferry.Context(**cfg) as ctx:
         peer = ctx.add_peer(address)
+        if provider == "default":
+            # Two processes of one host, no provider named: whatever the
+            # context chose for other hosts, this peer gets shared memory.
+            assert ctx.info()["local_provider"] == "shm", ctx.info()
+            assert "peers on this host use shm" in ctx.info()["local_why"]
+            info = peer.info()
+            assert info["provider"] == "shm" and info["shm"], info
+            assert "on this host" in info["why"]
         rmem = peer.import_region(blob)
         assert rmem.nbytes == nbytes
         # Read the child's bytes (0xC1) into the second half of ours.

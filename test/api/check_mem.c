@@ -211,7 +211,8 @@ START_TEST(test_import_other_provider)
     char phrase[128];
 
     snprintf(phrase, sizeof(phrase),
-             "peer using provider '%s' but this context uses '%s'", from, to);
+             "peer using provider '%s' but the peer it is imported for "
+             "uses '%s'", from, to);
     TU_EXPECT_ERROR(ferry_rmem_import(peer, copy, len, &rmem), FERRY_EINCOMPAT,
                     phrase);
     free(copy);

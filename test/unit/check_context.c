@@ -84,8 +84,14 @@ START_TEST(test_create_null_cfg_uses_defaults)
     ck_assert_msg(ret == 0, "create(NULL): %s", ferry_last_error());
     ck_assert_ptr_nonnull(ctx);
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
-    ck_assert_uint_eq(info.nrails, 1);
     ck_assert_ptr_nonnull(info.provider);
+    /* No provider named: shared memory stands beside the network one for
+     * the peers of this host (fabric/local.c), with its two endpoints. */
+    ck_assert_ptr_nonnull(info.local_provider);
+    ck_assert_str_eq(info.local_provider, "shm");
+    ck_assert_uint_eq(info.nrails, 3);
+    ck_assert_ptr_nonnull(strstr(info.local_why, "peers on this host use shm"));
+    ck_assert_ptr_nonnull(strstr(info.why, info.local_why));
     ck_assert_int_eq(ferry__fabric_of(ctx)->cfg.timeout_ms, 60000);
     ck_assert_uint_eq(ferry__fabric_of(ctx)->cfg.max_rails, 1);
     ck_assert_uint_eq(ferry__fabric_of(ctx)->cfg.mr_mode_offer, FERRY_MR_ALL);
@@ -282,6 +288,8 @@ START_TEST(test_address_names_provider)
     ck_assert_str_eq(name, ferry__host_self()->name);
     ck_assert(ferry__blob_get_u64(&r) == ferry__host_self()->shm_key);
     ck_assert(ferry__blob_get_u64(&r) == ferry__host_self()->net_key);
+    /* A named provider serves every peer: one transport (local.c). */
+    ck_assert_uint_eq(ferry__blob_get_u16(&r), 1);
     ferry__blob_get_str(&r, name, sizeof(name));
     ck_assert_str_eq(name, prov);
     ck_assert_uint_eq(ferry__blob_get_u16(&r), info.nrails);

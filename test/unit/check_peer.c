@@ -96,8 +96,8 @@ static void elsewhere(void)
 }
 
 /*
- * An address blob built by hand: the host fields of from_host(),
- * provider, a rail count as written in the blob, then `nrails` entries of
+ * An address blob built by hand: the host fields of from_host(), one
+ * transport: provider, a rail count as written in the blob, then `nrails` entries of
  * (fmt, addr[alen]), the heartbeat word of *pulse, then `extra` bytes.
  */
 static size_t build_blob(uint8_t *buf, size_t cap, const char *prov,
@@ -112,6 +112,7 @@ static size_t build_blob(uint8_t *buf, size_t cap, const char *prov,
     ferry__blob_put_str(&w, from_host()->name);
     ferry__blob_put_u64(&w, from_host()->shm_key);
     ferry__blob_put_u64(&w, from_host()->net_key);
+    ferry__blob_put_u16(&w, 1); /* one transport */
     ferry__blob_put_str(&w, prov);
     ferry__blob_put_u16(&w, (uint16_t)claimed);
     for (unsigned i = 0; i < nrails; i++) {
@@ -819,12 +820,12 @@ START_TEST(test_context_blob_pulse)
     uint8_t blob[1024];
     size_t len = address_of(b, blob, sizeof(blob));
 
-    ck_assert_uint_eq(fb->pulse.key_len, 8);
+    ck_assert_uint_eq(fb->transports[0].pulse.key_len, 8);
     ck_assert_int_eq(ferry_peer_add(a, blob, len, &peer), 0);
     ck_assert(peer->pulse.present);
     ck_assert_uint_eq(peer->pulse.incarnation, incarnation_of(fb));
     ck_assert_uint_eq(peer->pulse.key,
-                      ferry__key_to_u64(fb->pulse.key, fb->pulse.key_len));
+                      ferry__key_to_u64(fb->transports[0].pulse.key, fb->transports[0].pulse.key_len));
     ck_assert_uint_eq(peer->pulse.addr,
                       fb->mr_mode & FERRY_MR_VIRT_ADDR
                           ? (uint64_t)(uintptr_t)fb->pulse.words
@@ -867,8 +868,8 @@ START_TEST(test_pulse_incarnation)
         .addr = fb->mr_mode & FERRY_MR_VIRT_ADDR
                     ? (uint64_t)(uintptr_t)fb->pulse.words
                     : 0,
-        .klen = fb->pulse.key_len,
-        .key = fb->pulse.key,
+        .klen = fb->transports[0].pulse.key_len,
+        .key = fb->transports[0].pulse.key,
     };
     len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
                      nlen, &p, 0);

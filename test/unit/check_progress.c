@@ -15,6 +15,7 @@
 #include "progressutil.h"
 
 #include "progress.h"
+#include "fabric/pulse.h"
 #include "xfer/op.h"
 #include "xfer/xfer.h"
 
@@ -736,6 +737,50 @@ END_TEST
 
 /* ---- progress thread on the initiator ------------------------------------------ */
 
+/* Whether target's progress thread raised its SLEEPING word within
+ * ms milliseconds: it sleeps on its bell (fabric/pulse.h). */
+static bool sleeps_within(ferry_context_t *target, unsigned ms)
+{
+    const struct ferry__fabric *fab = ferry__fabric_of(target);
+    uint64_t until = tu_now_ns() + ms * MS;
+
+    while (tu_now_ns() < until) {
+        if (atomic_load(&fab->pulse.words[FERRY__PULSE_SLEEPING]) != 0)
+            return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+/*
+ * An idle shm target exposing a region sleeps on its bell instead of
+ * polling (it used to keep a core busy for ever), and the writes of a
+ * peer of this host wake it: each lands, and the thread sleeps again.
+ */
+START_TEST(test_idle_shm_target_sleeps_and_wakes)
+{
+    struct tu_fx f;
+
+    tu_fx_open(&f, "shm", NULL, 0, 1, 64 * KiB, 64 * KiB);
+    ck_assert_int_ge(ferry__pulse_bell_fd(ferry__fabric_of(f.p.target)), 0);
+    for (unsigned round = 0; round < 3; round++) {
+        struct ferry_iov iov = {f.lbuf, f.lmem, f.rmem, 0, 64 * KiB};
+        ferry_req_t *req;
+
+        ck_assert_msg(sleeps_within(f.p.target, 2000),
+                      "round %u: the idle target never slept", round);
+        tu_fill(f.lbuf, 64 * KiB, 0xe000 + round);
+        ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
+        ck_assert_msg(ferry_req_wait(req, 10000) == 0, "round %u: %s", round,
+                      ferry_last_error());
+        ferry_req_free(req);
+        tu_assert_pattern(f.tbuf, 64 * KiB, 0xe000 + round, "round %u",
+                          round);
+    }
+    tu_fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_initiator_progress_thread)
 {
     enum { N = 16 };
@@ -846,6 +891,7 @@ static Suite *progress_suite(void)
     tc = tu_tcase(s, "threads", 60);
     tcase_add_loop_test(tc, test_threads_post_while_one_progresses, 0, np);
     tcase_add_loop_test(tc, test_initiator_progress_thread, 0, np);
+    tcase_add_test(tc, test_idle_shm_target_sleeps_and_wakes);
     return s;
 }
 
