@@ -311,6 +311,29 @@ FERRY_API int ferry_context_info(ferry_context_t *ctx,
                                  struct ferry_context_info *info);
 
 /*
+ * Event loops (epoll, libuv, asyncio): *fd becomes readable when, since
+ * the last ferry_context_arm, a request of the context ended or a
+ * notification arrived.  The context's progress thread does the work and
+ * writes the descriptor (config.progress_thread = 1; without one the
+ * call refuses with FERRY_EINVAL).  The descriptor is the context's: do
+ * not close it; it goes with the context.  The loop:
+ *
+ *     for (;;) {
+ *         test the requests, poll the notifications;
+ *         if (ferry_context_arm(ctx) == FERRY_EAGAIN)
+ *             continue;        (something came since the last arm)
+ *         wait until fd is readable;
+ *     }
+ *
+ * ferry_context_arm returns 0 (armed: anything that comes from now on
+ * makes fd readable), FERRY_EAGAIN (events came since the previous arm,
+ * which may not have been looked at: look, then arm again) or
+ * FERRY_EINVAL (no ferry_context_fd yet).
+ */
+FERRY_API int ferry_context_fd(ferry_context_t *ctx, int *fd);
+FERRY_API int ferry_context_arm(ferry_context_t *ctx);
+
+/*
  * What ferry would choose from, without opening anything: every candidate
  * provider/domain for cfg (NULL: defaults and the environment), best
  * first, and why the others were refused.  tools/ferry_info prints it.

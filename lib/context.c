@@ -165,6 +165,7 @@ void ferry_context_destroy(ferry_context_t *ctx)
     fab = ferry__fabric_of(ctx);
     siblings_leave(ctx);
     ferry__progress_thread_stop(ctx);
+    ferry__progress_fd_close(ctx);
     /* Endpoints first: closing them ends every operation still in flight,
      * after which requests and registrations can go. */
     ferry__fabric_close_endpoints(fab);

@@ -18,6 +18,12 @@ struct ferry__progress_part {
     pthread_cond_t progressed; /* the thread handled events; under lock */
     unsigned waiters;          /* threads waiting on it; under lock */
     atomic_bool stopping;
+    /* ferry_context_fd: an eventfd written when, armed (ferry_context_arm),
+     * the events counted since the arm (requests ended, notifications
+     * received) change; under the lock.  has_fd: made. */
+    bool has_fd, armed;
+    int event_fd;
+    uint64_t armed_events;
 };
 
 /* fan.c: the fan-outs this context sends or forwards. */

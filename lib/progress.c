@@ -8,6 +8,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -247,6 +250,92 @@ static void progress_pause(struct ferry_context *ctx, unsigned spins)
     ferry__lock_release(&fab->lock);
 }
 
+/* ---- the event descriptor ------------------------------------------------ */
+
+/* What the descriptor tells of: requests ended and notifications
+ * received; under the lock. */
+static uint64_t events_now(const struct ferry_context *ctx)
+{
+    return ctx->xfer.req.ended + ctx->xfer.notify.received;
+}
+
+/* Writes the descriptor when it is armed and an event came since; under
+ * the lock. */
+static void events_tell(struct ferry_context *ctx)
+{
+    struct ferry__progress_part *pp = &ctx->progress;
+
+    if (!pp->armed || events_now(ctx) == pp->armed_events)
+        return;
+    pp->armed = false;
+    /* EAGAIN: the counter is at its maximum, still readable. */
+    if (eventfd_write(pp->event_fd, 1) != 0)
+        return;
+}
+
+int ferry_context_fd(ferry_context_t *ctx, int *fd)
+{
+    struct ferry__progress_part *pp;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_fd")))
+        return ret;
+    if (fd == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_context_fd: fd is NULL");
+    pp = &ctx->progress;
+    if (!pp->started)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_fd: the context has no progress "
+                            "thread, so nothing would progress while the "
+                            "caller sleeps on the descriptor; create it with "
+                            "config.progress_thread = 1");
+    ferry__lock_acquire(&ctx->xfer.reg.fab.lock);
+    if (!pp->has_fd) {
+        pp->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        pp->has_fd = pp->event_fd >= 0;
+        pp->armed_events = events_now(ctx);
+    }
+    ferry__lock_release(&ctx->xfer.reg.fab.lock);
+    if (!pp->has_fd)
+        return ferry__error(FERRY_ENOMEM,
+                            "ferry_context_fd: eventfd failed: %s",
+                            strerror(errno));
+    *fd = pp->event_fd;
+    return 0;
+}
+
+int ferry_context_arm(ferry_context_t *ctx)
+{
+    struct ferry__progress_part *pp;
+    eventfd_t drained;
+    uint64_t now;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_arm")))
+        return ret;
+    pp = &ctx->progress;
+    if (!pp->has_fd)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_context_arm: call ferry_context_fd first");
+    ferry__lock_acquire(&ctx->xfer.reg.fab.lock);
+    (void)eventfd_read(pp->event_fd, &drained);
+    now = events_now(ctx);
+    pp->armed = now == pp->armed_events;
+    pp->armed_events = now;
+    ferry__lock_release(&ctx->xfer.reg.fab.lock);
+    /* Not an error: events came since the last arm, look again. */
+    return pp->armed ? 0 : FERRY_EAGAIN;
+}
+
+void ferry__progress_fd_close(struct ferry_context *ctx)
+{
+    if (ctx->progress.has_fd)
+        close(ctx->progress.event_fd);
+    ctx->progress.has_fd = false;
+}
+
 /*
  * Rings again the bells of sleeping peers that still hold operations of
  * ours: a transfer shm moves in steps (its SAR protocol) needs the
@@ -297,6 +386,7 @@ int ferry__progress_locked(struct ferry_context *ctx)
     look_at_waiting(ctx);
     ferry__reqs_unblock(ferry__xfer_of(ctx));
     ctx->xfer.req.running = visit_active(ctx);
+    events_tell(ctx);
     return err != 0 ? err : total;
 }
 
@@ -436,7 +526,11 @@ static void wake_waiters(struct ferry_context *ctx)
 /* Called under the lock when a notification is queued (on_queued). */
 static void wake_notify_waiters(struct ferry__xfer *x)
 {
-    wake_waiters(ferry__container_of(x, struct ferry_context, xfer));
+    struct ferry_context *ctx =
+        ferry__container_of(x, struct ferry_context, xfer);
+
+    wake_waiters(ctx);
+    events_tell(ctx);
 }
 
 /*
@@ -717,11 +811,13 @@ static void *progress_main(void *arg)
          * spin would have caught the data, so the spin doubles (up to
          * IDLE_FD_SPIN_MAX_NS); a sleep that outlasts it, or ends with
          * nothing, brings it back to the minimum; the spin yields the CPU
-         * now and then (SPIN_YIELD_EVERY).  Without descriptors
-         * it keeps polling while it exposes regions or for a while after
-         * the last sign of work (backing off a little between polls and
-         * yielding the CPU now and then: NOFD_BACKOFF_PAUSES), and naps
-         * otherwise. */
+         * now and then (SPIN_YIELD_EVERY).  Rails without descriptors
+         * (shm) are covered by the bell peers of this host ring
+         * (fabric/pulse.h), so the thread sleeps the same way.  Without
+         * descriptors or a bell (no /dev/shm) it keeps polling while it
+         * exposes regions or for a while after the last sign of work
+         * (backing off a little between polls and yielding the CPU now
+         * and then: NOFD_BACKOFF_PAUSES), and naps otherwise. */
         if (fd_wait) {
             uint64_t now = ferry__now_ns(), slept;
 

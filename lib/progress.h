@@ -13,5 +13,8 @@
 int ferry__progress_locked(struct ferry_context *ctx);
 int ferry__progress_thread_start(struct ferry_context *ctx);
 void ferry__progress_thread_stop(struct ferry_context *ctx);
+/* Closes the descriptor ferry_context_fd made, if any (after the thread
+ * stopped). */
+void ferry__progress_fd_close(struct ferry_context *ctx);
 
 #endif /* FERRY_PROGRESS_H */

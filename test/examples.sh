@@ -21,6 +21,7 @@ FERRY_PROVIDER=shm runs "demo: OK" "$ex/hello_write" demo --size 4M --iterations
 FERRY_PROVIDER=tcp runs "on domain lo" "$ex/hello_write" demo --size 4M --iterations 2
 FERRY_PROVIDER=tcp runs "kv_transfer (push): OK" "$ex/kv_transfer" demo --mode push
 # One call, five receivers: a chain, then a tree, and the naive copies.
+runs "bytes verified: OK" "$ex/epoll_wait" --writes 16 --size 1M
 runs "fanout: OK" "$ex/fanout" demo --receivers 5 --size 8M
 runs "fanout: OK" "$ex/fanout" demo --receivers 3 --size 3M --degree 2 --chunk 256K
 runs "(parallel)" "$ex/fanout" demo --receivers 2 --size 2M --mode parallel

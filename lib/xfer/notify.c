@@ -388,8 +388,10 @@ static void deliver(struct ferry__xfer *x,
                        (unsigned long long)n->id);
     else
         counter->sum += n->value;
-    queue(x, n);
+    /* Counted before it is queued: on_queued tells the event descriptor
+     * by this count (progress.c). */
     x->notify.received++;
+    queue(x, n);
 }
 
 void ferry__notify_local(struct ferry__xfer *x, uint64_t id, uint64_t value)

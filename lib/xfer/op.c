@@ -163,6 +163,7 @@ void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
     if (req->status != FERRY_EINPROGRESS)
         return;
     req->status = status;
+    ferry__xfer_of(req->ctx)->req.ended++;
     if (fmt != NULL) {
         va_start(ap, fmt);
         vsnprintf(req->errmsg, sizeof(req->errmsg), fmt, ap);

@@ -65,6 +65,9 @@ struct ferry__req_part {
     atomic_uint spares;
     atomic_bool spare_taker;
     unsigned running;              /* requests still in progress */
+    /* Requests that ended (ferry__req_end): what the context's event
+     * descriptor tells of, with the notifications received (progress.c). */
+    uint64_t ended;
     unsigned next_rail;    /* rail of the next unstriped request */
     struct ferry__txq tx[FERRY__MAX_RAILS];
     uint64_t oneshot_registrations;   /* statistics */

@@ -1115,7 +1115,7 @@ void ferry__req_settle(struct ferry_req *req)
     if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov &&
         req->ops_in_flight == 0 && req->notify != FERRY__NOTIFY_PENDING &&
         !syncs_left)
-        req->status = 0;
+        ferry__req_end(req, 0, NULL);
     if (abort_owed(req))
         post_abort(req);
     if (req->list == &x->req.done)

@@ -178,6 +178,8 @@ static PyObject *context_close(PyfContext *self, PyObject *unused)
 static void context_dealloc(PyfContext *self)
 {
     /* Only reached once nothing made from it is left: they hold it. */
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     if (self->handle != NULL)
         ferry_context_destroy(self->handle);
     Py_XDECREF(self->strings);
@@ -274,6 +276,31 @@ static PyObject *context_progress(PyfContext *self, PyObject *unused)
     if (ret < 0)
         return pyf_raise(ret, "Context.progress");
     return PyLong_FromLong(ret);
+}
+
+static PyObject *context_fd(PyfContext *self, PyObject *unused)
+{
+    int fd, ret;
+
+    (void)unused;
+    if (pyf_ctx_alive(self, "Context.fd") != 0)
+        return NULL;
+    if ((ret = ferry_context_fd(self->handle, &fd)) != 0)
+        return pyf_raise(ret, "Context.fd");
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *context_arm(PyfContext *self, PyObject *unused)
+{
+    int ret;
+
+    (void)unused;
+    if (pyf_ctx_alive(self, "Context.arm") != 0)
+        return NULL;
+    ret = ferry_context_arm(self->handle);
+    if (ret != 0 && ret != FERRY_EAGAIN)
+        return pyf_raise(ret, "Context.arm");
+    return PyBool_FromLong(ret == 0);
 }
 
 static PyObject *context_closed(PyfContext *self, void *unused)
@@ -492,6 +519,14 @@ static PyMethodDef context_methods[] = {
      "stats() -> dict of the context's counters (ferry_context_stats)."},
     {"progress", (PyCFunction)context_progress, METH_NOARGS,
      "progress() -> int: completions handled."},
+    {"fd", (PyCFunction)context_fd, METH_NOARGS,
+     "fd() -> int: a descriptor that becomes readable when, armed, a "
+     "request ended or a notification arrived (ferry_context_fd; needs "
+     "progress_thread=True).  Do not close it."},
+    {"arm", (PyCFunction)context_arm, METH_NOARGS,
+     "arm() -> bool: True when armed (wait on fd()); False when something "
+     "came since the last arm: look at the requests and notifications, "
+     "then arm again."},
     {"add_peer", (PyCFunction)context_add_peer, METH_O,
      "add_peer(address) -> Peer, from another context's address()."},
     {"register", (PyCFunction)context_register, METH_VARARGS | METH_KEYWORDS,
@@ -537,6 +572,7 @@ PyTypeObject PyfContext_Type = {
               "struct ferry_config is a keyword (ferry.CONFIG_FIELDS); the "
               "others take ferry_config_init's defaults.",
     .tp_basicsize = sizeof(PyfContext),
+    .tp_weaklistoffset = offsetof(PyfContext, weakrefs),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = context_new,
     .tp_dealloc = (destructor)context_dealloc,

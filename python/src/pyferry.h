@@ -44,6 +44,7 @@ typedef struct {
     PyObject *strings;       /* bytes objects the config points into */
     PyObject *peers;         /* {handle address: weakref to its Peer} */
     int waiting;             /* calls running without the GIL */
+    PyObject *weakrefs;      /* asyncio's reactors key on it (_aio.py) */
 } PyfContext;
 
 typedef struct {

@@ -166,7 +166,7 @@ static PyObject *request_await(PyfRequest *self)
 
     if (aio == NULL)
         return NULL;
-    coro = PyObject_CallMethod(aio, "wait", "O", self);
+    coro = PyObject_CallMethod(aio, "wait", "OO", self, self->ctx);
     Py_DECREF(aio);
     if (coro == NULL)
         return NULL;

@@ -127,3 +127,54 @@ def test_await_notify_and_post(tcp_pair):
     tcp_pair.target.counter_wait(3, 1, timeout=LONG)
     assert dst[2048:].tolist() == [5] * 2048
     assert dst[:2048].tolist() == [0] * 2048
+
+
+def test_await_wakes_on_the_descriptor_not_by_polling():
+    """With a progress thread, `await` sleeps on the context's event
+    descriptor: a transfer that takes a while costs a few wake-ups, not
+    a test every millisecond."""
+    from ferry import _aio
+    with ferry.Context(progress_thread=True, **TCP) as tgt, \
+            ferry.Context(progress_thread=True, **TCP) as ini:
+        size = 64 << 20
+        dst = np.zeros(size, dtype=np.uint8)
+        mem = tgt.register(dst)
+        peer = ini.add_peer(tgt.address())
+        rmem = peer.import_region(mem.export())
+        src = np.full(size, 0x5A, dtype=np.uint8)
+        lmem = ini.register(src)
+        peer.write(lmem, rmem, length=1).wait(timeout=LONG)
+
+        async def main():
+            before = dict(_aio.stats)
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            for _ in range(4):
+                await peer.write(lmem, rmem, notify=(2, 1))
+            took = loop.time() - t0
+            return ({k: _aio.stats[k] - before[k] for k in before}, took)
+
+        delta, took = asyncio.run(main())
+        tgt.counter_wait(2, 4, timeout=LONG)
+        assert np.array_equal(dst, src)
+        # Sleep-polling tested every 1 ms at most: about `took` / 1 ms
+        # tests.  On the descriptor: a wake-up or two per request.
+        assert delta["wakeups"] <= 12, (delta, took)
+        assert delta["tests"] <= 24, (delta, took)
+        assert delta["wakeups"] >= 1, delta
+
+
+def test_await_without_progress_thread_still_works():
+    with ferry.Context(progress_thread=True, **TCP) as tgt, \
+            ferry.Context(**TCP) as ini:
+        buf = bytearray(4096)
+        mem = tgt.register(buf)
+        peer = ini.add_peer(tgt.address())
+        rmem = peer.import_region(mem.export())
+        lmem = ini.register(b"\x42" * 4096, access=0)
+
+        async def main():
+            await peer.write(lmem, rmem)
+
+        asyncio.run(main())
+        assert buf == b"\x42" * 4096
