@@ -316,17 +316,21 @@ int ferry_context_arm(ferry_context_t *ctx)
     if ((ret = ferry__check_ctx(ctx, "ferry_context_arm")))
         return ret;
     pp = &ctx->progress;
-    if (!pp->has_fd)
+    ferry__lock_acquire(&ctx->xfer.reg.fab.lock);
+    if (!pp->has_fd) {
+        ferry__lock_release(&ctx->xfer.reg.fab.lock);
         return ferry__error(FERRY_EINVAL,
                             "ferry_context_arm: call ferry_context_fd first");
-    ferry__lock_acquire(&ctx->xfer.reg.fab.lock);
+    }
     (void)eventfd_read(pp->event_fd, &drained);
     now = events_now(ctx);
     pp->armed = now == pp->armed_events;
     pp->armed_events = now;
+    ret = pp->armed ? 0 : FERRY_EAGAIN;
     ferry__lock_release(&ctx->xfer.reg.fab.lock);
-    /* Not an error: events came since the last arm, look again. */
-    return pp->armed ? 0 : FERRY_EAGAIN;
+    /* EAGAIN is not an error: events came since the last arm, look
+     * again. */
+    return ret;
 }
 
 void ferry__progress_fd_close(struct ferry_context *ctx)
