@@ -268,9 +268,8 @@ static void events_tell(struct ferry_context *ctx)
     if (!pp->armed || events_now(ctx) == pp->armed_events)
         return;
     pp->armed = false;
-    /* EAGAIN: the counter is at its maximum, still readable. */
-    if (eventfd_write(pp->event_fd, 1) != 0)
-        return;
+    /* A failure (EAGAIN) leaves the counter at its maximum: readable. */
+    (void)eventfd_write(pp->event_fd, 1);
 }
 
 int ferry_context_fd(ferry_context_t *ctx, int *fd)
@@ -344,10 +343,17 @@ void ferry__progress_fd_close(struct ferry_context *ctx)
  * Rings again the bells of sleeping peers that still hold operations of
  * ours: a transfer shm moves in steps (its SAR protocol) needs the
  * target's progress for each, and a target that slept between two would
- * otherwise leave the rest waiting.
+ * otherwise leave the rest waiting.  Once per tick of the coarse clock,
+ * not on every pass: the walk over the peers (a fence each) would
+ * otherwise tax every poll of a waiting caller.
  */
-static void ring_busy_peers(struct ferry_context *ctx)
+static void ring_busy_peers(struct ferry_context *ctx, uint64_t now)
 {
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+
+    if (fab->pulse.peer_bells == 0 || now == fab->pulse.rung_ns)
+        return;
+    fab->pulse.rung_ns = now;
     for (struct ferry_peer *p = ctx->xfer.reg.peers; p != NULL; p = p->next)
         if (p->live.ops_out > 0)
             ferry__pulse_ring(&p->pulse);
@@ -357,11 +363,13 @@ int ferry__progress_locked(struct ferry_context *ctx)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
     int total = 0, err = 0;
+    uint64_t now;
 
     FERRY__ASSERT_LOCKED(&fab->lock);
-    /* One clock reading serves the call: signs of life, deadlines and the
-     * liveness pass. */
-    ferry__live_clock(ferry__xfer_of(ctx), ferry__now_coarse_ns());
+    /* One clock reading serves the call: signs of life, deadlines, the
+     * liveness pass and the bells. */
+    now = ferry__now_coarse_ns();
+    ferry__live_clock(ferry__xfer_of(ctx), now);
     ferry__reqs_free_given_back(ferry__xfer_of(ctx));
     for (unsigned i = 0; i < fab->nrails; i++) {
         struct ferry__rail *rail = &fab->rails[i];
@@ -380,8 +388,7 @@ int ferry__progress_locked(struct ferry_context *ctx)
             tx->idle_polls = 0;
         }
     }
-    if (fab->pulse.peer_bells > 0)
-        ring_busy_peers(ctx);
+    ring_busy_peers(ctx, now);
     if (ferry__stage_progress(ferry__xfer_of(ctx)))
         ferry__notify_release_held(ferry__xfer_of(ctx));
     ferry__live_pass(ferry__xfer_of(ctx));

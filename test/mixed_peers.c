@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "example.h"
+
 #define WAIT_MS 60000
 #define MAX_WRITERS 8
 
@@ -32,13 +34,6 @@ static double now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int fail(const char *who, const char *what, int ret)
-{
-    fprintf(stderr, "%s: %s failed: %s (%s)\n", who, what,
-            ferry_strerror(ret), ferry_last_error());
-    return 1;
 }
 
 /* The byte writer w puts at offset i of its part. */
@@ -104,20 +99,20 @@ static int target(const char *dir, unsigned writers, size_t size)
     ferry_config_init(&cfg);
     cfg.progress_thread = 1;
     if ((ret = ferry_context_create(&cfg, &ctx)))
-        return fail("target", "ferry_context_create", ret);
+        return ex_fail("target", "ferry_context_create", ret);
     if ((buf = calloc(writers, size)) == NULL)
         return 1;
     if ((ret = ferry_mem_register(ctx, buf, writers * size, FERRY_MEM_HOST, 0,
                                   FERRY_ACCESS_REMOTE_WRITE, &mem)))
-        return fail("target", "ferry_mem_register", ret);
+        return ex_fail("target", "ferry_mem_register", ret);
     len = sizeof(blob);
     if ((ret = ferry_context_address(ctx, blob, &len)) ||
         put_file(dir, "target.addr", blob, len))
-        return fail("target", "publishing its address", ret);
+        return ex_fail("target", "publishing its address", ret);
     len = sizeof(blob);
     if ((ret = ferry_mem_export(mem, blob, &len)) ||
         put_file(dir, "target.rkey", blob, len))
-        return fail("target", "publishing its region", ret);
+        return ex_fail("target", "publishing its region", ret);
     printf("target: ready, %u regions of %zu bytes\n", writers, size);
     fflush(stdout);
     for (unsigned w = 0; w < writers; w++) {
@@ -125,15 +120,15 @@ static int target(const char *dir, unsigned writers, size_t size)
 
         snprintf(name, sizeof(name), "writer%u.addr", w);
         if (get_file(dir, name, blob, sizeof(blob), &len))
-            return fail("target", name, FERRY_ETIMEDOUT);
+            return ex_fail("target", name, FERRY_ETIMEDOUT);
         if ((ret = ferry_peer_add(ctx, blob, len, &peers[w])))
-            return fail("target", "ferry_peer_add", ret);
+            return ex_fail("target", "ferry_peer_add", ret);
         say_transport("target", peers[w]);
     }
     /* Each writer's last write notifies with its index as id. */
     for (unsigned w = 0; w < writers; w++)
         if ((ret = ferry_counter_wait(ctx, w + 1, 1, WAIT_MS)))
-            return fail("target", "ferry_counter_wait", ret);
+            return ex_fail("target", "ferry_counter_wait", ret);
     for (unsigned w = 0; w < writers; w++) {
         size_t wrong = 0;
 
@@ -167,26 +162,26 @@ static int writer(const char *dir, unsigned index, size_t size,
     int ret;
 
     if ((ret = ferry_context_create(NULL, &ctx)))
-        return fail("writer", "ferry_context_create", ret);
+        return ex_fail("writer", "ferry_context_create", ret);
     len = sizeof(blob);
     snprintf(name, sizeof(name), "writer%u.addr", index);
     if ((ret = ferry_context_address(ctx, blob, &len)) ||
         put_file(dir, name, blob, len))
-        return fail("writer", "publishing its address", ret);
+        return ex_fail("writer", "publishing its address", ret);
     if (get_file(dir, "target.addr", blob, sizeof(blob), &len))
-        return fail("writer", "target.addr", FERRY_ETIMEDOUT);
+        return ex_fail("writer", "target.addr", FERRY_ETIMEDOUT);
     if ((ret = ferry_peer_add(ctx, blob, len, &peer)))
-        return fail("writer", "ferry_peer_add", ret);
+        return ex_fail("writer", "ferry_peer_add", ret);
     if (get_file(dir, "target.rkey", blob, sizeof(blob), &len))
-        return fail("writer", "target.rkey", FERRY_ETIMEDOUT);
+        return ex_fail("writer", "target.rkey", FERRY_ETIMEDOUT);
     if ((ret = ferry_rmem_import(peer, blob, len, &rmem)))
-        return fail("writer", "ferry_rmem_import", ret);
+        return ex_fail("writer", "ferry_rmem_import", ret);
     if ((buf = malloc(size)) == NULL)
         return 1;
     for (size_t i = 0; i < size; i++)
         buf[i] = pattern(index, i);
     if ((ret = ferry_mem_register(ctx, buf, size, FERRY_MEM_HOST, 0, 0, &mem)))
-        return fail("writer", "ferry_mem_register", ret);
+        return ex_fail("writer", "ferry_mem_register", ret);
     ferry_peer_info(peer, &pinfo);
     say_transport("writer", peer);
     opts.timeout_ms = WAIT_MS;
@@ -204,7 +199,7 @@ static int writer(const char *dir, unsigned index, size_t size,
         t0 = now_s();
         if ((ret = ferry_write(peer, &iov, 1, &opts, &req)) ||
             (ret = ferry_req_wait(req, -1)))
-            return fail("writer", "ferry_write", ret);
+            return ex_fail("writer", "ferry_write", ret);
         if (r > 0)
             warm += now_s() - t0;
         ferry_req_free(req);

@@ -99,9 +99,11 @@ struct ferry__fabric {
         bool slots;            /* registered on transport 0: slots given */
         /* The bell peers of this host ring (pulse.h), or -1. */
         int bell_fd;
-        char bell_name[48];
-        /* Peers whose bells this context may ring (ferry__pulse_ring). */
+        char bell_path[64]; /* "": none */
+        /* Peers whose bells this context may ring (ferry__pulse_ring), and
+         * the coarse time it last rang those still busy (progress.c). */
         unsigned peer_bells;
+        uint64_t rung_ns;
         uint32_t *free_slots; /* a stack of nfree; under the lock */
         size_t nfree;
         uint64_t generation;  /* the last one given; under the lock */

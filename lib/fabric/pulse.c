@@ -201,21 +201,27 @@ static bool register_on(struct ferry__fabric *fab, struct ferry__transport *t)
     return false;
 }
 
+/* The path of the bell of the context with this incarnation: beside its
+ * table, so that peers derive it from their blob as they do the table. */
+static void bell_path(char *buf, size_t len, uint64_t incarnation)
+{
+    snprintf(buf, len, "/dev/shm/" BELL_PREFIX "%016llx",
+             (unsigned long long)incarnation);
+}
+
 /* The bell, where the progress thread would otherwise poll for ever: a
  * rail without a descriptor to sleep on (pulse.h).  Without one (no
  * /dev/shm table, or the FIFO cannot be made) the thread keeps polling. */
 static void bell_open(struct ferry__fabric *fab, uint64_t incarnation)
 {
+    char *path = fab->pulse.bell_path;
     bool needed = false;
-    char path[96];
 
     for (unsigned i = 0; i < fab->nrails; i++)
         needed |= !fab->rails[i].has_wait_fd;
     if (!needed || !fab->pulse.mapped || !fab->cfg.progress_thread)
         return;
-    snprintf(fab->pulse.bell_name, sizeof(fab->pulse.bell_name),
-             BELL_PREFIX "%016llx", (unsigned long long)incarnation);
-    snprintf(path, sizeof(path), "/dev/shm/%s", fab->pulse.bell_name);
+    bell_path(path, sizeof(fab->pulse.bell_path), incarnation);
     if (mkfifo(path, S_IRUSR | S_IWUSR) == 0) {
         /* Read and write: the FIFO never reads as closed. */
         fab->pulse.bell_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -226,18 +232,15 @@ static void bell_open(struct ferry__fabric *fab, uint64_t incarnation)
     FERRY_LOG_INFO("no bell in /dev/shm (%s): the progress thread keeps "
                    "polling while regions are exposed",
                    strerror(errno));
-    fab->pulse.bell_name[0] = '\0';
+    path[0] = '\0';
 }
 
 static void bell_close(struct ferry__fabric *fab)
 {
-    char path[96];
-
-    if (fab->pulse.bell_name[0] == '\0')
+    if (fab->pulse.bell_path[0] == '\0')
         return;
     close(fab->pulse.bell_fd);
-    snprintf(path, sizeof(path), "/dev/shm/%s", fab->pulse.bell_name);
-    unlink(path);
+    unlink(fab->pulse.bell_path);
 }
 
 void ferry__pulse_open(struct ferry__fabric *fab)
@@ -255,7 +258,7 @@ void ferry__pulse_open(struct ferry__fabric *fab)
 
 int ferry__pulse_bell_fd(const struct ferry__fabric *fab)
 {
-    return fab->pulse.bell_name[0] != '\0' ? fab->pulse.bell_fd : -1;
+    return fab->pulse.bell_path[0] != '\0' ? fab->pulse.bell_fd : -1;
 }
 
 void ferry__pulse_sleep(struct ferry__fabric *fab, bool on)
@@ -396,10 +399,9 @@ static int read_fields(struct ferry__blob_reader *r,
 /* Opens the bell of the peer whose table is mapped, if it has one. */
 static bool peer_bell_open(struct ferry__pulse_remote *p)
 {
-    char path[96];
+    char path[64];
 
-    snprintf(path, sizeof(path), "/dev/shm/" BELL_PREFIX "%016llx",
-             (unsigned long long)p->incarnation);
+    bell_path(path, sizeof(path), p->incarnation);
     /* Read and write, as its owner: with a reader always there, a ring
      * after the owner died is no SIGPIPE (the bytes fill the FIFO, then
      * writes answer EAGAIN). */
