@@ -162,6 +162,36 @@ static int run_initiator(int port)
     return 0;
 }
 
+/*
+ * Whether ferry has a device backend, asked in a child process that says
+ * which: CUDA initialised here, before the target is forked, would not
+ * work in the target (a child forked after cuInit gets
+ * CUDA_ERROR_NOT_INITIALIZED from every call).
+ */
+static bool device_found(void)
+{
+    int status = 0;
+    pid_t probe;
+
+    fflush(stdout);
+    probe = fork();
+    if (probe == 0) {
+        bool found = ferry_device_backend() != NULL;
+
+        if (found)
+            printf("gpu_write: device backend: %s\n", ferry_device_status());
+        else
+            printf("gpu_write: no GPU here (%s)\n"
+                   "gpu_write: NOTICE: running on ferry's simulated device "
+                   "instead (FERRY_SIM_DEVICES=1)\n",
+                   ferry_device_status());
+        fflush(stdout);
+        _exit(found ? 0 : 1);
+    }
+    return probe > 0 && waitpid(probe, &status, 0) == probe &&
+           WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 int main(int argc, char **argv)
 {
     int port_pipe[2], status = 0, port = 0, ret;
@@ -180,21 +210,13 @@ int main(int argc, char **argv)
         }
     }
     /* Decided before the first ferry call, which chooses the backend. */
-    if (getenv("FERRY_SIM_DEVICES") == NULL) {
-        if (ferry_device_backend() == NULL) {
-            printf("gpu_write: no GPU here (%s)\n"
-                   "gpu_write: NOTICE: running on ferry's simulated device "
-                   "instead (FERRY_SIM_DEVICES=1)\n",
-                   ferry_device_status());
-            fflush(stdout);
-            setenv("FERRY_SIM_DEVICES", "1", 1);
-            /* The backend is chosen once per process: start afresh. */
-            execv("/proc/self/exe", argv);
-            perror("gpu_write: re-executing itself");
-            return 1;
-        }
+    if (!device_found() && getenv("FERRY_SIM_DEVICES") == NULL) {
+        setenv("FERRY_SIM_DEVICES", "1", 1);
+        /* The backend is chosen once per process: start afresh. */
+        execv("/proc/self/exe", argv);
+        perror("gpu_write: re-executing itself");
+        return 1;
     }
-    printf("gpu_write: device backend: %s\n", ferry_device_status());
     if (pipe(port_pipe) != 0)
         return 1;
     fflush(stdout);

@@ -207,12 +207,14 @@ FERRY_API int ferry_config_init(struct ferry_config *cfg);
  * libfabric's own registration cache.  It can deadlock with malloc/madvise
  * hooks (Open MPI's under mimalloc: libfabric #10879), and ferry caches
  * registrations itself, so before its first libfabric call ferry sets
- * FI_MR_CACHE_MAX_COUNT=0 and FI_EFA_MR_CACHE_ENABLE=0 in the process
- * environment, each unless it is already set.  The environment is the
+ * FI_MR_CACHE_MONITOR=disabled, FI_MR_CUDA_CACHE_MONITOR_ENABLED=0 and
+ * FI_EFA_MR_CACHE_ENABLE=0 in the process environment, each unless it is
+ * already set (not FI_MR_CACHE_MAX_COUNT=0: that also sizes the cache of
+ * GPU IPC handles, without which shm with CUDA opens no domain).  The environment is the
  * process's: this turns the cache off for every other libfabric user in
  * the process too (aws-ofi-nccl, another library's libfabric backend).
  *
- * FERRY_KEEP_FI_MR_CACHE=1 in the environment makes ferry set neither
+ * FERRY_KEEP_FI_MR_CACHE=1 in the environment makes ferry set none
  * (then libfabric also caches ferry's registrations, and the deadlock
  * above is possible again).  0 or unset: the default.  Any other value is
  * refused by ferry_config_init (FERRY_EINVAL), and ignored with a warning
@@ -224,14 +226,14 @@ FERRY_API int ferry_config_init(struct ferry_config *cfg);
  * itself reads its variables only once, when it initialises, and a
  * context's config could not change them.  For the same reason, if another
  * library initialised libfabric in this process before ferry's first
- * call, ferry's setting comes too late: set FI_MR_CACHE_MAX_COUNT=0
+ * call, ferry's setting comes too late: set FI_MR_CACHE_MONITOR=disabled
  * yourself then.
  */
 enum ferry_fi_mr_cache {
-    FERRY_FI_MR_CACHE_OFF = 0,  /* ferry set both variables to 0 */
-    FERRY_FI_MR_CACHE_USER = 1, /* one or both were set before ferry looked:
-                                   left as they were (ferry set the other
-                                   to 0, unless FERRY_KEEP_FI_MR_CACHE=1) */
+    FERRY_FI_MR_CACHE_OFF = 0,  /* ferry set the variables to "off" */
+    FERRY_FI_MR_CACHE_USER = 1, /* some were set before ferry looked: left
+                                   as they were (ferry set the others,
+                                   unless FERRY_KEEP_FI_MR_CACHE=1) */
     FERRY_FI_MR_CACHE_KEPT = 2, /* FERRY_KEEP_FI_MR_CACHE=1: ferry set none */
 };
 /* What ferry did, deciding now if it had not yet. */
@@ -239,8 +241,8 @@ FERRY_API enum ferry_fi_mr_cache ferry_fi_mr_cache_state(void);
 /*
  * The same in one sentence naming the variables and their values, e.g.
  * "ferry turned libfabric's MR cache off for this process
- * (FI_MR_CACHE_MAX_COUNT=0, FI_EFA_MR_CACHE_ENABLE=0);
- * FERRY_KEEP_FI_MR_CACHE=1 leaves it on".  Static, never NULL.
+ * (FI_MR_CACHE_MONITOR=disabled, FI_MR_CUDA_CACHE_MONITOR_ENABLED=0,
+ * FI_EFA_MR_CACHE_ENABLE=0); FERRY_KEEP_FI_MR_CACHE=1 leaves it on".  Static, never NULL.
  */
 FERRY_API const char *ferry_fi_mr_cache_status(void);
 

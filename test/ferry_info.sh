@@ -55,7 +55,7 @@ says 0 '"usable": true' --json
 says 0 '"chosen": true' --json
 says 1 "verbs: no device or interface available" --provider verbs
 says 1 "no usable provider" --provider verbs
-FI_MR_CACHE_MAX_COUNT=100 says 0 "libfabric's own MR cache is enabled by the environment (FI_MR_CACHE_MAX_COUNT)"
+FI_MR_CACHE_MONITOR=memhooks says 0 "libfabric's own MR cache is enabled by the environment (FI_MR_CACHE_MONITOR)"
 FERRY_NO_USERFAULTFD=1 says 0 "invalidated only when the program calls ferry_mem_invalidate()"
 says 2 "usage:" --bogus
 

@@ -25,7 +25,8 @@ if ! unshare -m true 2>/dev/null; then
 	exit 77
 fi
 
-# in_small_shm SIZE CMD...: runs CMD with a SIZE tmpfs over /dev/shm.
+# in_small_shm SIZE CMD...: runs CMD with a SIZE tmpfs over /dev/shm (SIZE
+# may carry more mount options: 200m,ro).
 in_small_shm() {
 	size=$1
 	shift
@@ -54,6 +55,12 @@ expect() {
 
 expect "an 8 MiB /dev/shm refuses shm, saying how much is free" 1 \
 	"shm: /dev/shm has only 8 MiB free of 8 MiB" 8m --provider shm --local
+# shm beside the network provider that then fails to open (here a
+# read-only /dev/shm: the region cannot be made) leaves the context on the
+# network provider alone, saying why; it used to fail the whole context.
+expect "a read-only /dev/shm leaves the default context on the network" 0 \
+	"shared memory did not open (fi_enable on provider shm, domain shm failed: Read-only file system)" \
+	200m,ro
 # Room for libfabric's own check (it offers shm) but not for ferry's: the
 # region could not grow, so ferry refuses it all the same.
 expect "a 40 MiB /dev/shm refuses shm too" 1 \

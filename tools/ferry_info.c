@@ -399,8 +399,12 @@ static void print_topology(struct report *r)
 
 static void print_environment(struct report *r)
 {
-    static const char *const cache_vars[] = {"FI_MR_CACHE_MAX_COUNT",
-                                             "FI_EFA_MR_CACHE_ENABLE"};
+    /* The variables ferry sets (lib/base/env.c) and their "off" values. */
+    static const struct {
+        const char *name, *off;
+    } cache_vars[] = {{"FI_MR_CACHE_MONITOR", "disabled"},
+                      {"FI_MR_CUDA_CACHE_MONITOR_ENABLED", "0"},
+                      {"FI_EFA_MR_CACHE_ENABLE", "0"}};
 
     if (r->json) {
         printf("  \"fi_mr_cache\": {\"state\": %d, \"status\": ",
@@ -410,14 +414,14 @@ static void print_environment(struct report *r)
     } else {
         printf("libfabric's MR cache: %s\n", ferry_fi_mr_cache_status());
     }
-    for (size_t i = 0; i < 2; i++) {
-        const char *v = getenv(cache_vars[i]);
-        if (v != NULL && strcmp(v, "0") != 0)
+    for (size_t i = 0; i < sizeof(cache_vars) / sizeof(cache_vars[0]); i++) {
+        const char *v = getenv(cache_vars[i].name);
+        if (v != NULL && strcmp(v, cache_vars[i].off) != 0)
             warn(r,
                  "libfabric's own MR cache is enabled by the environment "
                  "(%s): risk of deadlock with malloc hooks (libfabric #10879); "
                  "unset it and let ferry cache registrations",
-                 cache_vars[i]);
+                 cache_vars[i].name);
     }
 }
 

@@ -6,6 +6,12 @@
  * (libfabric #10879, #9594, #5554).  ferry keeps its own cache, so it turns
  * libfabric's off before its first libfabric call: libfabric reads these
  * variables once, when it initialises (ofi_monitors_init, from fi_ini).
+ * It does so by stopping the monitors (memhooks or userfaultfd for host
+ * memory, the CUDA one for device memory) and efa's cache, not by setting
+ * FI_MR_CACHE_MAX_COUNT=0: that count also sizes the cache of GPU IPC
+ * handles, which hooks nothing, and shm with CUDA (libfabric >= 1.18 built
+ * with it) refuses to open a domain without it (fi_domain: ENOSPC, seen on
+ * an H200 with libfabric 2.1).
  * A value the user set is left alone, and FERRY_KEEP_FI_MR_CACHE=1 makes
  * ferry set none of them.  The environment is the process's, so this also
  * turns the cache off for any other libfabric user in it; that is why the
@@ -33,9 +39,13 @@ static bool user_set_mr_cache;
 static enum ferry_fi_mr_cache mr_cache_state;
 static char mr_cache_status[512];
 
-static const char *const mr_cache_vars[] = {
-    "FI_MR_CACHE_MAX_COUNT",  /* util cache: tcp, rxm, shm, verbs... */
-    "FI_EFA_MR_CACHE_ENABLE", /* efa's own switch */
+/* Each variable, and the value that turns its part of the cache off. */
+static const struct {
+    const char *name, *off;
+} mr_cache_vars[] = {
+    {"FI_MR_CACHE_MONITOR", "disabled"}, /* host memory: verbs, rxm, ... */
+    {"FI_MR_CUDA_CACHE_MONITOR_ENABLED", "0"}, /* device memory */
+    {"FI_EFA_MR_CACHE_ENABLE", "0"},           /* efa's own switch */
 };
 
 /* FERRY_KEEP_FI_MR_CACHE: 1 to keep, 0 when unset or "0", -1 otherwise. */
@@ -53,7 +63,7 @@ static void prepare(void)
     const char *keep_v = getenv(KEEP_VAR);
     int keep = parse_keep(keep_v);
     /* Each variable's fate, listed for the sentence. */
-    char user[256] = "", set[128] = "", unset[128] = "";
+    char user[256] = "", set[160] = "", unset[160] = "";
 
     if (keep < 0)
         /* ferry_config_init refuses the value; this is the path of a
@@ -64,7 +74,7 @@ static void prepare(void)
                        "turns it off",
                        KEEP_VAR, keep_v);
     for (size_t i = 0; i < FERRY__ARRAY_LEN(mr_cache_vars); i++) {
-        const char *name = mr_cache_vars[i], *v = getenv(name);
+        const char *name = mr_cache_vars[i].name, *v = getenv(name);
 
         if (v != NULL) {
             user_set_mr_cache = true;
@@ -76,8 +86,9 @@ static void prepare(void)
         } else {
             /* setenv is not thread-safe against getenv; this runs once,
              * before any libfabric call of ours, inside pthread_once. */
-            setenv(name, "0", 0);
-            ferry__appendf(set, sizeof(set), "%s%s=0", *set ? ", " : "", name);
+            setenv(name, mr_cache_vars[i].off, 0);
+            ferry__appendf(set, sizeof(set), "%s%s=%s", *set ? ", " : "",
+                           name, mr_cache_vars[i].off);
         }
     }
     if (user_set_mr_cache) {

@@ -145,6 +145,7 @@ static struct cu_api cu;
 static void *cu_lib;
 static char cu_path[256]; /* the libcuda.so.1 that dlopen found */
 static int cu_driver;     /* cuDriverGetVersion: 12040 for 12.4 */
+static pid_t init_pid;    /* the process that called cuInit, if one did */
 static struct cu_device *devices;
 static int ndevices;
 static size_t page_size;
@@ -238,6 +239,13 @@ static const char *cu_advice(CUresult r)
                "the lengths stay inside their allocations";
     case CUDA_ERROR_NOT_INITIALIZED:
     case CUDA_ERROR_DEINITIALIZED:
+        /* CUDA's state does not survive fork(): a child forked after
+         * cuInit gets NOT_INITIALIZED from every call. */
+        if (init_pid != 0 && init_pid != getpid())
+            return "CUDA was initialised in this process's parent before "
+                   "it forked this one, and CUDA does not work in a child "
+                   "forked after that: start the child with exec (or "
+                   "posix_spawn), or use the GPU only after the fork";
         return "the CUDA driver is shutting down: was ferry called "
                "during process exit?";
     case CUDA_ERROR_INVALID_CONTEXT:
@@ -1028,6 +1036,7 @@ static const struct ferry__hmem_ops *cuda_load(char *why, size_t len)
     /* The driver may have started threads: from here on the library
      * stays loaded, whatever happens. */
     initialised = r == CUDA_SUCCESS;
+    init_pid = getpid();
     if (r != CUDA_SUCCESS) {
         say(why, len, "cuInit failed: %s: %s", cu_text(r).s,
             init_advice(r, advice, sizeof(advice)));

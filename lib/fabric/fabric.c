@@ -15,14 +15,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Why a domain of shm would not open, where the environment explains it:
+ * shm with GPU support (libfabric >= 1.18 built with CUDA) opens a cache
+ * of IPC handles with each domain, sized by FI_MR_CACHE_MAX_COUNT, and
+ * fails with -FI_ENOSPC when that is 0 (seen on an H200, libfabric 2.1). */
+static const char *domain_hint(int ret, const struct ferry__rail *rail)
+{
+    const char *count = getenv("FI_MR_CACHE_MAX_COUNT");
+
+    if (ret == -FI_ENOSPC && rail->info->ep_attr->protocol == FI_PROTO_SHM &&
+        count != NULL && strcmp(count, "0") == 0)
+        return " (FI_MR_CACHE_MAX_COUNT=0 is set, and libfabric's shm with "
+               "GPU support needs that count for its cache of GPU IPC "
+               "handles: unset it; ferry turns libfabric's registration "
+               "cache off with FI_MR_CACHE_MONITOR=disabled instead)";
+    return "";
+}
+
 /* A libfabric call on the rail failed: the error with its sentence. */
 static int rail_fail(int ret, const struct ferry__rail *rail,
                      const char *call)
 {
     return ferry__error(ferry__error_from_fi(ret),
-                        "%s on provider %s, domain %s failed: %s", call,
+                        "%s on provider %s, domain %s failed: %s%s", call,
                         rail->info->fabric_attr->prov_name,
-                        rail->info->domain_attr->name, fi_strerror(-ret));
+                        rail->info->domain_attr->name, fi_strerror(-ret),
+                        strcmp(call, "fi_domain") == 0 ? domain_hint(ret, rail)
+                                                       : "");
 }
 
 /* shm endpoints get names of ferry's own (shm_loop.h says why). */
@@ -379,6 +398,36 @@ static int add_local_transport(struct ferry__fabric *fab)
     return ret;
 }
 
+/*
+ * The local transport's rails, opened after the network's.  One that fails
+ * (shm's domain with /dev/shm full, or with libfabric's GPU IPC cache
+ * sized to nothing by FI_MR_CACHE_MAX_COUNT=0) leaves the context without
+ * it: peers on this host then use the network provider like the others,
+ * and fab->local_why says why.  The limits derived with it stay: they are
+ * the tighter ones, and the network rails' queues were sized by them.
+ */
+static void open_local_rails(struct ferry__fabric *fab)
+{
+    struct ferry__transport *local = &fab->transports[1];
+    unsigned end = local->first + local->nrails;
+    int ret = 0;
+
+    for (unsigned i = local->first; i < end && ret == 0; i++)
+        ret = rail_open(fab, &fab->rails[i]);
+    if (ret == 0)
+        return;
+    snprintf(fab->local_why, sizeof(fab->local_why),
+             "peers on this host use %s too: shared memory did not open "
+             "(%s)",
+             fab->rails[0].info->fabric_attr->prov_name, ferry_last_error());
+    FERRY_LOG_WARN("%s", fab->local_why);
+    for (unsigned i = local->first; i < end; i++)
+        rail_close(&fab->rails[i]);
+    fab->nrails = local->first;
+    fab->ntransports = 1;
+    memset(local, 0, sizeof(*local));
+}
+
 int ferry__fabric_open(struct ferry__fabric *fab,
                        struct ferry__selection *sel, const char *rails_why)
 {
@@ -390,12 +439,14 @@ int ferry__fabric_open(struct ferry__fabric *fab,
     explain_choice(fab, sel, rails_why);
     if ((ret = add_local_transport(fab)))
         return ret;
-    ferry__appendf(fab->why, sizeof(fab->why), "; %s", fab->local_why);
     derive_limits(fab);
     fab->register_local |= (fab->mr_mode & FERRY_MR_LOCAL) != 0;
     ret = check_forced_modes(fab);
-    for (unsigned i = 0; i < fab->nrails && ret == 0; i++)
+    for (unsigned i = 0; i < fab->transports[0].nrails && ret == 0; i++)
         ret = rail_open(fab, &fab->rails[i]);
+    if (ret == 0 && fab->ntransports > 1)
+        open_local_rails(fab);
+    ferry__appendf(fab->why, sizeof(fab->why), "; %s", fab->local_why);
     return ret;
 }
 

@@ -106,7 +106,7 @@ def test_device_functions_without_a_device():
 
 
 def test_fi_mr_cache_turned_off():
-    """ferry sets FI_MR_CACHE_MAX_COUNT=0 in the process environment
+    """ferry sets FI_MR_CACHE_MONITOR=disabled in the process environment
     before its first libfabric call unless it is set (include/ferry.h);
     os.environ is a copy taken at start-up, so the child asks libc."""
     out = ferrytest.run_python("""
@@ -114,6 +114,6 @@ def test_fi_mr_cache_turned_off():
         ferry.Context(provider="shm").close()
         getenv = ctypes.CDLL(None).getenv
         getenv.restype = ctypes.c_char_p
-        print(getenv(b"FI_MR_CACHE_MAX_COUNT").decode())
-    """, FERRY_KEEP_FI_MR_CACHE=None, FI_MR_CACHE_MAX_COUNT=None)
-    assert out.split() == ["0"]
+        print(getenv(b"FI_MR_CACHE_MONITOR").decode())
+    """, FERRY_KEEP_FI_MR_CACHE=None, FI_MR_CACHE_MONITOR=None)
+    assert out.split() == ["disabled"]

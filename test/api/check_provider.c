@@ -3,7 +3,7 @@
  * reports (domain and provider honoured, shared memory only for local
  * peers), refusals that say why, FI_PROVIDER and the config honoured, and
  * the mr_mode offered and forced.  What ferry does to libfabric's own MR
- * cache (FI_MR_CACHE_MAX_COUNT, FERRY_KEEP_FI_MR_CACHE) and reports
+ * cache (FI_MR_CACHE_MONITOR and the others, FERRY_KEEP_FI_MR_CACHE) and reports
  * through ferry_fi_mr_cache_state/_status.  (The mr_mode bit translation
  * and the rank order: test/unit/check_provider.c.)
  */
@@ -15,7 +15,8 @@
 
 #define TCP "tcp;ofi_rxm"
 #define KEEP "FERRY_KEEP_FI_MR_CACHE"
-#define MAX_COUNT "FI_MR_CACHE_MAX_COUNT"
+#define MONITOR "FI_MR_CACHE_MONITOR"
+#define CUDA_MONITOR "FI_MR_CUDA_CACHE_MONITOR_ENABLED"
 #define EFA "FI_EFA_MR_CACHE_ENABLE"
 
 /* What ferry_context_create would choose from for cfg: something. */
@@ -289,11 +290,11 @@ END_TEST
  */
 
 /* The environment as ferry finds it: each value, or NULL to unset. */
-static void mr_cache_env(const char *keep, const char *max_count,
+static void mr_cache_env(const char *keep, const char *monitor,
                          const char *efa)
 {
-    const char *const names[] = {KEEP, MAX_COUNT, EFA};
-    const char *const values[] = {keep, max_count, efa};
+    const char *const names[] = {KEEP, MONITOR, CUDA_MONITOR, EFA};
+    const char *const values[] = {keep, monitor, NULL, efa};
 
     for (size_t i = 0; i < TU_ARRAY_LEN(names); i++) {
         if (values[i] != NULL)
@@ -321,11 +322,17 @@ START_TEST(test_fi_mr_cache_turned_off)
 {
     mr_cache_env(NULL, NULL, NULL);
     open_and_close_context();
-    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ck_assert_str_eq(getenv(MONITOR), "disabled");
+    ck_assert_str_eq(getenv(CUDA_MONITOR), "0");
     ck_assert_str_eq(getenv(EFA), "0");
+    /* Not the count: it also sizes shm's GPU IPC handle cache, without
+     * which shm with CUDA opens no domain. */
+    ASSERT_UNSET("FI_MR_CACHE_MAX_COUNT");
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
     ASSERT_STATUS_HAS("ferry turned libfabric's MR cache off for this process "
-                      "(FI_MR_CACHE_MAX_COUNT=0, FI_EFA_MR_CACHE_ENABLE=0)");
+                      "(FI_MR_CACHE_MONITOR=disabled, "
+                      "FI_MR_CUDA_CACHE_MONITOR_ENABLED=0, "
+                      "FI_EFA_MR_CACHE_ENABLE=0)");
     ASSERT_STATUS_HAS("FERRY_KEEP_FI_MR_CACHE=1 leaves it on");
 }
 END_TEST
@@ -334,7 +341,7 @@ START_TEST(test_fi_mr_cache_keep_zero_is_the_default)
 {
     mr_cache_env("0", NULL, NULL);
     open_and_close_context();
-    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ck_assert_str_eq(getenv(MONITOR), "disabled");
     ck_assert_str_eq(getenv(EFA), "0");
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
 }
@@ -344,7 +351,8 @@ START_TEST(test_fi_mr_cache_kept)
 {
     mr_cache_env("1", NULL, NULL);
     open_and_close_context();
-    ASSERT_UNSET(MAX_COUNT);
+    ASSERT_UNSET(MONITOR);
+    ASSERT_UNSET(CUDA_MONITOR);
     ASSERT_UNSET(EFA);
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_KEPT);
     ASSERT_STATUS_HAS("libfabric's MR cache left on because "
@@ -354,26 +362,27 @@ END_TEST
 
 START_TEST(test_fi_mr_cache_user_value_kept)
 {
-    mr_cache_env(NULL, "1024", NULL);
+    mr_cache_env(NULL, "uffd", NULL);
     open_and_close_context();
-    ck_assert_str_eq(getenv(MAX_COUNT), "1024");
+    ck_assert_str_eq(getenv(MONITOR), "uffd");
     ck_assert_str_eq(getenv(EFA), "0"); /* the one the user left unset */
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_USER);
     ASSERT_STATUS_HAS("libfabric's MR cache left as the user set it "
-                      "(FI_MR_CACHE_MAX_COUNT=1024)");
-    ASSERT_STATUS_HAS("ferry set FI_EFA_MR_CACHE_ENABLE=0");
+                      "(FI_MR_CACHE_MONITOR=uffd)");
+    ASSERT_STATUS_HAS("ferry set FI_MR_CUDA_CACHE_MONITOR_ENABLED=0, "
+                      "FI_EFA_MR_CACHE_ENABLE=0");
 }
 END_TEST
 
 START_TEST(test_fi_mr_cache_user_value_and_keep)
 {
     /* A user's 0 is a user's value too; with the opt-out ferry sets none. */
-    mr_cache_env("1", "0", NULL);
+    mr_cache_env("1", "disabled", NULL);
     open_and_close_context();
-    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ck_assert_str_eq(getenv(MONITOR), "disabled");
     ASSERT_UNSET(EFA);
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_USER);
-    ASSERT_STATUS_HAS("left as the user set it (FI_MR_CACHE_MAX_COUNT=0)");
+    ASSERT_STATUS_HAS("left as the user set it (FI_MR_CACHE_MONITOR=disabled)");
     ASSERT_STATUS_HAS("FI_EFA_MR_CACHE_ENABLE left unset because "
                       "FERRY_KEEP_FI_MR_CACHE=1");
 }
@@ -384,11 +393,11 @@ START_TEST(test_fi_mr_cache_decided_once)
     /* Asking decides, before any context... */
     mr_cache_env(NULL, NULL, NULL);
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
-    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ck_assert_str_eq(getenv(MONITOR), "disabled");
     /* ...for the whole process: a later change is not looked at. */
     mr_cache_env("1", NULL, NULL);
     open_and_close_context();
-    ASSERT_UNSET(MAX_COUNT);
+    ASSERT_UNSET(MONITOR);
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
 }
 END_TEST
@@ -413,7 +422,7 @@ START_TEST(test_fi_mr_cache_bad_keep_refused)
     /* Where ferry decides without a config, the value is ignored with a
      * warning: ferry turns the cache off, the safe side. */
     ck_assert_int_eq(ferry_fi_mr_cache_state(), FERRY_FI_MR_CACHE_OFF);
-    ck_assert_str_eq(getenv(MAX_COUNT), "0");
+    ck_assert_str_eq(getenv(MONITOR), "disabled");
     snprintf(named, sizeof(named), "FERRY_KEEP_FI_MR_CACHE=%s was ignored",
              bad_keep[_i]);
     ASSERT_STATUS_HAS(named);

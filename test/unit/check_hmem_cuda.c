@@ -265,6 +265,34 @@ START_TEST(test_alloc_errors_say_why)
 }
 END_TEST
 
+/* A child forked after cuInit cannot use CUDA, and the error says that,
+ * not that the driver is shutting down (gpu_write did this on an H200). */
+START_TEST(test_fork_after_init_says_so)
+{
+    void *dev = NULL;
+    int status = 0;
+    pid_t child;
+
+    ck_assert_int_eq(ferry_device_alloc(0, 4096, &dev), 0);
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        void *lost = NULL;
+        int ret = ferry_device_alloc(0, 4096, &lost);
+        _exit(ret != 0 && strstr(ferry_last_error(),
+                                 "before it forked this one") != NULL
+                  ? 0
+                  : 1);
+    }
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the forked child's allocation did not fail with the "
+                  "fork advice (status %d)",
+                  status);
+    ferry_device_free(dev);
+}
+END_TEST
+
 START_TEST(test_pci_bus_id)
 {
     const struct ferry__hmem_ops *ops = cuda_ops();
@@ -624,6 +652,7 @@ static Suite *hmem_cuda_suite(bool gpu)
         tc = tu_tcase(s, "gpu", 120);
         tcase_add_test(tc, test_alloc_and_ptr_info);
         tcase_add_test(tc, test_alloc_errors_say_why);
+        tcase_add_test(tc, test_fork_after_init_says_so);
         tcase_add_test(tc, test_pci_bus_id);
         tcase_add_test(tc, test_async_round_trip);
         tcase_add_test(tc, test_blocking_copy);

@@ -75,12 +75,12 @@ START_TEST(test_env_turns_mr_cache_off)
     struct ferry_config cfg;
     ferry_context_t *ctx;
 
-    unsetenv("FI_MR_CACHE_MAX_COUNT");
+    unsetenv("FI_MR_CACHE_MONITOR");
     unsetenv("FI_EFA_MR_CACHE_ENABLE");
     unsetenv("FERRY_KEEP_FI_MR_CACHE");
     tu_config(&cfg, "tcp;ofi_rxm");
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
-    ck_assert_str_eq(getenv("FI_MR_CACHE_MAX_COUNT"), "0");
+    ck_assert_str_eq(getenv("FI_MR_CACHE_MONITOR"), "disabled");
     ck_assert_str_eq(getenv("FI_EFA_MR_CACHE_ENABLE"), "0");
     ck_assert(!ferry__env_user_set_mr_cache());
     ferry_context_destroy(ctx);
@@ -92,11 +92,11 @@ START_TEST(test_env_user_value_kept)
     struct ferry_config cfg;
     ferry_context_t *ctx;
 
-    setenv("FI_MR_CACHE_MAX_COUNT", "1024", 1);
+    setenv("FI_MR_CACHE_MONITOR", "uffd", 1);
     unsetenv("FERRY_KEEP_FI_MR_CACHE");
     tu_config(&cfg, "tcp;ofi_rxm");
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
-    ck_assert_str_eq(getenv("FI_MR_CACHE_MAX_COUNT"), "1024");
+    ck_assert_str_eq(getenv("FI_MR_CACHE_MONITOR"), "uffd");
     ck_assert(ferry__env_user_set_mr_cache());
     ferry_context_destroy(ctx);
 }
