@@ -32,6 +32,9 @@ struct ferry__hmem_event;
 
 struct ferry__hmem_ops {
     const char *name; /* "cuda", "simulated" */
+    /* Its device memory is host memory in disguise (the simulated device):
+     * libfabric's FI_HMEM_CUDA would hand it to the real CUDA driver. */
+    bool simulated;
     int (*device_count)(int *count);
     /* Host memory is not an error: info->device is false. */
     int (*ptr_info)(const void *ptr, struct ferry__hmem_ptr *info);

@@ -874,6 +874,7 @@ static int sim_copy(void *dst, const void *src, size_t len)
 
 static const struct ferry__hmem_ops sim_ops = {
     .name = "simulated",
+    .simulated = true,
     .device_count = sim_device_count,
     .ptr_info = sim_ptr_info,
     .pci_bus_id = sim_pci_bus_id,

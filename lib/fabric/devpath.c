@@ -33,6 +33,15 @@ enum ferry__dev_path ferry__dev_path_choose(const struct ferry__dev_facts *f,
         snprintf(why, len, "none: %s", f->backend_why);
         return FERRY__DEV_NONE;
     }
+    if (f->simulated) {
+        /* A GPU machine's libfabric built with CUDA took the simulated
+         * device's memory as CUDA memory and crashed (an H200, 2.1). */
+        snprintf(why, len,
+                 "staged through pinned host buffers: the simulated "
+                 "device's memory is host memory, which libfabric would "
+                 "hand to the CUDA driver as device memory");
+        return FERRY__DEV_STAGED;
+    }
     if (!f->domain_hmem) {
         /* libfabric would register a device pointer as host memory. */
         snprintf(why, len,
@@ -91,6 +100,7 @@ void ferry__dev_path_init(const struct ferry__fabric *fab,
     struct ferry__dev_facts f = {
         .backend = ops != NULL ? ops->name : NULL,
         .backend_why = ferry__hmem_status(),
+        .simulated = ops != NULL && ops->simulated,
         .provider = fi->fabric_attr->prov_name,
         .domain = fi->domain_attr->name,
         .domain_hmem = true,

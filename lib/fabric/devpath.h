@@ -23,6 +23,7 @@ enum ferry__dev_path {
 struct ferry__dev_facts {
     const char *backend; /* NULL: none (backend_why says why) */
     const char *backend_why;
+    bool simulated; /* the backend is ferry's simulated device */
     const char *provider, *domain;
     bool domain_hmem;       /* the domain was opened with FI_HMEM */
     /* libfabric's CUDA support, read from its parameters (the

@@ -129,6 +129,14 @@ START_TEST(test_path_choice)
                      FERRY__DEV_STAGED);
     ck_assert_ptr_nonnull(strstr(why, "libfabric has CUDA support, but"));
     ck_assert_ptr_null(strstr(why, "without CUDA"));
+    /* The simulated device is staged whatever the domain offers. */
+    f.domain_hmem = true;
+    f.simulated = true;
+    ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
+                     FERRY__DEV_STAGED);
+    ck_assert_ptr_nonnull(strstr(why, "simulated device's memory"));
+    f.simulated = false;
+    f.domain_hmem = false;
     f.backend = NULL;
     f.backend_why = "libcuda.so.1 not found";
     ck_assert_int_eq(ferry__dev_path_choose(&f, why, sizeof(why)),
