@@ -635,6 +635,9 @@ struct ferry_xfer_opts {
     unsigned flags; /* FERRY_XFER_* */
     uint64_t notify_id;
     uint64_t notify_value;
+    /* The caller's, handed back by ferry_req_result (since 0.1: a caller
+     * built with an older header passes a smaller size, and gets NULL). */
+    void *user_data;
 };
 #define FERRY_XFER_OPTS_INIT {.size = sizeof(struct ferry_xfer_opts)}
 
@@ -672,6 +675,46 @@ FERRY_API int ferry_req_wait(ferry_req_t *req, int timeout_ms);
 FERRY_API int ferry_req_cancel(ferry_req_t *req);
 /* Frees the request, cancelling it if it has not ended.  NULL-safe. */
 FERRY_API void ferry_req_free(ferry_req_t *req);
+
+/*
+ * Waits at most timeout_ms (< 0: no limit) until one of the n requests
+ * has ended, drives their context meanwhile, and sets *index to the first
+ * that has (lowest index).  NULL entries are skipped, so a caller can
+ * clear the ones it is done with; every other entry must belong to one
+ * context.  Returns that request's status, as ferry_req_test (0 or its
+ * error; ferry_req_result says more); FERRY_EINPROGRESS when this wait
+ * timed out (then *index is n); FERRY_EINVAL for no request, or requests
+ * of two contexts.
+ */
+FERRY_API int ferry_req_wait_any(ferry_req_t *const *reqs, size_t n,
+                                 int timeout_ms, size_t *index);
+
+/* iov index of a result whose failure is not one iov's. */
+#define FERRY_NO_IOV ((size_t)-1)
+
+/* What a request did (ferry_req_result). */
+struct ferry_req_result {
+    size_t size;         /* sizeof(struct ferry_req_result) */
+    int status;          /* 0, FERRY_EINPROGRESS while it runs, or its error */
+    uint64_t bytes;      /* the bytes of all its iovs */
+    uint64_t bytes_done; /* of them, delivered (completed by the provider) */
+    uint64_t posted_ns;  /* CLOCK_MONOTONIC: when ferry took the request */
+    uint64_t ended_ns;   /* when it ended; 0 while it runs */
+    /* The first iov (or prepared block pair) whose operation failed, or
+     * FERRY_NO_IOV: success, or an end that is not one iov's (deadline,
+     * cancel, a dead peer, the notification, a staging copy). */
+    size_t failed_iov;
+    const char *error;   /* its sentence ("" if none); lives with req */
+    void *user_data;     /* opts->user_data */
+};
+#define FERRY_REQ_RESULT_INIT {.size = sizeof(struct ferry_req_result)}
+
+/*
+ * Fills out (at most out->size bytes of it) with what req did so far;
+ * drives nothing, so call it after a test or wait said the request ended.
+ * Returns 0, FERRY_EHANDLE or FERRY_EINVAL (out NULL or its size 0).
+ */
+FERRY_API int ferry_req_result(ferry_req_t *req, struct ferry_req_result *out);
 
 /*
  * Polls completions, posts queued operations and enforces deadlines.

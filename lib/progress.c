@@ -488,6 +488,94 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
     }
 }
 
+/* The first of the n requests that has ended, or n; under the lock. */
+static size_t first_ended(ferry_req_t *const *reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i] != NULL && reqs[i]->status != FERRY_EINPROGRESS)
+            return i;
+    return n;
+}
+
+/* The one context of the requests (NULL entries skipped) into *ctx: 0,
+ * or the error, said. */
+static int context_of_all(ferry_req_t *const *reqs, size_t n,
+                          struct ferry_context **ctx)
+{
+    size_t first = 0;
+    int ret;
+
+    *ctx = NULL;
+    for (size_t i = 0; reqs != NULL && i < n; i++) {
+        if (reqs[i] == NULL)
+            continue;
+        if ((ret = ferry__check_req(reqs[i], "ferry_req_wait_any")))
+            return ferry__error(ret, "reqs[%zu]: %s", i, ferry_last_error());
+        if (*ctx == NULL) {
+            *ctx = reqs[i]->ctx;
+            first = i;
+        } else if (reqs[i]->ctx != *ctx) {
+            return ferry__error(FERRY_EINVAL,
+                                "ferry_req_wait_any: reqs[%zu] belongs to "
+                                "another context than reqs[%zu]: wait on "
+                                "each context's requests apart",
+                                i, first);
+        }
+    }
+    if (*ctx == NULL)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_req_wait_any: no request among the %zu "
+                            "entries (reqs is NULL, or every entry is)",
+                            n);
+    return 0;
+}
+
+int ferry_req_wait_any(ferry_req_t *const *reqs, size_t n, int timeout_ms,
+                       size_t *index)
+{
+    struct ferry_context *ctx;
+    struct ferry__fabric *fab;
+    unsigned spins = 0;
+    uint64_t until;
+    int ret;
+
+    ferry__error_clear();
+    if (index == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_req_wait_any: index is NULL");
+    *index = n;
+    if ((ret = context_of_all(reqs, n, &ctx)))
+        return ret;
+    fab = ferry__fabric_of(ctx);
+    until = wait_until(timeout_ms);
+    for (;;) {
+        int status = 0;
+        size_t i;
+
+        /* One progress pass for all of them, not one per request. */
+        ret = 0;
+        ferry__lock_acquire(&fab->lock);
+        if ((i = first_ended(reqs, n)) == n) {
+            ret = progress_poll(ctx);
+            i = first_ended(reqs, n);
+        }
+        if (i < n)
+            status = reqs[i]->status;
+        ferry__lock_release(&fab->lock);
+        if (i < n) {
+            *index = i;
+            return report(reqs[i], status);
+        }
+        if (ret < 0)
+            return ret;
+        if (wait_over(until))
+            return ferry__error(FERRY_EINPROGRESS,
+                                "ferry_req_wait_any: %d ms passed; none of "
+                                "the requests has ended",
+                                timeout_ms);
+        progress_pause(ctx, ++spins);
+    }
+}
+
 /* ---- notifications and counters ------------------------------------------ */
 
 int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,

@@ -155,20 +155,37 @@ void ferry__op_describe(const struct ferry__op *op, char *buf, size_t size)
              op->rail->info->domain_attr->name);
 }
 
-void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
+static void req_end_v(struct ferry_req *req, size_t item, int status,
+                      const char *fmt, va_list ap)
 {
-    va_list ap;
-
     FERRY__ASSERT_LOCKED(&ferry__fabric_of(req->ctx)->lock);
     if (req->status != FERRY_EINPROGRESS)
         return;
     req->status = status;
+    req->ended_ns = ferry__now_ns();
+    req->failed_item = status != 0 ? item : FERRY__NO_ITEM;
     ferry__xfer_of(req->ctx)->req.ended++;
-    if (fmt != NULL) {
-        va_start(ap, fmt);
+    if (fmt != NULL)
         vsnprintf(req->errmsg, sizeof(req->errmsg), fmt, ap);
-        va_end(ap);
-    }
+}
+
+void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    req_end_v(req, FERRY__NO_ITEM, status, fmt, ap);
+    va_end(ap);
+}
+
+void ferry__req_end_at(struct ferry_req *req, size_t item, int status,
+                       const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    req_end_v(req, item, status, fmt, ap);
+    va_end(ap);
 }
 
 void ferry__req_list_remove(struct ferry_req *r)

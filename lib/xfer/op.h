@@ -126,6 +126,12 @@ struct ferry_req {
     size_t sync_next;
     bool staged; /* some of its local memory goes through staging */
     int status;           /* FERRY_EINPROGRESS, 0 or the error */
+    /* ferry_req_result's: when it was taken and ended (ferry__now_ns),
+     * the first item an operation failed for (FERRY__NO_ITEM: none), and
+     * the caller's opts->user_data. */
+    uint64_t posted_ns, ended_ns;
+    size_t failed_item;
+    void *user_data;
     bool user_freed;      /* free once the provider is done with it */
     char errmsg[256];
     /* FERRY_EINPROGRESS until the request retires, then its status:
@@ -210,6 +216,11 @@ void ferry__req_list_move(struct ferry__req_list *l, struct ferry_req *r);
 /* Ends the request with status unless it has ended already. */
 void ferry__req_end(struct ferry_req *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* As ferry__req_end, for a failure of the request's item `item` (its
+ * result's failed_iov; FERRY__NO_ITEM when the failure is no item's). */
+void ferry__req_end_at(struct ferry_req *req, size_t item, int status,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Ends every request to peer with status and why (the peer is gone); the
  * next progress pass settles them. */
 void ferry__reqs_end_to(struct ferry__xfer *x, struct ferry_peer *peer,

@@ -51,7 +51,7 @@ static void end_with(struct ferry__xfer *x, struct ferry__op *op, int status,
     char what[192];
 
     ferry__op_describe(op, what, sizeof(what));
-    ferry__req_end(op->req, status, "%s: %s", what, why);
+    ferry__req_end_at(op->req, op->first_item, status, "%s: %s", what, why);
     release(x, op, status);
 }
 

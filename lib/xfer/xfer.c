@@ -429,6 +429,13 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     atomic_init(&req->outcome, FERRY_EINPROGRESS);
     req->rail_pending = -1;
     req->deadline_ns = deadline_of(ferry__xfer_of(peer->ctx), opts);
+    req->posted_ns = ferry__now_ns();
+    req->failed_item = FERRY__NO_ITEM;
+    /* A caller built with an older header has a shorter opts. */
+    if (opts != NULL &&
+        opts->size >= offsetof(struct ferry_xfer_opts, user_data) +
+                          sizeof(opts->user_data))
+        req->user_data = opts->user_data;
     if (opts != NULL && (opts->flags & FERRY_XFER_NOTIFY)) {
         req->notify = FERRY__NOTIFY_PENDING;
         req->notify_id = opts->notify_id;
@@ -867,9 +874,10 @@ static bool held_back(struct ferry_req *req, const struct ferry_iov *item,
     if (v != FERRY__PULSE_REGION_GONE)
         return v == FERRY__PULSE_CONTEXT_GONE;
     ferry__req_items_name(req, req->cur_iov, run->last, items, sizeof(items));
-    ferry__req_end(req, FERRY_ESTALE, "%s of %zu bytes (%s): %s",
-                   req->kind == FERRY__OP_WRITE ? "a write" : "a read",
-                   run->len, items, ferry__rmem_gone_why());
+    ferry__req_end_at(req, req->cur_iov, FERRY_ESTALE,
+                      "%s of %zu bytes (%s): %s",
+                      req->kind == FERRY__OP_WRITE ? "a write" : "a read",
+                      run->len, items, ferry__rmem_gone_why());
     return true;
 }
 
@@ -934,13 +942,15 @@ void ferry__req_post_pending(struct ferry_req *req)
 
             ferry__req_items_name(req, req->cur_iov, run.last, items,
                                   sizeof(items));
-            ferry__req_end(req, ferry__error_from_fi((int)ret),
-                           "posting %s of %zu bytes (%s) on rail %u (domain "
-                           "%s) failed: %s",
-                           req->kind == FERRY__OP_WRITE ? "a write" : "a read",
-                           run.len, items, rail->index,
-                           rail->info->domain_attr->name,
-                           fi_strerror((int)-ret));
+            ferry__req_end_at(req, req->cur_iov,
+                              ferry__error_from_fi((int)ret),
+                              "posting %s of %zu bytes (%s) on rail %u "
+                              "(domain %s) failed: %s",
+                              req->kind == FERRY__OP_WRITE ? "a write"
+                                                           : "a read",
+                              run.len, items, rail->index,
+                              rail->info->domain_attr->name,
+                              fi_strerror((int)-ret));
             break;
         }
         ferry__op_take(tx, op, req, req->peer, req->kind, run.len);
@@ -1146,6 +1156,7 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     struct ferry__xfer *x = ferry__xfer_of(op->peer->ctx);
     bool staged = op->slot != NULL;
     char what[192];
+    size_t item;
 
     if (op->kind == FERRY__OP_PING) {
         ferry__live_ping_done(x, op, err);
@@ -1171,11 +1182,12 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     /* Named now: giving the slot back takes its request from it. */
     if (err != 0 && op->kind != FERRY__OP_ABORT)
         ferry__op_describe(op, what, sizeof(what));
+    item = op->first_item;
     ferry__op_give_back(ferry__txq_of(x, rail), op);
     if (op->kind == FERRY__OP_ABORT)
         req->notify = FERRY__NOTIFY_DONE;
     else if (err != 0) {
-        ferry__req_end(req, err, "%s failed: %s", what, why);
+        ferry__req_end_at(req, item, err, "%s failed: %s", what, why);
     } else if (op->kind == FERRY__OP_SEND)
         req->notify = FERRY__NOTIFY_DONE;
     else if (op->kind != FERRY__OP_SYNC) {
@@ -1295,6 +1307,36 @@ void ferry_req_free(ferry_req_t *req)
     else
         req->user_freed = true; /* freed when its operations come back */
     ferry__lock_release(&x->reg.fab.lock);
+}
+
+int ferry_req_result(ferry_req_t *req, struct ferry_req_result *out)
+{
+    struct ferry_req_result r = {.size = sizeof(r)};
+    struct ferry__fabric *fab;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_req(req, "ferry_req_result")))
+        return ret;
+    if (out == NULL || out->size == 0)
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_req_result: %s; initialise it with "
+                            "FERRY_REQ_RESULT_INIT",
+                            out == NULL ? "out is NULL" : "out->size is 0");
+    fab = ferry__fabric_of(req->ctx);
+    ferry__lock_acquire(&fab->lock);
+    r.status = req->status;
+    r.bytes = req->bytes;
+    r.bytes_done = req->bytes_done;
+    r.posted_ns = req->posted_ns;
+    r.ended_ns = req->ended_ns;
+    r.failed_iov = req->failed_item; /* FERRY__NO_ITEM is FERRY_NO_IOV */
+    r.error = req->errmsg;
+    r.user_data = req->user_data;
+    ferry__lock_release(&fab->lock);
+    /* A caller built with an older header has a shorter struct. */
+    memcpy(out, &r, out->size < sizeof(r) ? out->size : sizeof(r));
+    return 0;
 }
 
 void ferry__reqs_destroy(struct ferry__xfer *x)

@@ -1,10 +1,11 @@
-"""`await request`: no thread per request and no sleep-polling where the
-context has a progress thread.  The thread writes the context's event
+"""`await request` and `await ctx.notifications()`: no thread per request
+and no sleep-polling where the context has a progress thread.  The thread writes the context's event
 descriptor (Context.fd(), ferry_context_fd) when, armed, a request ended
 or a notification arrived; the event loop watches that descriptor
 (loop.add_reader), and when it is readable tests the requests awaited
-on the context, then arms it again (Context.arm(): False when something
-came since the last arm, so it looks once more first).
+on the context and takes notifications for those who await them, then
+arms it again (Context.arm(): False when something came since the last
+arm, so it looks once more first).
 
 Without a progress thread nothing would write the descriptor: each test
 drives the context once, and the loop sleeps between tests, a little
@@ -29,6 +30,7 @@ class _Reactor:
         self._loop = weakref.ref(loop)
         self.fd = ctx.fd()
         self.waiting = {}  # request -> future
+        self.notify_waiting = []  # [future, most], first come first served
         # A closed context's descriptor number may be this one's now:
         # forget what the loop still has under it.
         loop.remove_reader(self.fd)
@@ -40,6 +42,31 @@ class _Reactor:
         # It may have ended before the descriptor was armed for it.
         self._look()
         return fut
+
+    def add_notify_waiter(self, most):
+        fut = self._loop().create_future()
+        self.notify_waiting.append((fut, most))
+        self._look()
+        return fut
+
+    def _hand_out_notifications(self, ctx):
+        """Each waiter, in turn, gets what is queued (up to its most)."""
+        while self.notify_waiting:
+            fut, most = self.notify_waiting[0]
+            if fut.done():  # cancelled by the awaiting task
+                self.notify_waiting.pop(0)
+                continue
+            stats["tests"] += 1
+            try:
+                got = ctx.notify_poll(most)
+            except Exception as exc:
+                self.notify_waiting.pop(0)
+                fut.set_exception(exc)
+                continue
+            if not got:
+                return
+            self.notify_waiting.pop(0)
+            fut.set_result(got)
 
     def _readable(self):
         stats["wakeups"] += 1
@@ -66,6 +93,7 @@ class _Reactor:
             if ctx is None or ctx.closed:
                 self.close()
                 return
+            self._hand_out_notifications(ctx)
             if ctx.arm():
                 return
 
@@ -93,6 +121,22 @@ async def _sleep_polling(request):
     while not request.test():
         await asyncio.sleep(pause)
         pause = min(max(pause * 2, _FIRST_PAUSE_S), _LONGEST_PAUSE_S)
+
+
+async def notifications(ctx, most):
+    got = ctx.notify_poll(most)
+    if got:
+        return got
+    try:
+        reactor = _reactor(ctx, asyncio.get_running_loop())
+    except ValueError:  # no progress thread: nothing writes a descriptor
+        pause = 0.0
+        while not got:
+            await asyncio.sleep(pause)
+            pause = min(max(pause * 2, _FIRST_PAUSE_S), _LONGEST_PAUSE_S)
+            got = ctx.notify_poll(most)
+        return got
+    return await reactor.add_notify_waiter(most)
 
 
 async def wait(request, ctx):

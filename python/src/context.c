@@ -501,6 +501,25 @@ static PyObject *context_notify_wait(PyfContext *self, PyObject *args,
     return pyf_notify_take(self, max, true, ms);
 }
 
+static PyObject *context_notifications(PyfContext *self, PyObject *args,
+                                       PyObject *kwargs)
+{
+    static char *names[] = {"max", NULL};
+    Py_ssize_t max = 64;
+    PyObject *aio, *coro;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:notifications", names,
+                                     &max) ||
+        pyf_ctx_alive(self, "Context.notifications") != 0 ||
+        notify_max(max, "notifications") != 0)
+        return NULL;
+    if ((aio = PyImport_ImportModule("ferry._aio")) == NULL)
+        return NULL;
+    coro = PyObject_CallMethod(aio, "notifications", "On", self, max);
+    Py_DECREF(aio);
+    return coro;
+}
+
 static PyMethodDef context_methods[] = {
     {"close", (PyCFunction)context_close, METH_NOARGS,
      "Destroys the context and every handle made from it (the objects stay "
@@ -558,6 +577,13 @@ static PyMethodDef context_methods[] = {
      "notify_wait(max=64, timeout=None) -> list of Notification: waits "
      "(without the GIL) until some are queued, then takes them as "
      "notify_poll does; [] when timeout seconds passed (None: no limit)."},
+    {"notifications", (PyCFunction)context_notifications,
+     METH_VARARGS | METH_KEYWORDS,
+     "notifications(max=64) -> awaitable list of Notification: in asyncio, "
+     "waits until some are queued, then takes them as notify_poll does.  "
+     "With progress_thread=True the loop waits on fd(), no thread and no "
+     "polling; without, it tests from 20 us to 1 ms apart.  Bound it with "
+     "asyncio.wait_for."},
     {NULL, NULL, 0, NULL},
 };
 

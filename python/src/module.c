@@ -52,6 +52,12 @@ static PyMethodDef module_methods[] = {
      "device_status() -> str: which device backend runs and why."},
     {"device_count", mod_device_count, METH_NOARGS,
      "device_count() -> int (NotSupportedError without a backend)."},
+    {"wait_any", (PyCFunction)(void (*)(void))pyf_wait_any,
+     METH_VARARGS | METH_KEYWORDS,
+     "wait_any(requests, timeout=None) -> int: the index of the first "
+     "request that has ended (None entries skipped; all of one context), "
+     "waiting at most timeout seconds (TimeoutError after).  It does not "
+     "raise the request's error: its test() or wait() does."},
     {NULL, NULL, 0, NULL},
 };
 

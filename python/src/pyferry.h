@@ -158,6 +158,8 @@ void pyf_dependent_unlink(struct pyf_dependent *d);
 
 /* Seconds (float, int or None) to milliseconds: None gives none_ms. */
 int pyf_timeout_ms(PyObject *seconds, int none_ms, const char *what, int *ms);
+/* ferry.wait_any(requests, timeout=None) -> index (request.c). */
+PyObject *pyf_wait_any(PyObject *mod, PyObject *args, PyObject *kwargs);
 /* A notify=(id, value) argument into opts (None: no notification). */
 int pyf_notify_opts(PyObject *notify, PyObject *timeout,
                     struct ferry_xfer_opts *opts);

@@ -175,6 +175,142 @@ static PyObject *request_await(PyfRequest *self)
     return it;
 }
 
+/* d[key] = value, stealing value; -1 with the exception set. */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+    int ret = value == NULL ? -1 : PyDict_SetItemString(d, key, value);
+
+    Py_XDECREF(value);
+    return ret;
+}
+
+static PyObject *request_result(PyfRequest *self, PyObject *unused)
+{
+    struct ferry_req_result r = FERRY_REQ_RESULT_INIT;
+    PyObject *d;
+    int ret;
+
+    (void)unused;
+    if (pyf_alive((PyObject *)self, self->ctx, self->handle,
+                  "Request.result") != 0)
+        return NULL;
+    if ((ret = ferry_req_result(self->handle, &r)) != 0)
+        return pyf_raise(ret, "Request.result");
+    if ((d = PyDict_New()) == NULL)
+        return NULL;
+    if (put(d, "status", PyLong_FromLong(r.status)) != 0 ||
+        put(d, "bytes", PyLong_FromUnsignedLongLong(r.bytes)) != 0 ||
+        put(d, "bytes_done", PyLong_FromUnsignedLongLong(r.bytes_done)) !=
+            0 ||
+        put(d, "posted_ns", PyLong_FromUnsignedLongLong(r.posted_ns)) != 0 ||
+        put(d, "ended_ns",
+            r.ended_ns ? PyLong_FromUnsignedLongLong(r.ended_ns)
+                       : Py_NewRef(Py_None)) != 0 ||
+        put(d, "failed_iov",
+            r.failed_iov != FERRY_NO_IOV ? PyLong_FromSize_t(r.failed_iov)
+                                         : Py_NewRef(Py_None)) != 0 ||
+        put(d, "error", PyUnicode_FromString(r.error)) != 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The live request behind item, or NULL (None, or closed); -1 when item
+ * is no Request. */
+static int handle_of(PyObject *item, PyfRequest **req)
+{
+    *req = NULL;
+    if (item == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(item, &PyfRequest_Type)) {
+        PyErr_Format(PyExc_TypeError,
+                     "wait_any: expected Request or None, got %s",
+                     Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    *req = (PyfRequest *)item;
+    return 0;
+}
+
+PyObject *pyf_wait_any(PyObject *mod, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"requests", "timeout", NULL};
+    PyObject *seq, *timeout = NULL, *fast;
+    PyfRequest **reqs = NULL;
+    ferry_req_t **handles = NULL;
+    PyfContext *ctx = NULL;
+    Py_ssize_t n;
+    size_t index = 0;
+    int ms, ret;
+
+    (void)mod;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:wait_any", names,
+                                     &seq, &timeout) ||
+        pyf_timeout_ms(timeout, -1, "wait_any", &ms) != 0 ||
+        (fast = PySequence_Fast(seq, "wait_any: requests must be a "
+                                     "sequence")) == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(fast);
+    reqs = PyMem_Calloc((size_t)n + 1, sizeof(*reqs));
+    handles = PyMem_Calloc((size_t)n + 1, sizeof(*handles));
+    if (reqs == NULL || handles == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (handle_of(PySequence_Fast_GET_ITEM(fast, i), &reqs[i]) != 0)
+            goto out;
+        if (reqs[i] == NULL)
+            continue;
+        /* One that has ended (and may be closed since) answers first. */
+        if (reqs[i]->result != FERRY_EINPROGRESS) {
+            index = (size_t)i;
+            goto found;
+        }
+        if (reqs[i]->handle != NULL && reqs[i]->ctx->handle != NULL) {
+            handles[i] = reqs[i]->handle;
+            ctx = ctx != NULL ? ctx : reqs[i]->ctx;
+        }
+    }
+    if (ctx == NULL) {
+        pyf_raise_msg(FERRY_EINVAL, "wait_any: no request among the %zd "
+                                    "entries still runs (all None or "
+                                    "closed)",
+                      n);
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (handles[i] != NULL)
+            reqs[i]->waiting++;
+    PYF_WITHOUT_GIL(ctx, ret = ferry_req_wait_any(handles, (size_t)n, ms,
+                                                  &index));
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (handles[i] != NULL)
+            reqs[i]->waiting--;
+    if (ret == FERRY_EINPROGRESS) {
+        pyf_raise_msg(FERRY_ETIMEDOUT,
+                      "wait_any: none has ended after %d ms (they go on)",
+                      ms);
+        goto out;
+    }
+    if (index >= (size_t)n) {
+        pyf_raise(ret, "wait_any");
+        goto out;
+    }
+    note_result(reqs[index], ret);
+found:
+    PyMem_Free(reqs);
+    PyMem_Free(handles);
+    Py_DECREF(fast);
+    return PyLong_FromSize_t(index);
+out:
+    PyMem_Free(reqs);
+    PyMem_Free(handles);
+    Py_DECREF(fast);
+    return NULL;
+}
+
 static PyMethodDef request_methods[] = {
     {"wait", (PyCFunction)request_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(timeout=None): until the request ends (the GIL released).  "
@@ -186,6 +322,10 @@ static PyMethodDef request_methods[] = {
      "cancel(): ends it with CanceledError unless it has ended."},
     {"close", (PyCFunction)request_close, METH_NOARGS,
      "close(): frees it, cancelling it if it has not ended."},
+    {"result", (PyCFunction)request_result, METH_NOARGS,
+     "result() -> dict: what it did so far (ferry_req_result): status, "
+     "bytes, bytes_done, posted_ns, ended_ns (None while it runs), "
+     "failed_iov (None unless one piece failed) and error."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -178,3 +178,42 @@ def test_await_without_progress_thread_still_works():
 
         asyncio.run(main())
         assert buf == b"\x42" * 4096
+
+
+@pytest.mark.parametrize("progress_thread", [True, False],
+                         ids=["progress-thread", "driven-by-await"])
+def test_await_notifications(progress_thread):
+    """`await ctx.notifications()`: the notifications a peer sends while
+    the coroutine waits, taken in order; with a progress thread it sleeps
+    on the descriptor (a few looks, not one per millisecond)."""
+    from ferry import _aio
+    with ferry.Context(progress_thread=progress_thread, **TCP) as tgt, \
+            ferry.Context(progress_thread=True, **TCP) as ini:
+        peer = ini.add_peer(tgt.address())
+        # Connected first; a target without a thread is driven here.
+        first = peer.notify(30, 0)
+        ferrytest.wait_until(lambda: tgt.progress() >= 0 and first.test(),
+                             what="the first notification")
+        tgt.notify_poll()
+
+        async def main():
+            before = dict(_aio.stats)
+            loop = asyncio.get_running_loop()
+            # Sent after the coroutines start waiting.
+            loop.call_later(0.2, lambda: peer.notify(31, 7))
+            loop.call_later(0.3, lambda: peer.notify(31, 8))
+            first = await asyncio.wait_for(tgt.notifications(max=1), LONG)
+            second = await asyncio.wait_for(tgt.notifications(), LONG)
+            # None comes: the wait is the caller's to bound.
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(tgt.notifications(), 0.1)
+            return first + second, \
+                {k: _aio.stats[k] - before[k] for k in before}
+
+        got, delta = asyncio.run(main())
+        assert [(n.kind, n.id, n.value) for n in got] == [
+            ("data", 31, 7), ("data", 31, 8)]
+        if progress_thread:
+            # 0.4 s of waiting: polling would have looked hundreds of times.
+            assert delta["tests"] < 40, delta
+            assert delta["wakeups"] >= 1, delta

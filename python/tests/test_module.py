@@ -49,7 +49,8 @@ def test_every_public_method_has_a_docstring():
                 continue
             if not (value.__doc__ or "").strip():
                 undocumented.append("%s.%s" % (name, attr))
-    for fn in ("strerror", "device_backend", "device_status", "device_count"):
+    for fn in ("strerror", "device_backend", "device_status", "device_count",
+               "wait_any"):
         if not (getattr(ferry, fn).__doc__ or "").strip():
             undocumented.append(fn)
     assert undocumented == []
@@ -62,7 +63,7 @@ def test_public_surface_is_what_the_tests_cover():
         "Context": {"close", "address", "info", "stats", "progress", "fd",
                     "arm", "add_peer", "register", "listen", "connect", "metadata",
                     "counter_get", "counter_wait", "counter_reset",
-                    "notify_poll", "notify_wait", "closed"},
+                    "notify_poll", "notify_wait", "notifications", "closed"},
         "Peer": {"import_region", "write", "read", "notify", "info", "state",
                  "watch",
                  "declare_dead", "counter_wait", "prepare", "close",
@@ -70,7 +71,7 @@ def test_public_surface_is_what_the_tests_cover():
         "Memory": {"export", "refresh", "close", "path", "nbytes", "address",
                    "obj", "readonly", "closed"},
         "RemoteMemory": {"close", "nbytes", "peer", "closed"},
-        "Request": {"wait", "test", "cancel", "close", "done"},
+        "Request": {"wait", "test", "cancel", "close", "done", "result"},
         "Prepared": {"post", "close", "local_count", "remote_count"},
         "Listener": {"publish", "accept", "close", "port"},
         "Connection": {"lookup", "offer", "close", "peer"},
