@@ -11,9 +11,9 @@
 #include "fabric/config.h"
 #include "fabric/pulse.h"
 #include "fabric/rails.h"
-#include "fan.h"
-#include "part.h"
-#include "progress.h"
+#include "fan/fan.h"
+#include "progress/part.h"
+#include "progress/progress.h"
 #include "reg/mem.h"
 #include "reg/monitor.h"
 #include "reg/peer.h"
@@ -114,8 +114,9 @@ int ferry_context_create(const struct ferry_config *cfg,
     fab = &reg->fab;
     ferry__lock_init(&fab->lock);
     pthread_cond_init(&ctx->progress.progressed, NULL);
-    ferry__fan_init(ctx);
-    ret = ferry__config_adopt(fab, cfg);
+    ret = ferry__fan_init(ctx);
+    if (ret == 0)
+        ret = ferry__config_adopt(fab, cfg);
     if (ret == 0)
         ret = ferry__provider_select(&fab->cfg, &sel);
     if (ret != 0) {

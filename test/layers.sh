@@ -1,7 +1,9 @@
 #!/bin/bash
-# Check the include structure of the tree.  Usage: test/layers.sh [SRCDIR]
+# Check the include and call structure of the tree.
+# Usage: test/layers.sh [SRCDIR [BUILDDIR]]
 # (SRCDIR defaults to $abs_top_srcdir, else the directory above this
-# script's; it is only read, so a read-only srcdir under distcheck is fine).
+# script's; it is only read, so a read-only srcdir under distcheck is fine.
+# BUILDDIR defaults to $abs_top_builddir; rule 5 needs it built.)
 #
 #  1. No upward include: lib/ is a stack of layers (LAYERS below, lowest
 #     first; the files directly in lib/ are layer "top").  A file may include
@@ -15,6 +17,12 @@
 #     public headers and test headers (test/, test/api/), never a lib/ header.
 #     test/unit may include anything.  Skipped when there is no test/api.
 #  4. No circle among bench/fbench's modules.
+#  5. No circle of calls among lib's modules: module A calls module B when
+#     A's object refers to a symbol B's object defines (nm on
+#     BUILDDIR/lib/.libs/libferry-core.a, the objects of every lib/ file).
+#     An include-only check misses a call made through a declaration
+#     written in place, or a function pointer named in a table.  Without a
+#     built BUILDDIR the summary says the calls were not looked at.
 #
 # A quoted include resolves in the including file's directory, then (for
 # files under test/api and test/unit) test/api/, (for files under test/)
@@ -28,7 +36,7 @@
 
 # The layers of lib/, lowest first.  lib/NAME/ is layer NAME; the files
 # directly in lib/ are layer "top".  A new layer is one word here.
-LAYERS="base dev fabric reg xfer top"
+LAYERS="base dev fabric reg xfer progress fan top"
 # lib/oob is above the public API and beside the stack: what it may include
 # (fabric: the context's configuration, for the shared secret).
 OOB_MAY_INCLUDE="base fabric oob"
@@ -48,11 +56,16 @@ case " $LAYERS " in
 	;;
 esac
 
-if test $# -gt 1 || { test $# -eq 1 && case $1 in -*) true ;; *) false ;; esac; }; then
-	echo "usage: $0 [SRCDIR]" >&2
+if test $# -gt 2 || { test $# -ge 1 && case $1 in -*) true ;; *) false ;; esac; }; then
+	echo "usage: $0 [SRCDIR [BUILDDIR]]" >&2
 	exit 2
 fi
-if test $# -eq 1; then
+builddir=${2:-${abs_top_builddir:-}}
+case $builddir in
+"" | /*) ;;
+*) builddir=$(pwd)/$builddir ;;
+esac
+if test $# -ge 1; then
 	srcdir=$1
 elif test -n "${abs_top_srcdir:-}"; then
 	srcdir=$abs_top_srcdir
@@ -110,6 +123,61 @@ fi
 # Every file an include may resolve to.
 LAYERS_KNOWN=$(list_files lib include test bench)
 export LAYERS_KNOWN
+
+# Rule 5's edges, one "CALLER CALLEE SYMBOL" a line (lib/ source paths),
+# from the core library's archive: "ARCHIVE:MEMBER:... TYPE SYMBOL" lines,
+# a member named libferry_core_la-STEM.o for lib/.../STEM.c.
+LAYERS_CALLS=
+core=${builddir:+$builddir/lib/.libs/libferry-core.a}
+if test -n "$core" && test -f "$core"; then
+	if ! LAYERS_CALLS=$(set -o pipefail; nm -A "$core" | awk -v srcs="$(list_files -ch lib | grep '\.c$')" '
+		BEGIN {
+			n = split(srcs, s, "\n")
+			for (i = 1; i <= n; i++) {
+				stem = s[i]
+				sub(/.*\//, "", stem)
+				sub(/\.c$/, "", stem)
+				# Two sources of one stem: their objects cannot be told apart.
+				if (stem in src)
+					src[stem] = ""
+				else
+					src[stem] = s[i]
+			}
+		}
+		{
+			member = substr($0, index($0, ":") + 1)
+			member = substr(member, 1, index(member, ":") - 1)
+			stem = member
+			sub(/^lib[A-Za-z0-9_]*_la-/, "", stem)
+			sub(/\.o$/, "", stem)
+			if (!(stem in src) || src[stem] == "") {
+				if (!(member in said))
+					print "layers: FAIL: object " member " matches no single lib/ source" > "/dev/stderr"
+				said[member] = 1
+				bad = 1
+				next
+			}
+			type = $(NF - 1)
+			if (type == "U")
+				uses[src[stem], $NF] = 1
+			else if (type ~ /^[TDBRC]$/)
+				def[$NF] = src[stem]
+		}
+		END {
+			for (k in uses) {
+				split(k, p, SUBSEP)
+				if ((p[2] in def) && def[p[2]] != p[1] && !((p[1], def[p[2]]) in done)) {
+					done[p[1], def[p[2]]] = 1
+					print p[1], def[p[2]], p[2]
+				}
+			}
+			exit bad
+		}' | sort); then
+		echo "layers: FAIL: cannot read the calls from $core" >&2
+		exit 1
+	fi
+fi
+export LAYERS_CALLS
 
 IFS= read -r -d '' prog <<'EOF' || true
 BEGIN {
@@ -469,6 +537,14 @@ END {
 	# Rules 2 and 4.
 	find_circles("L")
 	find_circles("B")
+	# Rule 5.
+	ncalls = split(ENVIRON["LAYERS_CALLS"], call, "\n")
+	for (i = 1; i <= ncalls; i++) {
+		split(call[i], c, " ")
+		add_edge("C", module_of(c[1]), module_of(c[2]),
+		    c[1] " calls " c[3] " (" c[2] ")")
+	}
+	find_circles("C")
 
 	if (upward > 0) {
 		print "layer order, lowest first: " order " (files directly in lib/ are top); " \
@@ -482,6 +558,7 @@ END {
 	if (nbench > 0)
 		summary = summary "; bench/fbench: " nbench " files, no circle"
 	summary = summary (has_api ? "; test/api: only public and test headers" : "; no test/api, test rules skipped")
+	summary = summary (ncalls > 0 ? "; calls: " ncalls " module pairs, no circle" : "; calls not checked (no built lib/.libs/libferry-core.a)")
 	print summary
 	exit 0
 }

@@ -78,12 +78,13 @@ new_tree() {
 	cp -R "$tmp/clean" "$tree"
 }
 
-# check DESCRIPTION STATUS TEXT: run layers.sh on the current tree (from
-# another directory); it must exit with STATUS and print TEXT (a fixed
-# string).
+# check DESCRIPTION STATUS TEXT [BUILDDIR]: run layers.sh on the current
+# tree (from another directory), with BUILDDIR's objects if given (never
+# make check's own build); it must exit with STATUS and print TEXT (a
+# fixed string).
 check() {
-	local what=$1 want=$2 text=$3 out rc
-	out=$(cd / && bash "$layers" "$tree" 2>&1)
+	local what=$1 want=$2 text=$3 build=${4:-} out rc
+	out=$(cd / && abs_top_builddir= bash "$layers" "$tree" $build 2>&1)
 	rc=$?
 	if test "$rc" -eq "$want" && printf '%s\n' "$out" | grep -q -F -e "$text"; then
 		echo "ok - $what"
@@ -145,6 +146,42 @@ put bench/fbench/report.h '#include "fbench.h"'
 put bench/fbench/report.c '#include "report.h"' '#include "stats.h"'
 check "bench/fbench circle is refused" 1 \
 	'circle: fbench/report -> fbench/stats -> fbench/report (bench/fbench/report.c:2 includes "stats.h"; bench/fbench/stats.h:2 includes "report.h")'
+
+# objects BUILDDIR STEM:CODE...: an archive of one object a STEM (named
+# as libtool names the core's) compiled from CODE, as rule 5 reads it.
+objects() {
+	local build=$1 spec stem
+	shift
+	mkdir -p "$build/lib/.libs" "$build/src"
+	for spec in "$@"; do
+		stem=${spec%%:*}
+		printf '%s\n' "${spec#*:}" >"$build/src/$stem.c"
+		${CC:-cc} -c -o "$build/src/libferry_core_la-$stem.o" "$build/src/$stem.c" ||
+			return 1
+	done
+	ar rc "$build/lib/.libs/libferry-core.a" "$build"/src/*.o
+}
+
+# Rule 5: calls, from the objects.  The clean tree's reg/m and xfer/x,
+# calling each other through declarations written in place: no include
+# says so.
+tree=$tmp/clean
+objects "$tmp/calls_ok" 'm:void m_fn(void); void m_fn(void) {}' \
+	'x:void m_fn(void); void x_fn(void); void x_fn(void) { m_fn(); }'
+check "calls one way pass, and are counted" 0 \
+	'calls: 1 module pairs, no circle' "$tmp/calls_ok"
+
+objects "$tmp/calls_circle" \
+	'm:void x_fn(void); void m_fn(void); void m_fn(void) { x_fn(); }' \
+	'x:void m_fn(void); void x_fn(void); void x_fn(void) { m_fn(); }'
+check "a call circle the includes do not show is refused" 1 \
+	'lib/xfer/x.c calls m_fn (lib/reg/m.c)' "$tmp/calls_circle"
+check "and named as a circle" 1 'circle: ' "$tmp/calls_circle"
+
+objects "$tmp/calls_stranger" 'nosuch:void n_fn(void); void n_fn(void) {}'
+check "an object of no lib/ source is refused" 1 \
+	'object libferry_core_la-nosuch.o matches no single lib/ source' \
+	"$tmp/calls_stranger"
 
 echo "$passed passed, $failed failed"
 test "$failed" -eq 0

@@ -244,16 +244,6 @@ static int keep_alive(struct etcd *e, CURL *h)
     return ret;
 }
 
-bool ferry__etcd_stopping(struct etcd *e)
-{
-    bool stop;
-
-    pthread_mutex_lock(&e->lock);
-    stop = e->stopping;
-    pthread_mutex_unlock(&e->lock);
-    return stop;
-}
-
 /* curl's progress callback on the keeper's handle: a request in flight
  * ends (within a second) when the backend closes, so that close does not
  * wait out its timeout. */
@@ -262,20 +252,6 @@ static int abort_if_stopping(void *arg, curl_off_t dt, curl_off_t dn,
 {
     (void)dt, (void)dn, (void)ut, (void)un;
     return ferry__etcd_stopping(arg) ? 1 : 0;
-}
-
-bool ferry__etcd_nap(struct etcd *e, unsigned ms)
-{
-    struct timespec until = ferry__realtime_after(ms);
-    bool stop;
-
-    pthread_mutex_lock(&e->lock);
-    while (!e->stopping &&
-           pthread_cond_timedwait(&e->wake, &e->lock, &until) == 0)
-        ;
-    stop = e->stopping;
-    pthread_mutex_unlock(&e->lock);
-    return stop;
 }
 
 static void *keeper_main(void *arg)

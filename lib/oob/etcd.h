@@ -134,7 +134,7 @@ json_object *ferry__etcd_new_put(struct etcd *e, const char *key,
 
 /* ---- threads (etcd.c, etcd_watch.c) ---- */
 
-/* Whether the backend is closing. */
+/* Whether the backend is closing (etcd_life.c). */
 bool ferry__etcd_stopping(struct etcd *e);
 /* Sleeps up to ms; true when the backend is closing. */
 bool ferry__etcd_nap(struct etcd *e, unsigned ms);

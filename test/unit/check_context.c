@@ -8,7 +8,7 @@
  */
 #include "testutil.h"
 
-#include "part.h"
+#include "progress/part.h"
 #include "xfer/op.h"
 #include "base/blob.h"
 #include "base/host.h"

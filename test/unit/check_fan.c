@@ -12,7 +12,7 @@
  */
 #include "testutil.h"
 
-#include "fan_plan.h"
+#include "fan/plan.h"
 #include "fabric/shm_loop.h"
 #include "reg/mem.h"
 #include "xfer/xfer.h"

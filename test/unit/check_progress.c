@@ -14,7 +14,7 @@
  */
 #include "progressutil.h"
 
-#include "progress.h"
+#include "progress/progress.h"
 #include "fabric/pulse.h"
 #include "xfer/op.h"
 #include "xfer/xfer.h"

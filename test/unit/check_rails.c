@@ -6,7 +6,7 @@
  */
 #include "railsutil.h"
 
-#include "part.h"
+#include "progress/part.h"
 #include "fabric/rails.h"
 
 #include <pthread.h>

@@ -57,7 +57,7 @@ bool ferry__fan_plan_forwards(const struct ferry__fan_plan *p, uint32_t x);
 int ferry__fan_plan_alloc(struct ferry__fan_plan *p, uint32_t n);
 /* Frees what p holds and zeroes it; a zeroed p is fine. */
 void ferry__fan_plan_free(struct ferry__fan_plan *p);
-/* The plan as receiver `you` gets it (a blob, fan_plan.c gives the
+/* The plan as receiver `you` gets it (a blob, plan.c gives the
  * layout), into buf of cap bytes; buf NULL measures (*len).  Returns 0 or
  * FERRY_ENOSPC with *len the size needed. */
 int ferry__fan_plan_encode(const struct ferry__fan_plan *p, uint32_t you,

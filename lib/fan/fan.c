@@ -44,14 +44,15 @@
  * context lock), so they are driven without it: the `run` mutex lets one
  * thread drive at a time, and is always taken before the context lock.
  */
-#include "fan.h"
+#include "fan/fan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "fan_plan.h"
+#include "fan/plan.h"
+#include "progress/progress.h"
 #include "reg/mem.h"
 #include "reg/peer.h"
 #include "xfer/notify.h"
@@ -180,7 +181,7 @@ static int fan_peer(struct ferry_context *ctx, const uint8_t *blob,
     struct ferry__fan_peer *p;
     int ret;
 
-    for (p = ctx->fan.peers; p != NULL; p = p->next)
+    for (p = ctx->fan->peers; p != NULL; p = p->next)
         if (p->len == len && memcmp(p->blob, blob, len) == 0) {
             *out = p->peer;
             return 0;
@@ -193,8 +194,8 @@ static int fan_peer(struct ferry_context *ctx, const uint8_t *blob,
     }
     p->len = len;
     memcpy(p->blob, blob, len);
-    p->next = ctx->fan.peers;
-    ctx->fan.peers = p;
+    p->next = ctx->fan->peers;
+    ctx->fan->peers = p;
     *out = p->peer;
     return 0;
 }
@@ -202,7 +203,7 @@ static int fan_peer(struct ferry_context *ctx, const uint8_t *blob,
 /* Whether another receiving node watches the same source as f. */
 static bool source_watched(const struct ferry_fanout *f)
 {
-    for (const struct ferry_fanout *g = f->ctx->fan.nodes; g; g = g->next)
+    for (const struct ferry_fanout *g = f->ctx->fan->nodes; g; g = g->next)
         if (g != f && g->me != 0 && g->peer[0] == f->peer[0])
             return true;
     return false;
@@ -233,17 +234,17 @@ static void node_free(struct ferry_fanout *f)
 
 static void link_node(struct ferry_context *ctx, struct ferry_fanout *f)
 {
-    f->next = ctx->fan.nodes;
-    ctx->fan.nodes = f;
-    atomic_fetch_add(&ctx->fan.work, 1);
+    f->next = ctx->fan->nodes;
+    ctx->fan->nodes = f;
+    atomic_fetch_add(&ctx->fan->work, 1);
 }
 
 static void unlink_node(struct ferry_context *ctx, struct ferry_fanout *f)
 {
-    for (struct ferry_fanout **p = &ctx->fan.nodes; *p; p = &(*p)->next)
+    for (struct ferry_fanout **p = &ctx->fan->nodes; *p; p = &(*p)->next)
         if (*p == f) {
             *p = f->next;
-            atomic_fetch_sub(&ctx->fan.work, 1);
+            atomic_fetch_sub(&ctx->fan->work, 1);
             return;
         }
 }
@@ -251,7 +252,7 @@ static void unlink_node(struct ferry_context *ctx, struct ferry_fanout *f)
 static struct ferry_fanout *node_of_tag(struct ferry_context *ctx,
                                         uint64_t tag)
 {
-    for (struct ferry_fanout *f = ctx->fan.nodes; f; f = f->next)
+    for (struct ferry_fanout *f = ctx->fan->nodes; f; f = f->next)
         if (f->plan.tag == tag)
             return f;
     return NULL;
@@ -663,7 +664,7 @@ static void stash_early(struct ferry__fan_part *fan, uint64_t id,
 
 static void replay_early(struct ferry_context *ctx, struct ferry_fanout *f)
 {
-    struct ferry__fan_part *fan = &ctx->fan;
+    struct ferry__fan_part *fan = ctx->fan;
 
     for (size_t i = 0; i < fan->nearly; i++) {
         struct ferry__fan_event *e =
@@ -681,7 +682,7 @@ static void replay_early(struct ferry_context *ctx, struct ferry_fanout *f)
 static bool ended(const struct ferry_context *ctx, uint64_t tag)
 {
     for (size_t i = 0; i < FERRY__FAN_ENDED; i++)
-        if (ctx->fan.ended[i] == tag)
+        if (ctx->fan->ended[i] == tag)
             return true;
     return false;
 }
@@ -774,14 +775,14 @@ static void handle_event(struct ferry_context *ctx,
     if ((f = node_of_tag(ctx, e->id & FERRY__FAN_TAG_MASK)) != NULL)
         apply(f, e->id, e->value);
     else
-        stash_early(&ctx->fan, e->id, e->value);
+        stash_early(ctx->fan, e->id, e->value);
 }
 
 /* notify.c's sink: queues, with the context lock held. */
 static void fan_sink(struct ferry__xfer *x, uint64_t id, uint64_t value)
 {
     struct ferry__fan_part *fan =
-        &ferry__container_of(x, struct ferry_context, xfer)->fan;
+        ferry__container_of(x, struct ferry_context, xfer)->fan;
 
     if (fan->nevents == fan->events_cap) {
         size_t cap = fan->events_cap ? 2 * fan->events_cap : 64;
@@ -801,17 +802,24 @@ static void fan_sink(struct ferry__xfer *x, uint64_t id, uint64_t value)
 
 /* ---- driving ------------------------------------------------------------- */
 
-void ferry__fan_init(struct ferry_context *ctx)
+int ferry__fan_init(struct ferry_context *ctx)
 {
-    pthread_mutex_init(&ctx->fan.run, NULL);
+    ctx->fan = calloc(1, sizeof(*ctx->fan));
+    if (ctx->fan == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a context");
+    pthread_mutex_init(&ctx->fan->run, NULL);
     ctx->xfer.notify.fan_sink = fan_sink;
+    /* Handed up to the progress layer, which calls it after its passes
+     * without naming this module. */
+    ctx->progress.after_pass = ferry__fan_run;
+    return 0;
 }
 
 /* With run held. */
 static void run_locked(struct ferry_context *ctx)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
-    struct ferry__fan_part *fan = &ctx->fan;
+    struct ferry__fan_part *fan = ctx->fan;
     struct ferry__fan_event *events;
     size_t nevents;
 
@@ -840,16 +848,19 @@ static void run_locked(struct ferry_context *ctx)
 
 void ferry__fan_run(struct ferry_context *ctx)
 {
-    if (atomic_load_explicit(&ctx->fan.work, memory_order_relaxed) == 0 ||
-        pthread_mutex_trylock(&ctx->fan.run) != 0)
+    if (atomic_load_explicit(&ctx->fan->work, memory_order_relaxed) == 0 ||
+        pthread_mutex_trylock(&ctx->fan->run) != 0)
         return;
     run_locked(ctx);
-    pthread_mutex_unlock(&ctx->fan.run);
+    pthread_mutex_unlock(&ctx->fan->run);
 }
 
 void ferry__fan_destroy(struct ferry_context *ctx)
 {
-    struct ferry__fan_part *fan = &ctx->fan;
+    struct ferry__fan_part *fan = ctx->fan;
+
+    if (fan == NULL)
+        return;
 
     /* The endpoints are closed and the requests freed (context.c): no
      * provider reads a plan buffer any more. */
@@ -871,6 +882,8 @@ void ferry__fan_destroy(struct ferry_context *ctx)
     free(fan->events);
     free(fan->early);
     pthread_mutex_destroy(&fan->run);
+    free(fan);
+    ctx->fan = NULL;
 }
 
 /* ---- the source's calls -------------------------------------------------- */
@@ -1136,10 +1149,10 @@ int ferry_fanout(ferry_mem_t *src, uint64_t offset, size_t len,
         /* Its death is noticed even while nothing is sent to it. */
         ferry_peer_watch(f->peer[i], 1);
     }
-    pthread_mutex_lock(&ctx->fan.run);
+    pthread_mutex_lock(&ctx->fan->run);
     link_node(ctx, f);
     drive(f);
-    pthread_mutex_unlock(&ctx->fan.run);
+    pthread_mutex_unlock(&ctx->fan->run);
     *out = f;
     return 0;
 }
@@ -1155,9 +1168,9 @@ int ferry_fanout_test(ferry_fanout_t *f)
      * or here ferry_progress, which drives them after polling. */
     if (!f->ctx->progress.started)
         ferry_progress(f->ctx);
-    pthread_mutex_lock(&f->ctx->fan.run);
+    pthread_mutex_lock(&f->ctx->fan->run);
     ret = f->status;
-    pthread_mutex_unlock(&f->ctx->fan.run);
+    pthread_mutex_unlock(&f->ctx->fan->run);
     if (ret == FERRY_EPEERDEAD)
         return ferry__error(ret,
                             "fan-out of %llu bytes: receivers died without "
@@ -1173,9 +1186,23 @@ int ferry_fanout_test(ferry_fanout_t *f)
     return ret;
 }
 
-struct ferry_context *ferry__fan_context(const struct ferry_fanout *f)
+int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms)
 {
-    return f->ctx;
+    uint64_t until = timeout_ms < 0
+                         ? 0
+                         : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    unsigned spins = 0;
+    int ret;
+
+    while ((ret = ferry_fanout_test(f)) == FERRY_EINPROGRESS) {
+        if (until != 0 && ferry__now_ns() >= until)
+            return ferry__error(FERRY_EINPROGRESS,
+                                "ferry_fanout_wait: %d ms passed; the "
+                                "fan-out is still running",
+                                timeout_ms);
+        ferry__progress_pause(f->ctx, ++spins);
+    }
+    return ret;
 }
 
 size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx, size_t max)
@@ -1187,7 +1214,7 @@ size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx, size_t max)
         return 0;
     /* The progress thread may be driving it: read what it writes under
      * the same mutex. */
-    run = &f->ctx->fan.run;
+    run = &f->ctx->fan->run;
     pthread_mutex_lock(run);
     for (uint32_t i = 1; f->status != FERRY_EINPROGRESS && i <= f->plan.n;
          i++) {
@@ -1208,7 +1235,7 @@ void ferry_fanout_free(ferry_fanout_t *f)
     if (f == NULL || f->magic != FERRY__MAGIC_FAN)
         return;
     ctx = f->ctx;
-    pthread_mutex_lock(&ctx->fan.run);
+    pthread_mutex_lock(&ctx->fan->run);
     /* The handle is gone now; the node stays until the provider is done
      * with its buffers (run_locked frees it). */
     f->magic = FERRY__MAGIC_DEAD;
@@ -1219,5 +1246,5 @@ void ferry_fanout_free(ferry_fanout_t *f)
             if (!f->dead[i])
                 send_event(f, i, FERRY__FAN_FIN, 0, WHAT_MSG);
     f->fin_sent = true;
-    pthread_mutex_unlock(&ctx->fan.run);
+    pthread_mutex_unlock(&ctx->fan->run);
 }

@@ -5,10 +5,12 @@
 #ifndef FERRY_FAN_H
 #define FERRY_FAN_H
 
-#include "part.h"
+#include "fan/part.h"
 
-/* Sets up the context's fan-out part and its notification sink. */
-void ferry__fan_init(struct ferry_context *ctx);
+/* Makes the context's fan-out part, and hands up its notification sink
+ * (to notify) and its driver (to progress, as after_pass); 0 or
+ * FERRY_ENOMEM. */
+int ferry__fan_init(struct ferry_context *ctx);
 /*
  * Drives the fan-outs: takes the arrived events, posts what every node
  * may post, settles what came back.  Called without the context lock by
@@ -16,9 +18,8 @@ void ferry__fan_init(struct ferry_context *ctx);
  * call that finds another thread driving returns at once.
  */
 void ferry__fan_run(struct ferry_context *ctx);
-/* The context a fan-out runs in (for ferry_fanout_wait, progress.c). */
-struct ferry_context *ferry__fan_context(const struct ferry_fanout *f);
-/* Frees every node (context destruction, progress thread stopped). */
+/* Frees every node and the part (context destruction, progress thread
+ * stopped); nothing after a failed ferry__fan_init. */
 void ferry__fan_destroy(struct ferry_context *ctx);
 
 #endif /* FERRY_FAN_H */

@@ -2,7 +2,7 @@
  * The fan-out's plan as it travels: a blob (base/blob.h) a parent writes
  * into its child's inbox (fan.c), read back and checked by the child.
  */
-#include "fan_plan.h"
+#include "fan/plan.h"
 
 #include <stdlib.h>
 #include <string.h>

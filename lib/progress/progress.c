@@ -3,7 +3,7 @@
  * that waits, and the optional progress thread.  It drives the layers
  * below and dispatches what comes back to them; none of them calls it.
  */
-#include "progress.h"
+#include "progress/progress.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -17,7 +17,6 @@
 #include <rdma/fi_eq.h>
 
 #include "fabric/rails.h"
-#include "fan.h"
 #include "xfer/live.h"
 #include "xfer/notify.h"
 #include "xfer/resume.h"
@@ -225,14 +224,21 @@ static int progress_poll(struct ferry_context *ctx)
     return ferry__progress_locked(ctx);
 }
 
-/* Between two polls of a waiting loop (spins counts them). */
-static void progress_pause(struct ferry_context *ctx, unsigned spins)
+/* What progresses above this layer (the fan-out), after a pass; without
+ * the lock.  The hook was set before any thread could progress. */
+static void after_pass(struct ferry_context *ctx)
+{
+    if (ctx->progress.after_pass != NULL)
+        ctx->progress.after_pass(ctx);
+}
+
+void ferry__progress_pause(struct ferry_context *ctx, unsigned spins)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
     struct timespec until;
 
     /* A waiter without a progress thread forwards fan-out chunks too. */
-    ferry__fan_run(ctx);
+    after_pass(ctx);
     /* Without a progress thread the waiter is the one polling: it lets
      * the peer's process run now and then on a busy machine. */
     if (!ctx->progress.started) {
@@ -412,7 +418,7 @@ int ferry_progress(ferry_context_t *ctx)
     ferry__lock_acquire(&fab->lock);
     ret = ferry__progress_locked(ctx);
     ferry__lock_release(&fab->lock);
-    ferry__fan_run(ctx);
+    after_pass(ctx);
     return ret;
 }
 
@@ -484,7 +490,7 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
                                 "ferry_req_wait: %d ms passed; the request is "
                                 "still running",
                                 timeout_ms);
-        progress_pause(req->ctx, ++spins);
+        ferry__progress_pause(req->ctx, ++spins);
     }
 }
 
@@ -572,7 +578,7 @@ int ferry_req_wait_any(ferry_req_t *const *reqs, size_t n, int timeout_ms,
                                 "ferry_req_wait_any: %d ms passed; none of "
                                 "the requests has ended",
                                 timeout_ms);
-        progress_pause(ctx, ++spins);
+        ferry__progress_pause(ctx, ++spins);
     }
 }
 
@@ -614,8 +620,8 @@ int ferry_notify_poll(ferry_context_t *ctx, struct ferry_notification *out,
  * limit. */
 #define NOTIFY_SLEEP_MAX_MS 1000
 
-/* Wakes the threads sleeping in progress_pause and notify_sleep; under
- * the lock. */
+/* Wakes the threads sleeping in ferry__progress_pause and notify_sleep;
+ * under the lock. */
 static void wake_waiters(struct ferry_context *ctx)
 {
     if (ctx->progress.waiters > 0)
@@ -637,7 +643,7 @@ static void wake_notify_waiters(struct ferry__xfer *x)
  * `until` (0: no limit).  The queue is looked at under the lock that
  * on_queued signals under, so a notification queued after the caller's
  * last look is never slept through; nothing else wakes this sleep, where
- * progress_pause wakes every millisecond.
+ * ferry__progress_pause wakes every millisecond.
  */
 static void notify_sleep(struct ferry_context *ctx, uint64_t until)
 {
@@ -683,7 +689,7 @@ int ferry_notify_wait(ferry_context_t *ctx, struct ferry_notification *out,
         if (ctx->progress.started)
             notify_sleep(ctx, until);
         else
-            progress_pause(ctx, ++spins);
+            ferry__progress_pause(ctx, ++spins);
     }
 }
 
@@ -770,7 +776,7 @@ static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
             break;
         }
         ferry__lock_release(&fab->lock);
-        progress_pause(ctx, ++spins);
+        ferry__progress_pause(ctx, ++spins);
         ferry__lock_acquire(&fab->lock);
     }
     if (peer != NULL)
@@ -894,7 +900,7 @@ static void *progress_main(void *arg)
             wake_waiters(ctx);
         ferry__lock_release(&fab->lock);
         /* Fan-out chunks that landed go on to the children now. */
-        ferry__fan_run(ctx);
+        after_pass(ctx);
         if (n > 0 || busy) {
             last_work = ferry__now_ns();
             continue;
@@ -968,25 +974,4 @@ void ferry__progress_thread_stop(struct ferry_context *ctx)
     atomic_store_explicit(&ctx->progress.stopping, true, memory_order_release);
     pthread_join(ctx->progress.thread, NULL);
     ctx->progress.started = false;
-}
-
-/* ---- fan-outs ------------------------------------------------------------ */
-
-int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms)
-{
-    uint64_t until = timeout_ms < 0
-                         ? 0
-                         : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
-    unsigned spins = 0;
-    int ret;
-
-    while ((ret = ferry_fanout_test(f)) == FERRY_EINPROGRESS) {
-        if (until != 0 && ferry__now_ns() >= until)
-            return ferry__error(FERRY_EINPROGRESS,
-                                "ferry_fanout_wait: %d ms passed; the "
-                                "fan-out is still running",
-                                timeout_ms);
-        progress_pause(ferry__fan_context(f), ++spins);
-    }
-    return ret;
 }

@@ -7,7 +7,7 @@
 #ifndef FERRY_PROGRESS_H
 #define FERRY_PROGRESS_H
 
-#include "part.h"
+#include "progress/part.h"
 
 /* Polls every rail once and enforces deadlines; caller holds the lock. */
 int ferry__progress_locked(struct ferry_context *ctx);
@@ -16,5 +16,9 @@ void ferry__progress_thread_stop(struct ferry_context *ctx);
 /* Closes the descriptor ferry_context_fd made, if any (after the thread
  * stopped). */
 void ferry__progress_fd_close(struct ferry_context *ctx);
+/* Between two polls of a loop that waits (spins counts them): runs what
+ * progresses above (after_pass), then yields, naps or sleeps until the
+ * progress thread has handled events. */
+void ferry__progress_pause(struct ferry_context *ctx, unsigned spins);
 
 #endif /* FERRY_PROGRESS_H */
