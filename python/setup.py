@@ -79,6 +79,9 @@ setup(
     version=version(),
     description="One-sided RMA between host and CUDA memories over libfabric",
     packages=["ferry"],
+    # PEP 561: the stubs of the C extension, and the marker that says the
+    # package has types.
+    package_data={"ferry": ["py.typed", "_ferry.pyi"]},
     ext_modules=[Extension(
         "ferry._ferry",
         sources=sorted(glob.glob(os.path.join("src", "*.c"))),

@@ -36,6 +36,39 @@ echo "building the module in $out against $libs"
 		--build-base "$out/tmp" --build-lib "$out/lib" 2>&1 |
 	grep -v -e 'Deprecat' -e '^ *\*\*\*' -e 'setup.py install' -e 'standards-based' -e 'pypa' -e 'See https' -e '^ *$' -e 'warnings.warn' -e '^ *!!' -e 'byte-compiling is disabled' || true)
 test -e "$out"/lib/ferry/_ferry*.so || { echo "FAIL: the module did not build"; exit 1; }
+
+# No circle of calls among the module's files (python/src/*.c), from its
+# objects: "A B SYMBOL" when A's object uses a symbol B's defines; tsort
+# names the files of a loop.
+edges=$(find "$out/tmp" -name '*.o' -print | sort | xargs nm -A | awk '
+	{
+		f = substr($0, 1, index($0, ":") - 1)
+		sub(/.*\//, "", f)
+		sub(/\.o$/, "", f)
+		if ($(NF - 1) == "U")
+			uses[f, $NF] = 1
+		else if ($(NF - 1) ~ /^[TDBRC]$/)
+			def[$NF] = f
+	}
+	END {
+		for (k in uses) {
+			split(k, p, SUBSEP)
+			if ((p[2] in def) && def[p[2]] != p[1])
+				print p[1], def[p[2]], p[2]
+		}
+	}' | sort)
+if test -z "$edges"; then
+	echo "FAIL: no calls read from the module's objects under $out/tmp"
+	exit 1
+fi
+if ! loop=$(printf '%s\n' "$edges" | cut -d' ' -f1,2 | tsort 2>&1 >/dev/null) ||
+	test -n "$loop"; then
+	echo "FAIL: python/src has a circle of calls: $loop"
+	echo "the calls (file, file it calls, a symbol):"
+	printf '%s\n' "$edges" | sed 's/^/  /'
+	exit 1
+fi
+echo "python/src: $(printf '%s\n' "$edges" | cut -d' ' -f1,2 | sort -u | wc -l) pairs of files call one way, no circle"
 test "${1:-}" != --build-only || exit 0
 
 cd "$out"

@@ -72,32 +72,6 @@ int pyf_notify_opts(PyObject *notify, PyObject *timeout,
     return 0;
 }
 
-int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem)
-{
-    if (!PyObject_TypeCheck(obj, &PyfMemory_Type)) {
-        pyf_raise_msg(FERRY_EINVAL,
-                      "%s must be a ferry.Memory (from Context.register), "
-                      "not %.100s",
-                      what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *mem = (PyfMemory *)obj;
-    return pyf_alive(obj, (*mem)->ctx, (*mem)->handle, what);
-}
-
-int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem)
-{
-    if (!PyObject_TypeCheck(obj, &PyfRemote_Type)) {
-        pyf_raise_msg(FERRY_EINVAL,
-                      "%s must be a ferry.RemoteMemory (from "
-                      "Peer.import_region or a lookup), not %.100s",
-                      what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *rmem = (PyfRemote *)obj;
-    return pyf_alive(obj, (*rmem)->peer->ctx, (*rmem)->handle, what);
-}
-
 int pyf_fastcall_args(const char *fname, const char *const *names, size_t n,
                       size_t required, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames, PyObject **out)

@@ -4,6 +4,32 @@
  */
 #include "pyferry.h"
 
+int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem)
+{
+    if (!PyObject_TypeCheck(obj, &PyfMemory_Type)) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "%s must be a ferry.Memory (from Context.register), "
+                      "not %.100s",
+                      what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *mem = (PyfMemory *)obj;
+    return pyf_alive(obj, (*mem)->ctx, (*mem)->handle, what);
+}
+
+int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem)
+{
+    if (!PyObject_TypeCheck(obj, &PyfRemote_Type)) {
+        pyf_raise_msg(FERRY_EINVAL,
+                      "%s must be a ferry.RemoteMemory (from "
+                      "Peer.import_region or a lookup), not %.100s",
+                      what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *rmem = (PyfRemote *)obj;
+    return pyf_alive(obj, (*rmem)->peer->ctx, (*rmem)->handle, what);
+}
+
 #include <time.h>
 
 /* ---- Memory ----------------------------------------------------------------- */
@@ -304,6 +330,8 @@ static PyObject *remote_closed(PyfRemote *self, void *unused)
 }
 
 static PyMethodDef remote_methods[] = {
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {"close", (PyCFunction)remote_close, METH_NOARGS,
      "close(): releases the import (BusyError while requests use it)."},
     {NULL, NULL, 0, NULL},

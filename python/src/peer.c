@@ -3,6 +3,58 @@
  */
 #include "pyferry.h"
 
+/* ---- the peer table: one Peer object per handle (weakly) ------------------ */
+
+PyObject *pyf_peer_lookup(PyfContext *ctx, ferry_peer_t *handle)
+{
+    PyObject *key = PyLong_FromVoidPtr(handle);
+    PyObject *ref = key != NULL ? PyDict_GetItemWithError(ctx->peers, key)
+                                : NULL;
+    PyObject *peer = ref != NULL ? PyWeakref_GetObject(ref) : Py_None;
+
+    Py_XDECREF(key);
+    if (PyErr_Occurred())
+        return NULL;
+    return Py_NewRef(peer != NULL ? peer : Py_None);
+}
+
+PyfPeer *pyf_peer_of(PyfContext *ctx, ferry_peer_t *handle, bool owned)
+{
+    PyObject *known = pyf_peer_lookup(ctx, handle);
+    PyObject *key, *ref;
+    PyfPeer *peer;
+
+    if (known == NULL || known != Py_None)
+        return (PyfPeer *)known;
+    Py_DECREF(known);
+    peer = PyObject_New(PyfPeer, &PyfPeer_Type);
+    if (peer == NULL)
+        return NULL;
+    peer->ctx = (PyfContext *)Py_NewRef(ctx);
+    peer->handle = handle;
+    peer->owned = owned;
+    peer->weakrefs = NULL;
+    key = PyLong_FromVoidPtr(handle);
+    ref = PyWeakref_NewRef((PyObject *)peer, NULL);
+    if (key == NULL || ref == NULL ||
+        PyDict_SetItem(ctx->peers, key, ref) != 0) {
+        peer->handle = NULL; /* not ours to remove on the way out */
+        Py_CLEAR(peer);
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(ref);
+    return peer;
+}
+
+void pyf_peer_forget(PyfContext *ctx, ferry_peer_t *handle)
+{
+    PyObject *key = PyLong_FromVoidPtr(handle);
+
+    if (key == NULL || PyDict_DelItem(ctx->peers, key) != 0)
+        PyErr_Clear();
+    Py_XDECREF(key);
+}
+
 static int peer_alive(PyfPeer *self, const char *what)
 {
     return pyf_alive((PyObject *)self, self->ctx, self->handle, what);
@@ -399,6 +451,8 @@ static PyMethodDef peer_methods[] = {
     {"prepare", (PyCFunction)peer_prepare, METH_VARARGS,
      "prepare(op, local, remote) -> Prepared.  op: ferry.WRITE or "
      "ferry.READ; local, remote: ferry.Blocks, or lists of them."},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {"close", (PyCFunction)peer_close, METH_NOARGS,
      "close(): removes a peer from add_peer (BusyError while its regions "
      "are imported or requests run)."},

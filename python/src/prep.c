@@ -365,6 +365,8 @@ static PyMethodDef prepared_methods[] = {
      "post(local_idx, remote_idx, notify=None, timeout=None) -> Request: "
      "moves block local_idx[i] <-> remote_idx[i] for every i, as one "
      "request.  Indices: uint32 numpy arrays (or lists of ints)."},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {"close", (PyCFunction)prepared_close, METH_NOARGS,
      "close(): releases the lists (BusyError while requests run)."},
     {NULL, NULL, 0, NULL},

@@ -110,7 +110,7 @@ PyObject *pyf_raise_msg(int err, const char *fmt, ...);
 /* The exception class of a ferry code (borrowed). */
 PyObject *pyf_error_class(int err);
 
-/* ---- lifetimes (context.c) ------------------------------------------------ */
+/* ---- lifetimes (lifetime.c; the peer table: peer.c) ---------------------- */
 
 /* 0 when ctx is open, else -1 with HandleError naming `what`. */
 int pyf_ctx_alive(PyfContext *ctx, const char *what);
@@ -158,8 +158,6 @@ void pyf_dependent_unlink(struct pyf_dependent *d);
 
 /* Seconds (float, int or None) to milliseconds: None gives none_ms. */
 int pyf_timeout_ms(PyObject *seconds, int none_ms, const char *what, int *ms);
-/* ferry.wait_any(requests, timeout=None) -> index (request.c). */
-PyObject *pyf_wait_any(PyObject *mod, PyObject *args, PyObject *kwargs);
 /* A notify=(id, value) argument into opts (None: no notification). */
 int pyf_notify_opts(PyObject *notify, PyObject *timeout,
                     struct ferry_xfer_opts *opts);
@@ -179,9 +177,11 @@ int pyf_counter_wait_args(PyObject *args, PyObject *kwargs, const char *what,
                           unsigned long long *id,
                           unsigned long long *expected, int *ms);
 /* obj as an open Memory (RemoteMemory): 0, or -1 with the exception
- * naming `what` and what it should be. */
+ * naming `what` and what it should be (memory.c). */
 int pyf_check_memory(PyObject *obj, const char *what, PyfMemory **mem);
 int pyf_check_remote(PyObject *obj, const char *what, PyfRemote **rmem);
+/* ferry.wait_any(requests, timeout=None) -> index (request.c). */
+PyObject *pyf_wait_any(PyObject *mod, PyObject *args, PyObject *kwargs);
 
 /* ---- block indices (indices.c) ------------------------------------------ */
 

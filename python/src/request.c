@@ -320,6 +320,8 @@ static PyMethodDef request_methods[] = {
      "test() -> bool: True once done; raises its error if it failed."},
     {"cancel", (PyCFunction)request_cancel, METH_NOARGS,
      "cancel(): ends it with CanceledError unless it has ended."},
+    {"__enter__", pyf_enter, METH_NOARGS, NULL},
+    {"__exit__", pyf_exit, METH_VARARGS, NULL},
     {"close", (PyCFunction)request_close, METH_NOARGS,
      "close(): frees it, cancelling it if it has not ended."},
     {"result", (PyCFunction)request_result, METH_NOARGS,

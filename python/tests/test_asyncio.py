@@ -190,18 +190,20 @@ def test_await_notifications(progress_thread):
     with ferry.Context(progress_thread=progress_thread, **TCP) as tgt, \
             ferry.Context(progress_thread=True, **TCP) as ini:
         peer = ini.add_peer(tgt.address())
-        # Connected first; a target without a thread is driven here.
-        first = peer.notify(30, 0)
-        ferrytest.wait_until(lambda: tgt.progress() >= 0 and first.test(),
-                             what="the first notification")
-        tgt.notify_poll()
+        # Connected first, and that notification taken off the queue (a
+        # target without a thread is driven here).
+        sent = [peer.notify(30, 1)]  # held: a freed request is cancelled
+        ferrytest.wait_until(
+            lambda: tgt.progress() >= 0 and tgt.counter_get(30) == 1,
+            what="the first notification")
+        assert [n.id for n in tgt.notify_poll()] == [30]
 
         async def main():
             before = dict(_aio.stats)
             loop = asyncio.get_running_loop()
             # Sent after the coroutines start waiting.
-            loop.call_later(0.2, lambda: peer.notify(31, 7))
-            loop.call_later(0.3, lambda: peer.notify(31, 8))
+            loop.call_later(0.2, lambda: sent.append(peer.notify(31, 7)))
+            loop.call_later(0.3, lambda: sent.append(peer.notify(31, 8)))
             first = await asyncio.wait_for(tgt.notifications(max=1), LONG)
             second = await asyncio.wait_for(tgt.notifications(), LONG)
             # None comes: the wait is the caller's to bound.

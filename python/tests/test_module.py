@@ -56,6 +56,36 @@ def test_every_public_method_has_a_docstring():
     assert undocumented == []
 
 
+def test_with_on_every_closable_type():
+    """A type with close() is a context manager whose exit closes."""
+    closable = [n for n in TYPES if hasattr(getattr(ferry, n), "close")]
+    assert len(closable) >= 9, closable
+    for name in closable:
+        t = getattr(ferry, name)
+        assert hasattr(t, "__enter__") and hasattr(t, "__exit__"), name
+
+
+def test_with_closes(tcp_pair):
+    mem, rmem = tcp_pair.expose(bytearray(4096))
+    lmem = tcp_pair.initiator.register(bytearray(4096))
+    with tcp_pair.peer.write(lmem, rmem) as req:
+        req.wait(timeout=ferrytest.LONG)
+    with pytest.raises(ferry.HandleError, match="this Request was closed"):
+        req.result()
+    blocks = ferry.Blocks(lmem, 1024, 4), ferry.Blocks(rmem, 1024, 4)
+    with tcp_pair.peer.prepare(ferry.WRITE, *blocks) as prep:
+        assert prep.local_count == 4
+    with pytest.raises(ferry.HandleError):
+        prep.post([0], [1])
+    with tcp_pair.peer.import_region(mem.export()) as other:
+        assert other.nbytes == 4096
+    assert other.closed
+    peer = tcp_pair.initiator.add_peer(tcp_pair.target.address())
+    with peer:
+        pass
+    assert peer.closed
+
+
 def test_public_surface_is_what_the_tests_cover():
     """Every public method the tests call: a method added later without a
     test makes this fail, and the list below says where to add one."""
