@@ -25,7 +25,7 @@ count=$(printf '%s\n' "$syms" | grep -c -E '^ferry_[^_]' || true)
 echo "$so exports $count ferry_ symbols"
 status=0
 if test "$count" -eq 0; then
-	echo "FAIL: no ferry_ symbol is exported: is FERRY_API missing from include/ferry.h?"
+	echo "FAIL: no ferry_ symbol is exported: is FERRY_API missing from include/ferry.h and include/ferry/*.h?"
 	status=1
 fi
 if test -n "$bad"; then

@@ -37,7 +37,7 @@ static const char usage[] =
     "               name (mlx5_0, eth0: looked up in sysfs, so on this\n"
     "               machine only); default: the NICs found in the topology\n"
     "  --map MAP    pin NICs to GPUs: \"0:mlx5_0,mlx5_1;1:mlx5_2\" (see\n"
-    "               FERRY_NIC_MAP in ferry.h)\n"
+    "               FERRY_NIC_MAP in ferry/topo.h)\n"
     "  --rdma LIST  the NICs libfabric offers RDMA on (PCI addresses, device\n"
     "               or domain names: mlx5_0, rdmap16s27-rdm); they and no\n"
     "               others count as RDMA-capable.  Default: judged from the\n"

@@ -1,6 +1,6 @@
 /*
  * topo module (topo.c): private structures.  hwloc types appear here and
- * never in ferry.h, which only knows the opaque ferry_topo_t.
+ * never in ferry/topo.h, which only knows the opaque ferry_topo_t.
  *
  * A loaded topology never changes, so every query may run in several
  * threads at once.

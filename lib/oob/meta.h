@@ -1,5 +1,5 @@
 /*
- * The metadata service (ferry.h "Metadata"): what every backend shares
+ * The metadata service (ferry/meta.h): what every backend shares
  * (meta.c: names, keys, the peer cache, waiting, the event queue) and
  * what a backend provides (a key-value store whose entries live as long
  * as the context: etcd.c, meta_boot.c).

@@ -18,7 +18,7 @@ import ferry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-FERRY_H = os.path.join(ROOT, "include", "ferry.h")
+FERRY_H = os.path.join(ROOT, "include", "ferry", "core.h")
 ERRNO_H = os.path.join(ROOT, "include", "ferry", "errno.h")
 
 TCP = {"provider": "tcp;ofi_rxm", "domain": "lo"}
@@ -51,7 +51,7 @@ class Pair:
 
 
 def config_fields():
-    """The fields of struct ferry_config, from include/ferry.h."""
+    """The fields of struct ferry_config, from include/ferry/core.h."""
     text = open(FERRY_H).read()
     body = re.search(r"struct ferry_config \{(.*?)\n\};", text, re.S).group(1)
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
