@@ -196,6 +196,47 @@ struct ferry_config {
 };
 
 /*
+ * Every field of struct ferry_config, in its order, as
+ * X(name, kind, default, variable): kind is STR, BOOL, INT, UINT or SIZE
+ * (const char *, int 0/1, int, unsigned, size_t); default is what
+ * ferry_config_init sets before it reads the environment; variable is the
+ * FERRY_* variable ferry_config_init reads for it, or "" for none.  (Two
+ * fields are read where they are used, when left NULL: oob_token's
+ * FERRY_OOB_TOKEN and topology_xml's FERRY_TOPOLOGY_XML.)  ferry's own
+ * defaults, its Python binding and the docs' check walk this list.
+ */
+#define FERRY_CONFIG_FIELDS(X)                                               \
+    X(provider, STR, NULL, "FERRY_PROVIDER")                                 \
+    X(domain, STR, NULL, "FERRY_DOMAIN")                                     \
+    X(max_rails, UINT, 1, "FERRY_MAX_RAILS")                                 \
+    X(local_only, BOOL, 0, "")                                               \
+    X(mr_mode_offer, UINT, FERRY_MR_ALL, "")                                 \
+    X(mr_mode_force, UINT, 0, "")                                            \
+    X(mr_key_size, SIZE, 0, "")                                              \
+    X(max_msg_size, SIZE, 0, "")                                             \
+    X(tx_depth, SIZE, 0, "")                                                 \
+    X(timeout_ms, INT, 60000, "FERRY_TIMEOUT_MS")                            \
+    X(progress_thread, BOOL, 0, "")                                          \
+    X(oob_token, STR, NULL, "")                                              \
+    X(registration_cache, BOOL, 1, "")                                       \
+    X(rcache_max_entries, SIZE, 16384, "FERRY_RCACHE_MAX_ENTRIES")           \
+    X(rcache_max_bytes, SIZE, (size_t)64 << 30, "FERRY_RCACHE_MAX_BYTES")    \
+    X(cuda_device, INT, -1, "")                                              \
+    X(topology_xml, STR, NULL, "")                                           \
+    X(notify_queue_max, SIZE, (size_t)1 << 20, "")                           \
+    X(stripe_threshold, SIZE, (size_t)128 << 10, "")                         \
+    X(staging_buffers, SIZE, 8, "FERRY_STAGING_BUFFERS")                     \
+    X(staging_chunk, SIZE, (size_t)1 << 20, "FERRY_STAGING_CHUNK")           \
+    X(peer_host, STR, NULL, "FERRY_PEER_HOST")                               \
+    X(liveness_ms, UINT, 2000, "FERRY_LIVENESS_MS")                          \
+    X(oob_insecure, BOOL, 0, "FERRY_OOB_INSECURE")                           \
+    X(metadata, STR, NULL, "FERRY_METADATA")                                 \
+    X(metadata_ttl_s, UINT, 10, "FERRY_METADATA_TTL")                        \
+    X(metadata_timeout_ms, INT, 5000, "")                                    \
+    X(endpoints_per_domain, UINT, 0, "FERRY_ENDPOINTS_PER_DOMAIN")           \
+    X(shm_peers, INT, -1, "FERRY_SHM_PEERS")
+
+/*
  * Fills cfg with defaults, then applies FERRY_PROVIDER, FERRY_DOMAIN,
  * FERRY_PEER_HOST, FERRY_LIVENESS_MS, FERRY_METADATA, FERRY_METADATA_TTL,
  * FERRY_OOB_INSECURE, FERRY_MAX_RAILS, FERRY_ENDPOINTS_PER_DOMAIN,

@@ -9,18 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_TIMEOUT_MS 60000
-#define DEFAULT_LIVENESS_MS 2000
-#define DEFAULT_METADATA_TTL_S 10
 #define MAX_METADATA_TTL_S 86400
-#define DEFAULT_METADATA_TIMEOUT_MS 5000
-#define DEFAULT_RCACHE_ENTRIES 16384
-#define DEFAULT_RCACHE_BYTES (64ull << 30)
-#define DEFAULT_STRIPE_THRESHOLD (128u << 10)
-#define DEFAULT_NOTIFY_QUEUE (1u << 20)
-#define DEFAULT_STAGING_BUFFERS 8
-#define DEFAULT_STAGING_CHUNK (1u << 20)
 #define MAX_STAGING_BUFFERS 256
+
+/* Each field's C type, by its kind in FERRY_CONFIG_FIELDS. */
+#define KIND_TYPE_STR const char *
+#define KIND_TYPE_BOOL int
+#define KIND_TYPE_INT int
+#define KIND_TYPE_UINT unsigned
+#define KIND_TYPE_SIZE size_t
+
+/* The list and the struct agree: each field has its kind's type. */
+#define CHECK_KIND(name, kind, def, var)                                     \
+    _Static_assert(_Generic(((struct ferry_config *)0)->name,                 \
+                            KIND_TYPE_##kind: 1, default: 0),                 \
+                   "config." #name " is not of kind " #kind);
+FERRY_CONFIG_FIELDS(CHECK_KIND)
+#undef CHECK_KIND
 
 
 /*
@@ -81,21 +86,9 @@ static void config_defaults(struct ferry_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->size = sizeof(*cfg);
-    cfg->max_rails = 1;
-    cfg->mr_mode_offer = FERRY_MR_ALL;
-    cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
-    cfg->liveness_ms = DEFAULT_LIVENESS_MS;
-    cfg->registration_cache = 1;
-    cfg->rcache_max_entries = DEFAULT_RCACHE_ENTRIES;
-    cfg->rcache_max_bytes = DEFAULT_RCACHE_BYTES;
-    cfg->cuda_device = -1;
-    cfg->stripe_threshold = DEFAULT_STRIPE_THRESHOLD;
-    cfg->notify_queue_max = DEFAULT_NOTIFY_QUEUE;
-    cfg->staging_buffers = DEFAULT_STAGING_BUFFERS;
-    cfg->staging_chunk = DEFAULT_STAGING_CHUNK;
-    cfg->metadata_ttl_s = DEFAULT_METADATA_TTL_S;
-    cfg->metadata_timeout_ms = DEFAULT_METADATA_TIMEOUT_MS;
-    cfg->shm_peers = -1;
+#define SET_DEFAULT(name, kind, def, var) cfg->name = def;
+    FERRY_CONFIG_FIELDS(SET_DEFAULT)
+#undef SET_DEFAULT
 }
 
 /* A variable's value, NULL when unset or empty (FERRY_PROVIDER= means

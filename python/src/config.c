@@ -15,39 +15,12 @@ struct field {
     size_t offset;
 };
 
-#define FIELD(name, type) {#name, type, offsetof(struct ferry_config, name)}
+/* One entry a field of struct ferry_config, from ferry's own list of
+ * them (<ferry/core.h>): a field added there is a keyword here. */
+#define FIELD(name, kind, def, var)                                           \
+    {#name, FIELD_##kind, offsetof(struct ferry_config, name)},
 
-static const struct field fields[] = {
-    FIELD(provider, FIELD_STR),
-    FIELD(domain, FIELD_STR),
-    FIELD(max_rails, FIELD_UINT),
-    FIELD(local_only, FIELD_BOOL),
-    FIELD(mr_mode_offer, FIELD_UINT),
-    FIELD(mr_mode_force, FIELD_UINT),
-    FIELD(mr_key_size, FIELD_SIZE),
-    FIELD(max_msg_size, FIELD_SIZE),
-    FIELD(tx_depth, FIELD_SIZE),
-    FIELD(timeout_ms, FIELD_INT),
-    FIELD(progress_thread, FIELD_BOOL),
-    FIELD(oob_token, FIELD_STR),
-    FIELD(registration_cache, FIELD_BOOL),
-    FIELD(rcache_max_entries, FIELD_SIZE),
-    FIELD(rcache_max_bytes, FIELD_SIZE),
-    FIELD(cuda_device, FIELD_INT),
-    FIELD(topology_xml, FIELD_STR),
-    FIELD(notify_queue_max, FIELD_SIZE),
-    FIELD(stripe_threshold, FIELD_SIZE),
-    FIELD(staging_buffers, FIELD_SIZE),
-    FIELD(staging_chunk, FIELD_SIZE),
-    FIELD(peer_host, FIELD_STR),
-    FIELD(liveness_ms, FIELD_UINT),
-    FIELD(oob_insecure, FIELD_BOOL),
-    FIELD(metadata, FIELD_STR),
-    FIELD(metadata_ttl_s, FIELD_UINT),
-    FIELD(metadata_timeout_ms, FIELD_INT),
-    FIELD(endpoints_per_domain, FIELD_UINT),
-    FIELD(shm_peers, FIELD_INT),
-};
+static const struct field fields[] = {FERRY_CONFIG_FIELDS(FIELD)};
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 

@@ -165,6 +165,52 @@ START_TEST(test_config_env_malformed)
 }
 END_TEST
 
+/* FERRY_CONFIG_FIELDS as a table: each field's kind and variable. */
+enum field_kind { STR, BOOL, INT, UINT, SIZE };
+#define FIELD_ROW(name, kind, def, var) {#name, kind, var},
+static const struct {
+    const char *name;
+    enum field_kind kind;
+    const char *var;
+} listed[] = {FERRY_CONFIG_FIELDS(FIELD_ROW)};
+
+/* Every variable the list names is read by ferry_config_init: a text
+ * lands in its field, a word where a number belongs is refused, naming
+ * the variable. */
+START_TEST(test_config_env_listed_are_read)
+{
+    struct ferry_config cfg;
+    unsigned checked = 0;
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(listed); i++) {
+        if (listed[i].var[0] == '\0')
+            continue;
+        tu_clear_ferry_env();
+        setenv(listed[i].var, "eleven", 1);
+        if (listed[i].kind == STR) {
+            ck_assert_int_eq(ferry_config_init(&cfg), 0);
+            checked += strcmp(listed[i].name, "provider") == 0 &&
+                       strcmp(cfg.provider, "eleven") == 0;
+            checked += strcmp(listed[i].name, "domain") == 0 &&
+                       strcmp(cfg.domain, "eleven") == 0;
+            checked += strcmp(listed[i].name, "peer_host") == 0 &&
+                       strcmp(cfg.peer_host, "eleven") == 0;
+            checked += strcmp(listed[i].name, "metadata") == 0 &&
+                       strcmp(cfg.metadata, "eleven") == 0;
+        } else {
+            ck_assert_msg(ferry_config_init(&cfg) == FERRY_EINVAL &&
+                              strstr(ferry_last_error(), listed[i].var),
+                          "%s=eleven was not refused naming it (config.%s)",
+                          listed[i].var, listed[i].name);
+            checked++;
+        }
+        unsetenv(listed[i].var);
+    }
+    /* Every listed variable was seen to act: 4 texts, 11 numbers. */
+    ck_assert_uint_eq(checked, 15);
+}
+END_TEST
+
 START_TEST(test_config_init_null)
 {
     TU_EXPECT_ERROR(ferry_config_init(NULL), FERRY_EINVAL, "cfg is NULL");
@@ -464,6 +510,7 @@ static Suite *context_suite(void)
     tcase_add_test(tc, test_config_env_rcache_bounds);
     tcase_add_loop_test(tc, test_config_env_malformed, 0,
                         (int)TU_ARRAY_LEN(bad_env));
+    tcase_add_test(tc, test_config_env_listed_are_read);
     tcase_add_test(tc, test_config_init_null);
     suite_add_tcase(s, tc);
 
