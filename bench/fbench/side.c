@@ -181,7 +181,7 @@ static int mbox_sleep(struct side *s, int wait_ms)
     struct ferry_notification n[MBOX_BATCH];
     int got = ferry_notify_wait(s->ctx, n, MBOX_BATCH, wait_ms);
 
-    if (got == FERRY_ETIMEDOUT)
+    if (got == FERRY_EAGAIN)
         return 0;
     if (got < 0)
         return fail("ferry_notify_wait", got);
@@ -338,7 +338,7 @@ int send_ctl(struct side *s, ferry_peer_t *peer, uint64_t id,
     opts.timeout_ms = s->timeout_ms;
     if ((ret = ferry_notify_send(peer, id, value, &opts, &req)))
         return fail("ferry_notify_send", ret);
-    while ((ret = ferry_req_wait(req, 100)) == FERRY_EINPROGRESS) {
+    while ((ret = ferry_req_wait(req, 100)) == FERRY_EAGAIN) {
         if (peer_gone()) {
             ferry_req_free(req);
             return complain("the peer closed the bootstrap connection (it "

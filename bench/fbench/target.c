@@ -96,7 +96,7 @@ static int check_notified(struct target *t, struct target_run *r)
          * is final.  The short wait only guards against a provider that
          * reorders messages. */
         ret = ferry_counter_wait(t->s.ctx, ID_DATA, r->i_nreq, 2000);
-        if (ret != 0 && ret != FERRY_ETIMEDOUT)
+        if (ret != 0 && ret != FERRY_EAGAIN)
             return fail("ferry_counter_wait", ret);
     }
     if (mbox_pump(&t->s))

@@ -15,6 +15,17 @@
  *
  * Threads: every call may be made from several threads at once, except
  * that a handle may not be destroyed while another thread uses it.
+ *
+ * Timeouts, one rule for the whole API (ferry(7) "Timeouts"):
+ *   - a call that waits (ferry_req_wait, ferry_counter_wait,
+ *     ferry_meta_peer...) takes timeout_ms: < 0 waits without limit, 0
+ *     looks once without waiting, > 0 waits at most that long; when the
+ *     time is up before what it waits for, it returns FERRY_EAGAIN:
+ *     nothing failed, and calling again goes on waiting;
+ *   - a deadline (config.timeout_ms, ferry_xfer_opts.timeout_ms,
+ *     config.metadata_timeout_ms, ferry_fanout_opts.timeout_ms, a
+ *     connection's): < 0 none, 0 the default, > 0 milliseconds; work whose
+ *     deadline passes ends with FERRY_ETIMEDOUT.
  */
 #ifndef FERRY_API_CORE_H
 #define FERRY_API_CORE_H
@@ -93,7 +104,8 @@ struct ferry_config {
      * lower (larger requests go as several operations). */
     size_t max_msg_size;
     size_t tx_depth;     /* cap on operations in flight per rail; 0: provider's */
-    /* Default deadline of a request in ms (default 60000); 0: none. */
+    /* Default deadline of a request in ms: < 0 none, 0 the default
+     * (60000; FERRY_TIMEOUT_MS, -1 for none). */
     int timeout_ms;
     /*
      * Start a thread that drives progress.  A context that is only ever a
@@ -173,8 +185,9 @@ struct ferry_config {
     /* Seconds a context's metadata entries outlive it when it dies
      * (default 10; FERRY_METADATA_TTL): its lease on etcd. */
     unsigned metadata_ttl_s;
-    /* Bound in ms on a metadata call that has no timeout of its own
-     * (publish, withdraw, open), per attempt (default 5000). */
+    /* Deadline in ms of a metadata call that has no timeout of its own
+     * (publish, withdraw, open), per attempt: < 0 none, 0 the default
+     * (5000). */
     int metadata_timeout_ms;
     /*
      * Endpoints opened on each domain, each a rail of its own (requests
@@ -690,9 +703,9 @@ FERRY_API int ferry_read(ferry_peer_t *peer, const struct ferry_iov *iov,
  */
 FERRY_API int ferry_req_test(ferry_req_t *req);
 /*
- * Waits at most timeout_ms (< 0: until the request ends; its own deadline
- * still applies).  Returns as ferry_req_test; FERRY_EINPROGRESS means this
- * wait timed out, not the request.
+ * Waits at most timeout_ms for the request to end (the rule above; its own
+ * deadline still applies).  Returns as ferry_req_test, or FERRY_EAGAIN when
+ * this wait ran out (the request goes on).
  */
 FERRY_API int ferry_req_wait(ferry_req_t *req, int timeout_ms);
 /*
@@ -710,9 +723,9 @@ FERRY_API void ferry_req_free(ferry_req_t *req);
  * that has (lowest index).  NULL entries are skipped, so a caller can
  * clear the ones it is done with; every other entry must belong to one
  * context.  Returns that request's status, as ferry_req_test (0 or its
- * error; ferry_req_result says more); FERRY_EINPROGRESS when this wait
- * timed out (then *index is n); FERRY_EINVAL for no request, or requests
- * of two contexts.
+ * error; ferry_req_result says more); FERRY_EAGAIN when this wait ran
+ * out (then *index is n); FERRY_EINVAL for no request, or requests of two
+ * contexts.
  */
 FERRY_API int ferry_req_wait_any(ferry_req_t *const *reqs, size_t n,
                                  int timeout_ms, size_t *index);
@@ -859,8 +872,8 @@ FERRY_API int ferry_notify_poll(ferry_context_t *ctx,
                                 struct ferry_notification *out, size_t max);
 /*
  * Waits until notifications are queued, then moves up to max of them as
- * ferry_notify_poll does.  Returns how many (>= 1), FERRY_ETIMEDOUT when
- * none came within timeout_ms (< 0: no limit), or an error.  With a
+ * ferry_notify_poll does.  Returns how many (>= 1), FERRY_EAGAIN when
+ * none came within timeout_ms (the rule above), or an error.  With a
  * progress thread the caller sleeps until one is queued, instead of
  * polling.
  */
@@ -872,8 +885,8 @@ FERRY_API int ferry_counter_get(ferry_context_t *ctx, uint64_t id,
                                 uint64_t *value);
 /*
  * Waits until the sum for id reaches at least expected.  Returns 0,
- * FERRY_ETIMEDOUT after timeout_ms (< 0: no limit) with the sum reached in
- * the sentence, or FERRY_EABORTED when a sender abandoned a transfer that
+ * FERRY_EAGAIN when timeout_ms ran out (the sum reached is in the
+ * sentence), or FERRY_EABORTED when a sender abandoned a transfer that
  * was to add to id (FERRY_NOTIFICATION_ABORT).
  */
 FERRY_API int ferry_counter_wait(ferry_context_t *ctx, uint64_t id,
@@ -951,7 +964,8 @@ FERRY_API int ferry_fanout(ferry_mem_t *src, uint64_t offset, size_t len,
  * FERRY_ETIMEDOUT.
  */
 FERRY_API int ferry_fanout_test(ferry_fanout_t *f);
-/* Waits at most timeout_ms (< 0: until it ends); returns as the test. */
+/* Waits at most timeout_ms (the rule above); returns as the test, or
+ * FERRY_EAGAIN when this wait ran out (the fan-out goes on). */
 FERRY_API int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms);
 /* The receivers (indices into dst) without the data, up to max of them
  * into idx (may be NULL); returns how many there are. */

@@ -65,10 +65,10 @@ FERRY_API int ferry_oob_port(const ferry_oob_t *lis);
 FERRY_API int ferry_oob_publish(ferry_oob_t *lis, const char *name,
                                 const ferry_mem_t *mem);
 /*
- * Waits up to timeout_ms (< 0: forever) for a client that has connected,
- * proven the token and not yet been accepted.  *conn carries its peer.
- * Returns 0, FERRY_ETIMEDOUT, or the error of adding the client as a
- * peer.
+ * Waits up to timeout_ms (ferry.h's rule) for a client that has
+ * connected, proven the token and not yet been accepted.  *conn carries
+ * its peer.  Returns 0, FERRY_EAGAIN (none came in time), or the error of
+ * adding the client as a peer.
  */
 FERRY_API int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms,
                                ferry_oob_conn_t **conn);
@@ -77,8 +77,9 @@ FERRY_API int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms,
 FERRY_API void ferry_oob_close(ferry_oob_t *lis);
 
 /*
- * Connects to a listener, retrying until timeout_ms (> 0) while the
- * connection is refused, proves the token and exchanges addresses.
+ * Connects to a listener, retrying while the connection is refused until
+ * timeout_ms (a deadline, ferry.h's rule: 0 the default, 10 s; < 0 none),
+ * proves the token and exchanges addresses.
  * Returns 0, FERRY_ETIMEDOUT, FERRY_EHOSTUNREACH, FERRY_EPROTO (not a
  * ferry listener; the tokens differ, found by either side: the sentence
  * says), FERRY_EINCOMPAT (another frame version), FERRY_EAGAIN (the
@@ -101,6 +102,10 @@ FERRY_API ferry_peer_t *ferry_oob_conn_peer(const ferry_oob_conn_t *conn);
  * it disconnected).  *rmem
  * as from ferry_rmem_import.  A connection the listener closed (idle for
  * 5 minutes) answers FERRY_ECONNRESET with the listener's sentence.
+ * timeout_ms is the request's deadline over the connection, 0 meaning
+ * now (the bootstrap's own rule, older than ferry.h's): past it the call
+ * ends with FERRY_ETIMEDOUT and the connection closes, since a late
+ * answer could not be told from the next one's.
  */
 FERRY_API int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name,
                                int timeout_ms, ferry_rmem_t **rmem);
@@ -167,15 +172,15 @@ FERRY_API int ferry_meta_publish(ferry_meta_t *meta, const char *region,
 /* Withdraws a region; FERRY_ENOENT if it was not published. */
 FERRY_API int ferry_meta_withdraw(ferry_meta_t *meta, const char *region);
 /*
- * The peer published under name, waiting up to timeout_ms (0: do not
- * wait; < 0: no deadline) for it to appear.  The handle is added to the
+ * The peer published under name, waiting up to timeout_ms (ferry.h's
+ * rule: 0 looks once, < 0 no limit) for it to appear.  The handle is added to the
  * context once per address and given again while that address stays
  * published; a context that came back under the same name gets a new
  * handle.  The handle is meta's while meta watches and the peer has not
  * left: do not ferry_peer_remove it before its FERRY_META_LEAVE or
  * ferry_meta_close; after either it is the application's.  Returns 0,
- * FERRY_ENOENT (not there at the deadline), or an error of the service
- * or of ferry_peer_add.
+ * FERRY_EAGAIN (not there when the wait ran out), or an error of the
+ * service or of ferry_peer_add.
  */
 FERRY_API int ferry_meta_peer(ferry_meta_t *meta, const char *name,
                               int timeout_ms, ferry_peer_t **peer);
@@ -204,8 +209,9 @@ struct ferry_meta_event {
  * FERRY_ENOTSUP (bootstrap://) or an error of the service.
  */
 FERRY_API int ferry_meta_watch(ferry_meta_t *meta);
-/* The next queued event, waiting up to timeout_ms (< 0: no deadline).
- * Returns 0, FERRY_ETIMEDOUT, or FERRY_EINVAL (not watching). */
+/* The next queued event, waiting up to timeout_ms (ferry.h's rule).
+ * Returns 0, FERRY_EAGAIN (none in time), or FERRY_EINVAL (not
+ * watching). */
 FERRY_API int ferry_meta_event(ferry_meta_t *meta, int timeout_ms,
                                struct ferry_meta_event *event);
 /* Withdraws everything the context published (at once: the lease is

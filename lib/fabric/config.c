@@ -128,7 +128,7 @@ int ferry_config_init(struct ferry_config *cfg)
         return ret;
     if (ret > 0)
         cfg->shm_peers = (int)n;
-    ret = env_uint("FERRY_TIMEOUT_MS", 0, INT_MAX, &n);
+    ret = env_uint("FERRY_TIMEOUT_MS", -1, INT_MAX, &n);
     if (ret < 0)
         return ret;
     if (ret > 0)
@@ -177,6 +177,24 @@ int ferry_config_init(struct ferry_config *cfg)
      * value that is neither 0 nor 1 is refused here like any other
      * malformed variable, rather than only warned about there. */
     return ferry__env_check_keep_fi_mr_cache();
+}
+
+/*
+ * Deadlines follow ferry's one rule (ferry(7) "Timeouts"): < 0 none, 0 the
+ * default, > 0 milliseconds.  Kept as the layers below read them: the
+ * request deadline < 0 for none, the metadata bound as a largest wait.
+ */
+static void adopt_deadlines(struct ferry_config *cfg)
+{
+    struct ferry_config defaults;
+
+    config_defaults(&defaults);
+    if (cfg->timeout_ms == 0)
+        cfg->timeout_ms = defaults.timeout_ms;
+    if (cfg->metadata_timeout_ms == 0)
+        cfg->metadata_timeout_ms = defaults.metadata_timeout_ms;
+    else if (cfg->metadata_timeout_ms < 0)
+        cfg->metadata_timeout_ms = INT_MAX;
 }
 
 static int copy_name(char *dst, const char *src, const char *field)
@@ -234,11 +252,6 @@ int ferry__config_adopt(struct ferry__fabric *fab,
                             (cfg->mr_mode_offer | cfg->mr_mode_force) &
                                 ~FERRY_MR_ALL,
                             FERRY_MR_ALL);
-    if (cfg->timeout_ms < 0)
-        return ferry__error(FERRY_EINVAL,
-                            "config.timeout_ms is %d; use 0 (no deadline) "
-                            "or a positive number of milliseconds",
-                            cfg->timeout_ms);
     if (cfg->liveness_ms > INT_MAX)
         return ferry__error(FERRY_EINVAL,
                             "config.liveness_ms is %u; use 0 (off) or up to "
@@ -249,11 +262,6 @@ int ferry__config_adopt(struct ferry__fabric *fab,
                             "config.metadata_ttl_s is %u; use 2 to %d "
                             "seconds",
                             cfg->metadata_ttl_s, MAX_METADATA_TTL_S);
-    if (cfg->metadata_timeout_ms <= 0)
-        return ferry__error(FERRY_EINVAL,
-                            "config.metadata_timeout_ms is %d; give a "
-                            "positive number of milliseconds",
-                            cfg->metadata_timeout_ms);
     if (cfg->staging_buffers < 1 || cfg->staging_buffers > MAX_STAGING_BUFFERS ||
         cfg->staging_chunk < 4096 || cfg->staging_chunk > (1u << 30))
         return ferry__error(FERRY_EINVAL,
@@ -273,5 +281,6 @@ int ferry__config_adopt(struct ferry__fabric *fab,
     cfg->provider = cfg->provider ? fab->cfg_provider : NULL;
     cfg->domain = cfg->domain ? fab->cfg_domain : NULL;
     cfg->peer_host = cfg->peer_host ? fab->cfg_peer_host : NULL;
+    adopt_deadlines(cfg);
     return 0;
 }

@@ -1196,9 +1196,9 @@ int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms)
 
     while ((ret = ferry_fanout_test(f)) == FERRY_EINPROGRESS) {
         if (until != 0 && ferry__now_ns() >= until)
-            return ferry__error(FERRY_EINPROGRESS,
+            return ferry__error(FERRY_EAGAIN,
                                 "ferry_fanout_wait: %d ms passed; the "
-                                "fan-out is still running",
+                                "fan-out is still running (wait again)",
                                 timeout_ms);
         ferry__progress_pause(f->ctx, ++spins);
     }

@@ -207,8 +207,8 @@ static int get_waiting(struct ferry_meta *m, const char *key, int timeout_ms,
     }
     if (ret != FERRY_ENOENT)
         return ret;
-    return ferry__error(FERRY_ENOENT, "%s: nothing is published under %s "
-                        "(waited %d ms)",
+    return ferry__error(FERRY_EAGAIN, "%s: nothing is published under %s "
+                        "yet (waited %d ms)",
                         call, key, timeout_ms);
 }
 
@@ -384,8 +384,8 @@ int ferry_meta_event(ferry_meta_t *m, int timeout_ms,
     }
     pthread_mutex_unlock(&m->lock);
     if (q == NULL)
-        return ferry__error(FERRY_ETIMEDOUT, "ferry_meta_event: no join or "
-                            "leave within %d ms", timeout_ms);
+        return ferry__error(FERRY_EAGAIN, "ferry_meta_event: no join or "
+                            "leave within %d ms (wait again)", timeout_ms);
     *event = q->ev;
     free(q);
     return 0;

@@ -36,6 +36,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* A connection's deadline when the call gives 0 (the default). */
+#define DEFAULT_CONNECT_MS 10000
+
 /* ---- the secret --------------------------------------------------------- */
 
 /* The shared secret: the caller's, else the one thing the bootstrap reads
@@ -440,9 +443,9 @@ int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms, ferry_oob_conn_t **out)
         c->accepted = true;
     pthread_mutex_unlock(&lis->lock);
     if (c == NULL)
-        return ferry__error(FERRY_ETIMEDOUT,
+        return ferry__error(FERRY_EAGAIN,
                             "ferry_oob_accept: no client connected within "
-                            "%d ms",
+                            "%d ms (wait again)",
                             timeout_ms);
     if ((ret = adopt(lis, c)))
         return ret;
@@ -499,11 +502,9 @@ static int connect_with(ferry_context_t *ctx, const char *hostport,
     if (hostport == NULL)
         return ferry__error(FERRY_EINVAL, "ferry_oob_connect: hostport is "
                                           "NULL; use \"host:port\"");
-    if (timeout_ms <= 0)
-        return ferry__error(FERRY_EINVAL,
-                            "ferry_oob_connect: timeout_ms is %d; give a "
-                            "positive number of milliseconds",
-                            timeout_ms);
+    /* A deadline (ferry(7) "Timeouts"): 0 the default, < 0 none. */
+    if (timeout_ms == 0)
+        timeout_ms = DEFAULT_CONNECT_MS;
     token = token_of(ctx, token);
     if ((ret = check_token(token, "ferry_oob_connect")))
         return ret;

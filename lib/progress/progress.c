@@ -486,9 +486,9 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
         if (ret != FERRY_EINPROGRESS)
             return ret;
         if (wait_over(until))
-            return ferry__error(FERRY_EINPROGRESS,
+            return ferry__error(FERRY_EAGAIN,
                                 "ferry_req_wait: %d ms passed; the request is "
-                                "still running",
+                                "still running (wait again)",
                                 timeout_ms);
         ferry__progress_pause(req->ctx, ++spins);
     }
@@ -574,9 +574,9 @@ int ferry_req_wait_any(ferry_req_t *const *reqs, size_t n, int timeout_ms,
         if (ret < 0)
             return ret;
         if (wait_over(until))
-            return ferry__error(FERRY_EINPROGRESS,
+            return ferry__error(FERRY_EAGAIN,
                                 "ferry_req_wait_any: %d ms passed; none of "
-                                "the requests has ended",
+                                "the requests has ended (wait again)",
                                 timeout_ms);
         ferry__progress_pause(ctx, ++spins);
     }
@@ -682,9 +682,9 @@ int ferry_notify_wait(ferry_context_t *ctx, struct ferry_notification *out,
         if ((ret = ferry_notify_poll(ctx, out, max)) != 0)
             return ret;
         if (wait_over(until))
-            return ferry__error(FERRY_ETIMEDOUT,
+            return ferry__error(FERRY_EAGAIN,
                                 "ferry_notify_wait: no notification arrived "
-                                "within %d ms",
+                                "within %d ms (wait again)",
                                 timeout_ms);
         if (ctx->progress.started)
             notify_sleep(ctx, until);
@@ -766,7 +766,7 @@ static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
             FERRY_EINPROGRESS)
             break;
         if (wait_over(until)) {
-            ret = ferry__error(FERRY_ETIMEDOUT,
+            ret = ferry__error(FERRY_EAGAIN,
                                "counter %llu reached %llu of %llu within "
                                "%d ms: notifications are missing (a peer "
                                "failed or has not sent them yet)",

@@ -341,7 +341,7 @@ static PyObject *context_counter_wait(PyfContext *self, PyObject *args,
     PYF_WITHOUT_GIL(self,
                     ret = ferry_counter_wait(self->handle, id, expected, ms));
     if (ret != 0)
-        return pyf_raise(ret, NULL);
+        return pyf_raise_wait(ret, NULL);
     Py_RETURN_NONE;
 }
 

@@ -126,6 +126,12 @@ PyObject *pyf_raise(int err, const char *what)
     return NULL;
 }
 
+PyObject *pyf_raise_wait(int err, const char *what)
+{
+    /* ferry's expired wait (FERRY_EAGAIN) is Python's TimeoutError. */
+    return pyf_raise(err == FERRY_EAGAIN ? FERRY_ETIMEDOUT : err, what);
+}
+
 PyObject *pyf_raise_msg(int err, const char *fmt, ...)
 {
     va_list ap;

@@ -106,7 +106,7 @@ static PyfPeer *peer_named(PyfMeta *self, const char *name, int ms)
                          ret = ferry_meta_peer(self->handle, name, ms,
                                                &handle));
     if (ret != 0) {
-        pyf_raise(ret, "Meta.peer");
+        pyf_raise_wait(ret, "Meta.peer");
         return NULL;
     }
     /* The service's (and then the context's), never removed by Python. */
@@ -150,7 +150,7 @@ static PyObject *meta_lookup(PyfMeta *self, PyObject *args, PyObject *kwargs)
                                                  ms, &rmem));
     if (ret != 0) {
         Py_DECREF(peer);
-        return pyf_raise(ret, "Meta.lookup");
+        return pyf_raise_wait(ret, "Meta.lookup");
     }
     out = pyf_remote_new(peer, rmem);
     Py_DECREF(peer);
@@ -185,7 +185,7 @@ static PyObject *meta_event(PyfMeta *self, PyObject *args, PyObject *kwargs)
         return NULL;
     PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
                          ret = ferry_meta_event(self->handle, ms, &ev));
-    if (ret == FERRY_ETIMEDOUT)
+    if (ret == FERRY_EAGAIN)
         Py_RETURN_NONE;
     if (ret != 0)
         return pyf_raise(ret, "Meta.event");

@@ -76,7 +76,7 @@ PyObject *pyf_notify_take(PyfContext *ctx, Py_ssize_t max, bool wait,
     else {
         PYF_WITHOUT_GIL(ctx, n = ferry_notify_wait(ctx->handle, buf,
                                                    (size_t)max, wait_ms));
-        if (n == FERRY_ETIMEDOUT)
+        if (n == FERRY_EAGAIN)
             n = 0;
     }
     if (n < 0) {

@@ -136,7 +136,7 @@ static PyObject *listener_accept(PyfListener *self, PyObject *args,
     PYF_WITHOUT_GIL_BUSY(self->ctx, self->busy,
                          ret = ferry_oob_accept(self->handle, ms, &conn));
     if (ret != 0)
-        return pyf_raise(ret, "Listener.accept");
+        return pyf_raise_wait(ret, "Listener.accept");
     return connection_new(self->ctx, conn);
 }
 

@@ -388,7 +388,7 @@ static PyObject *peer_counter_wait(PyfPeer *self, PyObject *args,
     PYF_WITHOUT_GIL(self->ctx, ret = ferry_counter_wait_peer(
                                    self->handle, id, expected, ms));
     if (ret != 0)
-        return pyf_raise(ret, NULL);
+        return pyf_raise_wait(ret, NULL);
     Py_RETURN_NONE;
 }
 

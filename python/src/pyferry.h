@@ -107,6 +107,9 @@ int pyf_errors_init(PyObject *module);
 PyObject *pyf_raise(int err, const char *what);
 /* Raises the exception of ferry code err with this sentence.  NULL. */
 PyObject *pyf_raise_msg(int err, const char *fmt, ...);
+/* pyf_raise after a call that waits: its expired wait (FERRY_EAGAIN)
+ * raises TimeoutError, with ferry's sentence. */
+PyObject *pyf_raise_wait(int err, const char *what);
 /* The exception class of a ferry code (borrowed). */
 PyObject *pyf_error_class(int err);
 

@@ -76,7 +76,7 @@ static PyObject *request_wait(PyfRequest *self, PyObject *args,
         self->waiting++;
         PYF_WITHOUT_GIL(self->ctx, ret = ferry_req_wait(self->handle, ms));
         self->waiting--;
-        if (ret == FERRY_EINPROGRESS)
+        if (ret == FERRY_EAGAIN)
             return pyf_raise_msg(FERRY_ETIMEDOUT,
                                  "Request.wait: still in progress after %d "
                                  "ms (the request goes on)",
@@ -288,7 +288,7 @@ PyObject *pyf_wait_any(PyObject *mod, PyObject *args, PyObject *kwargs)
     for (Py_ssize_t i = 0; i < n; i++)
         if (handles[i] != NULL)
             reqs[i]->waiting--;
-    if (ret == FERRY_EINPROGRESS) {
+    if (ret == FERRY_EAGAIN) {
         pyf_raise_msg(FERRY_ETIMEDOUT,
                       "wait_any: none has ended after %d ms (they go on)",
                       ms);

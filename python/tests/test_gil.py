@@ -88,7 +88,7 @@ def test_meta_peer_releases_the_gil():
         meta = a.metadata("alone", url)
 
         def peer():
-            with pytest.raises(ferry.NotFoundError):
+            with pytest.raises(TimeoutError):
                 meta.peer("nobody", timeout=WAIT)
         assert count_during(peer) > 1000
 

@@ -131,9 +131,9 @@ static const struct {
     {"FERRY_ENDPOINTS_PER_DOMAIN", "9", "between 0 and 8"},
     {"FERRY_ENDPOINTS_PER_DOMAIN", "-1", "between 0 and 8"},
     {"FERRY_ENDPOINTS_PER_DOMAIN", "two", "between 0 and 8"},
-    {"FERRY_TIMEOUT_MS", "-5", "between 0 and"},
-    {"FERRY_TIMEOUT_MS", "soon", "between 0 and"},
-    {"FERRY_TIMEOUT_MS", "99999999999", "between 0 and"},
+    {"FERRY_TIMEOUT_MS", "-5", "between -1 and"},
+    {"FERRY_TIMEOUT_MS", "soon", "between -1 and"},
+    {"FERRY_TIMEOUT_MS", "99999999999", "between -1 and"},
     {"FERRY_RCACHE_MAX_ENTRIES", "0", "config.registration_cache = 0"},
     {"FERRY_RCACHE_MAX_ENTRIES", "-1", "whole number of entries between 1"},
     {"FERRY_RCACHE_MAX_ENTRIES", "many", "whole number of entries between 1"},
@@ -294,16 +294,23 @@ START_TEST(test_create_unknown_mr_bits)
 }
 END_TEST
 
+/* Deadlines: < 0 none, 0 the default (ferry(7), "Timeouts"). */
 START_TEST(test_create_negative_timeout)
 {
     struct ferry_config cfg;
-    ferry_context_t *ctx = UNTOUCHED;
+    ferry_context_t *ctx = NULL;
 
     tu_config(&cfg, TCP);
     cfg.timeout_ms = -1;
-    TU_EXPECT_ERROR(ferry_context_create(&cfg, &ctx), FERRY_EINVAL,
-                    "config.timeout_ms is -1; use 0 (no deadline)");
-    ck_assert_ptr_eq(ctx, UNTOUCHED);
+    cfg.metadata_timeout_ms = -1;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    ferry_context_destroy(ctx);
+    cfg.timeout_ms = 0;
+    cfg.metadata_timeout_ms = 0;
+    ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                  ferry_last_error());
+    ferry_context_destroy(ctx);
 }
 END_TEST
 

@@ -281,7 +281,7 @@ START_TEST(test_stopped_past_liveness)
     printf("death: SIGSTOP: the write ended with %s after %llu ms "
            "(liveness_ms 500): %s\n",
            ferry_strerror(ret), (unsigned long long)ms, ferry_last_error());
-    if (ret == FERRY_EINPROGRESS) {
+    if (ret == FERRY_EAGAIN) {
         enum ferry_peer_state st = peer_state(peer, why, sizeof(why));
 
         ck_abort_msg("the write to the stopped child is still running "

@@ -304,7 +304,7 @@ static void wait_for_late(ferry_context_t *ctx, struct late_sender *ls,
 }
 
 /*
- * ferry_notify_wait ends with FERRY_ETIMEDOUT, no sooner than its timeout,
+ * ferry_notify_wait ends with FERRY_EAGAIN, no sooner than its timeout,
  * when nothing comes; returns what a sender sends after it began waiting,
  * in order, with no timeout at all, and an event ferry queues itself (a
  * peer declared dead); with a progress thread the waiter sleeps instead
@@ -327,7 +327,7 @@ START_TEST(test_notify_wait)
     t0 = tu_now_ns();
     cpu0 = thread_cpu_ms();
     got = ferry_notify_wait(x.p.target, out, WAIT_SENT, 300);
-    ck_assert_msg(got == FERRY_ETIMEDOUT, "%s: an empty wait returned %d: %s",
+    ck_assert_msg(got == FERRY_EAGAIN, "%s: an empty wait returned %d: %s",
                   prov, got, ferry_last_error());
     ck_assert_msg(tu_ms_since(t0) >= 300, "%s: a 300 ms wait ended after "
                   "%llu ms", prov, (unsigned long long)tu_ms_since(t0));
@@ -416,7 +416,7 @@ START_TEST(test_counters)
     t0 = tu_now_ns();
     ret = ferry_counter_wait(x.p.target, 2, 8, 200);
     took = tu_ms_since(t0);
-    ck_assert_msg(ret == FERRY_ETIMEDOUT, "%s: wait for 8 on a counter at 7 "
+    ck_assert_msg(ret == FERRY_EAGAIN, "%s: wait for 8 on a counter at 7 "
                   "returned %s: %s", prov, ferry_strerror(ret),
                   ferry_last_error());
     ck_assert_msg(took >= 190 && took < 5000,
@@ -426,7 +426,7 @@ START_TEST(test_counters)
                   "sentence lacks the numbers: %s", ferry_last_error());
     snprintf(num, sizeof(num), "%llu", (unsigned long long)sums[3] + 1);
     ret = ferry_counter_wait(x.p.target, 3, sums[3] + 1, 0);
-    ck_assert_int_eq(ret, FERRY_ETIMEDOUT);
+    ck_assert_int_eq(ret, FERRY_EAGAIN);
     ck_assert_msg(strstr(ferry_last_error(), num) != NULL,
                   "sentence lacks the expected %s: %s", num,
                   ferry_last_error());
@@ -435,7 +435,7 @@ START_TEST(test_counters)
                   "sentence lacks '%s': %s", num, ferry_last_error());
     /* An id never seen: reached 0. */
     ret = ferry_counter_wait(x.p.target, 4242, 1, 10);
-    ck_assert_int_eq(ret, FERRY_ETIMEDOUT);
+    ck_assert_int_eq(ret, FERRY_EAGAIN);
     ck_assert_msg(strstr(ferry_last_error(), "reached 0 of 1") != NULL,
                   "%s", ferry_last_error());
 
@@ -1017,7 +1017,7 @@ static const char *ends_in_time(ferry_req_t *req, uint64_t t0,
     uint64_t took = tu_ms_since(t0);
 
     buf[0] = 0;
-    if (ret == FERRY_EINPROGRESS)
+    if (ret == FERRY_EAGAIN)
         snprintf(buf, cap, "%s to a dead peer was still running %llu ms "
                  "later (deadline %d ms)", what, (unsigned long long)took,
                  DEAD_DEADLINE_MS);

@@ -203,7 +203,7 @@ START_TEST(test_wait_any_each_once)
 }
 END_TEST
 
-/* A wait that times out says so with FERRY_EINPROGRESS and index n. */
+/* A wait that times out says so with FERRY_EAGAIN and index n. */
 START_TEST(test_wait_any_times_out)
 {
     const char *prov = tu_providers[_i];
@@ -216,7 +216,7 @@ START_TEST(test_wait_any_times_out)
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
     ferry_req_t *reqs[2] = {NULL, req};
     TU_EXPECT_ERROR(ferry_req_wait_any(reqs, 2, 50, &index),
-                    FERRY_EINPROGRESS, "none of the requests has ended");
+                    FERRY_EAGAIN, "none of the requests has ended");
     ck_assert_uint_eq(index, 2);
     tu_finish_on_stalled(f.p.target, req, "the stalled write");
     tu_fx_close(&f);

@@ -87,7 +87,7 @@ void victim_finish(struct victim *v, ferry_req_t *req, uint64_t t_post,
     int ret = ferry_req_wait(req, -1);
     double el = secs_since(t_post);
 
-    ck_assert_msg(ret != 0 && ret != FERRY_EINPROGRESS,
+    ck_assert_msg(ret != 0 && ret != FERRY_EAGAIN,
                   "%s: the transfer to a killed peer gave %s", prov,
                   ferry_strerror(ret));
     ck_assert_msg(acceptable_death(ret), "%s: unexpected %s: %s", prov,

@@ -14,6 +14,7 @@
 #include "base/host.h"
 #include "fabric/route.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,35 @@ START_TEST(test_create_copies_names)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.domain, "lo");
     ferry_context_destroy(ctx);
+}
+END_TEST
+
+/* Deadlines: 0 the default, < 0 none (ferry(7), "Timeouts"), as the
+ * layers below read them; a request posted with no deadline has none. */
+START_TEST(test_create_deadline_rule)
+{
+    static const struct {
+        int given, metadata_given;
+        int kept, metadata_kept;
+    } cases[] = {
+        {0, 0, 60000, 5000},
+        {-1, -1, -1, INT_MAX},
+        {250, 1500, 250, 1500},
+    };
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(cases); i++) {
+        tu_config(&cfg, TCP);
+        cfg.timeout_ms = cases[i].given;
+        cfg.metadata_timeout_ms = cases[i].metadata_given;
+        ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+        ck_assert_int_eq(ferry__fabric_of(ctx)->cfg.timeout_ms,
+                         cases[i].kept);
+        ck_assert_int_eq(ferry__fabric_of(ctx)->cfg.metadata_timeout_ms,
+                         cases[i].metadata_kept);
+        ferry_context_destroy(ctx);
+    }
 }
 END_TEST
 
@@ -419,6 +449,7 @@ static Suite *context_suite(void)
     tcase_add_checked_fixture(tc, tu_clear_ferry_env, tu_clear_ferry_env);
     tcase_add_test(tc, test_create_older_smaller_config);
     tcase_add_test(tc, test_create_copies_names);
+    tcase_add_test(tc, test_create_deadline_rule);
     tcase_add_test(tc, test_create_null_cfg_uses_defaults);
     suite_add_tcase(s, tc);
 
