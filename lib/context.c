@@ -207,7 +207,6 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
                             "is 0 (use FERRY_CONTEXT_INFO_INIT)");
     fi = fab->rails[0].info;
     memset(&out, 0, sizeof(out));
-    out.size = info->size < sizeof(out) ? info->size : sizeof(out);
     out.provider = fi->fabric_attr->prov_name;
     out.fabric = fi->fabric_attr->name;
     out.domain = fi->domain_attr->name;
@@ -242,7 +241,7 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
             out.notify_in_write_bits = bits;
     }
     /* Only as much as the caller's struct holds. */
-    memcpy(info, &out, out.size);
+    ferry__hand_back(info, &out, sizeof(out));
     return 0;
 }
 
@@ -261,7 +260,6 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
                             "ferry_context_stats: stats is NULL or "
                             "stats->size is 0 (use FERRY_STATS_INIT)");
     memset(&out, 0, sizeof(out));
-    out.size = stats->size < sizeof(out) ? stats->size : sizeof(out);
     ferry__rcache_stats(x->reg.rcache, &rc);
     out.rcache_hits = rc.hits;
     out.rcache_misses = rc.misses;
@@ -290,6 +288,6 @@ int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
     out.ops_posted_again = x->live.reposted;
     ferry__lock_release(&x->reg.fab.lock);
     /* Only as much as the caller's struct holds. */
-    memcpy(stats, &out, out.size);
+    ferry__hand_back(stats, &out, sizeof(out));
     return 0;
 }

@@ -73,6 +73,9 @@ else
 	here=$(dirname "${BASH_SOURCE[0]}")
 	srcdir=$here/..
 fi
+# Rule 5's reader of nm's output, beside this script (found before the cd
+# below, which a relative path would not survive).
+call_edges=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/call_edges.awk
 if ! cd "$srcdir" 2>/dev/null; then
 	echo "layers: FAIL: cannot enter source directory $srcdir" >&2
 	exit 1
@@ -130,49 +133,9 @@ export LAYERS_KNOWN
 LAYERS_CALLS=
 core=${builddir:+$builddir/lib/.libs/libferry-core.a}
 if test -n "$core" && test -f "$core"; then
-	if ! LAYERS_CALLS=$(set -o pipefail; nm -A "$core" | awk -v srcs="$(list_files -ch lib | grep '\.c$')" '
-		BEGIN {
-			n = split(srcs, s, "\n")
-			for (i = 1; i <= n; i++) {
-				stem = s[i]
-				sub(/.*\//, "", stem)
-				sub(/\.c$/, "", stem)
-				# Two sources of one stem: their objects cannot be told apart.
-				if (stem in src)
-					src[stem] = ""
-				else
-					src[stem] = s[i]
-			}
-		}
-		{
-			member = substr($0, index($0, ":") + 1)
-			member = substr(member, 1, index(member, ":") - 1)
-			stem = member
-			sub(/^lib[A-Za-z0-9_]*_la-/, "", stem)
-			sub(/\.o$/, "", stem)
-			if (!(stem in src) || src[stem] == "") {
-				if (!(member in said))
-					print "layers: FAIL: object " member " matches no single lib/ source" > "/dev/stderr"
-				said[member] = 1
-				bad = 1
-				next
-			}
-			type = $(NF - 1)
-			if (type == "U")
-				uses[src[stem], $NF] = 1
-			else if (type ~ /^[TDBRC]$/)
-				def[$NF] = src[stem]
-		}
-		END {
-			for (k in uses) {
-				split(k, p, SUBSEP)
-				if ((p[2] in def) && def[p[2]] != p[1] && !((p[1], def[p[2]]) in done)) {
-					done[p[1], def[p[2]]] = 1
-					print p[1], def[p[2]], p[2]
-				}
-			}
-			exit bad
-		}' | sort); then
+	if ! LAYERS_CALLS=$(set -o pipefail; nm -A "$core" |
+		awk -v srcs="$(list_files -ch lib | grep '\.c$')" \
+			-f "$call_edges" | sort); then
 		echo "layers: FAIL: cannot read the calls from $core" >&2
 		exit 1
 	fi

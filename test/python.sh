@@ -40,23 +40,8 @@ test -e "$out"/lib/ferry/_ferry*.so || { echo "FAIL: the module did not build"; 
 # No circle of calls among the module's files (python/src/*.c), from its
 # objects: "A B SYMBOL" when A's object uses a symbol B's defines; tsort
 # names the files of a loop.
-edges=$(find "$out/tmp" -name '*.o' -print | sort | xargs nm -A | awk '
-	{
-		f = substr($0, 1, index($0, ":") - 1)
-		sub(/.*\//, "", f)
-		sub(/\.o$/, "", f)
-		if ($(NF - 1) == "U")
-			uses[f, $NF] = 1
-		else if ($(NF - 1) ~ /^[TDBRC]$/)
-			def[$NF] = f
-	}
-	END {
-		for (k in uses) {
-			split(k, p, SUBSEP)
-			if ((p[2] in def) && def[p[2]] != p[1])
-				print p[1], def[p[2]], p[2]
-		}
-	}' | sort)
+edges=$(find "$out/tmp" -name '*.o' -print | sort | xargs nm -A |
+	awk -f "$srcdir/test/call_edges.awk" | sort)
 if test -z "$edges"; then
 	echo "FAIL: no calls read from the module's objects under $out/tmp"
 	exit 1

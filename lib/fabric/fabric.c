@@ -32,16 +32,22 @@ static const char *domain_hint(int ret, const struct ferry__rail *rail)
     return "";
 }
 
-/* A libfabric call on the rail failed: the error with its sentence. */
-static int rail_fail(int ret, const struct ferry__rail *rail,
-                     const char *call)
+/* A libfabric call on the rail failed: the error with its sentence, and
+ * hint after it ("" for none). */
+static int rail_fail_hint(int ret, const struct ferry__rail *rail,
+                          const char *call, const char *hint)
 {
     return ferry__error(ferry__error_from_fi(ret),
                         "%s on provider %s, domain %s failed: %s%s", call,
                         rail->info->fabric_attr->prov_name,
                         rail->info->domain_attr->name, fi_strerror(-ret),
-                        strcmp(call, "fi_domain") == 0 ? domain_hint(ret, rail)
-                                                       : "");
+                        hint);
+}
+
+static int rail_fail(int ret, const struct ferry__rail *rail,
+                     const char *call)
+{
+    return rail_fail_hint(ret, rail, call, "");
 }
 
 /* shm endpoints get names of ferry's own (shm_loop.h says why). */
@@ -93,7 +99,8 @@ static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
     if ((ret = fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL)))
         return rail_fail(ret, rail, "fi_fabric");
     if ((ret = fi_domain(rail->fabric, rail->info, &rail->domain, NULL)))
-        return rail_fail(ret, rail, "fi_domain");
+        return rail_fail_hint(ret, rail, "fi_domain",
+                              domain_hint(ret, rail));
     if ((ret = fi_av_open(rail->domain, &av_attr, &rail->av, NULL)))
         return rail_fail(ret, rail, "fi_av_open");
     /* A progress thread sleeps on the CQ's file descriptor when idle, if
@@ -421,6 +428,8 @@ static void open_local_rails(struct ferry__fabric *fab)
              "(%s)",
              fab->rails[0].info->fabric_attr->prov_name, ferry_last_error());
     FERRY_LOG_WARN("%s", fab->local_why);
+    /* Said there: the context opens all the same. */
+    ferry__error_clear();
     for (unsigned i = local->first; i < end; i++)
         rail_close(&fab->rails[i]);
     fab->nrails = local->first;

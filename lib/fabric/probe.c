@@ -76,7 +76,6 @@ int ferry_probe_entry(const ferry_probe_t *probe, size_t i,
                             probe->sel.ncand);
     info = probe->sel.cand[i].info;
     memset(&out, 0, sizeof(out));
-    out.size = report->size < sizeof(out) ? report->size : sizeof(out);
     out.provider = info->fabric_attr->prov_name;
     out.fabric = info->fabric_attr->name;
     out.domain = info->domain_attr->name;
@@ -87,8 +86,7 @@ int ferry_probe_entry(const ferry_probe_t *probe, size_t i,
     out.max_msg_size = info->ep_attr->max_msg_size;
     out.tx_depth = info->tx_attr->size;
     out.about = probe->about[i];
-    /* Only as much as the caller's struct holds. */
-    memcpy(report, &out, out.size);
+    ferry__hand_back(report, &out, sizeof(out));
     return 0;
 }
 

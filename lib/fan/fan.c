@@ -1188,14 +1188,12 @@ int ferry_fanout_test(ferry_fanout_t *f)
 
 int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms)
 {
-    uint64_t until = timeout_ms < 0
-                         ? 0
-                         : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t until = ferry__wait_until(timeout_ms);
     unsigned spins = 0;
     int ret;
 
     while ((ret = ferry_fanout_test(f)) == FERRY_EINPROGRESS) {
-        if (until != 0 && ferry__now_ns() >= until)
+        if (ferry__wait_over(until))
             return ferry__error(FERRY_EAGAIN,
                                 "ferry_fanout_wait: %d ms passed; the "
                                 "fan-out is still running (wait again)",

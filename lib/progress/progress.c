@@ -457,17 +457,19 @@ int ferry_req_test(ferry_req_t *req)
     return report(req, status);
 }
 
-/* When a wait of timeout_ms ends (0: never, for timeout_ms < 0). */
-static uint64_t wait_until(int timeout_ms)
+uint64_t ferry__wait_until(int timeout_ms)
 {
-    return timeout_ms < 0 ? 0
-                          : ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    if (timeout_ms < 0)
+        return 0;
+    /* 0 ms: one look, so an end every clock has passed. */
+    if (timeout_ms == 0)
+        return 1;
+    return ferry__now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
-/* Whether a wait that ends at until (from wait_until) is over.  The
- * coarse clock lags the precise one the deadline was taken from: a wait
+/* The coarse clock lags the precise one the end was taken from: a wait
  * is never cut short, at most a tick long. */
-static bool wait_over(uint64_t until)
+bool ferry__wait_over(uint64_t until)
 {
     return until != 0 && ferry__now_coarse_ns() >= until;
 }
@@ -480,12 +482,12 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
 
     if ((ret = ferry__check_req(req, "ferry_req_wait")))
         return ret;
-    until = wait_until(timeout_ms);
+    until = ferry__wait_until(timeout_ms);
     for (;;) {
         ret = ferry_req_test(req);
         if (ret != FERRY_EINPROGRESS)
             return ret;
-        if (wait_over(until))
+        if (ferry__wait_over(until))
             return ferry__error(FERRY_EAGAIN,
                                 "ferry_req_wait: %d ms passed; the request is "
                                 "still running (wait again)",
@@ -552,7 +554,7 @@ int ferry_req_wait_any(ferry_req_t *const *reqs, size_t n, int timeout_ms,
     if ((ret = context_of_all(reqs, n, &ctx)))
         return ret;
     fab = ferry__fabric_of(ctx);
-    until = wait_until(timeout_ms);
+    until = ferry__wait_until(timeout_ms);
     for (;;) {
         int status = 0;
         size_t i;
@@ -573,7 +575,7 @@ int ferry_req_wait_any(ferry_req_t *const *reqs, size_t n, int timeout_ms,
         }
         if (ret < 0)
             return ret;
-        if (wait_over(until))
+        if (ferry__wait_over(until))
             return ferry__error(FERRY_EAGAIN,
                                 "ferry_req_wait_any: %d ms passed; none of "
                                 "the requests has ended (wait again)",
@@ -666,7 +668,7 @@ static void notify_sleep(struct ferry_context *ctx, uint64_t until)
 int ferry_notify_wait(ferry_context_t *ctx, struct ferry_notification *out,
                       size_t max, int timeout_ms)
 {
-    uint64_t until = wait_until(timeout_ms);
+    uint64_t until = ferry__wait_until(timeout_ms);
     unsigned spins = 0;
     int ret;
 
@@ -681,7 +683,7 @@ int ferry_notify_wait(ferry_context_t *ctx, struct ferry_notification *out,
     for (;;) {
         if ((ret = ferry_notify_poll(ctx, out, max)) != 0)
             return ret;
-        if (wait_over(until))
+        if (ferry__wait_over(until))
             return ferry__error(FERRY_EAGAIN,
                                 "ferry_notify_wait: no notification arrived "
                                 "within %d ms (wait again)",
@@ -751,7 +753,7 @@ static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
                         uint64_t id, uint64_t expected, int timeout_ms)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
-    uint64_t until = wait_until(timeout_ms);
+    uint64_t until = ferry__wait_until(timeout_ms);
     uint64_t value = 0;
     unsigned spins = 0;
     int ret;
@@ -765,7 +767,7 @@ static int counter_wait(ferry_context_t *ctx, struct ferry_peer *peer,
         if ((ret = counter_look(ctx, peer, id, expected, &value)) !=
             FERRY_EINPROGRESS)
             break;
-        if (wait_over(until)) {
+        if (ferry__wait_over(until)) {
             ret = ferry__error(FERRY_EAGAIN,
                                "counter %llu reached %llu of %llu within "
                                "%d ms: notifications are missing (a peer "

@@ -20,5 +20,9 @@ void ferry__progress_fd_close(struct ferry_context *ctx);
  * progresses above (after_pass), then yields, naps or sleeps until the
  * progress thread has handled events. */
 void ferry__progress_pause(struct ferry_context *ctx, unsigned spins);
+/* When a wait of timeout_ms ends (0: never, for timeout_ms < 0; 0 ms:
+ * after one look, ferry.h's rule), and whether that time has come. */
+uint64_t ferry__wait_until(int timeout_ms);
+bool ferry__wait_over(uint64_t until);
 
 #endif /* FERRY_PROGRESS_H */

@@ -454,14 +454,12 @@ int ferry_peer_info(ferry_peer_t *peer, struct ferry_peer_info *info)
                             "ferry_peer_info: info is NULL or info->size is "
                             "0 (use FERRY_PEER_INFO_INIT)");
     memset(&out, 0, sizeof(out));
-    out.size = info->size < sizeof(out) ? info->size : sizeof(out);
     out.label = peer->label;
     out.provider = ferry__peer_rail(peer, 0)->info->fabric_attr->prov_name;
     out.nrails = peer->nrails;
     out.shm = ferry__peer_transport(peer)->shm;
     out.why = peer->transport_why;
-    /* Only as much as the caller's struct holds. */
-    memcpy(info, &out, out.size);
+    ferry__hand_back(info, &out, sizeof(out));
     return 0;
 }
 

@@ -1311,7 +1311,7 @@ void ferry_req_free(ferry_req_t *req)
 
 int ferry_req_result(ferry_req_t *req, struct ferry_req_result *out)
 {
-    struct ferry_req_result r = {.size = sizeof(r)};
+    struct ferry_req_result r = {0};
     struct ferry__fabric *fab;
     int ret;
 
@@ -1334,8 +1334,7 @@ int ferry_req_result(ferry_req_t *req, struct ferry_req_result *out)
     r.error = req->errmsg;
     r.user_data = req->user_data;
     ferry__lock_release(&fab->lock);
-    /* A caller built with an older header has a shorter struct. */
-    memcpy(out, &r, out->size < sizeof(r) ? out->size : sizeof(r));
+    ferry__hand_back(out, &r, sizeof(r));
     return 0;
 }
 

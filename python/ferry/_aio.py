@@ -116,11 +116,15 @@ def _reactor(ctx, loop):
     return r
 
 
-async def _sleep_polling(request):
+async def _sleep_polling(look):
+    """look() until it gives something true, and that: each look drives
+    the context; the loop sleeps between looks, a little longer each
+    time up to a bound."""
     pause = 0.0
-    while not request.test():
+    while not (got := look()):
         await asyncio.sleep(pause)
         pause = min(max(pause * 2, _FIRST_PAUSE_S), _LONGEST_PAUSE_S)
+    return got
 
 
 async def notifications(ctx, most):
@@ -130,12 +134,7 @@ async def notifications(ctx, most):
     try:
         reactor = _reactor(ctx, asyncio.get_running_loop())
     except ValueError:  # no progress thread: nothing writes a descriptor
-        pause = 0.0
-        while not got:
-            await asyncio.sleep(pause)
-            pause = min(max(pause * 2, _FIRST_PAUSE_S), _LONGEST_PAUSE_S)
-            got = ctx.notify_poll(most)
-        return got
+        return await _sleep_polling(lambda: ctx.notify_poll(most))
     return await reactor.add_notify_waiter(most)
 
 
@@ -145,6 +144,6 @@ async def wait(request, ctx):
     try:
         reactor = _reactor(ctx, asyncio.get_running_loop())
     except ValueError:  # no progress thread: nothing writes a descriptor
-        await _sleep_polling(request)
+        await _sleep_polling(request.test)
         return
     await reactor.add(request)

@@ -236,7 +236,7 @@ static int handle_of(PyObject *item, PyfRequest **req)
 PyObject *pyf_wait_any(PyObject *mod, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"requests", "timeout", NULL};
-    PyObject *seq, *timeout = NULL, *fast;
+    PyObject *seq, *timeout = NULL, *fast, *result = NULL;
     PyfRequest **reqs = NULL;
     ferry_req_t **handles = NULL;
     PyfContext *ctx = NULL;
@@ -300,15 +300,12 @@ PyObject *pyf_wait_any(PyObject *mod, PyObject *args, PyObject *kwargs)
     }
     note_result(reqs[index], ret);
 found:
-    PyMem_Free(reqs);
-    PyMem_Free(handles);
-    Py_DECREF(fast);
-    return PyLong_FromSize_t(index);
+    result = PyLong_FromSize_t(index);
 out:
     PyMem_Free(reqs);
     PyMem_Free(handles);
     Py_DECREF(fast);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef request_methods[] = {

@@ -20,6 +20,18 @@ static struct ferry_req_result result_of(ferry_req_t *req)
     return r;
 }
 
+/* A write into a target that does not progress: it stays running until
+ * tu_finish_on_stalled drives the target. */
+static ferry_req_t *stalled_write(struct tu_fx *f, const char *prov)
+{
+    ferry_req_t *req;
+
+    tu_fx_open_stalled(f, prov, NULL, LEN, LEN, NULL);
+    struct ferry_iov iov = {f->lbuf, f->lmem, f->rmem, 0, LEN};
+    ck_assert_int_eq(ferry_write(f->p.peer, &iov, 1, NULL, &req), 0);
+    return req;
+}
+
 /* Two iovs, user data: everything the result says of a success. */
 START_TEST(test_result_of_a_success)
 {
@@ -97,9 +109,7 @@ START_TEST(test_result_while_running)
     struct ferry_req_result r;
     ferry_req_t *req;
 
-    tu_fx_open_stalled(&f, prov, NULL, LEN, LEN, NULL);
-    struct ferry_iov iov = {f.lbuf, f.lmem, f.rmem, 0, LEN};
-    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
+    req = stalled_write(&f, prov);
     r = result_of(req);
     ck_assert_int_eq(r.status, FERRY_EINPROGRESS);
     ck_assert_uint_eq(r.ended_ns, 0);
@@ -211,9 +221,7 @@ START_TEST(test_wait_any_times_out)
     ferry_req_t *req;
     size_t index = 0;
 
-    tu_fx_open_stalled(&f, prov, NULL, LEN, LEN, NULL);
-    struct ferry_iov iov = {f.lbuf, f.lmem, f.rmem, 0, LEN};
-    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
+    req = stalled_write(&f, prov);
     ferry_req_t *reqs[2] = {NULL, req};
     TU_EXPECT_ERROR(ferry_req_wait_any(reqs, 2, 50, &index),
                     FERRY_EAGAIN, "none of the requests has ended");
