@@ -94,6 +94,7 @@ START_TEST(test_older_callers)
     ck_assert_int_eq(r.status, 0);
     ck_assert_uint_eq(r.bytes, LEN);
     ck_assert_uint_eq(r.bytes_done, 0x5a5a5a5a5a5a5a5aull);
+    ck_assert_uint_eq(r.size, offsetof(struct ferry_req_result, bytes_done));
     r = result_of(req);
     ck_assert_ptr_null(r.user_data);
     ferry_req_free(req);
