@@ -167,7 +167,7 @@ static int check_args(ferry_peer_t *peer, const struct ferry_iov *iov,
 }
 
 static uint64_t deadline_of(const struct ferry__xfer *x,
-                            const struct ferry_xfer_opts *opts)
+                            const struct ferry_xfer_opts *opts, uint64_t now)
 {
     int ms = x->reg.fab.cfg.timeout_ms;
 
@@ -175,7 +175,7 @@ static uint64_t deadline_of(const struct ferry__xfer *x,
         ms = opts->timeout_ms;
     if (ms <= 0)
         return 0;
-    return ferry__now_ns() + (uint64_t)ms * 1000000u;
+    return now + (uint64_t)ms * 1000000u;
 }
 
 /*
@@ -428,8 +428,10 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     req->status = FERRY_EINPROGRESS;
     atomic_init(&req->outcome, FERRY_EINPROGRESS);
     req->rail_pending = -1;
-    req->deadline_ns = deadline_of(ferry__xfer_of(peer->ctx), opts);
+    /* One clock reading: the request's start, and its deadline from it. */
     req->posted_ns = ferry__now_ns();
+    req->deadline_ns =
+        deadline_of(ferry__xfer_of(peer->ctx), opts, req->posted_ns);
     req->failed_item = FERRY__NO_ITEM;
     /* A caller built with an older header has a shorter opts. */
     if (opts != NULL &&
