@@ -163,7 +163,7 @@ static void keep_writing(ferry_peer_t *peer, ferry_rmem_t *rmem,
 
         if (reqs[i] != NULL && ferry_req_test(reqs[i]) == FERRY_EINPROGRESS)
             continue;
-        ferry_req_free(reqs[i]);
+        ferry_req_close(reqs[i]);
         reqs[i] = NULL;
         if (!gone(peer))
             ferry_write(peer, &iov, 1, NULL, &reqs[i]);
@@ -229,11 +229,11 @@ static double run_once(const struct side *s, enum mode m)
     for (unsigned i = 0; i < IN_FLIGHT; i++) {
         if (reqs[i] != NULL)
             ferry_req_wait(reqs[i], 10000);
-        ferry_req_free(reqs[i]);
+        ferry_req_close(reqs[i]);
     }
     t0 = now_ns();
-    while ((ferry_rmem_free(rmem) == FERRY_EBUSY ||
-            ferry_peer_remove(peer) == FERRY_EBUSY) &&
+    while ((ferry_rmem_close(rmem) == FERRY_EBUSY ||
+            ferry_peer_close(peer) == FERRY_EBUSY) &&
            ms_since(t0) < GIVE_UP_MS)
         ferry_progress(s->ctx);
     return ms; /* -1: nothing noticed in GIVE_UP_MS */
@@ -338,8 +338,8 @@ int main(int argc, char **argv)
     for (int m = 0; m < NMODES; m++)
         if (opt_mode < 0 || opt_mode == m)
             run_mode(&s, (enum mode)m);
-    ferry_mem_deregister(s.lmem);
-    ferry_context_destroy(s.ctx);
+    ferry_mem_close(s.lmem);
+    ferry_context_close(s.ctx);
     free(s.lbuf);
     return 0;
 }

@@ -99,7 +99,7 @@ static int run_target(int report_fd, size_t len)
     /* The initiator says it is done with a notification. */
     ret = ferry_counter_wait(ctx, 1, 1, -1);
     ferry_oob_close(lis);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     free(buf);
     return ret == 0 ? 0 : 1;
 }
@@ -157,7 +157,7 @@ static void move_blocks(ferry_prep_t *prep, ferry_peer_t *peer,
                                          &req);
     if (ret || (ret = ferry_req_wait(req, -1)))
         die("moving the blocks", ret);
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 static void run_patterns(ferry_context_t *ctx, ferry_prep_t *prep,
@@ -230,7 +230,7 @@ static void run_post_costs(ferry_prep_t *prep, const uint32_t *idx)
     report("post and complete every write (CPU)", c);
     printf("  %.2f M descriptors/s end to end\n",
            (double)opt_blocks / t / 1e6);
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 static void run_initiator(int port)
@@ -281,7 +281,7 @@ static void run_initiator(int port)
             die("ferry_dlist_add", ret);
     }
     report("describe (one list of explicit entries)", now_s() - t);
-    ferry_dlist_destroy(explicit_list);
+    ferry_dlist_close(explicit_list);
 
     t = now_s();
     if ((ret = ferry_xfer_prepare(ferry_oob_conn_peer(conn), FERRY_OP_WRITE,
@@ -298,12 +298,12 @@ static void run_initiator(int port)
                                  &req)) ||
         (ret = ferry_req_wait(req, 10000)))
         die("telling the target to stop", ret);
-    ferry_req_free(req);
-    ferry_xfer_release(prep);
-    ferry_dlist_destroy(local);
-    ferry_dlist_destroy(remote);
+    ferry_req_close(req);
+    ferry_xfer_close(prep);
+    ferry_dlist_close(local);
+    ferry_dlist_close(remote);
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     free(buf);
     free(idx);
 }

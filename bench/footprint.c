@@ -273,7 +273,7 @@ static int serve(enum kind kind, const char *provider)
         if (kind == RAW)
             raw_close(&raws[i]);
         else
-            ferry_context_destroy(ctxs[i]);
+            ferry_context_close(ctxs[i]);
     }
     free(raws);
     free(ctxs);
@@ -418,7 +418,7 @@ static int measure(enum kind kind, const char *provider)
             fi_close(&mrs[i]->fid);
         raw_close(&r);
     } else {
-        ferry_context_destroy(ctx); /* its peers and regions with it */
+        ferry_context_close(ctx); /* its peers and regions with it */
     }
     if (opt_peers > 0)
         free(addrs.bytes);

@@ -323,8 +323,8 @@ int main(int argc, char **argv)
         ferry_meta_close(members[i].meta);
     printf("closing the %u members took %.0f ms\n", opt_members, ms_since(t0));
     for (unsigned c = 0; c < opt_contexts; c++) {
-        ferry_mem_deregister(mems[c]);
-        ferry_context_destroy(ctxs[c]);
+        ferry_mem_close(mems[c]);
+        ferry_context_close(ctxs[c]);
     }
     munmap(region, REGION);
     free(open_s.v);

@@ -268,12 +268,12 @@ static double try_once(ferry_context_t *ctx, const char *hostport)
     if (ret != 0)
         fprintf(stderr, "oob_bench: a try failed after %.1f ms: %s\n", ms,
                 ferry_last_error());
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
     peer = ferry_oob_conn_peer(conn);
     ferry_oob_disconnect(conn);
     /* Each connect adds the listener as a peer again: let it go. */
     if (peer != NULL)
-        ferry_peer_remove(peer);
+        ferry_peer_close(peer);
     return ret == 0 ? ms : -1;
 }
 
@@ -423,9 +423,9 @@ int main(int argc, char **argv)
                res[0].p99 > 0 ? res[s].p99 / res[0].p99 : 0,
                res[s].rep.reconnects, res[s].rep.bytes);
     ferry_oob_close(lis);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(cctx);
-    ferry_context_destroy(sctx);
+    ferry_mem_close(mem);
+    ferry_context_close(cctx);
+    ferry_context_close(sctx);
     free(ms);
     return 0;
 }

@@ -30,7 +30,7 @@
  *   6. W warm-up iterations, then K timed ones.  Each iteration:
  *      ferry_xfer_post(prep, local_idx, remote_idx, N, NULL opts) is
  *      timed alone ("post"); then ferry_req_wait(req, -1) and
- *      ferry_req_free(req); post + wait + free are timed together
+ *      ferry_req_close(req); post + wait + free are timed together
  *      ("round").  Clock: CLOCK_MONOTONIC.
  *   7. Teardown: release the prepared transfer, destroy both lists, free
  *      the imported region, deregister the local region, remove the peer,
@@ -313,7 +313,7 @@ int main(int argc, char **argv)
             die("ferry_xfer_post", ret);
         if ((ret = ferry_req_wait(req, -1)))
             die("ferry_req_wait", ret);
-        ferry_req_free(req);
+        ferry_req_close(req);
         t2 = now_ns();
         if (it >= opt_warmup) {
             post_ns[it - opt_warmup] = t1 - t0;
@@ -322,22 +322,22 @@ int main(int argc, char **argv)
     }
 
     /* 7. Teardown. */
-    if ((ret = ferry_xfer_release(prep)))
-        die("ferry_xfer_release", ret);
-    if ((ret = ferry_dlist_destroy(local)))
-        die("ferry_dlist_destroy (local)", ret);
-    if ((ret = ferry_dlist_destroy(remote)))
-        die("ferry_dlist_destroy (remote)", ret);
-    if ((ret = ferry_rmem_free(rmem)))
-        die("ferry_rmem_free", ret);
-    if ((ret = ferry_mem_deregister(lmem)))
-        die("ferry_mem_deregister (initiator)", ret);
-    if ((ret = ferry_peer_remove(peer)))
-        die("ferry_peer_remove", ret);
-    ferry_context_destroy(ictx);
-    if ((ret = ferry_mem_deregister(tmem)))
-        die("ferry_mem_deregister (target)", ret);
-    ferry_context_destroy(tctx);
+    if ((ret = ferry_xfer_close(prep)))
+        die("ferry_xfer_close", ret);
+    if ((ret = ferry_dlist_close(local)))
+        die("ferry_dlist_close (local)", ret);
+    if ((ret = ferry_dlist_close(remote)))
+        die("ferry_dlist_close (remote)", ret);
+    if ((ret = ferry_rmem_close(rmem)))
+        die("ferry_rmem_close", ret);
+    if ((ret = ferry_mem_close(lmem)))
+        die("ferry_mem_close (initiator)", ret);
+    if ((ret = ferry_peer_close(peer)))
+        die("ferry_peer_close", ret);
+    ferry_context_close(ictx);
+    if ((ret = ferry_mem_close(tmem)))
+        die("ferry_mem_close (target)", ret);
+    ferry_context_close(tctx);
 
     qsort(post_ns, opt_iters, sizeof(*post_ns), cmp_u64);
     qsort(round_ns, opt_iters, sizeof(*round_ns), cmp_u64);

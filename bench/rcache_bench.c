@@ -15,7 +15,7 @@
  *   - the same against a baseline written here: a sorted array under a
  *     pthread mutex (lookup, reference and release each under the lock),
  *     which is what most MR caches do;
- *   - no cache: ferry_mem_register + ferry_mem_deregister of 64 KiB, and
+ *   - no cache: ferry_mem_register + ferry_mem_close of 64 KiB, and
  *     raw fi_mr_reg + fi_close, on tcp;ofi_rxm and on shm; and, as proxies
  *     for a NIC provider (verbs, efa), which pins the pages in
  *     ibv_reg_mr, the pinning alone: io_uring buffer registration (the
@@ -374,7 +374,7 @@ static struct result run_lookups(struct run *r)
 /* ---- registration without a cache ----------------------------------------- */
 
 enum reg_kind {
-    REG_FERRY, /* ferry_mem_register + ferry_mem_deregister */
+    REG_FERRY, /* ferry_mem_register + ferry_mem_close */
     REG_RAW,   /* fi_mr_reg + fi_close on the context's first domain */
     REG_PIN,   /* io_uring buffer registration: pin + unpin (NIC proxy) */
     REG_MLOCK, /* mlock + munlock (second NIC proxy) */
@@ -424,7 +424,7 @@ static int reg_once(ferry_context_t *ctx, enum reg_kind kind, int ring,
                                      FERRY_ACCESS_REMOTE_WRITE,
                                  &mem);
         if (ret == 0)
-            ret = ferry_mem_deregister(mem);
+            ret = ferry_mem_close(mem);
         if (ret != 0)
             snprintf(why, n, "ferry_mem_register: %s (%s)",
                      ferry_strerror(ret), ferry_last_error());
@@ -735,7 +735,7 @@ int main(int argc, char **argv)
         printf("  %zu hot entries spread over all: ferry p50 %.1f ns, "
                "mutex + sorted array p50 %.1f ns\n",
                run.hot, f1.p50, b1.p50);
-        ferry_context_destroy(ctx);
+        ferry_context_close(ctx);
         munmap(region, region_len);
         munmap(far, 64 * 4096);
         free(base.e);
@@ -760,7 +760,7 @@ int main(int argc, char **argv)
         shm_ctx = NULL;
     reg_shm = time_register(shm_ctx, REG_FERRY);
     raw_shm = time_register(shm_ctx, REG_RAW);
-    ferry_context_destroy(shm_ctx);
+    ferry_context_close(shm_ctx);
     pin = time_register(NULL, REG_PIN);
     lock = time_register(NULL, REG_MLOCK);
 
@@ -831,7 +831,7 @@ int main(int argc, char **argv)
         0)
         printf("note: some ferry lookups missed (a lookup that meets the "
                "monitor handling events goes the slow way)\n");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     munmap(region, region_len);
     munmap(far, 64 * 4096);
     free(base.e);

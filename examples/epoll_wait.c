@@ -104,7 +104,7 @@ int main(int argc, char **argv)
                 continue;
             if (ret != 0)
                 return ex_fail("epoll_wait", "a write", ret);
-            ferry_req_free(req[i]);
+            ferry_req_close(req[i]);
             req[i] = NULL;
             left--;
         }
@@ -126,12 +126,12 @@ int main(int argc, char **argv)
            writes, size, wakeups);
     close(ep);
     close(timer);
-    ferry_rmem_free(rmem);
-    ferry_peer_remove(peer);
-    ferry_mem_deregister(lmem);
-    ferry_mem_deregister(tmem);
-    ferry_context_destroy(init);
-    ferry_context_destroy(target);
+    ferry_rmem_close(rmem);
+    ferry_peer_close(peer);
+    ferry_mem_close(lmem);
+    ferry_mem_close(tmem);
+    ferry_context_close(init);
+    ferry_context_close(target);
     free(tbuf);
     free(lbuf);
     return 0;

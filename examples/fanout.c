@@ -113,8 +113,8 @@ static int receive(const char *where)
 out:
     fflush(stdout); /* a demo's receiver ends with _exit */
     ferry_oob_close(lis);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     free(buf);
     return rc;
 }
@@ -145,7 +145,7 @@ static int send_naive(ferry_mem_t *mem, uint8_t *buf, ferry_peer_t **peers,
 
         if (r != 0 && ret == 0)
             ret = ex_fail("send", "a copy", r);
-        ferry_req_free(reqs[i]);
+        ferry_req_close(reqs[i]);
     }
     return ret;
 }
@@ -172,7 +172,7 @@ static int send_fanout(ferry_mem_t *mem, ferry_peer_t **peers,
                 missing[i]);
     if (ret != 0)
         ex_fail("send", "the fan-out", ret);
-    ferry_fanout_free(f);
+    ferry_fanout_close(f);
     return ret;
 }
 
@@ -206,7 +206,7 @@ static int send_all(char **where, size_t n)
         return 1;
     if ((buf = malloc(opt_size)) == NULL) {
         fprintf(stderr, "send: out of memory for %zu bytes\n", opt_size);
-        ferry_context_destroy(ctx);
+        ferry_context_close(ctx);
         return 1;
     }
     for (size_t i = 0; i < opt_size; i++)
@@ -241,11 +241,11 @@ static int send_all(char **where, size_t n)
                opt_size, n, opt_mode, secs, (double)opt_size / secs / 1e9);
 out:
     for (size_t i = 0; i < n; i++) {
-        ferry_rmem_free(dst[i]);
+        ferry_rmem_close(dst[i]);
         ferry_oob_disconnect(conn[i]);
     }
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     free(buf);
     return ret != 0;
 }

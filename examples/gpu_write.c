@@ -102,8 +102,8 @@ static int run_target(int port_fd)
            opt_iterations, opt_size, bad == 0 ? "OK" : "CORRUPT");
     free(check);
     ferry_oob_close(lis);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     ferry_device_free(dev);
     return bad == 0 ? 0 : 1;
 }
@@ -146,7 +146,7 @@ static int run_initiator(int port)
                                &req)) ||
             (ret = ferry_req_wait(req, TIMEOUT_MS)))
             return ex_fail("initiator", "ferry_write", ret);
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     ferry_context_stats(ctx, &st);
     printf("initiator: wrote %u x %zu bytes from GPU to GPU; staged %" PRIu64
@@ -154,10 +154,10 @@ static int run_initiator(int port)
            opt_iterations, opt_size, st.staged_bytes, st.staged_chunks,
            st.staged_max_in_flight);
     free(host);
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
     ferry_oob_disconnect(conn);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     ferry_device_free(dev);
     return 0;
 }

@@ -141,8 +141,8 @@ static int run_server(const char *where, int report_fd)
            opt_iterations, opt_size, bad == 0 ? "OK" : "CORRUPT");
     ferry_meta_close(meta);
     ferry_oob_close(lis);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     free(buf);
     return bad == 0 ? 0 : 1;
 }
@@ -229,7 +229,7 @@ static int run_client(const char *where)
             first = now_s() - t0;
         else
             warm += now_s() - t0;
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     /* The first write pays for whatever is cold on both sides (the
      * connection, the provider's buffers); the others show the rate. */
@@ -242,11 +242,11 @@ static int run_client(const char *where)
                opt_iterations - 1, (double)opt_size / (1 << 20), warm,
                (double)(opt_iterations - 1) * (double)opt_size / warm / 1e9);
     printf(" (each write acknowledged after delivery)\n");
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
     ferry_oob_disconnect(conn);
     ferry_meta_close(meta);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     free(buf);
     return 0;
 }

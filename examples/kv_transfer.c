@@ -158,7 +158,7 @@ static int move_blocks(const char *who, ferry_prep_t **prep)
     for (size_t i = 0; i < nreq; i++) {
         if ((ret = ferry_req_wait(reqs[i], -1)))
             return ex_fail(who, "a block transfer", ret);
-        ferry_req_free(reqs[i]);
+        ferry_req_close(reqs[i]);
     }
     return 0;
 }
@@ -179,9 +179,9 @@ static int transfer(const char *who, ferry_context_t *ctx, ferry_peer_t *peer,
     }
     ret = move_blocks(who, prep);
     for (unsigned c = 0; c < 2; c++) {
-        ferry_xfer_release(prep[c]);
-        ferry_dlist_destroy(local[c]);
-        ferry_dlist_destroy(remote[c]);
+        ferry_xfer_close(prep[c]);
+        ferry_dlist_close(local[c]);
+        ferry_dlist_close(remote[c]);
     }
     return ret;
 }
@@ -345,7 +345,7 @@ static int run_prefill(const char *where, int report_fd)
     /* In pull mode decode reads on its own; stay until it says bye. */
     ret = ferry_counter_wait(ctx, 1000, 1, TIMEOUT_MS);
     meet_close(&m);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     return ret == 0 ? 0 : ex_fail("prefill", "waiting for decode's goodbye", ret);
 }
 
@@ -390,9 +390,9 @@ static int run_decode(const char *where)
     if (meet_peer(&m) || ferry_notify_send(m.peer, 1000, 1, NULL, &req) ||
         ferry_req_wait(req, -1))
         ret = ex_fail("decode", "saying goodbye", FERRY_EIO);
-    ferry_req_free(req);
+    ferry_req_close(req);
     meet_close(&m);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     return ret;
 }
 

@@ -93,6 +93,8 @@ static void xfer_close(struct ferry__xfer *x)
     }
 }
 
+static void context_free(ferry_context_t *ctx);
+
 int ferry_context_create(const struct ferry_config *cfg,
                          ferry_context_t **out)
 {
@@ -113,6 +115,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     reg = ferry__reg_of(ctx);
     fab = &reg->fab;
     ferry__lock_init(&fab->lock);
+    ferry__owned_init(&fab->owned);
     pthread_cond_init(&ctx->progress.progressed, NULL);
     ret = ferry__fan_init(ctx);
     if (ret == 0)
@@ -122,6 +125,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     if (ret != 0) {
         ferry__fan_destroy(ctx);
         pthread_cond_destroy(&ctx->progress.progressed);
+        ferry__owned_fini(&fab->owned);
         ferry__lock_destroy(&fab->lock);
         free(ctx);
         return ret;
@@ -148,7 +152,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     if (ret == 0 && fab->cfg.progress_thread)
         ret = ferry__progress_thread_start(ctx);
     if (ret != 0) {
-        ferry_context_destroy(ctx);
+        context_free(ctx);
         return ret;
     }
     FERRY_LOG_INFO("%s", fab->why);
@@ -157,22 +161,24 @@ int ferry_context_create(const struct ferry_config *cfg,
     return 0;
 }
 
-void ferry_context_destroy(ferry_context_t *ctx)
+/* Closes the context and everything made from it (ferry(7): ownership). */
+static void context_free(ferry_context_t *ctx)
 {
-    struct ferry__fabric *fab;
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
 
-    if (ctx == NULL || ctx->xfer.reg.fab.magic != FERRY__MAGIC_CTX)
-        return;
-    fab = ferry__fabric_of(ctx);
     siblings_leave(ctx);
+    /* Metadata handles first: their threads use the context. */
+    ferry__owned_release(&fab->owned, FERRY__OWN_FIRST);
     ferry__progress_thread_stop(ctx);
     ferry__progress_fd_close(ctx);
-    /* Endpoints first: closing them ends every operation still in flight,
+    /* Endpoints next: closing them ends every operation still in flight,
      * after which requests and registrations can go. */
     ferry__fabric_close_endpoints(fab);
     ferry__reqs_destroy(ferry__xfer_of(ctx));
     /* Fan-out nodes give back the regions and peers they hold. */
     ferry__fan_destroy(ctx);
+    /* Prepared transfers and lists give back theirs. */
+    ferry__owned_release(&fab->owned, FERRY__OWN_AFTER_REQUESTS);
     ferry__stage_destroy(ferry__xfer_of(ctx));
     /* Registrations and remote regions before peers: a remote region
      * points at its peer (rmem_release reads rmem->peer->ctx and drops
@@ -187,8 +193,22 @@ void ferry_context_destroy(ferry_context_t *ctx)
     ferry__fabric_close(fab);
     fab->magic = FERRY__MAGIC_DEAD;
     pthread_cond_destroy(&ctx->progress.progressed);
+    ferry__owned_fini(&fab->owned);
     ferry__lock_destroy(&fab->lock);
     free(ctx);
+}
+
+int ferry_context_close(ferry_context_t *ctx)
+{
+    int ret;
+
+    ferry__error_clear();
+    if (ctx == NULL)
+        return 0;
+    if ((ret = ferry__check_ctx(ctx, "ferry_context_close")))
+        return ret;
+    context_free(ctx);
+    return 0;
 }
 
 int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)

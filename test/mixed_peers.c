@@ -139,9 +139,9 @@ static int target(const char *dir, unsigned writers, size_t size)
         bad |= wrong != 0;
     }
     for (unsigned w = 0; w < writers; w++)
-        ferry_peer_remove(peers[w]);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+        ferry_peer_close(peers[w]);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     free(buf);
     return bad;
 }
@@ -202,15 +202,15 @@ static int writer(const char *dir, unsigned index, size_t size,
             return ex_fail("writer", "ferry_write", ret);
         if (r > 0)
             warm += now_s() - t0;
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     printf("writer %u: over %s: %u x %.1f MiB in %.3f s: %.2f GB/s warm\n",
            index, pinfo.provider, rounds, (double)size / (1 << 20), warm,
            (double)rounds * (double)size / warm / 1e9);
-    ferry_rmem_free(rmem);
-    ferry_peer_remove(peer);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_rmem_close(rmem);
+    ferry_peer_close(peer);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     free(buf);
     return 0;
 }

@@ -162,7 +162,7 @@ int main(int argc, char **argv)
             die("ferry_write", ret);
         if ((ret = ferry_req_wait(req, -1)))
             die("ferry_req_wait", ret);
-        ferry_req_free(req);
+        ferry_req_close(req);
         total += (long)size;
         /* Churn: allocations the allocator can purge and reuse, some of
          * them at addresses the cache has registered. */
@@ -202,9 +202,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     MPI_Allreduce(MPI_IN_PLACE, &errors, 1, MPI_LONG, MPI_SUM,
                   MPI_COMM_WORLD);
-    ferry_rmem_free(rmem);
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_rmem_close(rmem);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     munmap(region, REGION);
     MPI_Finalize();
     return errors == 0 ? 0 : 1;

@@ -332,7 +332,7 @@ static void print_context(struct report *r, const struct ferry_config *cfg)
         warn(r,
              "the chosen domain is the loopback interface: only processes on "
              "this host are reachable");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 
 static void print_topology(struct report *r)
@@ -394,7 +394,7 @@ static void print_topology(struct report *r)
     if (info.ngpus == 0)
         warn(r,
              "no GPU found: device memory cannot be used on this machine");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 
 static void print_environment(struct report *r)
@@ -524,7 +524,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < r.nwarnings; i++)
             printf("  - %s\n", r.warnings[i]);
     }
-    ferry_probe_free(probe);
+    ferry_probe_close(probe);
     /* Now, not at exit: a sanitizer's report at exit would otherwise land
      * in the middle of the last buffered line. */
     fflush(stdout);

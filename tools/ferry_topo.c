@@ -382,7 +382,7 @@ int main(int argc, char **argv)
         print_json(topo);
     else if (ret == 0)
         print_text(topo);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     free(nic_addrs);
     list_free(&o.gpus);
     list_free(&o.nics);

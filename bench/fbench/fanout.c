@@ -102,8 +102,8 @@ static int receiver_main(const struct options *o, int in, int out)
         if (!put(out, &ok, 1))
             break;
     }
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     free(buf);
     return 0;
 }
@@ -192,7 +192,7 @@ static int fan_once(const struct options *o, ferry_mem_t *mem,
     *ns = now_ns() - t0;
     if (ret != 0)
         fail("the fan-out", ret);
-    ferry_fanout_free(f);
+    ferry_fanout_close(f);
     return ret;
 }
 
@@ -278,7 +278,7 @@ int fanout_main(const struct options *o)
                (double)o->block / med_s / 1e9,
                (double)o->block * (double)o->fanout / med_s / 1e9);
     /* The context holds the source's registration: it goes first. */
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     free(buf);
     free(times);
     return 0;

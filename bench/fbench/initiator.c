@@ -108,10 +108,10 @@ static void initiator_close(struct initiator *in)
     set_probe(NULL, false);
     set_probe_peer(NULL);
     while (in->nidle > 0)
-        ferry_peer_remove(in->idle_peers[--in->nidle]);
+        ferry_peer_close(in->idle_peers[--in->nidle]);
     free(in->idle_peers);
     if (in->rmem != NULL)
-        ferry_rmem_free(in->rmem);
+        ferry_rmem_close(in->rmem);
     ferry_oob_disconnect(in->conn);
     ferry_meta_close(in->meta);
     side_close(&in->s);

@@ -63,7 +63,7 @@ int ping_once(struct pinger *p, uint64_t *ns)
                                  in->s.timeout_ms);
         *ns = now_ns() - t0;
         if (ret != 0) {
-            ferry_req_free(req);
+            ferry_req_close(req);
             return fail("waiting for the pong", ret);
         }
     }
@@ -71,7 +71,7 @@ int ping_once(struct pinger *p, uint64_t *ns)
                                       after */
     if (!p->pongs)
         *ns = now_ns() - t0;
-    ferry_req_free(req);
+    ferry_req_close(req);
     if (ret != 0)
         return fail(p->pongs ? "a ping failed" : "a write failed", ret);
     note_first_completion(in);

@@ -117,11 +117,11 @@ void side_close(struct side *s)
     int ret;
 
     /* After a failure, requests freed with operations still in flight keep
-     * the region busy: ferry_context_destroy closes it with the rest. */
-    if (s->mem != NULL && (ret = ferry_mem_deregister(s->mem)) != 0 &&
+     * the region busy: ferry_context_close closes it with the rest. */
+    if (s->mem != NULL && (ret = ferry_mem_close(s->mem)) != 0 &&
         ret != FERRY_EBUSY)
-        fail("ferry_mem_deregister", ret);
-    ferry_context_destroy(s->ctx);
+        fail("ferry_mem_close", ret);
+    ferry_context_close(s->ctx);
     if (s->cuda)
         ferry_device_free(s->buf);
     else
@@ -245,7 +245,7 @@ bool peer_gone(void)
     ret = ferry_oob_lookup(g_probe_conn, ALIVE_PROBE_NAME,
                            g_probe_timeout_ms, &r);
     if (ret == 0)
-        ferry_rmem_free(r);
+        ferry_rmem_close(r);
     return ret == FERRY_ECONNRESET ||
            (ret == FERRY_ETIMEDOUT && g_probe_timeout_ms > 0);
 }
@@ -340,13 +340,13 @@ int send_ctl(struct side *s, ferry_peer_t *peer, uint64_t id,
         return fail("ferry_notify_send", ret);
     while ((ret = ferry_req_wait(req, 100)) == FERRY_EAGAIN) {
         if (peer_gone()) {
-            ferry_req_free(req);
+            ferry_req_close(req);
             return complain("the peer closed the bootstrap connection (it "
                             "stopped or failed; its own message says why) "
                             "while this side sent it a control message");
         }
     }
-    ferry_req_free(req);
+    ferry_req_close(req);
     if (ret != 0)
         return fail("sending a control notification to the peer", ret);
     return 0;

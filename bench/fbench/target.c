@@ -172,7 +172,7 @@ static int serve_pingpong(struct target *t, struct target_run *r,
              * this ping after it): its completion is at most a poll away. */
             if (prev != NULL) {
                 ret = ferry_req_wait(prev, -1);
-                ferry_req_free(prev);
+                ferry_req_close(prev);
                 prev = NULL;
                 if (ret != 0)
                     return fail("a pong failed", ret);
@@ -185,7 +185,7 @@ static int serve_pingpong(struct target *t, struct target_run *r,
     }
     if (prev != NULL) {
         ret = ferry_req_wait(prev, -1);
-        ferry_req_free(prev);
+        ferry_req_close(prev);
         if (ret != 0)
             return fail("a pong failed", ret);
     }
@@ -492,7 +492,7 @@ out:
         close(report_fd);
     set_probe(NULL, false);
     if (t.pong_rmem != NULL)
-        ferry_rmem_free(t.pong_rmem);
+        ferry_rmem_close(t.pong_rmem);
     set_probe_peer(NULL);
     ferry_oob_disconnect(t.conn);
     ferry_oob_close(t.lis);

@@ -180,7 +180,7 @@ static void worker_complete(struct worker *w, uint64_t k)
     bool count = r->iterations != 0 ? ln->counted
                                     : atomic_load(&r->phase) == PH_MEASURE;
 
-    ferry_req_free(ln->req);
+    ferry_req_close(ln->req);
     ln->req = NULL;
     own_add(&w->inflight, -1);
     w->completed++;
@@ -244,7 +244,7 @@ static void *worker_main(void *arg)
 out:
     for (uint64_t k = 0; k < r->g.inflight; k++)
         if (w->lanes[k].req != NULL) {
-            ferry_req_free(w->lanes[k].req); /* cancels: we are aborting */
+            ferry_req_close(w->lanes[k].req); /* cancels: we are aborting */
             w->lanes[k].req = NULL;
         }
     atomic_store(&w->inflight, 0);

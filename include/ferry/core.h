@@ -320,7 +320,7 @@ FERRY_API int ferry_context_create(const struct ferry_config *cfg,
  * metadata handles are not closed by it and go on using the context:
  * release, close or disconnect them first.  NULL-safe.
  */
-FERRY_API void ferry_context_destroy(ferry_context_t *ctx);
+FERRY_API int ferry_context_close(ferry_context_t *ctx);
 
 /*
  * Copies the context's address blob (what a peer passes to
@@ -433,25 +433,25 @@ FERRY_API const char *ferry_probe_refused(const ferry_probe_t *probe);
 FERRY_API size_t ferry_probe_refusal_count(const ferry_probe_t *probe);
 FERRY_API int ferry_probe_refusal(const ferry_probe_t *probe, size_t i,
                                   const char **provider, const char **reason);
-FERRY_API void ferry_probe_free(ferry_probe_t *probe);
+FERRY_API int ferry_probe_close(ferry_probe_t *probe);
 
 /*
  * Adds a peer from its address blob.  Returns 0, FERRY_EBLOB (malformed),
  * FERRY_EINCOMPAT (another provider or address format: the sentence names
  * both sides), FERRY_EPROVIDER or FERRY_ENOMEM.  The peer lives until
- * ferry_peer_remove() or the context's destruction.
+ * ferry_peer_close() or the context's destruction.
  */
 FERRY_API int ferry_peer_add(ferry_context_t *ctx, const void *addr,
                              size_t len, ferry_peer_t **peer);
 /*
  * Removes a peer.  Returns FERRY_EBUSY while remote regions imported from
- * it are still held (ferry_rmem_free them first), or while requests to it
+ * it are still held (ferry_rmem_close them first), or while requests to it
  * run or a ferry_counter_wait_peer waits on it.  Operations the provider
  * still holds for it (of requests that ended, heartbeats) do not hold the
  * call: the handle is invalid at once, and its memory goes when they come
  * back.  NULL-safe (returns 0).
  */
-FERRY_API int ferry_peer_remove(ferry_peer_t *peer);
+FERRY_API int ferry_peer_close(ferry_peer_t *peer);
 
 /*
  * A peer's state.  CONNECTING: added, never heard from yet.  UP: it
@@ -615,7 +615,7 @@ FERRY_API int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
  * request first; a freed request releases its regions once the provider
  * is done with them).  NULL-safe (returns 0).
  */
-FERRY_API int ferry_mem_deregister(ferry_mem_t *mem);
+FERRY_API int ferry_mem_close(ferry_mem_t *mem);
 
 /*
  * How the region is registered: "host", "cuda dmabuf", "cuda FI_HMEM"
@@ -652,7 +652,7 @@ FERRY_API size_t ferry_rmem_length(const ferry_rmem_t *rmem);
  * Releases an imported region.  Returns FERRY_EBUSY while requests in
  * flight use it.  NULL-safe (returns 0).
  */
-FERRY_API int ferry_rmem_free(ferry_rmem_t *rmem);
+FERRY_API int ferry_rmem_close(ferry_rmem_t *rmem);
 
 /* One piece of a transfer: len bytes between local and the remote region. */
 struct ferry_iov {
@@ -686,7 +686,7 @@ struct ferry_xfer_opts {
  * Writes (or reads) every iov as one request.  Each iov is checked against
  * its local and remote regions before anything is posted; a bad one refuses
  * the whole request with the index and the bound crossed in the sentence.
- * opts may be NULL.  *req is set on success; free it with ferry_req_free.
+ * opts may be NULL.  *req is set on success; free it with ferry_req_close.
  * Returns 0, FERRY_EINVAL, FERRY_ERANGE, FERRY_EHANDLE, FERRY_ENOMEM.
  */
 FERRY_API int ferry_write(ferry_peer_t *peer, const struct ferry_iov *iov,
@@ -715,7 +715,7 @@ FERRY_API int ferry_req_wait(ferry_req_t *req, int timeout_ms);
  */
 FERRY_API int ferry_req_cancel(ferry_req_t *req);
 /* Frees the request, cancelling it if it has not ended.  NULL-safe. */
-FERRY_API void ferry_req_free(ferry_req_t *req);
+FERRY_API int ferry_req_close(ferry_req_t *req);
 
 /*
  * Waits at most timeout_ms (< 0: no limit) until one of the n requests
@@ -804,7 +804,7 @@ FERRY_API int ferry_dlist_add(ferry_dlist_t *dl,
 /* Blocks in the list (0 for NULL). */
 FERRY_API size_t ferry_dlist_count(const ferry_dlist_t *dl);
 /* FERRY_EBUSY while a prepared transfer uses it.  NULL-safe. */
-FERRY_API int ferry_dlist_destroy(ferry_dlist_t *dl);
+FERRY_API int ferry_dlist_close(ferry_dlist_t *dl);
 
 /*
  * Validates a local and a remote list for op towards peer, once.  Returns
@@ -824,7 +824,7 @@ FERRY_API int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
                               const struct ferry_xfer_opts *opts,
                               ferry_req_t **req);
 /* FERRY_EBUSY while requests posted from it are in flight.  NULL-safe. */
-FERRY_API int ferry_xfer_release(ferry_prep_t *prep);
+FERRY_API int ferry_xfer_close(ferry_prep_t *prep);
 
 /*
  * Notifications.  A request with FERRY_XFER_NOTIFY delivers {id, value} to
@@ -850,7 +850,7 @@ struct ferry_notification {
     uint64_t value;
     enum ferry_notification_kind kind;
     /* PEER_DOWN: the peer; otherwise NULL.  Compare it with handles
-     * still held only: once ferry_peer_remove freed a handle, a later
+     * still held only: once ferry_peer_close freed a handle, a later
      * ferry_peer_add may return the same pointer, so poll the events of
      * a peer before removing it. */
     ferry_peer_t *peer;
@@ -972,7 +972,7 @@ FERRY_API int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms);
 FERRY_API size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx,
                                       size_t max);
 /* Ends it (receivers still forwarding stop) and frees it.  NULL-safe. */
-FERRY_API void ferry_fanout_free(ferry_fanout_t *f);
+FERRY_API int ferry_fanout_close(ferry_fanout_t *f);
 
 #ifdef __cplusplus
 }

@@ -177,7 +177,7 @@ FERRY_API int ferry_meta_withdraw(ferry_meta_t *meta, const char *region);
  * context once per address and given again while that address stays
  * published; a context that came back under the same name gets a new
  * handle.  The handle is meta's while meta watches and the peer has not
- * left: do not ferry_peer_remove it before its FERRY_META_LEAVE or
+ * left: do not ferry_peer_close it before its FERRY_META_LEAVE or
  * ferry_meta_close; after either it is the application's.  Returns 0,
  * FERRY_EAGAIN (not there when the wait ran out), or an error of the
  * service or of ferry_peer_add.
@@ -185,7 +185,7 @@ FERRY_API int ferry_meta_withdraw(ferry_meta_t *meta, const char *region);
 FERRY_API int ferry_meta_peer(ferry_meta_t *meta, const char *name,
                               int timeout_ms, ferry_peer_t **peer);
 /* Region `region` of peer `name`, waiting as ferry_meta_peer, imported as
- * by ferry_rmem_import (free it with ferry_rmem_free). */
+ * by ferry_rmem_import (free it with ferry_rmem_close). */
 FERRY_API int ferry_meta_lookup(ferry_meta_t *meta, const char *name,
                                 const char *region, int timeout_ms,
                                 ferry_rmem_t **rmem);
@@ -217,7 +217,7 @@ FERRY_API int ferry_meta_event(ferry_meta_t *meta, int timeout_ms,
 /* Withdraws everything the context published (at once: the lease is
  * revoked) and frees meta.  Peers it handed out stay with the context.
  * NULL-safe. */
-FERRY_API void ferry_meta_close(ferry_meta_t *meta);
+FERRY_API int ferry_meta_close(ferry_meta_t *meta);
 
 #ifdef __cplusplus
 }

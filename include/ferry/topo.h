@@ -103,7 +103,7 @@ struct ferry_topo_config {
 FERRY_API int ferry_topo_load(const struct ferry_topo_config *cfg,
                               ferry_topo_t **topo);
 /* Frees the topology and every string it handed out.  NULL-safe. */
-FERRY_API void ferry_topo_destroy(ferry_topo_t *topo);
+FERRY_API int ferry_topo_close(ferry_topo_t *topo);
 
 struct ferry_topo_info {
     size_t size; /* set by the caller: FERRY_TOPO_INFO_INIT */

@@ -178,20 +178,22 @@ int ferry__error_from_fi(int fi_err)
     }
 }
 
-/* What the sentences call each kind of handle, by its magic number. */
+/* What the sentences call each kind of handle, by its magic number (the
+ * last one also stands for a magic not listed). */
 static const struct {
     uint32_t magic;
-    const char *name;  /* "<name> is NULL" */
-    const char *live;  /* "not a live <live> (<ended>, or ...)" */
-    const char *ended;
+    const char *name; /* "<name> is NULL" */
+    const char *live; /* "not a live <live> (closed, or ...)" */
 } handle_kinds[] = {
-    {FERRY__MAGIC_CTX, "context", "ferry context", "destroyed"},
-    {FERRY__MAGIC_PEER, "peer", "ferry peer", "removed"},
-    {FERRY__MAGIC_MEM, "registration", "ferry registration", "deregistered"},
-    {FERRY__MAGIC_RMEM, "remote region", "remote region", "freed"},
-    {FERRY__MAGIC_REQ, "request", "ferry request", "freed"},
-    {FERRY__MAGIC_DLIST, "descriptor list", "descriptor list", "destroyed"},
-    {FERRY__MAGIC_PREP, "prepared transfer", "prepared transfer", "released"},
+    {FERRY__MAGIC_CTX, "context", "ferry context"},
+    {FERRY__MAGIC_PEER, "peer", "ferry peer"},
+    {FERRY__MAGIC_MEM, "registration", "ferry registration"},
+    {FERRY__MAGIC_RMEM, "remote region", "remote region"},
+    {FERRY__MAGIC_REQ, "request", "ferry request"},
+    {FERRY__MAGIC_DLIST, "descriptor list", "descriptor list"},
+    {FERRY__MAGIC_FAN, "fan-out", "fan-out"},
+    {FERRY__MAGIC_META, "metadata handle", "metadata handle"},
+    {FERRY__MAGIC_PREP, "prepared transfer", "prepared transfer"},
 };
 
 int ferry__check_handle(const void *handle, uint32_t magic, const char *what)
@@ -207,8 +209,8 @@ int ferry__check_handle(const void *handle, uint32_t magic, const char *what)
     /* Every handle struct starts with its magic number. */
     if (*(const uint32_t *)handle != magic)
         return ferry__error(FERRY_EHANDLE,
-                            "%s: not a live %s (%s, or another kind of "
+                            "%s: not a live %s (closed, or another kind of "
                             "handle)",
-                            what, handle_kinds[k].live, handle_kinds[k].ended);
+                            what, handle_kinds[k].live);
     return 0;
 }

@@ -1319,10 +1319,27 @@ static void free_choices(struct ferry__topo_choice *c, size_t n)
     free(c);
 }
 
-void ferry_topo_destroy(ferry_topo_t *t)
+static int check_topo(const ferry_topo_t *t, const char *what)
 {
     if (t == NULL)
-        return;
+        return ferry__error(FERRY_EINVAL, "%s: topo is NULL", what);
+    if (t->magic != FERRY__TOPO_MAGIC)
+        return ferry__error(FERRY_EINVAL,
+                            "%s: topo is not a live topology (closed "
+                            "already, or not from ferry_topo_load)",
+                            what);
+    return 0;
+}
+
+int ferry_topo_close(ferry_topo_t *t)
+{
+    int ret;
+
+    ferry__error_clear();
+    if (t == NULL)
+        return 0;
+    if ((ret = check_topo(t, "ferry_topo_close")))
+        return ret;
     free_choices(t->gpu_choice, t->ngpus);
     free_choices(t->numa_choice, t->nnuma);
     free(t->numa_ids);
@@ -1334,6 +1351,7 @@ void ferry_topo_destroy(ferry_topo_t *t)
         hwloc_topology_destroy(t->hw);
     t->magic = FERRY__MAGIC_DEAD;
     free(t);
+    return 0;
 }
 
 static int check_config(const struct ferry_topo_config *user,
@@ -1419,7 +1437,7 @@ int ferry_topo_load(const struct ferry_topo_config *user, ferry_topo_t **out)
     if (ret == 0)
         ret = summarise(t, &cfg, xml, xml_origin);
     if (ret != 0) {
-        ferry_topo_destroy(t);
+        ferry_topo_close(t);
         return ret;
     }
     FERRY_LOG_INFO("%s", t->summary);
@@ -1431,17 +1449,6 @@ int ferry_topo_load(const struct ferry_topo_config *user, ferry_topo_t **out)
 
 /* ---- queries ------------------------------------------------------------ */
 
-static int check_topo(const ferry_topo_t *t, const char *what)
-{
-    if (t == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: topo is NULL", what);
-    if (t->magic != FERRY__TOPO_MAGIC)
-        return ferry__error(FERRY_EINVAL,
-                            "%s: topo is not a live topology (destroyed "
-                            "already, or not from ferry_topo_load)",
-                            what);
-    return 0;
-}
 
 static int check_index(size_t i, size_t n, const char *role, const char *what)
 {

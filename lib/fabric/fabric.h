@@ -20,6 +20,7 @@
 
 #include "base/ferry-internal.h"
 #include "base/keys.h"
+#include "fabric/owned.h"
 #include "fabric/provider.h"
 
 struct ferry__rail {
@@ -78,6 +79,9 @@ struct ferry__fabric {
      * state of every layer (lock.h).
      */
     struct ferry__lock lock;
+    /* Lists, prepared transfers and metadata handles made from this
+     * context, for ferry_context_close (owned.h). */
+    struct ferry__owned_list owned;
     struct ferry_config cfg; /* strings point into the copies below */
     char cfg_provider[FERRY__NAME_MAX];
     char cfg_domain[FERRY__NAME_MAX];

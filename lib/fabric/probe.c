@@ -42,7 +42,7 @@ int ferry_probe_providers(const struct ferry_config *cfg,
     }
     probe->about = calloc(probe->sel.ncand + 1, sizeof(*probe->about));
     if (probe->about == NULL) {
-        ferry_probe_free(probe);
+        ferry_probe_close(probe);
         return ferry__error(FERRY_ENOMEM, "out of memory for a probe");
     }
     for (size_t i = 0; i < probe->sel.ncand; i++)
@@ -116,11 +116,12 @@ int ferry_probe_refusal(const ferry_probe_t *probe, size_t i,
     return 0;
 }
 
-void ferry_probe_free(ferry_probe_t *probe)
+int ferry_probe_close(ferry_probe_t *probe)
 {
     if (probe == NULL)
-        return;
+        return 0;
     ferry__selection_free(&probe->sel);
     free(probe->about);
     free(probe);
+    return 0;
 }

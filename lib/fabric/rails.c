@@ -186,7 +186,7 @@ void ferry__rails_order(const struct ferry_config *cfg,
                 snprintf(cpus, cpus_len, "%s", nic.cpus);
         }
     }
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 
 bool ferry__bind_to_cpus(const char *cpus)

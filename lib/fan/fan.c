@@ -218,7 +218,7 @@ static void node_free(struct ferry_fanout *f)
 
     if (f->me != 0) {
         for (uint32_t i = 0; i <= f->plan.n; i++)
-            ferry_rmem_free(f->rmem[i]);
+            ferry_rmem_close(f->rmem[i]);
         if (f->peer[0] != NULL && !source_watched(f))
             ferry_peer_watch(f->peer[0], 0);
         ferry__lock_acquire(&fab->lock);
@@ -282,7 +282,7 @@ static int add_req(struct ferry_fanout *f, ferry_req_t *req, uint32_t to,
         struct fan_req *more = realloc(f->reqs, cap * sizeof(*more));
 
         if (more == NULL) {
-            ferry_req_free(req);
+            ferry_req_close(req);
             free(buf);
             return ferry__error(FERRY_ENOMEM, "out of memory for a fan-out "
                                               "request");
@@ -454,7 +454,7 @@ static void settle(struct ferry_fanout *f)
         }
         if (ret != 0)
             snprintf(why, sizeof(why), "%s", ferry_last_error());
-        ferry_req_free(r.req);
+        ferry_req_close(r.req);
         free(r.buf);
         if (r.what >= 0) {
             f->inflight[r.to]--;
@@ -1226,12 +1226,16 @@ size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx, size_t max)
     return count;
 }
 
-void ferry_fanout_free(ferry_fanout_t *f)
+int ferry_fanout_close(ferry_fanout_t *f)
 {
     struct ferry_context *ctx;
+    int ret;
 
-    if (f == NULL || f->magic != FERRY__MAGIC_FAN)
-        return;
+    ferry__error_clear();
+    if (f == NULL)
+        return 0;
+    if ((ret = ferry__check_fan(f, "ferry_fanout_close")))
+        return ret;
     ctx = f->ctx;
     pthread_mutex_lock(&ctx->fan->run);
     /* The handle is gone now; the node stays until the provider is done
@@ -1245,4 +1249,5 @@ void ferry_fanout_free(ferry_fanout_t *f)
                 send_event(f, i, FERRY__FAN_FIN, 0, WHAT_MSG);
     f->fin_sent = true;
     pthread_mutex_unlock(&ctx->fan->run);
+    return 0;
 }

@@ -86,6 +86,8 @@ static void region_key(char *key, const char *name, const char *region)
     snprintf(key, FERRY__META_KEY_MAX, "regions/%s/%s", name, region);
 }
 
+static void meta_release(struct ferry__owned *o);
+
 int ferry_meta_open(ferry_context_t *ctx, const char *url, const char *name,
                     ferry_meta_t **out)
 {
@@ -128,6 +130,10 @@ int ferry_meta_open(ferry_context_t *ctx, const char *url, const char *name,
         free(m);
         return ret;
     }
+    m->magic = FERRY__MAGIC_META;
+    m->owned.stage = FERRY__OWN_FIRST;
+    m->owned.release = meta_release;
+    ferry__own(&ferry__fabric_of(ctx)->owned, &m->owned);
     *out = m;
     return 0;
 }
@@ -391,10 +397,9 @@ int ferry_meta_event(ferry_meta_t *m, int timeout_ms,
     return 0;
 }
 
-void ferry_meta_close(ferry_meta_t *m)
+/* Withdraws everything m published and frees it. */
+static void meta_free(struct ferry_meta *m)
 {
-    if (m == NULL)
-        return;
     /* The backend's threads stop first: nothing queues after this. */
     m->backend->close(m);
     while (m->events != NULL) {
@@ -409,5 +414,26 @@ void ferry_meta_close(ferry_meta_t *m)
     }
     pthread_cond_destroy(&m->changed);
     pthread_mutex_destroy(&m->lock);
+    m->magic = FERRY__MAGIC_DEAD;
     free(m);
+}
+
+/* The context closes, with m still open (owned.h). */
+static void meta_release(struct ferry__owned *o)
+{
+    meta_free(ferry__container_of(o, struct ferry_meta, owned));
+}
+
+int ferry_meta_close(ferry_meta_t *m)
+{
+    int ret;
+
+    ferry__error_clear();
+    if (m == NULL)
+        return 0;
+    if ((ret = ferry__check_meta(m, "ferry_meta_close")))
+        return ret;
+    ferry__disown(&ferry__fabric_of(m->ctx)->owned, &m->owned);
+    meta_free(m);
+    return 0;
 }

@@ -11,6 +11,7 @@
 #define FERRY_OOB_META_H
 
 #include "base/ferry-internal.h"
+#include "fabric/owned.h"
 
 #include <pthread.h>
 
@@ -69,7 +70,9 @@ struct ferry__meta_known {
 };
 
 struct ferry_meta {
+    uint32_t magic; /* FERRY__MAGIC_META: first, as in every handle */
     ferry_context_t *ctx;
+    struct ferry__owned owned; /* on the context's list (owned.h) */
     const struct ferry__meta_backend *backend;
     void *backend_state;
     char name[FERRY__META_NAME_MAX];

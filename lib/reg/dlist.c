@@ -23,6 +23,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Frees a list whose prepared transfers are gone. */
+static void dlist_free(struct ferry_dlist *dl)
+{
+    for (size_t i = 0; i < dl->nseg; i++)
+        ferry__users_drop(dl->segs[i].mem ? &dl->segs[i].mem->users
+                                          : &dl->segs[i].rmem->users);
+    free(dl->segs);
+    dl->magic = FERRY__MAGIC_DEAD;
+    free(dl);
+}
+
+/* The context closes: its prepared transfers went first (owned.h). */
+static void dlist_release(struct ferry__owned *o)
+{
+    dlist_free(ferry__container_of(o, struct ferry_dlist, owned));
+}
+
 int ferry_dlist_create(ferry_context_t *ctx, enum ferry_dlist_kind kind,
                        const char *name, ferry_dlist_t **out)
 {
@@ -47,6 +64,9 @@ int ferry_dlist_create(ferry_context_t *ctx, enum ferry_dlist_kind kind,
     dl->kind = kind;
     snprintf(dl->name, sizeof(dl->name), "%s",
              name != NULL && name[0] ? name : "(unnamed)");
+    dl->owned.stage = FERRY__OWN_AFTER_REQUESTS;
+    dl->owned.release = dlist_release;
+    ferry__own(&ferry__fabric_of(ctx)->owned, &dl->owned);
     *out = dl;
     return 0;
 }
@@ -204,7 +224,7 @@ size_t ferry_dlist_count(const ferry_dlist_t *dl)
     return dl != NULL && dl->magic == FERRY__MAGIC_DLIST ? dl->count : 0;
 }
 
-int ferry_dlist_destroy(ferry_dlist_t *dl)
+int ferry_dlist_close(ferry_dlist_t *dl)
 {
     struct ferry__lock *lock;
     unsigned users;
@@ -213,7 +233,7 @@ int ferry_dlist_destroy(ferry_dlist_t *dl)
     ferry__error_clear();
     if (dl == NULL)
         return 0;
-    if ((ret = ferry__check_dlist(dl, "ferry_dlist_destroy")))
+    if ((ret = ferry__check_dlist(dl, "ferry_dlist_close")))
         return ret;
     lock = &ferry__fabric_of(dl->ctx)->lock;
     ferry__lock_acquire(lock);
@@ -222,14 +242,10 @@ int ferry_dlist_destroy(ferry_dlist_t *dl)
     if (users != 0)
         return ferry__error(FERRY_EBUSY,
                             "list '%s' is used by %u prepared transfer%s; "
-                            "ferry_xfer_release them first",
+                            "ferry_xfer_close them first",
                             dl->name, users, users == 1 ? "" : "s");
-    for (size_t i = 0; i < dl->nseg; i++)
-        ferry__users_drop(dl->segs[i].mem ? &dl->segs[i].mem->users
-                                          : &dl->segs[i].rmem->users);
-    free(dl->segs);
-    dl->magic = FERRY__MAGIC_DEAD;
-    free(dl);
+    ferry__disown(&ferry__fabric_of(dl->ctx)->owned, &dl->owned);
+    dlist_free(dl);
     return 0;
 }
 
@@ -318,6 +334,21 @@ static int prepare_locked(struct ferry__lock *lock, ferry_peer_t *peer,
     return 0;
 }
 
+/* Frees a prepared transfer with no request in flight. */
+static void prep_free(struct ferry_prep *prep)
+{
+    ferry__users_drop(&prep->local->prepared);
+    ferry__users_drop(&prep->remote->prepared);
+    prep->magic = FERRY__MAGIC_DEAD;
+    free(prep);
+}
+
+/* The context closes: its requests are gone (owned.h). */
+static void prep_release(struct ferry__owned *o)
+{
+    prep_free(ferry__container_of(o, struct ferry_prep, owned));
+}
+
 int ferry_xfer_prepare(ferry_peer_t *peer, enum ferry_op op,
                        ferry_dlist_t *local, ferry_dlist_t *remote,
                        ferry_prep_t **out)
@@ -363,11 +394,14 @@ int ferry_xfer_prepare(ferry_peer_t *peer, enum ferry_op op,
         free(prep);
         return ret;
     }
+    prep->owned.stage = FERRY__OWN_AFTER_REQUESTS;
+    prep->owned.release = prep_release;
+    ferry__own(&ferry__fabric_of(peer->ctx)->owned, &prep->owned);
     *out = prep;
     return 0;
 }
 
-int ferry_xfer_release(ferry_prep_t *prep)
+int ferry_xfer_close(ferry_prep_t *prep)
 {
     struct ferry__lock *lock;
     unsigned users;
@@ -376,7 +410,7 @@ int ferry_xfer_release(ferry_prep_t *prep)
     ferry__error_clear();
     if (prep == NULL)
         return 0;
-    if ((ret = ferry__check_prep(prep, "ferry_xfer_release")))
+    if ((ret = ferry__check_prep(prep, "ferry_xfer_close")))
         return ret;
     lock = &ferry__fabric_of(prep->peer->ctx)->lock;
     ferry__lock_acquire(lock);
@@ -384,14 +418,12 @@ int ferry_xfer_release(ferry_prep_t *prep)
     ferry__lock_release(lock);
     if (users != 0)
         return ferry__error(FERRY_EBUSY,
-                            "ferry_xfer_release: %u request%s posted from "
+                            "ferry_xfer_close: %u request%s posted from "
                             "this prepared transfer %s still in flight",
                             users, users == 1 ? "" : "s",
                             users == 1 ? "is" : "are");
-    ferry__users_drop(&prep->local->prepared);
-    ferry__users_drop(&prep->remote->prepared);
-    prep->magic = FERRY__MAGIC_DEAD;
-    free(prep);
+    ferry__disown(&ferry__fabric_of(prep->peer->ctx)->owned, &prep->owned);
+    prep_free(prep);
     return 0;
 }
 

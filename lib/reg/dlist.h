@@ -21,6 +21,7 @@ struct ferry__dseg {
 struct ferry_dlist {
     uint32_t magic;
     struct ferry_context *ctx;
+    struct ferry__owned owned; /* on the context's list (owned.h) */
     enum ferry_dlist_kind kind;
     char name[64];
     struct ferry__dseg *segs;
@@ -33,6 +34,7 @@ struct ferry_dlist {
 
 struct ferry_prep {
     uint32_t magic;
+    struct ferry__owned owned; /* on the context's list (owned.h) */
     struct ferry_peer *peer;
     enum ferry_op op; /* FERRY_OP_WRITE or FERRY_OP_READ */
     struct ferry_dlist *local;

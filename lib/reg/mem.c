@@ -561,7 +561,7 @@ int ferry_mem_register(ferry_context_t *ctx, void *addr, size_t len,
     return 0;
 }
 
-int ferry_mem_deregister(ferry_mem_t *mem)
+int ferry_mem_close(ferry_mem_t *mem)
 {
     struct ferry__reg *reg;
     unsigned users;
@@ -570,7 +570,7 @@ int ferry_mem_deregister(ferry_mem_t *mem)
     ferry__error_clear();
     if (mem == NULL)
         return 0;
-    if ((ret = ferry__check_mem(mem, "ferry_mem_deregister")))
+    if ((ret = ferry__check_mem(mem, "ferry_mem_close")))
         return ret;
     reg = ferry__reg_of(mem->ctx);
     ferry__lock_acquire(&reg->fab.lock);
@@ -588,7 +588,7 @@ int ferry_mem_deregister(ferry_mem_t *mem)
     ferry__lock_release(&reg->fab.lock);
     if (users != 0)
         return ferry__error(FERRY_EBUSY,
-                            "ferry_mem_deregister: [%p, +%zu) has %u "
+                            "ferry_mem_close: [%p, +%zu) has %u "
                             "user%s: requests with operations in flight, "
                             "descriptor lists, or a fan-out it receives "
                             "(until the fan-out ends); wait for or free the "
@@ -913,7 +913,7 @@ size_t ferry_rmem_length(const ferry_rmem_t *rmem)
     return rmem != NULL && rmem->magic == FERRY__MAGIC_RMEM ? rmem->len : 0;
 }
 
-int ferry_rmem_free(ferry_rmem_t *rmem)
+int ferry_rmem_close(ferry_rmem_t *rmem)
 {
     struct ferry__reg *reg;
     unsigned users;
@@ -922,7 +922,7 @@ int ferry_rmem_free(ferry_rmem_t *rmem)
     ferry__error_clear();
     if (rmem == NULL)
         return 0;
-    if ((ret = ferry__check_rmem(rmem, "ferry_rmem_free")))
+    if ((ret = ferry__check_rmem(rmem, "ferry_rmem_close")))
         return ret;
     reg = ferry__reg_of(rmem->peer->ctx);
     ferry__lock_acquire(&reg->fab.lock);
@@ -939,7 +939,7 @@ int ferry_rmem_free(ferry_rmem_t *rmem)
     ferry__lock_release(&reg->fab.lock);
     if (users != 0)
         return ferry__error(FERRY_EBUSY,
-                            "ferry_rmem_free: the remote region has %u "
+                            "ferry_rmem_close: the remote region has %u "
                             "user%s: requests with operations in flight or "
                             "descriptor lists; wait for or free the "
                             "requests, destroy the lists first",

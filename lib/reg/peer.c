@@ -489,7 +489,7 @@ void ferry__peer_free(struct ferry__reg *reg, struct ferry_peer *peer)
     free(peer);
 }
 
-int ferry_peer_remove(ferry_peer_t *peer)
+int ferry_peer_close(ferry_peer_t *peer)
 {
     struct ferry__reg *reg;
     unsigned held, busy;
@@ -498,7 +498,7 @@ int ferry_peer_remove(ferry_peer_t *peer)
     ferry__error_clear();
     if (peer == NULL)
         return 0;
-    if ((ret = ferry__check_peer(peer, "ferry_peer_remove")))
+    if ((ret = ferry__check_peer(peer, "ferry_peer_close")))
         return ret;
     reg = ferry__reg_of(peer->ctx);
     ferry__lock_acquire(&reg->fab.lock);
@@ -516,15 +516,15 @@ int ferry_peer_remove(ferry_peer_t *peer)
     ferry__lock_release(&reg->fab.lock);
     if (busy != 0)
         return ferry__error(FERRY_EBUSY,
-                            "ferry_peer_remove: requests to this peer are "
+                            "ferry_peer_close: requests to this peer are "
                             "still running or a counter wait is on it (%u in "
                             "all); let them end (or cancel and free them) "
                             "first",
                             busy);
     if (held != 0)
         return ferry__error(FERRY_EBUSY,
-                            "ferry_peer_remove: %u remote region%s imported "
-                            "from this peer %s still held; ferry_rmem_free "
+                            "ferry_peer_close: %u remote region%s imported "
+                            "from this peer %s still held; ferry_rmem_close "
                             "them first",
                             held, held == 1 ? "" : "s",
                             held == 1 ? "is" : "are");

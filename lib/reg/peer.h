@@ -114,7 +114,7 @@ struct ferry_peer {
     _Atomic unsigned rmem_count; /* imported regions still held */
     struct ferry__pulse_remote pulse; /* its heartbeat word */
     struct ferry__peer_live live;
-    /* ferry_peer_remove'd while the provider still held operations to it
+    /* ferry_peer_close'd while the provider still held operations to it
      * (of requests that ended, heartbeats): the handle is invalid, and
      * the memory goes when the last one comes back (xfer/op.c). */
     bool removed;

@@ -127,7 +127,7 @@ void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation)
             p->pulse.incarnation != incarnation)
             continue;
         ferry__live_declare(x, p, "its context was destroyed "
-                                  "(ferry_context_destroy in this process)");
+                                  "(ferry_context_close in this process)");
         ferry__peer_drop_addresses(&x->reg, p);
     }
 }

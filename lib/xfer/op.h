@@ -72,7 +72,7 @@ struct ferry__found {
 };
 
 /* Freed requests a context keeps for the next ones (xfer.c); none under
- * AddressSanitizer, so that a use after ferry_req_free is caught there. */
+ * AddressSanitizer, so that a use after ferry_req_close is caught there. */
 #ifdef __SANITIZE_ADDRESS__
 #define FERRY__SPARE_REQS 0u
 #else
@@ -135,10 +135,10 @@ struct ferry_req {
     bool user_freed;      /* free once the provider is done with it */
     char errmsg[256];
     /* FERRY_EINPROGRESS until the request retires, then its status:
-     * ferry_req_test and ferry_req_free read a retired request without
+     * ferry_req_test and ferry_req_close read a retired request without
      * the lock (xfer.c says how). */
     _Atomic int outcome;
-    /* ferry_req_free was called on it: claimed first, with no lock, so
+    /* ferry_req_close was called on it: claimed first, with no lock, so
      * that a second call stops; user_freed says so under the lock. */
     atomic_bool freed_once;
     /* On part.h's given_back stack, then, freed, on its spare stack. */

@@ -54,8 +54,8 @@ struct ferry__req_part {
     /* Peers with blocked requests, whose lines take turns (xfer.c). */
     struct ferry__peer_ring blocked_peers;
     uint64_t waiting_looked_ns;
-    struct ferry__req_list done;   /* retired, waiting for ferry_req_free */
-    /* Retired requests ferry_req_free gave back without the lock, freed
+    struct ferry__req_list done;   /* retired, waiting for ferry_req_close */
+    /* Retired requests ferry_req_close gave back without the lock, freed
      * by the next progress pass (xfer.c). */
     _Atomic(struct ferry_req *) given_back;
     /* Freed requests kept for the next ones (xfer.c): a stack pushed

@@ -39,7 +39,7 @@ static int check_local(const struct ferry_peer *peer,
         return 0;
     if ((ret = ferry__check_mem(m, "iov.lmem")))
         return ferry__error(ret, "iov[%zu]: lmem is not a live ferry "
-                            "registration (deregistered, or another kind of "
+                            "registration (closed, or another kind of "
                             "handle)", i);
     if (m->ctx != peer->ctx)
         return ferry__error(FERRY_EHANDLE,
@@ -68,7 +68,7 @@ static int check_remote(const struct ferry_peer *peer,
     if (r->magic != FERRY__MAGIC_RMEM)
         return ferry__error(FERRY_EHANDLE,
                             "iov[%zu]: rmem is not a live remote region "
-                            "(freed, or another kind of handle)",
+                            "(closed, or another kind of handle)",
                             i);
     if (r->peer != peer)
         return ferry__error(FERRY_EHANDLE,
@@ -340,7 +340,7 @@ static void req_discard(struct ferry_req *req)
 }
 
 /*
- * ferry_req_free of a retired request takes no lock: the request goes on
+ * ferry_req_close of a retired request takes no lock: the request goes on
  * a stack (pushed by any thread, taken whole by one holding the lock, so
  * a pointer seen again on top is always the right next link) and the
  * next progress pass frees it.
@@ -1145,7 +1145,7 @@ void ferry__req_settle(struct ferry_req *req)
         return;
     }
     ferry__req_list_append(&x->req.done, req);
-    /* Release: ferry_req_test and ferry_req_free, reading the outcome
+    /* Release: ferry_req_test and ferry_req_close, reading the outcome
      * without the lock (acquire), see everything written under it before,
      * the error's sentence included. */
     atomic_store_explicit(&req->outcome, req->status, memory_order_release);
@@ -1283,23 +1283,28 @@ int ferry_req_cancel(ferry_req_t *req)
     return 0;
 }
 
-void ferry_req_free(ferry_req_t *req)
+int ferry_req_close(ferry_req_t *req)
 {
     struct ferry__xfer *x;
+    int ret;
 
-    if (req == NULL || req->magic != FERRY__MAGIC_REQ)
-        return;
-    /* A second free of the handle, from any thread, stops here. */
+    ferry__error_clear();
+    if (req == NULL)
+        return 0;
+    if ((ret = ferry__check_req(req, "ferry_req_close")))
+        return ret;
+    /* A second close of the handle, from any thread, stops here. */
     if (atomic_exchange_explicit(&req->freed_once, true,
                                  memory_order_relaxed))
-        return;
+        return ferry__error(FERRY_EHANDLE, "ferry_req_close: the request "
+                            "is already closed");
     x = ferry__xfer_of(req->ctx);
     /* Acquire pairs with the release in ferry__req_settle: a retired
      * request is on the done list, which only this call takes it off. */
     if (atomic_load_explicit(&req->outcome, memory_order_acquire) !=
         FERRY_EINPROGRESS) {
         give_back(x, req);
-        return;
+        return 0;
     }
     ferry__lock_acquire(&x->reg.fab.lock);
     ferry__req_end(req, FERRY_ECANCELED, "freed before it ended");
@@ -1309,6 +1314,7 @@ void ferry_req_free(ferry_req_t *req)
     else
         req->user_freed = true; /* freed when its operations come back */
     ferry__lock_release(&x->reg.fab.lock);
+    return 0;
 }
 
 int ferry_req_result(ferry_req_t *req, struct ferry_req_result *out)

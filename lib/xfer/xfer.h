@@ -25,7 +25,7 @@ void ferry__req_post_pending(struct ferry_req *req);
 void ferry__req_settle(struct ferry_req *req);
 /* Posts blocked requests, in order, while the rails take them (part.h). */
 void ferry__reqs_unblock(struct ferry__xfer *x);
-/* Frees the requests ferry_req_free gave back without the lock. */
+/* Frees the requests ferry_req_close gave back without the lock. */
 void ferry__reqs_free_given_back(struct ferry__xfer *x);
 /* An operation came back, with err 0 or the error and its sentence. */
 void ferry__op_complete(struct ferry__op *op, int err, const char *why);

@@ -199,7 +199,7 @@ def twin(a):
         t1 = now_ns()
         req.wait()
         req.close()
-        del req  # the Request object goes too, as ferry_req_free
+        del req  # the Request object goes too, as ferry_req_close
         t2 = now_ns()
         if it >= warmup:
             post_ns[it - warmup] = t1 - t0

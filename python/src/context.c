@@ -68,7 +68,7 @@ static PyObject *context_close(PyfContext *self, PyObject *unused)
         self->handle = NULL;
         close_dependents(self);
         Py_BEGIN_ALLOW_THREADS
-        ferry_context_destroy(handle);
+        ferry_context_close(handle);
         Py_END_ALLOW_THREADS
     }
     Py_RETURN_NONE;
@@ -80,7 +80,7 @@ static void context_dealloc(PyfContext *self)
     if (self->weakrefs != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->handle != NULL)
-        ferry_context_destroy(self->handle);
+        ferry_context_close(self->handle);
     Py_XDECREF(self->strings);
     Py_XDECREF(self->peers);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -226,7 +226,7 @@ static PyObject *context_add_peer(PyfContext *self, PyObject *arg)
         return pyf_raise(ret, "Context.add_peer");
     peer = (PyObject *)pyf_peer_of(self, handle, true);
     if (peer == NULL)
-        ferry_peer_remove(handle);
+        ferry_peer_close(handle);
     return peer;
 }
 

@@ -90,7 +90,7 @@ static int memory_release(PyfMemory *self)
 
     if (self->handle != NULL && self->ctx->handle != NULL) {
         for (int tries = 0; tries < 10000; tries++) {
-            ret = ferry_mem_deregister(self->handle);
+            ret = ferry_mem_close(self->handle);
             if (ret != FERRY_EBUSY)
                 break;
             ferry_progress(self->ctx->handle);
@@ -111,7 +111,7 @@ static PyObject *memory_close(PyfMemory *self, PyObject *unused)
     (void)unused;
     if (self->handle != NULL && self->ctx->handle != NULL) {
         /* Refused, not waited for: the caller holds the requests. */
-        ret = ferry_mem_deregister(self->handle);
+        ret = ferry_mem_close(self->handle);
         if (ret != 0)
             return pyf_raise(ret, "Memory.close");
         self->handle = NULL;
@@ -278,7 +278,7 @@ PyObject *pyf_remote_new(PyfPeer *peer, ferry_rmem_t *handle)
     PyfRemote *r = PyObject_New(PyfRemote, &PyfRemote_Type);
 
     if (r == NULL) {
-        ferry_rmem_free(handle);
+        ferry_rmem_close(handle);
         return NULL;
     }
     r->peer = (PyfPeer *)Py_NewRef(peer);
@@ -292,7 +292,7 @@ static PyObject *remote_close(PyfRemote *self, PyObject *unused)
 
     (void)unused;
     if (self->handle != NULL && self->peer->ctx->handle != NULL) {
-        if ((ret = ferry_rmem_free(self->handle)) != 0)
+        if ((ret = ferry_rmem_close(self->handle)) != 0)
             return pyf_raise(ret, "RemoteMemory.close");
     }
     self->handle = NULL;
@@ -303,7 +303,7 @@ static void remote_dealloc(PyfRemote *self)
 {
     /* Requests hold their regions, so none is in flight here. */
     if (self->handle != NULL && self->peer->ctx->handle != NULL)
-        ferry_rmem_free(self->handle);
+        ferry_rmem_close(self->handle);
     Py_DECREF(self->peer);
     PyObject_Free(self);
 }

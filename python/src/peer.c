@@ -72,7 +72,7 @@ static PyObject *peer_close(PyfPeer *self, PyObject *unused)
                              "Peer.close: this peer came from a bootstrap "
                              "connection or the metadata service, which own "
                              "it; it goes with its context");
-    if ((ret = ferry_peer_remove(self->handle)) != 0)
+    if ((ret = ferry_peer_close(self->handle)) != 0)
         return pyf_raise(ret, "Peer.close");
     pyf_peer_forget(self->ctx, self->handle);
     self->handle = NULL;
@@ -93,7 +93,7 @@ static void peer_dealloc(PyfPeer *self)
         /* A peer still busy (a counter wait in another context's thread)
          * stays with the context. */
         if (self->owned)
-            ferry_peer_remove(self->handle);
+            ferry_peer_close(self->handle);
     }
     Py_DECREF(self->ctx);
     PyObject_Free(self);

@@ -219,9 +219,9 @@ static void prepared_free_handles(PyObject *obj)
 {
     PyfPrepared *self = (PyfPrepared *)obj;
 
-    if (ferry_xfer_release(self->handle) == 0) {
-        ferry_dlist_destroy(self->local);
-        ferry_dlist_destroy(self->remote);
+    if (ferry_xfer_close(self->handle) == 0) {
+        ferry_dlist_close(self->local);
+        ferry_dlist_close(self->remote);
     }
     self->handle = NULL;
     self->local = self->remote = NULL;
@@ -315,7 +315,7 @@ static PyObject *prepared_close(PyfPrepared *self, PyObject *unused)
     int ret;
 
     (void)unused;
-    if ((ret = ferry_xfer_release(self->handle)) != 0)
+    if ((ret = ferry_xfer_close(self->handle)) != 0)
         return pyf_raise(ret, "Prepared.close");
     self->handle = NULL;
     prepared_free_handles((PyObject *)self);

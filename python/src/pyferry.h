@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 /*
- * An object whose handle ferry_context_destroy does not close -- a
+ * An object whose handle ferry_context_close does not close -- a
  * Listener, Connection, Meta or Prepared -- is linked into its context
  * while it lives, and Context.close() closes its handle first: left open,
  * a listener's thread would go on serving the closed context's port, an

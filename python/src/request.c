@@ -12,12 +12,12 @@ PyObject *pyf_request_new(PyfContext *ctx, ferry_req_t *handle,
     PyfRequest *r;
 
     if (keep == NULL) {
-        ferry_req_free(handle);
+        ferry_req_close(handle);
         return NULL;
     }
     r = PyObject_GC_New(PyfRequest, &PyfRequest_Type);
     if (r == NULL) {
-        ferry_req_free(handle);
+        ferry_req_close(handle);
         Py_DECREF(keep);
         return NULL;
     }
@@ -115,7 +115,7 @@ static PyObject *request_cancel(PyfRequest *self, PyObject *unused)
 static void request_free_handle(PyfRequest *self)
 {
     if (self->handle != NULL && self->ctx->handle != NULL)
-        ferry_req_free(self->handle);
+        ferry_req_close(self->handle);
     self->handle = NULL;
 }
 
@@ -142,7 +142,7 @@ static void request_dealloc(PyfRequest *self)
 {
     PyObject_GC_UnTrack(self);
     /* Cancels it if it has not ended; the provider's operations keep
-     * their registrations until they come back (ferry_req_free). */
+     * their registrations until they come back (ferry_req_close). */
     request_free_handle(self);
     Py_XDECREF(self->keep);
     Py_XDECREF(self->why);

@@ -313,7 +313,7 @@ def test_close_context_while_everything_lives():
 
 
 def test_closed_context_releases_listener_and_meta_hub():
-    """Context.close() stops what ferry_context_destroy does not: the
+    """Context.close() stops what ferry_context_close does not: the
     listener's thread and port, and a bootstrap hub, even while their
     Python objects live on."""
     port = ferrytest.free_port()

@@ -305,12 +305,12 @@ START_TEST(test_create_negative_timeout)
     cfg.metadata_timeout_ms = -1;
     ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
                   ferry_last_error());
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     cfg.timeout_ms = 0;
     cfg.metadata_timeout_ms = 0;
     ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
                   ferry_last_error());
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -362,7 +362,7 @@ START_TEST(test_create_env_provider)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.provider, TCP);
     ck_assert_str_eq(info.domain, "lo");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -373,17 +373,17 @@ START_TEST(test_destroy_null_and_foreign)
     ferry_mem_t *mem = NULL;
     void *buf = tu_alloc_buf(4096);
 
-    ferry_context_destroy(NULL);
+    ferry_context_close(NULL);
     ck_assert_int_eq(ferry_mem_register(ctx, buf, 4096, FERRY_MEM_HOST, 0, 0,
                                         &mem),
                      0);
     /* Another kind of handle is not a context: nothing is closed.  Both
      * handles still pass their calls' handle checks. */
-    ferry_context_destroy((ferry_context_t *)mem);
+    ferry_context_close((ferry_context_t *)mem);
     ck_assert_ptr_nonnull(ferry_mem_path(mem));
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
-    ck_assert_int_eq(ferry_mem_deregister(mem), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_mem_close(mem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -406,7 +406,7 @@ START_TEST(test_info_bad_args)
     info.size = sizeof(info);
     TU_EXPECT_ERROR(ferry_context_info(NULL, &info), FERRY_EINVAL,
                     "context is NULL");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -437,7 +437,7 @@ START_TEST(test_info_truncated_struct)
     for (size_t i = sizeof(struct ferry_context_info); i < sizeof(buf); i++)
         ck_assert_msg(buf[i] == 0xa5, "byte %zu past the struct was written",
                       i);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -449,7 +449,7 @@ START_TEST(test_info_limits_above_provider_ignored)
     ferry_context_t *ctx = tu_context(TCP);
 
     ck_assert_int_eq(ferry_context_info(ctx, &base), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     /* A cap larger than the provider's own limit does not raise it. */
     tu_config(&cfg, TCP);
     cfg.tx_depth = base.tx_depth + 1000;
@@ -458,7 +458,7 @@ START_TEST(test_info_limits_above_provider_ignored)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_uint_eq(info.tx_depth, base.tx_depth);
     ck_assert_uint_eq(info.mr_key_size, 8);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -475,7 +475,7 @@ START_TEST(test_address_null_args)
     TU_EXPECT_ERROR(ferry_context_address(NULL, buf, &len), FERRY_EINVAL,
                     "context is NULL");
     ck_assert_uint_eq(len, sizeof(buf));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -497,8 +497,8 @@ START_TEST(test_wrong_handle_type)
     ck_assert_uint_eq(len, sizeof(addr));
     TU_EXPECT_ERROR(ferry_context_info((ferry_context_t *)mem, &info),
                     FERRY_EHANDLE, "not a live ferry context");
-    ck_assert_int_eq(ferry_mem_deregister(mem), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_mem_close(mem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST

@@ -220,14 +220,14 @@ START_TEST(test_kill_mid_transfer)
     await_peer_down(ctx, peer, 3000, "kill -9 mid-transfer");
 
     for (size_t i = 0; i < NWRITES; i++)
-        ferry_req_free(req[i]);
-    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_free of the dead "
+        ferry_req_close(req[i]);
+    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_close of the dead "
                                               "peer's region");
-    retry_busy(ctx, deregister_fn, lmem, 5000, "ferry_mem_deregister of the "
+    retry_busy(ctx, deregister_fn, lmem, 5000, "ferry_mem_close of the "
                                                "written buffer");
-    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_remove of the "
+    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_close of the "
                                                 "dead peer");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(lbuf, total);
 }
 END_TEST
@@ -339,10 +339,10 @@ START_TEST(test_stopped_past_liveness)
     /* The old handle goes once its operations came back (its write's
      * operations reach the resumed child); only then does the new write
      * go, so that none of the old one lands over it. */
-    ferry_req_free(req);
-    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_free of the old "
+    ferry_req_close(req);
+    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_close of the old "
                                               "handle's region");
-    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_remove of the "
+    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_close of the "
                                                 "old handle");
 
     tu_fill(lbuf, len, 0xd203);
@@ -352,10 +352,10 @@ START_TEST(test_stopped_past_liveness)
                   "new handle");
     ck_assert_int_eq(peer_state(again, why, sizeof(why)), FERRY_PEER_UP);
 
-    ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ck_assert_int_eq(ferry_peer_remove(again), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_rmem_close(rmem2), 0);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    ck_assert_int_eq(ferry_peer_close(again), 0);
+    ferry_context_close(ctx);
     tu_child_stop(&c);
     tu_free_buf(lbuf, len);
 }
@@ -452,7 +452,7 @@ START_TEST(test_restart_loop)
         sum += ms;
         if (ms > worst)
             worst = ms;
-        ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+        ck_assert_int_eq(ferry_rmem_close(rmem), 0);
         retry_busy(ctx, peer_remove_fn, peer, 3000, what);
 
         if (cycle == BASE_CYCLE) {
@@ -489,8 +489,8 @@ START_TEST(test_restart_loop)
                   "after cycle %d, expected under 8 MiB of growth",
                   mem_base, BASE_CYCLE, mem_end, NCYCLES);
 
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(lbuf, CYCLE_LEN);
 }
 END_TEST
@@ -563,9 +563,9 @@ START_TEST(test_watch_sees_death)
                       n);
     }
     ck_assert_int_eq(ferry_peer_watch(peer, 0), 0);
-    retry_busy(ctx, peer_remove_fn, peer, 3000, "ferry_peer_remove of the "
+    retry_busy(ctx, peer_remove_fn, peer, 3000, "ferry_peer_close of the "
                                                 "watched peer");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -646,11 +646,11 @@ START_TEST(test_counter_wait_peer_death)
                   "the peer is not DEAD after the wait ended: \"%s\"", why);
     await_peer_down(ctx, peer, 1000, "counter wait");
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    retry_busy(ctx, peer_remove_fn, peer, 3000, "ferry_peer_remove after the "
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    retry_busy(ctx, peer_remove_fn, peer, 3000, "ferry_peer_close after the "
                                                 "counter wait");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(lbuf, 4096);
 }
 END_TEST
@@ -708,7 +708,7 @@ START_TEST(test_pause_is_not_death)
                       ferry_strerror(ret),
                       (unsigned long long)tu_ms_since(t0),
                       ferry_last_error());
-        ferry_req_free(req);
+        ferry_req_close(req);
         ck_assert_msg(tu_child_verify(&c, seed),
                       "round %llu: the child's buffer differs from the write",
                       (unsigned long long)round);
@@ -719,10 +719,10 @@ START_TEST(test_pause_is_not_death)
         if (round == 0)
             sleep_ms(2500);
     }
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ck_assert_int_eq(ferry_peer_remove(peer), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
+    ferry_context_close(ctx);
     tu_child_stop(&c);
     tu_free_buf(lbuf, len);
 }
@@ -886,7 +886,7 @@ START_TEST(test_rejoin_through_bootstrap)
                   "a write to the killed target ended with %s (%s), "
                   "expected FERRY_EPEERDEAD",
                   ferry_strerror(ret), ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
     printf("death: rejoin: a write to the killed target ended with %s "
            "after %llu ms\n",
            ferry_strerror(ret), (unsigned long long)tu_ms_since(t0));
@@ -911,10 +911,10 @@ START_TEST(test_rejoin_through_bootstrap)
     ferry_oob_disconnect(conn);
     retry_busy(ctx, peer_remove_fn, peer, 5000, "removing the old handle");
 
-    ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem2), 0);
     ferry_oob_disconnect(conn2);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    ferry_context_close(ctx);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     tu_free_buf(lbuf, REJOIN_LEN);

@@ -255,7 +255,7 @@ START_TEST(test_two_caches_interleaved)
     kvread = prepare(p.peer, FERRY_OP_READ, &c.kvl, &c.kvr);
     stread = prepare(p.peer, FERRY_OP_READ, &c.stl, &c.str);
     /* Three preparations use the list: it cannot go, and says so. */
-    ck_assert_int_eq(ferry_dlist_destroy(c.kvl.dl), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_dlist_close(c.kvl.dl), FERRY_EBUSY);
     tu_assert_sentence("'kv'", "used by 3 prepared transfers;", NULL);
     for (unsigned it = 0; it < 12; it++) {
         ferry_prep_t *w = it % 2 ? kv2 : kv;
@@ -287,7 +287,7 @@ START_TEST(test_two_caches_interleaved)
 
     /* Releasing one preparation leaves the others working. */
     release(kv);
-    ret = ferry_dlist_destroy(c.kvl.dl);
+    ret = ferry_dlist_close(c.kvl.dl);
     ck_assert_int_eq(ret, FERRY_EBUSY);
     tu_assert_sentence("'kv'", "2 prepared transfers", NULL);
     tl_fill_blocks(&c.kvl, 0x4000000);
@@ -344,7 +344,7 @@ static void *cache_thread_main(void *arg)
                      ct->l->name, it, ferry_strerror(ret),
                      ferry_last_error());
         }
-        ferry_req_free(req);
+        ferry_req_close(req);
         for (size_t i = 0; i < n && ct->err[0] == 0; i++) {
             size_t len;
             uint8_t *b = tl_block(ct->r, ri[i], NULL, &len);
@@ -553,8 +553,8 @@ START_TEST(test_add_validation)
                                            .count = 1};
         add_refused(r.dl, seg, FERRY_EHANDLE, "rmem of another context");
         tu_assert_sentence("list 'kvr'", "another context", NULL);
-        ck_assert_int_eq(ferry_rmem_free(ormem), 0);
-        ferry_context_destroy(other);
+        ck_assert_int_eq(ferry_rmem_close(ormem), 0);
+        ferry_context_close(other);
     }
 
     /* ferry_dlist_create's own refusals. */
@@ -572,7 +572,7 @@ START_TEST(test_add_validation)
                                        .count = 2, .stride = 1};
     add_refused(dl, seg, FERRY_EINVAL, "unnamed");
     tu_assert_sentence("'(unnamed)'", NULL);
-    ck_assert_int_eq(ferry_dlist_destroy(dl), 0);
+    ck_assert_int_eq(ferry_dlist_close(dl), 0);
     {
         char longname[200];
 
@@ -583,16 +583,16 @@ START_TEST(test_add_validation)
                          0);
         add_refused(dl, seg, FERRY_EINVAL, "long name");
         ck_assert_ptr_nonnull(strstr(ferry_last_error(), "'nnnnnnnn"));
-        ck_assert_int_eq(ferry_dlist_destroy(dl), 0);
+        ck_assert_int_eq(ferry_dlist_close(dl), 0);
     }
-    ck_assert_int_eq(ferry_dlist_destroy(NULL), 0);
+    ck_assert_int_eq(ferry_dlist_close(NULL), 0);
     ck_assert_uint_eq(ferry_dlist_count(NULL), 0);
 
     /* The list holds its regions: they cannot go while it lives. */
-    ck_assert_int_eq(ferry_mem_deregister(lr.mem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_mem_close(lr.mem), FERRY_EBUSY);
     ck_assert_ptr_nonnull(ferry_mem_path(lr.mem)); /* still a live handle */
     tl_add(&r, &rr, 0, 4096, 4, 4096);
-    ck_assert_int_eq(ferry_rmem_free(rr.rmem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_rmem_close(rr.rmem), FERRY_EBUSY);
     ck_assert_uint_eq(ferry_rmem_length(rr.rmem), rr.len);
 
     tl_destroy(&l);
@@ -747,13 +747,13 @@ START_TEST(test_prepare_validation)
     seg = (struct ferry_dlist_segment){.rmem = rr.rmem, .block_size = 64,
                                        .count = 1};
     add_refused(r.dl, seg, FERRY_EBUSY, "add to the remote after prepare");
-    ck_assert_int_eq(ferry_dlist_destroy(l.dl), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_dlist_close(l.dl), FERRY_EBUSY);
     tu_assert_sentence("list 'loc'", "1 prepared transfer;", NULL);
-    ck_assert_int_eq(ferry_dlist_destroy(r.dl), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_dlist_close(r.dl), FERRY_EBUSY);
     ck_assert_uint_eq(ferry_dlist_count(l.dl), l.count); /* still live */
-    ck_assert_int_eq(ferry_mem_deregister(lr.mem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_mem_close(lr.mem), FERRY_EBUSY);
     release(prep);
-    ck_assert_int_eq(ferry_xfer_release(NULL), 0);
+    ck_assert_int_eq(ferry_xfer_close(NULL), 0);
     /* Still frozen after the release: a list, once prepared, is fixed. */
     add_refused(r.dl, seg, FERRY_EBUSY, "add after release");
 

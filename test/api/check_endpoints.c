@@ -125,7 +125,7 @@ START_TEST(test_at_most_eight_rails)
     cfg.endpoints_per_domain = 8;
     ctx = tu_context_cfg(&cfg);
     ck_assert_uint_eq(tu_info(ctx).nrails, 8);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 

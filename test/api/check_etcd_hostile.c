@@ -156,7 +156,7 @@ static void world_open(struct world *w)
 static void world_close(struct world *w)
 {
     tee_stop(&w->log);
-    ferry_context_destroy(w->ctx);
+    ferry_context_close(w->ctx);
     fe_stop(&w->fake);
     free(w->addr_b64);
     free(w->other_b64);
@@ -742,7 +742,7 @@ static const char *probe_backend(void)
         ret = ferry_meta_open(ctx, url, "probe", &m);
     snprintf(why, sizeof(why), "%s", ferry_last_error());
     ferry_meta_close(m);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     fe_stop(&fake);
     return ret == FERRY_ENOTSUP ? why : NULL;
 }

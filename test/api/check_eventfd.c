@@ -40,7 +40,7 @@ START_TEST(test_refusals)
     TU_EXPECT_ERROR(ferry_context_arm(ctx), FERRY_EINVAL,
                     "call ferry_context_fd first");
     TU_EXPECT_ERROR(ferry_context_fd(NULL, &fd), FERRY_EINVAL, "");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -70,7 +70,7 @@ START_TEST(test_request_ends)
                       round);
         /* The progress thread ended it: a test, not a wait, sees it. */
         ck_assert_int_eq(ferry_req_test(req), 0);
-        ferry_req_free(req);
+        ferry_req_close(req);
         /* It came after the last arm: arming says look again, once. */
         ck_assert_int_eq(ferry_context_arm(f.p.init), FERRY_EAGAIN);
         ck_assert_int_eq(ferry_context_arm(f.p.init), 0);
@@ -103,7 +103,7 @@ START_TEST(test_notification_arrives)
         opts.notify_value = 3;
         ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, &opts, &req), 0);
         ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     ck_assert_msg(readable_within(fd, 30000),
                   "the notification did not make the descriptor readable");

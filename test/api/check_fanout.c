@@ -106,7 +106,7 @@ static void receiver_close(struct fan_fx *fx, struct receiver *r)
 {
     if (r->ctx == NULL)
         return;
-    ferry_context_destroy(r->ctx);
+    ferry_context_close(r->ctx);
     tu_free_buf(r->buf, fx->len);
     r->ctx = NULL;
 }
@@ -115,7 +115,7 @@ static void fx_close(struct fan_fx *fx)
 {
     for (size_t i = 0; i < fx->n; i++)
         receiver_close(fx, &fx->r[i]);
-    ferry_context_destroy(fx->src);
+    ferry_context_close(fx->src);
     tu_free_buf(fx->buf, fx->len);
 }
 
@@ -174,7 +174,7 @@ static void fan_ok(struct fan_fx *fx, size_t chunk, unsigned degree)
     ret = ferry_fanout_wait(f, 30000);
     ck_assert_msg(ret == 0, "ferry_fanout_wait: %s", ferry_last_error());
     ck_assert_uint_eq(ferry_fanout_missing(f, NULL, 0), 0);
-    ferry_fanout_free(f);
+    ferry_fanout_close(f);
     for (size_t i = 0; i < fx->n; i++)
         assert_received(fx, i);
 }
@@ -288,7 +288,7 @@ START_TEST(middle_receiver_gone)
                   "%s", ferry_last_error());
     ck_assert_uint_eq(ferry_fanout_missing(f, missing, MAX_RECV), 1);
     ck_assert_uint_eq(missing[0], 0);
-    ferry_fanout_free(f);
+    ferry_fanout_close(f);
     assert_received(&fx, 1);
     assert_received(&fx, 2);
     fx_close(&fx);
@@ -318,7 +318,7 @@ START_TEST(middle_receiver_dies_midway)
         ck_assert_uint_eq(ferry_fanout_missing(f, missing, MAX_RECV), 1);
         ck_assert_uint_eq(missing[0], 0);
     }
-    ferry_fanout_free(f);
+    ferry_fanout_close(f);
     assert_received(&fx, 1);
     fx_close(&fx);
 }
@@ -345,7 +345,7 @@ START_TEST(staged_device_memory)
     tu_fill(host, len, SEED);
     ck_assert_int_eq(ferry_device_alloc(0, len, &dev[0]), 0);
     ck_assert_int_eq(ferry_device_copy(dev[0], host, len), 0);
-    ck_assert_int_eq(ferry_mem_deregister(fx.mem), 0);
+    ck_assert_int_eq(ferry_mem_close(fx.mem), 0);
     ck_assert_int_eq(ferry_mem_register(fx.src, dev[0], len, FERRY_MEM_CUDA,
                                         0, 0, &fx.mem),
                      0);
@@ -354,8 +354,8 @@ START_TEST(staged_device_memory)
         struct receiver *r = &fx.r[i];
 
         ck_assert_int_eq(ferry_device_alloc(1, len, &dev[i + 1]), 0);
-        ck_assert_int_eq(ferry_mem_deregister(r->mem), 0);
-        ck_assert_int_eq(ferry_rmem_free(r->rmem), 0);
+        ck_assert_int_eq(ferry_mem_close(r->mem), 0);
+        ck_assert_int_eq(ferry_rmem_close(r->rmem), 0);
         ck_assert_int_eq(ferry_mem_register(r->ctx, dev[i + 1], len,
                                             FERRY_MEM_CUDA, 1, FORWARDER,
                                             &r->mem),
@@ -370,7 +370,7 @@ START_TEST(staged_device_memory)
                      0);
     ret = ferry_fanout_wait(f, 30000);
     ck_assert_msg(ret == 0, "wait: %s", ferry_last_error());
-    ferry_fanout_free(f);
+    ferry_fanout_close(f);
     for (size_t i = 0; i < N; i++) {
         ck_assert_int_eq(ferry_counter_wait(fx.r[i].ctx, DONE_ID, 1, 20000),
                          0);

@@ -54,8 +54,8 @@ static void gone_peer_add(ferry_context_t *ctx, const char *prov,
                   ferry_last_error());
     mem = tu_register(other, buf, MiB, FERRY_ACCESS_REMOTE_WRITE);
     g->rmem = tu_share(mem, g->peer);
-    ck_assert_int_eq(ferry_mem_deregister(mem), 0);
-    ferry_context_destroy(other);
+    ck_assert_int_eq(ferry_mem_close(mem), 0);
+    ferry_context_close(other);
     tu_free_buf(buf, MiB);
 }
 
@@ -111,7 +111,7 @@ START_TEST(test_unreachable_within_liveness)
     ck_assert_int_eq(state_of(g.peer, why, sizeof(why)),
                      FERRY_PEER_UNREACHABLE);
     ck_assert_msg(why[0] != '\0', "no sentence for the state");
-    ferry_req_free(req);
+    ferry_req_close(req);
     /* Refused at once from now on, with the same sentence. */
     {
         struct ferry_iov iov = {.local = buf, .rmem = g.rmem, .len = 64};
@@ -122,8 +122,8 @@ START_TEST(test_unreachable_within_liveness)
         ck_assert_ptr_null(again);
         tu_assert_sentence("ferry_write", "unreachable", NULL);
     }
-    ck_assert_int_eq(ferry_rmem_free(g.rmem), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_rmem_close(g.rmem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(buf, MiB);
 }
 END_TEST
@@ -167,9 +167,9 @@ START_TEST(test_dead_beside_live)
     ret = ferry_req_wait(stuck, -1);
     ck_assert_msg(ret == FERRY_EPEERDEAD, "dead peer's write: %s",
                   ferry_last_error());
-    ferry_req_free(live);
-    ferry_req_free(stuck);
-    ck_assert_int_eq(ferry_rmem_free(g.rmem), 0);
+    ferry_req_close(live);
+    ferry_req_close(stuck);
+    ck_assert_int_eq(ferry_rmem_close(g.rmem), 0);
     tu_fx_close(&x);
 }
 END_TEST
@@ -196,9 +196,9 @@ START_TEST(test_liveness_off)
                   "ended with %s: %s", ferry_strerror(ret),
                   ferry_last_error());
     ck_assert_int_eq(state_of(g.peer, NULL, 0), FERRY_PEER_CONNECTING);
-    ferry_req_free(req);
-    ck_assert_int_eq(ferry_rmem_free(g.rmem), 0);
-    ferry_context_destroy(ctx);
+    ferry_req_close(req);
+    ck_assert_int_eq(ferry_rmem_close(g.rmem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -256,8 +256,8 @@ START_TEST(test_watched_peer_down)
         ck_assert_msg(tu_ms_since(t0) < 5000, "%s: never up", prov);
     }
     /* The initiator goes away without a word. */
-    ck_assert_int_eq(ferry_peer_remove(p.peer), 0);
-    ferry_context_destroy(p.init);
+    ck_assert_int_eq(ferry_peer_close(p.peer), 0);
+    ferry_context_close(p.init);
     p.init = NULL;
     t0 = tu_now_ns();
     n = wait_peer_down(p.target, 4 * SHORT_LIVENESS_MS);
@@ -271,8 +271,8 @@ START_TEST(test_watched_peer_down)
                      FERRY_EPEERDEAD);
     ck_assert_uint_lt(tu_ms_since(t0), 1000);
     tu_assert_sentence("ferry_counter_wait_peer", "dead", NULL);
-    ck_assert_int_eq(ferry_peer_remove(back), 0);
-    ferry_context_destroy(p.target);
+    ck_assert_int_eq(ferry_peer_close(back), 0);
+    ferry_context_close(p.target);
 }
 END_TEST
 
@@ -304,8 +304,8 @@ START_TEST(test_counter_wait_peer_alive)
     ck_assert_int_eq(ferry_notify_send(p.peer, 9, 1, NULL, &req), 0);
     ck_assert_int_eq(ferry_counter_wait_peer(back, 9, 1, 10000), 0);
     ck_assert_int_eq(ferry_req_wait(req, -1), 0);
-    ferry_req_free(req);
-    ck_assert_int_eq(ferry_peer_remove(back), 0);
+    ferry_req_close(req);
+    ck_assert_int_eq(ferry_peer_close(back), 0);
     tu_pair_close(&p);
 }
 END_TEST
@@ -378,7 +378,7 @@ static void drain(struct tu_fx *x)
     uint64_t t0 = tu_now_ns();
     int ret;
 
-    while ((ret = ferry_rmem_free(x->rmem)) == FERRY_EBUSY) {
+    while ((ret = ferry_rmem_close(x->rmem)) == FERRY_EBUSY) {
         ck_assert_int_ge(ferry_progress(x->p.init), 0);
         ck_assert_int_ge(ferry_progress(x->p.target), 0);
         ck_assert_msg(tu_ms_since(t0) < 10000, "operations never came back");
@@ -442,7 +442,7 @@ START_TEST(test_abort_reaches_target)
     ck_assert_int_eq(ferry_counter_reset(x.p.target, ABORTED_ID), 0);
     ck_assert_int_eq(ferry_counter_wait(x.p.target, ABORTED_ID, 8, 50),
                      FERRY_EAGAIN);
-    ferry_req_free(req);
+    ferry_req_close(req);
     drain(&x);
     tu_fx_close(&x);
 }
@@ -555,12 +555,12 @@ START_TEST(test_bad_arguments)
     tu_assert_sentence("ferry_peer_state", "state is NULL", NULL);
     /* A peer with a request running is not removed. */
     req = write_to(g.peer, g.rmem, buf, 4096, NULL);
-    ck_assert_int_eq(ferry_peer_remove(g.peer), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_peer_close(g.peer), FERRY_EBUSY);
     tu_assert_sentence("still running", "first", NULL);
     ck_assert_int_eq(ferry_req_wait(req, -1), FERRY_EPEERDEAD);
-    ferry_req_free(req);
-    ck_assert_int_eq(ferry_rmem_free(g.rmem), 0);
-    ferry_context_destroy(ctx);
+    ferry_req_close(req);
+    ck_assert_int_eq(ferry_rmem_close(g.rmem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST

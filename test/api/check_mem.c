@@ -33,7 +33,7 @@ START_TEST(test_register_wrapping_range)
                                        FERRY_MEM_HOST, 0, 0, &mem),
                     FERRY_EINVAL, "wraps around the address space");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -49,7 +49,7 @@ START_TEST(test_register_unknown_access)
                     "access 0xb has bits that are not "
                     "FERRY_ACCESS_REMOTE_READ/WRITE/FANOUT");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -69,7 +69,7 @@ START_TEST(test_register_unknown_kind)
                                        0, 0, &mem),
                     FERRY_EINVAL, "kind -1 is not");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -84,17 +84,17 @@ START_TEST(test_register_wrong_handle)
     TU_EXPECT_ERROR(ferry_mem_register((ferry_context_t *)peer, buf, 4096,
                                        FERRY_MEM_HOST, 0, 0, &mem),
                     FERRY_EHANDLE, "not a live ferry context");
-    TU_EXPECT_ERROR(ferry_mem_deregister((ferry_mem_t *)ctx), FERRY_EHANDLE,
-                    "ferry_mem_deregister: not a live ferry registration");
+    TU_EXPECT_ERROR(ferry_mem_close((ferry_mem_t *)ctx), FERRY_EHANDLE,
+                    "ferry_mem_close: not a live ferry registration");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
 
 START_TEST(test_deregister_null)
 {
-    ck_assert_int_eq(ferry_mem_deregister(NULL), 0);
+    ck_assert_int_eq(ferry_mem_close(NULL), 0);
     ck_assert_str_eq(ferry_last_error(), "");
 }
 END_TEST
@@ -115,7 +115,7 @@ START_TEST(test_mems_closed_with_context)
         size_t len = tu_export(mem, blob, sizeof(blob));
         ck_assert_int_eq(ferry_rmem_import(peer, blob, len, &rmem), 0);
     }
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 16 * 4096);
 }
 END_TEST
@@ -140,7 +140,7 @@ START_TEST(test_export_needs_remote_access)
                     "registration is NULL");
     TU_EXPECT_ERROR(ferry_mem_export((ferry_mem_t *)ctx, blob, &len),
                     FERRY_EHANDLE, "not a live ferry registration");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -169,8 +169,8 @@ START_TEST(test_import_null_args)
                     FERRY_EHANDLE, "not a live ferry peer");
     ck_assert_ptr_eq(rmem, RMEM_UNTOUCHED);
     /* No refusal kept a hold on the peer (it would be EBUSY). */
-    ck_assert_int_eq(ferry_peer_remove(peer), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -192,7 +192,7 @@ START_TEST(test_import_address_blob)
                     "remote-key blob");
     free(copy);
     ck_assert_ptr_eq(rmem, RMEM_UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -219,9 +219,9 @@ START_TEST(test_import_other_provider)
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "same provider"));
     ck_assert_ptr_eq(rmem, RMEM_UNTOUCHED);
     /* The refusal kept no hold on the peer (it would be EBUSY). */
-    ck_assert_int_eq(ferry_peer_remove(peer), 0);
-    ferry_context_destroy(src);
-    ferry_context_destroy(dst);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
+    ferry_context_close(src);
+    ferry_context_close(dst);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -238,12 +238,12 @@ START_TEST(test_rmem_length_and_free)
     ck_assert_uint_eq(ferry_rmem_length(rmem), 6000);
     /* Another kind of handle has no length. */
     ck_assert_uint_eq(ferry_rmem_length((ferry_rmem_t *)mem), 0);
-    ck_assert_int_eq(ferry_rmem_free(NULL), 0);
+    ck_assert_int_eq(ferry_rmem_close(NULL), 0);
     ck_assert_str_eq(ferry_last_error(), "");
-    TU_EXPECT_ERROR(ferry_rmem_free((ferry_rmem_t *)mem), FERRY_EHANDLE,
-                    "ferry_rmem_free: not a live remote region");
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ferry_context_destroy(ctx);
+    TU_EXPECT_ERROR(ferry_rmem_close((ferry_rmem_t *)mem), FERRY_EHANDLE,
+                    "ferry_rmem_close: not a live remote region");
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 8192);
 }
 END_TEST
@@ -307,9 +307,9 @@ START_TEST(test_allocated_forced)
                     FERRY_EINVAL, "FI_MR_ALLOCATED");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
     mem = tu_register(ctx, mapped + 10, (size_t)page - 10, RW);
-    ck_assert_int_eq(ferry_mem_deregister(mem), 0);
+    ck_assert_int_eq(ferry_mem_close(mem), 0);
     tu_free_buf(mapped, (size_t)page);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 

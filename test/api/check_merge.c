@@ -178,7 +178,7 @@ START_TEST(test_iov_two_registrations)
     tu_xfer_ok(f.p.peer, true, iov, 2, prov);
     ck_assert_uint_eq(tu_ops_posted(f.p.init) - before, 2);
     tu_assert_pattern(f.tbuf, 8192, 0x7777, "%s: two registrations", prov);
-    ck_assert_int_eq(ferry_mem_deregister(second), 0);
+    ck_assert_int_eq(ferry_mem_close(second), 0);
     tu_fx_close(&f);
 }
 END_TEST
@@ -357,7 +357,7 @@ START_TEST(test_notify_rides_merged)
         tu_assert_pattern(f.tbuf + 4096 + i * 1024, 1024, 0x6000 + i,
                           "%s: block %zu when notified", prov, i);
     ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
-    ferry_req_free(req);
+    ferry_req_close(req);
     ck_assert_uint_eq(tu_ops_posted(f.p.init) - ops0, 1);
     ck_assert_uint_eq(tu_stats(f.p.init).notifications_in_writes - in_writes0,
                       1);

@@ -311,7 +311,7 @@ static void local_open(struct local *l, ferry_context_t *ctx, uint64_t seed)
 
 static void local_close(struct local *l)
 {
-    ck_assert_int_eq(ferry_mem_deregister(l->mem), 0);
+    ck_assert_int_eq(ferry_mem_close(l->mem), 0);
     tu_free_buf(l->buf, LEN);
 }
 
@@ -487,7 +487,7 @@ START_TEST(test_bad_args)
     ferry_meta_close(NULL);
     ck_assert_ptr_null(peer);
     ck_assert_ptr_null(rmem);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -581,9 +581,9 @@ START_TEST(test_meet)
     kid_verify(&k, 0x3e03);
     kid_quit(&k);
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     local_close(&l);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     eu_stop(&c);
 }
 END_TEST
@@ -631,8 +631,8 @@ START_TEST(test_duplicate)
     ferry_meta_close(mb);
     ck_assert_int_eq(count_keys(&c, "dup/"), 0);
     unsetenv("FERRY_METADATA");
-    ferry_context_destroy(a);
-    ferry_context_destroy(b);
+    ferry_context_close(a);
+    ferry_context_close(b);
     eu_stop(&c);
 }
 END_TEST
@@ -757,7 +757,7 @@ START_TEST(test_kill_publisher)
     retry_busy(ctx, peer_remove_fn, peer, 5000, "removing the victim");
     ferry_meta_close(m);
     local_close(&l);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     eu_stop(&c);
 }
 END_TEST
@@ -799,8 +799,8 @@ static void outage_close(struct outage *o)
     kid_quit(&o->other);
     ferry_meta_close(o->steady);
     local_close(&o->l);
-    ferry_context_destroy(o->ctx);
-    ferry_context_destroy(o->ctx2);
+    ferry_context_close(o->ctx);
+    ferry_context_close(o->ctx2);
     eu_stop(&o->c);
 }
 
@@ -863,8 +863,8 @@ static void outage_after(struct outage *o)
     /* The one closed during the outage never comes back: its lease ends. */
     await_keys(&o->c, "out/peers/closer", 0, (OUT_TTL + 2) * 1000);
     ferry_meta_close(late);
-    ck_assert_int_eq(ferry_rmem_free(own), 0);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(own), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
 }
 
 /* etcd stopped (SIGSTOP): it accepts connections and answers nothing. */
@@ -1017,11 +1017,11 @@ START_TEST(test_cluster_member_killed)
     await_event(m, FERRY_META_LEAVE, "c", 10000);
     ck_assert_int_eq(count_keys(&c, "c3/peers/"), 1);
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem2), 0);
     ferry_meta_close(m);
     local_close(&l);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     eu_stop(&c);
 }
 END_TEST
@@ -1109,14 +1109,14 @@ START_TEST(test_tls)
     unsetenv("FERRY_ETCD_CERT");
     unsetenv("FERRY_ETCD_KEY");
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ferry_meta_close(mb);
     ferry_meta_close(ma);
     ck_assert_int_eq(count_keys(&c, "tls/"), 0);
     local_close(&la);
     local_close(&lb);
-    ferry_context_destroy(a);
-    ferry_context_destroy(b);
+    ferry_context_close(a);
+    ferry_context_close(b);
     eu_stop(&c);
 }
 END_TEST
@@ -1312,7 +1312,7 @@ START_TEST(test_membership_churn)
     }
     ferry_meta_close(m);
     local_close(&l);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     eu_stop(&c);
 }
 END_TEST
@@ -1371,7 +1371,7 @@ START_TEST(test_bootstrap_hub)
     rmem = lookup(hub, "decode0", "kv", 5000);
     write_check(peer, rmem, &l, 0x4b02, "the hub writing decode0's region");
     kid_verify(&k, 0x4b02);
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
 
     /* A member here finds the hub's region and the other member's. */
     member = meta_open(ctx2, url, "member");
@@ -1379,12 +1379,12 @@ START_TEST(test_bootstrap_hub)
     rmem = lookup(member, "hub", "h", 5000);
     write_check(meta_peer(member, "hub", 0), rmem, &l2, 0x4b03,
                 "a member writing the hub's region");
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
     rmem = lookup(member, "decode0", "kv", 5000);
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
     publish(member, "m", l2.mem);
     rmem = lookup(hub, "member", "m", 5000);
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
 
     /* Names are unique; there is no watch. */
     TU_EXPECT_ERROR(ferry_meta_open(ctx2, url, "decode0", &dup), FERRY_EEXIST,
@@ -1409,8 +1409,8 @@ START_TEST(test_bootstrap_hub)
     ferry_meta_close(hub);
     local_close(&l);
     local_close(&l2);
-    ferry_context_destroy(ctx);
-    ferry_context_destroy(ctx2);
+    ferry_context_close(ctx);
+    ferry_context_close(ctx2);
 }
 END_TEST
 

@@ -241,7 +241,7 @@ START_TEST(test_link_down)
      * operations came back (TCP retransmits them when the link is up). */
     again = add_peer(f.ctx, &f.c);
     rmem2 = import_child(again, &f.c, LEN);
-    ferry_req_free(req);
+    ferry_req_close(req);
     t0 = tu_now_ns();
     retry_busy(f.ctx, rmem_free_fn, f.rmem, 30000, "freeing the old region");
     retry_busy(f.ctx, peer_remove_fn, f.peer, 30000,
@@ -255,9 +255,9 @@ START_TEST(test_link_down)
                   "the child's buffer differs from the write through the new "
                   "handle");
 
-    ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
-    ck_assert_int_eq(ferry_mem_deregister(f.lmem), 0);
-    ferry_context_destroy(f.ctx);
+    ck_assert_int_eq(ferry_rmem_close(rmem2), 0);
+    ck_assert_int_eq(ferry_mem_close(f.lmem), 0);
+    ferry_context_close(f.ctx);
     link_fx_close(&f);
 }
 END_TEST
@@ -277,11 +277,11 @@ START_TEST(test_veth_deleted)
     t0 = tu_now_ns();
     ret = write_and_wait(f.peer, f.lbuf, f.lmem, f.rmem, 5000, &req);
     expect_declared(ret, tu_ms_since(t0), f.peer, "veth deleted");
-    ferry_req_free(req);
+    ferry_req_close(req);
 
     /* Its operations may never come back; closing the context ends them. */
     t0 = tu_now_ns();
-    ferry_context_destroy(f.ctx);
+    ferry_context_close(f.ctx);
     printf("netns: veth deleted: the context closed in %llu ms\n",
            (unsigned long long)tu_ms_since(t0));
     link_fx_close(&f);

@@ -258,7 +258,7 @@ static void *send_late(void *arg)
         ls->ret = ferry_notify_send(ls->peer, WAIT_ID, v, NULL, &req);
         if (ls->ret == 0) {
             ls->ret = ferry_req_wait(req, PATIENCE_MS);
-            ferry_req_free(req);
+            ferry_req_close(req);
         }
         if (ls->ret != 0)
             snprintf(ls->why, sizeof(ls->why), "%s", ferry_last_error());
@@ -542,7 +542,7 @@ static void *th_send_main(void *arg)
                          "thread %u: request %u ended with %s: %s", sd->t,
                          s - TH_WINDOW, ferry_strerror(ret),
                          ferry_last_error());
-            ferry_req_free(*slot);
+            ferry_req_close(*slot);
             *slot = NULL;
         }
         if (s >= sd->per || sd->err[0] != 0)
@@ -569,7 +569,7 @@ static void *th_send_main(void *arg)
     }
     for (unsigned i = 0; i < TH_WINDOW; i++)
         if (win[i] != NULL)
-            ferry_req_free(win[i]);
+            ferry_req_close(win[i]);
     return NULL;
 }
 
@@ -795,7 +795,7 @@ static void tp_child(int in, int out, const char *prov)
         _exit(14);
     while (read(in, &cmd, 1) == 1 && cmd != 'q')
         ;
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     _exit(0);
 }
 
@@ -887,9 +887,9 @@ START_TEST(test_thousands_two_processes)
                       prov, t, (unsigned long long)rep.counters[t],
                       (unsigned long long)th_sum(t, TP_PER_THREAD));
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(lbuf, region);
 }
 END_TEST
@@ -1034,7 +1034,7 @@ static const char *ends_in_time(ferry_req_t *req, uint64_t t0,
     else if (ferry_last_error()[0] == 0)
         snprintf(buf, cap, "%s ended with %s but no sentence", what,
                  ferry_strerror(ret));
-    ferry_req_free(req);
+    ferry_req_close(req);
     return buf;
 }
 
@@ -1103,7 +1103,7 @@ START_TEST(test_dead_peer)
                   why_write);
 
     /* Whatever is left goes with the context. */
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(lbuf, MiB);
 }
 END_TEST

@@ -112,7 +112,7 @@ START_TEST(test_publish_lookup_offer_one_process)
     ret = ferry_oob_lookup(conn, "alpha", 5000, &rx);
     ck_assert_msg(ret == 0, "lookup alpha again: %s", ferry_last_error());
     ck_assert_uint_eq(ferry_rmem_length(rx), B_LEN);
-    ck_assert_int_eq(ferry_rmem_free(rx), 0);
+    ck_assert_int_eq(ferry_rmem_close(rx), 0);
 
     /* The server accepts the client and writes into what it offers;
      * ferry_oob_lookup on the accepted conn waits for the offer. */
@@ -149,14 +149,14 @@ START_TEST(test_publish_lookup_offer_one_process)
     ck_assert_msg(now_s() - t0 >= 0.15 && now_s() - t0 < 2.0,
                   "waited %.3f s for a 200 ms lookup", now_s() - t0);
 
-    ck_assert_int_eq(ferry_rmem_free(ra), 0);
-    ck_assert_int_eq(ferry_rmem_free(rb), 0);
-    ck_assert_int_eq(ferry_rmem_free(rc), 0);
+    ck_assert_int_eq(ferry_rmem_close(ra), 0);
+    ck_assert_int_eq(ferry_rmem_close(rb), 0);
+    ck_assert_int_eq(ferry_rmem_close(rc), 0);
     ferry_oob_disconnect(sconn);
     ferry_oob_disconnect(conn);
     ferry_oob_close(lis);
-    ferry_context_destroy(cctx);
-    ferry_context_destroy(sctx);
+    ferry_context_close(cctx);
+    ferry_context_close(sctx);
     tu_free_buf(a, A_LEN);
     tu_free_buf(b, B_LEN);
     tu_free_buf(c, C_LEN);
@@ -187,7 +187,7 @@ START_TEST(test_failed_exchange_closes_connection)
     ck_assert_ptr_nonnull(strstr(ferry_last_error(),
                                  "closed after an earlier failure"));
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     client_ok(&s, NULL);
     srv_close(&s);
 }
@@ -228,8 +228,8 @@ START_TEST(test_close_keeps_accepted_conn)
                   "client lookup after the listener closed gave %d: %s", ret,
                   ferry_last_error());
     ferry_oob_disconnect(conn);
-    ck_assert_int_eq(ferry_mem_deregister(cmem), 0);
-    ferry_context_destroy(cctx);
+    ck_assert_int_eq(ferry_mem_close(cmem), 0);
+    ferry_context_close(cctx);
     tu_free_buf(c, 4096);
     srv_close(&s);
 }
@@ -258,7 +258,7 @@ START_TEST(test_accepted_lookup_sees_disconnect)
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "disconnected"));
     ck_assert_msg(now_s() - t0 < 2.0, "took %.3f s", now_s() - t0);
     ferry_oob_disconnect(sconn);
-    ferry_context_destroy(cctx);
+    ferry_context_close(cctx);
     srv_close(&s);
 }
 END_TEST
@@ -330,10 +330,10 @@ static void server_child(int in, int out)
         if (write(out, &ok, 1) != 1)
             _exit(30);
     }
-    ferry_rmem_free(rmem);
+    ferry_rmem_close(rmem);
     ferry_oob_disconnect(conn);
     ferry_oob_close(lis);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     _exit(cmd == 'q' ? 0 : 31);
 }
 
@@ -421,9 +421,9 @@ START_TEST(test_two_processes)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "server child ended with status 0x%x", status);
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(local, TP_LEN);
     tu_free_buf(cli, TP_LEN);
     close(up[0]);
@@ -471,8 +471,8 @@ static void *cli_main(void *arg)
         j->ret = xfer(ferry_oob_conn_peer(j->conn), 1, local, lmem, rmem,
                       (uint64_t)j->idx * SLICE, SLICE, j->err,
                       sizeof(j->err));
-    ferry_rmem_free(rmem);
-    ferry_mem_deregister(lmem);
+    ferry_rmem_close(rmem);
+    ferry_mem_close(lmem);
     free(local);
     return NULL;
 }
@@ -519,9 +519,9 @@ START_TEST(test_concurrent_clients)
     for (unsigned i = 0; i < NCLI; i++) {
         ferry_oob_disconnect(acc[i]);
         ferry_oob_disconnect(jobs[i].conn);
-        ferry_context_destroy(jobs[i].ctx);
+        ferry_context_close(jobs[i].ctx);
     }
-    ck_assert_int_eq(ferry_mem_deregister(bmem), 0);
+    ck_assert_int_eq(ferry_mem_close(bmem), 0);
     tu_free_buf(big, NCLI * SLICE);
     srv_close(&s);
 }
@@ -542,7 +542,7 @@ static void connect_refused(struct srv *s, const char *token)
     ck_assert_msg(strstr(ferry_last_error(), "token does not match") != NULL,
                   "sentence: %s", ferry_last_error());
     ck_assert_ptr_null(conn);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 
 START_TEST(test_token_must_match)
@@ -568,7 +568,7 @@ START_TEST(test_token_must_match)
                   ferry_last_error());
     ferry_oob_disconnect(acc);
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(cctx);
+    ferry_context_close(cctx);
     client_ok(&s, "s3cret"); /* and it moves data */
     srv_close(&s);
 }
@@ -615,8 +615,8 @@ START_TEST(test_token_per_call)
     ck_assert_msg(ret == FERRY_EPROTO, "NULL (the context's) gave %d: %s", ret,
                   ferry_last_error());
     ferry_oob_close(lis);
-    ferry_context_destroy(cctx);
-    ferry_context_destroy(sctx);
+    ferry_context_close(cctx);
+    ferry_context_close(sctx);
 }
 END_TEST
 
@@ -643,7 +643,7 @@ START_TEST(test_token_too_long)
     ck_assert_msg(ret == FERRY_EINVAL, "connect gave %d: %s", ret,
                   ferry_last_error());
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "token"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 
     /* 127 characters is the most, and works. */
     {
@@ -685,7 +685,7 @@ START_TEST(test_nobody_listening)
                   "connect retried for %.3f s, expected about 0.3", dt);
     ck_assert_ptr_null(conn);
     close(fd);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -794,7 +794,7 @@ START_TEST(test_refused_said_at_once)
                   "\"%s\" lacks \"%s<seconds>\"", d.said, want);
     ck_assert_msg(secs >= 1.4 && secs < 3.0, "tried for %.1f s of 1.5", secs);
     close(fd);
-    ferry_context_destroy(d.ctx);
+    ferry_context_close(d.ctx);
 }
 END_TEST
 
@@ -825,7 +825,7 @@ START_TEST(test_hub_probe_says_no_refusal)
     ck_assert_msg(strstr(said, "refused the connection") == NULL,
                   "becoming the hub printed \"%s\"", said);
     ferry_meta_close(meta);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -877,7 +877,7 @@ START_TEST(test_bad_args_listen)
     ck_assert_ptr_null(lis2);
     ferry_oob_close(lis);
     ferry_oob_close(NULL);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -907,7 +907,7 @@ START_TEST(test_bad_args_connect)
     ck_assert_ptr_null(conn);
     ferry_oob_disconnect(NULL);
     ck_assert_ptr_null(ferry_oob_conn_peer(NULL));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -966,7 +966,7 @@ START_TEST(test_bad_args_names)
     ret = ferry_oob_lookup(conn, maxname, 5000, &rmem);
     ck_assert_msg(ret == 0, "lookup of a 127-char name: %s",
                   ferry_last_error());
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     rmem = NULL;
     /* The connection still works after the refused calls (and < 0 is no
      * deadline). */
@@ -982,12 +982,12 @@ START_TEST(test_bad_args_names)
                "1 to 127 characters", "lookup(accepted, empty name)");
     ret = ferry_oob_lookup(sconn, "c", 5000, &rmem);
     ck_assert_msg(ret == 0, "server lookup: %s", ferry_last_error());
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
 
     ferry_oob_disconnect(sconn);
     ferry_oob_disconnect(conn);
-    ck_assert_int_eq(ferry_mem_deregister(cmem), 0);
-    ferry_context_destroy(cctx);
+    ck_assert_int_eq(ferry_mem_close(cmem), 0);
+    ferry_context_close(cctx);
     tu_free_buf(cbuf, 4096);
     srv_close(&s);
 }

@@ -64,7 +64,7 @@ static void listen_ok(ferry_context_t *ctx, const char *where,
     ret = ferry_oob_connect(cctx, hostport, 3000, &conn);
     ck_assert_msg(ret == 0, "connect to %s: %s", hostport, ferry_last_error());
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(cctx);
+    ferry_context_close(cctx);
     ferry_oob_close(lis);
 }
 
@@ -80,25 +80,25 @@ START_TEST(test_no_token_stays_on_loopback)
     insecure_listen_refused(ctx, "0.0.0.0:0");
     listen_ok(ctx, "127.0.0.1:0", NULL);
     listen_ok(ctx, "localhost:0", NULL);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 
     /* Accepted by the configuration... */
     tu_config(&cfg, PROV);
     cfg.oob_insecure = 1;
     ctx = tu_context_cfg(&cfg);
     listen_ok(ctx, ":0", NULL);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     /* ...or by the environment, which ferry_config_init reads. */
     setenv("FERRY_OOB_INSECURE", "1", 1);
     ctx = ctx_open(PROV, 0, NULL);
     listen_ok(ctx, ":0", NULL);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     unsetenv("FERRY_OOB_INSECURE");
 
     /* With a token, any address. */
     ctx = ctx_open(PROV, 0, "t0ken");
     listen_ok(ctx, ":0", "t0ken");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -129,7 +129,7 @@ static void tokens_differ(const char *server_token, const char *client_token)
     /* Nothing reaches the application. */
     ret = ferry_oob_accept(s.lis, 200, &acc);
     ck_assert_int_eq(ret, FERRY_EAGAIN);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     client_ok(&s, server_token);
     srv_close(&s);
 }
@@ -265,9 +265,9 @@ START_TEST(test_token_never_on_the_wire)
     ret = ferry_oob_lookup(conn, "reg", 3000, &rmem);
     ck_assert_msg(ret == 0, "lookup through the relay: %s", ferry_last_error());
     ck_assert_int_eq(ferry_oob_offer(conn, "mine", s.mem, 3000), 0);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     relay_stop(&r);
     /* Hello, proof, lookup, offer: each a frame of 16 bytes or more. */
     ck_assert_msg(r.up_len >= 4 * 16 && r.down_len >= 4 * 16,
@@ -341,9 +341,9 @@ static void client_gets_through(struct srv *s, const char *among)
     ret = ferry_oob_lookup(conn, "reg", 2000, &rmem);
     ck_assert_msg(ret == 0, "lookup among %s: %s", among, ferry_last_error());
     ck_assert_uint_eq(ferry_rmem_length(rmem), SRV_LEN);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 
 /*
@@ -407,14 +407,14 @@ static void lookup_until(ferry_oob_conn_t *conn, const char *name, int want)
 
     for (int i = 0; i < 200 && ret != want; i++) {
         if (ret == 0)
-            ferry_rmem_free(rmem);
+            ferry_rmem_close(rmem);
         usleep(10 * 1000);
         ret = ferry_oob_lookup(conn, name, 2000, &rmem);
     }
     ck_assert_msg(ret == want, "lookup of \"%s\" gave %d, expected %d: %s",
                   name, ret, want, ferry_last_error());
     if (ret == 0)
-        ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+        ck_assert_int_eq(ferry_rmem_close(rmem), 0);
 }
 
 /*
@@ -461,7 +461,7 @@ START_TEST(test_offers_capped_and_gone_with_connection)
     /* The listener finds them; the one beyond the cap is not there. */
     ret = ferry_oob_lookup(acc, "offer-1023", 3000, &rmem);
     ck_assert_msg(ret == 0, "the listener's lookup: %s", ferry_last_error());
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ret = ferry_oob_lookup(acc, "offer-1024", 100, &rmem);
     ck_assert_msg(ret == FERRY_ENOENT, "offer beyond the cap: %d: %s", ret,
                   ferry_last_error());
@@ -476,9 +476,9 @@ START_TEST(test_offers_capped_and_gone_with_connection)
                        NULL);
     ferry_oob_disconnect(acc);
     ferry_oob_disconnect(b);
-    ck_assert_int_eq(ferry_mem_deregister(mem), 0);
-    ferry_context_destroy(ca);
-    ferry_context_destroy(cb);
+    ck_assert_int_eq(ferry_mem_close(mem), 0);
+    ferry_context_close(ca);
+    ferry_context_close(cb);
     tu_free_buf(buf, 4096);
     srv_close(&s);
 }

@@ -36,7 +36,7 @@ START_TEST(test_add_rkey_blob_as_address)
                     "blob");
     free(copy);
     ck_assert_ptr_eq(peer, UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -64,15 +64,15 @@ START_TEST(test_add_beyond_the_address_vector)
     tu_assert_sentence(words, "as many as the domain's address vector "
                               "takes, its ep_cnt", NULL);
     while (n > 0)
-        ck_assert_int_eq(ferry_peer_remove(peers[--n]), 0);
+        ck_assert_int_eq(ferry_peer_close(peers[--n]), 0);
     free(peers);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
 START_TEST(test_remove_null)
 {
-    ck_assert_int_eq(ferry_peer_remove(NULL), 0);
+    ck_assert_int_eq(ferry_peer_close(NULL), 0);
     ck_assert_str_eq(ferry_last_error(), "");
 }
 END_TEST
@@ -93,7 +93,7 @@ START_TEST(test_context_destroy_with_rmem_held)
                      0);
     (void)tu_share(mem, p.peer);
     (void)tu_share(mem, p.peer);
-    TU_EXPECT_ERROR(ferry_peer_remove(p.peer), FERRY_EBUSY,
+    TU_EXPECT_ERROR(ferry_peer_close(p.peer), FERRY_EBUSY,
                     "2 remote regions imported from this peer are still "
                     "held");
     tu_pair_close(&p);

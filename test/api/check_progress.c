@@ -41,8 +41,8 @@ START_TEST(test_done_request_answers_zero)
     ck_assert_int_eq(ferry_req_cancel(req), 0);
     ck_assert_int_eq(ferry_req_test(req), 0);
     ck_assert_int_eq(ferry_req_wait(req, 10), 0);
-    ferry_req_free(req);
-    ferry_req_free(NULL);
+    ferry_req_close(req);
+    ferry_req_close(NULL);
 
     /* A read, polled with ferry_req_test alone. */
     memset(f.lbuf, 0, 256 * KiB);
@@ -56,7 +56,7 @@ START_TEST(test_done_request_answers_zero)
     ck_assert_msg(ret == 0, "%s: read gave %s: %s", prov, ferry_strerror(ret),
                   ferry_last_error());
     tu_assert_pattern(f.lbuf, 256 * KiB, 0x11, "%s", prov);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_fx_close(&f);
 }
 END_TEST
@@ -83,8 +83,8 @@ START_TEST(test_bad_handles)
     ck_assert_int_eq(ferry_progress((ferry_context_t *)f.lmem),
                      FERRY_EHANDLE);
     tu_assert_sentence("not a live ferry context", NULL);
-    ferry_req_free((ferry_req_t *)f.lmem); /* ignored */
-    ferry_req_free((ferry_req_t *)f.p.init);
+    ferry_req_close((ferry_req_t *)f.lmem); /* ignored */
+    ferry_req_close((ferry_req_t *)f.p.init);
     /* Both still pass their calls' handle checks. */
     ck_assert_ptr_nonnull(ferry_mem_path(f.lmem));
     ck_assert_int_eq(ferry_context_info(f.p.init, &info), 0);
@@ -122,9 +122,9 @@ START_TEST(test_deadline_stopped_child)
     opts.timeout_ms = 200;
     ck_assert_int_eq(ferry_write(peer, &iov, 1, &opts, &req), 0);
     expect_deadline(req, 200, prov);
-    ferry_req_free(req);
+    ferry_req_close(req);
     /* The peer never comes back; the context goes with the write out. */
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     reap_killed(&c);
     tu_free_buf(buf, STUCK);
 }

@@ -52,7 +52,7 @@ START_TEST(test_tcp_domain_honoured)
         ck_assert_str_eq(r.domain, "lo");
         ck_assert_str_eq(r.provider, "tcp;ofi_rxm");
     }
-    ferry_probe_free(probe);
+    ferry_probe_close(probe);
 }
 END_TEST
 
@@ -67,13 +67,13 @@ START_TEST(test_shm_only_when_local_or_asked)
         ck_assert_str_ne(entry(probe, i).provider, "shm");
     ck_assert_ptr_nonnull(strstr(ferry_probe_refused(probe),
                                  "shm: reaches only processes"));
-    ferry_probe_free(probe);
+    ferry_probe_close(probe);
 
     /* Every peer local: shared memory outranks the network emulations. */
     cfg.local_only = 1;
     probe = probe_of(&cfg);
     ck_assert_str_eq(entry(probe, 0).provider, "shm");
-    ferry_probe_free(probe);
+    ferry_probe_close(probe);
 }
 END_TEST
 
@@ -90,7 +90,7 @@ START_TEST(test_fi_provider_env_narrows)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_ptr_nonnull(strstr(info.provider, "tcp"));
     ck_assert_ptr_nonnull(strstr(info.why, "FI_PROVIDER=tcp"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -131,7 +131,7 @@ START_TEST(test_why_is_one_sentence)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_ptr_nonnull(strstr(info.why, "chose tcp;ofi_rxm on domain lo"));
     ck_assert_ptr_null(strchr(info.why, '\n'));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -186,7 +186,7 @@ START_TEST(test_filtered_out_is_not_no_device)
     ck_assert_int_eq(ferry_probe_refusal(NULL, 0, &prov, &reason),
                      FERRY_EINVAL);
     ck_assert_uint_eq(ferry_probe_refusal_count(NULL), 0);
-    ferry_probe_free(probe);
+    ferry_probe_close(probe);
 }
 END_TEST
 
@@ -203,7 +203,7 @@ START_TEST(test_peer_host_picks_the_routing_domain)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.domain, "lo");
     ck_assert_ptr_nonnull(strstr(info.why, "routes to peer host 127.0.0.1"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     /* From the environment too. */
     setenv("FERRY_PEER_HOST", "127.0.0.1", 1);
     ck_assert_int_eq(ferry_config_init(&cfg), 0);
@@ -233,7 +233,7 @@ START_TEST(test_named_stack_is_explained)
                       "%s", info.why);
     ck_assert_ptr_nonnull(strstr(info.why, "tcp"));
     ck_assert_ptr_nonnull(strstr(info.why, "named by the config"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -247,7 +247,7 @@ static unsigned shm_mode(unsigned offer)
     cfg.mr_mode_offer = offer;
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     return info.mr_mode;
 }
 
@@ -278,7 +278,7 @@ START_TEST(test_forced_wire_modes_must_be_the_providers)
     tu_config(&cfg, "shm");
     cfg.mr_mode_force = FERRY_MR_VIRT_ADDR;
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -307,7 +307,7 @@ static void mr_cache_env(const char *keep, const char *monitor,
 /* The way in that matters: a context, ferry's first libfabric call. */
 static void open_and_close_context(void)
 {
-    ferry_context_destroy(tu_context(TCP));
+    ferry_context_close(tu_context(TCP));
 }
 
 #define ASSERT_UNSET(var)                                                     \

@@ -101,7 +101,7 @@ static const char *first_rail(struct ferry_config *cfg, int gpu)
              strcmp(name, "lo") == 0 ? "0000:05:00.0" : "0000:04:00.0");
     ck_assert_msg(strstr(tu_info(ctx).why, primary) != NULL,
                   "first rail %s, but why: %s", name, tu_info(ctx).why);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     return name;
 }
 
@@ -140,13 +140,13 @@ START_TEST(test_cuda_ordinal_found_by_pci)
         cfg.cuda_device = d;
         ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
         why_says(ctx, want[d]);
-        ferry_context_destroy(ctx);
+        ferry_context_close(ctx);
     }
     setenv("FERRY_SIM_PCI", "0000:99:00.0", 1);
     cfg.cuda_device = 0;
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     why_says(ctx, "0000:99:00.0, which the topology lacks");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     unsetenv("FERRY_SIM_PCI");
     unsetenv("FERRY_SIM_DEVICES");
 }
@@ -164,7 +164,7 @@ START_TEST(test_no_topology_answer_keeps_rank)
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_str_ne(tu_info(ctx).domain, "lo");
     why_says(ctx, "rails in rank order");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -177,7 +177,7 @@ START_TEST(test_one_domain_is_left_alone)
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_uint_eq(tu_info(ctx).nrails, 1);
     ck_assert_ptr_null(strstr(tu_info(ctx).why, "rails"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -224,7 +224,7 @@ START_TEST(test_fanout_uses_both_rails)
     ck_assert_int_eq(ferry_fanout(smem, 0, len, peers, dst, N, &opts, &f), 0);
     ret = ferry_fanout_wait(f, 30000);
     ck_assert_msg(ret == 0, "%s", ferry_last_error());
-    ferry_fanout_free(f);
+    ferry_fanout_close(f);
     for (size_t i = 0; i < N; i++) {
         ck_assert_int_eq(ferry_counter_wait(rctx[i], 5, 1, 20000), 0);
         tu_assert_pattern(rbuf[i], len, 31, "receiver's region");
@@ -238,10 +238,10 @@ START_TEST(test_fanout_uses_both_rails)
                   "forwarding receiver's rails posted %llu and %llu bytes",
                   (unsigned long long)r0, (unsigned long long)r1);
     for (size_t i = 0; i < N; i++) {
-        ferry_context_destroy(rctx[i]);
+        ferry_context_close(rctx[i]);
         tu_free_buf(rbuf[i], len);
     }
-    ferry_context_destroy(src);
+    ferry_context_close(src);
     tu_free_buf(sbuf, len);
 }
 END_TEST

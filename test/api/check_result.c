@@ -63,7 +63,7 @@ START_TEST(test_result_of_a_success)
     ck_assert_uint_eq(r.failed_iov, FERRY_NO_IOV);
     ck_assert_str_eq(r.error, "");
     ck_assert_ptr_eq(r.user_data, &mine);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_fx_close(&f);
 }
 END_TEST
@@ -97,7 +97,7 @@ START_TEST(test_older_callers)
     ck_assert_uint_eq(r.size, offsetof(struct ferry_req_result, bytes_done));
     r = result_of(req);
     ck_assert_ptr_null(r.user_data);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_fx_close(&f);
 }
 END_TEST
@@ -142,7 +142,7 @@ START_TEST(test_result_names_the_failing_iov)
     ml = tu_register(p.init, l, 2 * LEN, 0);
     ra = tu_share(ma, p.peer);
     rb = tu_share(mb, p.peer);
-    ck_assert_int_eq(ferry_mem_deregister(mb), 0);
+    ck_assert_int_eq(ferry_mem_close(mb), 0);
     struct ferry_iov iov[2] = {{l, ml, ra, 0, LEN}, {l + LEN, ml, rb, 0, LEN}};
     ck_assert_int_eq(ferry_write(p.peer, iov, 2, NULL, &req), 0);
     ret = ferry_req_wait_any(&req, 1, 30000, &index);
@@ -155,17 +155,17 @@ START_TEST(test_result_names_the_failing_iov)
     ck_assert_ptr_nonnull(strstr(r.error, "iov[1]"));
     ck_assert_uint_le(r.bytes_done, LEN);
     ck_assert_uint_ne(r.ended_ns, 0);
-    ferry_req_free(req);
+    ferry_req_close(req);
     /* The request ended before its first iov's write came back; the
      * region it writes stays held until it has. */
     uint64_t t0 = tu_now_ns();
     int freed;
-    while ((freed = ferry_rmem_free(ra)) == FERRY_EBUSY && tu_ms_since(t0) < 30000)
+    while ((freed = ferry_rmem_close(ra)) == FERRY_EBUSY && tu_ms_since(t0) < 30000)
         ferry_progress(p.init);
     ck_assert_int_eq(freed, 0);
-    ck_assert_int_eq(ferry_rmem_free(rb), 0);
-    ck_assert_int_eq(ferry_mem_deregister(ma), 0);
-    ck_assert_int_eq(ferry_mem_deregister(ml), 0);
+    ck_assert_int_eq(ferry_rmem_close(rb), 0);
+    ck_assert_int_eq(ferry_mem_close(ma), 0);
+    ck_assert_int_eq(ferry_mem_close(ml), 0);
     tu_pair_close(&p);
     tu_free_buf(a, LEN);
     tu_free_buf(b, LEN);
@@ -204,7 +204,7 @@ START_TEST(test_wait_any_each_once)
     }
     for (size_t i = 0; i < NREQ; i++) {
         ck_assert_uint_eq(seen[i], 1);
-        ferry_req_free(kept[i]);
+        ferry_req_close(kept[i]);
     }
     /* Nothing left to wait for: said, not waited. */
     TU_EXPECT_ERROR(ferry_req_wait_any(reqs, NREQ, 10, &index), FERRY_EINVAL,
@@ -262,8 +262,8 @@ START_TEST(test_refusals)
     TU_EXPECT_ERROR(ferry_req_result(NULL, &r), FERRY_EINVAL, "");
     ck_assert_int_eq(ferry_req_wait(a, 30000), 0);
     ck_assert_int_eq(ferry_req_wait(b, 30000), 0);
-    ferry_req_free(a);
-    ferry_req_free(b);
+    ferry_req_close(a);
+    ferry_req_close(b);
     tu_fx_close(&g);
     tu_fx_close(&f);
 }

@@ -75,10 +75,10 @@ START_TEST(test_staged_write_read)
         free(got);
     }
     ck_assert_uint_ge(tu_stats(p.init).staged_bytes, 2 * len);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(dmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(dmem2), 0);
-    ck_assert_int_eq(ferry_mem_deregister(hmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(dmem), 0);
+    ck_assert_int_eq(ferry_mem_close(dmem2), 0);
+    ck_assert_int_eq(ferry_mem_close(hmem), 0);
     tu_pair_close(&p);
     ck_assert_int_eq(ferry_device_free(dev), 0);
     ck_assert_int_eq(ferry_device_free(dev2), 0);
@@ -169,17 +169,17 @@ START_TEST(test_remote_device_read_and_dev_to_dev)
 
         ck_assert_int_eq(ferry_notify_send(p.peer, 77, 1, NULL, &req), 0);
         ck_assert_int_eq(ferry_req_wait(req, 20000), 0);
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     ck_assert_int_eq(ferry_counter_wait(p.target, 77, 1, 20000), 0);
     ck_assert_msg(dev_check(tdev, len, 5) == SIZE_MAX,
                   "device-to-device write on %s did not reach the device",
                   prov);
     ck_assert_uint_gt(tu_stats(p.target).mirror_syncs, syncs);
-    ferry_rmem_free(rmem);
-    ferry_mem_deregister(tmem);
-    ferry_mem_deregister(imem);
-    ferry_mem_deregister(hmem);
+    ferry_rmem_close(rmem);
+    ferry_mem_close(tmem);
+    ferry_mem_close(imem);
+    ferry_mem_close(hmem);
     tu_pair_close(&p);
     ferry_device_free(tdev);
     ferry_device_free(idev);
@@ -230,7 +230,7 @@ START_TEST(test_prepared_blocks_gpu_to_gpu)
     opts.notify_value = 1;
     ck_assert_int_eq(ferry_xfer_post(prep, lidx, ridx, N, &opts, &req), 0);
     ck_assert_msg(ferry_req_wait(req, 20000) == 0, "%s", ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
     ck_assert_int_eq(ferry_counter_wait(r.p.target, 9, 1, 20000), 0);
     /* The target's GPU: the five blocks moved, the rest as it was. */
     want = malloc(len);
@@ -249,10 +249,10 @@ START_TEST(test_prepared_blocks_gpu_to_gpu)
                   "prepared blocks on %s: the target GPU differs", prov);
     free(want);
     free(got);
-    ck_assert_int_eq(ferry_xfer_release(prep), 0);
-    ck_assert_int_eq(ferry_dlist_destroy(ldl), 0);
-    ck_assert_int_eq(ferry_dlist_destroy(rdl), 0);
-    ck_assert_int_eq(ferry_mem_deregister(imem), 0);
+    ck_assert_int_eq(ferry_xfer_close(prep), 0);
+    ck_assert_int_eq(ferry_dlist_close(ldl), 0);
+    ck_assert_int_eq(ferry_dlist_close(rdl), 0);
+    ck_assert_int_eq(ferry_mem_close(imem), 0);
     ck_assert_int_eq(ferry_device_free(idev), 0);
     rig_close(&r);
 }
@@ -277,9 +277,9 @@ START_TEST(test_cancel_in_flight)
     ret = ferry_req_wait(req, 20000);
     ck_assert_msg(ret == FERRY_ECANCELED, "wait: %d (%s)", ret,
                   ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
     /* The slots come back: deregistration and a full transfer work. */
-    for (int ms = 0; ms < 20000 && (ret = ferry_mem_deregister(r.dmem)) ==
+    for (int ms = 0; ms < 20000 && (ret = ferry_mem_close(r.dmem)) ==
                                        FERRY_EBUSY;
          ms++) {
         ferry_progress(r.p.init);
@@ -311,7 +311,7 @@ START_TEST(test_destroy_in_flight)
                              .len = len};
     ck_assert_int_eq(ferry_write(r.p.peer, &iov, 1, NULL, &req), 0);
     ck_assert_uint_gt(tu_stats(r.p.init).staged_chunks, 0);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_pair_close(&r.p); /* regions, requests and staging go with it */
     ck_assert_int_eq(ferry_device_free(r.dev), 0);
     tu_free_buf(r.host, r.len);
@@ -349,7 +349,7 @@ START_TEST(test_wrong_kinds_refused)
     ck_assert_ptr_null(mem);
     ck_assert_int_eq(ferry_device_alloc(2, 4096, &dev), FERRY_EINVAL);
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "device 2"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(host, 4096);
 }
 END_TEST
@@ -370,7 +370,7 @@ START_TEST(test_no_backend)
         ck_assert_int_eq(ferry_mem_register(ctx, host, 4096, FERRY_MEM_CUDA,
                                             0, 0, &mem),
                          FERRY_EINVAL);
-        ferry_context_destroy(ctx);
+        ferry_context_close(ctx);
         tu_free_buf(host, 4096);
         return;
     }
@@ -384,8 +384,8 @@ START_TEST(test_no_backend)
     ck_assert_str_eq(ferry_mem_path(mem), "host");
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_ptr_nonnull(strstr(info.device_path, "none"));
-    ferry_mem_deregister(mem);
-    ferry_context_destroy(ctx);
+    ferry_mem_close(mem);
+    ferry_context_close(ctx);
     tu_free_buf(host, 4096);
 }
 END_TEST
@@ -426,7 +426,7 @@ START_TEST(test_context_says_staged)
                       strstr(info.device_path, "simulated device") != NULL,
                   "device_path: %s", info.device_path);
     ck_assert_str_eq(ferry_device_backend(), "simulated");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 

@@ -39,7 +39,7 @@ static int xfer_end(ferry_peer_t *peer, bool write, void *buf,
 
     if (ret == 0) {
         ret = ferry_req_wait(req, -1);
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     *ms = tu_ms_since(t0);
     return ret;
@@ -107,7 +107,7 @@ static void expect_aborted(struct tu_pair *p, void *buf, ferry_mem_t *lmem,
     ck_assert_msg(ret == FERRY_ESTALE, "a notified stale write gave %s: %s",
                   ret == 0 ? "success" : ferry_strerror(ret),
                   ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
     ret = ferry_counter_wait(p->target, 51, 1, 5000);
     ck_assert_msg(ret == FERRY_EABORTED,
                   "the target's wait for the stale write's notification gave "
@@ -172,7 +172,7 @@ START_TEST(test_stale_same_process)
     write_ok(p.peer, l, ml, ra, LEN, "write into A while it lives");
     write_ok(p.peer, l, ml, rb, LEN, "write into B while it lives");
 
-    ck_assert_int_eq(ferry_mem_deregister(ma), 0);
+    ck_assert_int_eq(ferry_mem_close(ma), 0);
     stale_xfer(p.peer, true, l, ml, ra, "write into deregistered A", &w);
     stale_xfer(p.peer, false, l, ml, ra, "read from deregistered A", &r);
     expect_aborted(&p, l, ml, ra);
@@ -185,10 +185,10 @@ START_TEST(test_stale_same_process)
     /* Caught before posting: no connection dropped under anything. */
     ck_assert_uint_eq(tu_stats(p.init).ops_interrupted, 0);
 
-    ck_assert_int_eq(ferry_rmem_free(ra), 0);
-    ck_assert_int_eq(ferry_rmem_free(rb), 0);
-    ck_assert_int_eq(ferry_mem_deregister(mb), 0);
-    ck_assert_int_eq(ferry_mem_deregister(ml), 0);
+    ck_assert_int_eq(ferry_rmem_close(ra), 0);
+    ck_assert_int_eq(ferry_rmem_close(rb), 0);
+    ck_assert_int_eq(ferry_mem_close(mb), 0);
+    ck_assert_int_eq(ferry_mem_close(ml), 0);
     tu_pair_close(&p);
     tu_free_buf(a, LEN);
     tu_free_buf(b, LEN);
@@ -255,8 +255,8 @@ START_TEST(test_target_destroyed_same_process)
     write_ok(p.peer, l, ml, rt, LEN, "write before the destruction");
     ck_assert_int_eq(ferry_peer_watch(p.peer, 1), 0);
 
-    ck_assert_int_eq(ferry_mem_deregister(mt), 0);
-    ferry_context_destroy(p.target);
+    ck_assert_int_eq(ferry_mem_close(mt), 0);
+    ferry_context_close(p.target);
     p.target = NULL;
     t0 = tu_now_ns();
     while (tu_ms_since(t0) < 3 * cfg.liveness_ms)
@@ -275,11 +275,11 @@ START_TEST(test_target_destroyed_same_process)
                   ferry_last_error());
     ck_assert_ptr_null(req);
 
-    ck_assert_int_eq(ferry_rmem_free(rt), 0);
+    ck_assert_int_eq(ferry_rmem_close(rt), 0);
     retry_busy(p.init, peer_remove_fn, p.peer, 5000,
-               "ferry_peer_remove of the destroyed target");
-    ck_assert_int_eq(ferry_mem_deregister(ml), 0);
-    ferry_context_destroy(p.init);
+               "ferry_peer_close of the destroyed target");
+    ck_assert_int_eq(ferry_mem_close(ml), 0);
+    ferry_context_close(p.init);
     tu_free_buf(t, LEN);
     tu_free_buf(l, LEN);
 }

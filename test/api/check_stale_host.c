@@ -74,12 +74,12 @@ START_TEST(test_stale_across_hosts)
                        "import its new", NULL);
     ck_assert_msg(ms < PROMPT_MS, "it took %llu ms to fail",
                   (unsigned long long)ms);
-    ferry_req_free(stale);
+    ferry_req_close(stale);
     for (size_t i = 0; i < PIECES; i++) {
         ret = ferry_req_wait(req[i], -1);
         ck_assert_msg(ret == 0, "write %zu beside the stale one: %s", i,
                       ferry_last_error());
-        ferry_req_free(req[i]);
+        ferry_req_close(req[i]);
     }
     ck_assert_msg(tu_child_verify(&r.c, 0x5602),
                   "the child's new region lacks the writes beside the stale "

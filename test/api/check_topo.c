@@ -485,7 +485,7 @@ START_TEST(test_fixture_discovery_and_classes)
     expect_reason(topo, 1, "; mlx5_0 (RDMA-capable: OpenFabrics device) "
                            "before eth0 and eth1 (plain ethernet) at the "
                            "same distance");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -520,7 +520,7 @@ START_TEST(test_fixture_cpus_and_numa)
                            "0000:04:00.0 (eth0) as second rail; mlx4_0 "
                            "(RDMA-capable: OpenFabrics device) before eth0 "
                            "(plain ethernet) at the same distance");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -549,7 +549,7 @@ START_TEST(test_fixture_two_gpus_one_switch)
                      "behind the same PCIe switch (PIX); NIC 0000:0c:00.0 "
                      "(eth5, usnic_1) as second rail, shared with GPU 1");
     expect_balanced(topo);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -568,7 +568,7 @@ START_TEST(test_fixture_no_gpu)
     ck_assert_int_eq(ferry_topo_gpu_nics(topo, 0, &c), FERRY_EINVAL);
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "GPU 0 does not exist"));
     ck_assert_int_eq(ferry_topo_distance(topo, 0, 0), FERRY_EINVAL);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -585,7 +585,7 @@ START_TEST(test_fixture_duplicate_address)
 
     ck_assert_str_eq(nic_dev(topo, 0).names, "ib0, mlx5_0");
     expect_class(topo, 0, 0, PIX);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 
     cfg.xml = fixture("32em64t-2n8c2t-pci-normalio.xml");
     cfg.gpus = nic;
@@ -625,7 +625,7 @@ START_TEST(test_fixture_host_memory)
     ck_assert_int_eq(ferry_topo_host_nics(topo, FERRY_TOPO_CURRENT_NODE, &c),
                      FERRY_EINVAL);
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "read from a file"));
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -640,7 +640,7 @@ START_TEST(test_env_names_the_xml)
     info = info_of(topo);
     ck_assert_ptr_nonnull(strstr(info.summary, "(FERRY_TOPOLOGY_XML)"));
     ck_assert_uint_eq(info.nnics, 3);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     unsetenv("FERRY_TOPOLOGY_XML");
 }
 END_TEST
@@ -668,7 +668,7 @@ START_TEST(test_synth_pairs)
     expect_reason(topo, 5, "NIC 0000:");
     expect_reason(topo, 5, "(mlx5_5) behind the same PCIe switch (PIX)");
     expect_balanced(topo);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -686,7 +686,7 @@ START_TEST(test_synth_gpu_subset)
     topo = load(s.path, some, 2, NULL, 0, NULL);
     EXPECT_NICS(topo, 0, 1);
     EXPECT_NICS(topo, 1, 6);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -708,7 +708,7 @@ START_TEST(test_synth_four_nics_per_gpu)
     }
     expect_reason(topo, 7, "as fourth rail");
     expect_balanced(topo);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -735,7 +735,7 @@ START_TEST(test_synth_one_nic_for_all)
                   "across sockets (SYS), shared with GPUs 0, 1, 2, 3, 4, 5 "
                   "and 6");
     expect_balanced(topo);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -757,7 +757,7 @@ START_TEST(test_synth_nics_on_other_socket)
         EXPECT_NICS(topo, g, g % 2, (g + 1) % 2);
     }
     expect_balanced(topo);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -783,7 +783,7 @@ START_TEST(test_synth_no_nic)
     ck_assert_int_eq(ferry_topo_host_nics(topo, 1, &c), 0);
     ck_assert_uint_eq(c.nnics, 0);
     ck_assert_ptr_nonnull(strstr(c.reason, "NUMA node 1: no NIC"));
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -801,7 +801,7 @@ START_TEST(test_synth_discovery_rules)
     ck_assert_uint_eq(info_of(topo).nnics, 1);
     ck_assert_str_eq(gpu_dev(topo, 0).names, "opencl0d0");
     expect_class(topo, 0, 0, PIX);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -830,7 +830,7 @@ START_TEST(test_synth_missing_gpu)
     expect_balanced(topo);
     ck_assert_ptr_nonnull(
         strstr(info_of(topo).summary, "1 of them not in the topology"));
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -851,7 +851,7 @@ START_TEST(test_synth_missing_nic)
     ck_assert_int_eq(nic_dev(topo, 2).rdma, 0);
     ck_assert_str_eq(nic_dev(topo, 2).rdma_why,
                      "no sign of RDMA: not in the topology");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -895,7 +895,7 @@ START_TEST(test_rdma_evidence)
                   "NIC '%c': rdma %d (%s), expected %d (%s)",
                   nic_kinds[_i].kind, d.rdma, d.rdma_why, nic_kinds[_i].rdma,
                   nic_kinds[_i].why);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -930,7 +930,7 @@ START_TEST(test_rdma_first_at_same_distance)
                                            "OpenFabrics device) before eth0 "
                                            "(plain ethernet) at the same "
                                            "distance"));
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -950,7 +950,7 @@ START_TEST(test_rdma_nics_share_the_gpus)
                            "ethernet) before eth1 (plain ethernet) at the "
                            "same distance");
     expect_balanced(topo);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -977,12 +977,12 @@ START_TEST(test_nearer_plain_nic_wins)
     /* The NUMA node sees both at NODE: mlx5_1 first. */
     ck_assert_int_eq(ferry_topo_host_nics(topo, 0, &c), 0);
     ck_assert_uint_eq(c.nics[0], 1);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 
     topo = load(s.path, s.gpu_list, 1, s.nic_list, 2, "0:mlx5_1,eth0");
     EXPECT_NICS(topo, 0, 1, 0);
     ck_assert_ptr_null(strstr(gpu_nics(topo, 0).reason, "nearer than"));
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -1011,7 +1011,7 @@ START_TEST(test_rdma_nics_from_libfabric)
     expect_reason(topo, 0, "; eth0 (RDMA-capable: libfabric reports RDMA) "
                            "before mlx5_1 (libfabric reports no RDMA) at the "
                            "same distance");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 
     /* An empty list: no NIC is RDMA-capable, the ranking is by load
      * alone, and the reason says nothing of RDMA. */
@@ -1020,7 +1020,7 @@ START_TEST(test_rdma_nics_from_libfabric)
     EXPECT_NICS(topo, 0, 0, 1);
     ck_assert_int_eq(nic_dev(topo, 1).rdma, 0);
     ck_assert_ptr_null(strstr(gpu_nics(topo, 0).reason, "RDMA"));
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 
     /* A libfabric domain name with its suffix, or the PCI address; a name
      * of no NIC is ignored. */
@@ -1028,13 +1028,13 @@ START_TEST(test_rdma_nics_from_libfabric)
     cfg.nrdma_nics = 2;
     ck_assert_int_eq(ferry_topo_load(&cfg, &topo), 0);
     EXPECT_NICS(topo, 0, 1, 0);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     cfg.rdma_nics = &s.nic_list[1];
     cfg.nrdma_nics = 1;
     ck_assert_int_eq(ferry_topo_load(&cfg, &topo), 0);
     EXPECT_NICS(topo, 0, 1, 0);
     ck_assert_int_eq(nic_dev(topo, 0).rdma, 0);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 
     cfg.rdma_nics = null;
     load_fails(&cfg, FERRY_EINVAL, "config.rdma_nics[0] is NULL");
@@ -1062,7 +1062,7 @@ START_TEST(test_map_pins_and_others_follow)
     EXPECT_NICS(topo, 0, 1, 0);
     expect_reason(topo, 1, "behind the same PCIe switch (PIX), as "
                            "config.nic_map says");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 
     /* FERRY_NIC_MAP when the config has none; "" in the config wins. */
     ck_assert_int_eq(setenv("FERRY_NIC_MAP", "0:mlx5_0", 1), 0);
@@ -1073,12 +1073,12 @@ START_TEST(test_map_pins_and_others_follow)
         EXPECT_NICS(topo, 0, 0);
         expect_reason(topo, 0, "as FERRY_NIC_MAP says");
         EXPECT_NICS(topo, 1, 1, 0);
-        ferry_topo_destroy(topo);
+        ferry_topo_close(topo);
     }
     unsetenv("FERRY_NIC_MAP");
     topo = load(s.path, NULL, 0, NULL, 0, "");
     EXPECT_NICS(topo, 0, 0, 1);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -1095,7 +1095,7 @@ START_TEST(test_map_to_far_nic_shows_class)
     expect_reason(topo, 0, "across sockets (SYS), as config.nic_map says, "
                            "shared with GPU 1; NIC ");
     expect_reason(topo, 0, "(mlx5_0) as second rail (PIX)");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     synth_remove(&s);
 }
 END_TEST
@@ -1235,11 +1235,11 @@ START_TEST(test_addresses_are_canonical)
     ck_assert_str_eq(nic_dev(topo, 0).pci, "0000:05:00.0");
     ck_assert_str_eq(nic_dev(topo, 1).pci, "0000:04:00.1");
     ck_assert_int_eq(nic_dev(topo, 0).in_topology, 1);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
     topo = load(fixture("16intel64-manyVFs.xml"), upper, 1, NULL, 0, NULL);
     ck_assert_str_eq(gpu_dev(topo, 0).pci, "0000:0b:00.1");
     ck_assert_int_eq(gpu_dev(topo, 0).in_topology, 1);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -1274,8 +1274,8 @@ START_TEST(test_api_arguments)
     ck_assert_str_eq(ferry_topo_class_name(UNKNOWN), "UNKNOWN");
     ck_assert_str_eq(ferry_topo_class_name(FERRY_EINVAL), "?");
     ck_assert_str_eq(ferry_topo_class_name(6), "?");
-    ferry_topo_destroy(topo);
-    ferry_topo_destroy(NULL);
+    ferry_topo_close(topo);
+    ferry_topo_close(NULL);
 }
 END_TEST
 

@@ -222,10 +222,10 @@ static void remote_open(struct remote *r, const char *prov, size_t len,
 
 static void remote_close(struct remote *r)
 {
-    ck_assert_int_eq(ferry_rmem_free(r->rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(r->lmem), 0);
-    ck_assert_int_eq(ferry_peer_remove(r->peer), 0);
-    ferry_context_destroy(r->ctx);
+    ck_assert_int_eq(ferry_rmem_close(r->rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(r->lmem), 0);
+    ck_assert_int_eq(ferry_peer_close(r->peer), 0);
+    ferry_context_close(r->ctx);
     tu_child_stop(&r->c);
     tu_free_buf(r->lbuf, r->len);
 }
@@ -340,8 +340,8 @@ START_TEST(test_access_refused)
     tu_xfer_ok(p.peer, false, &iov, 1, prov);
     tu_assert_pattern(lbuf, 16, 0xf1, "%s: read-only region", prov);
 
-    ck_assert_int_eq(ferry_rmem_free(r_ro), 0);
-    ck_assert_int_eq(ferry_rmem_free(r_wo), 0);
+    ck_assert_int_eq(ferry_rmem_close(r_ro), 0);
+    ck_assert_int_eq(ferry_rmem_close(r_wo), 0);
     tu_pair_close(&p);
     tu_free_buf(tbuf, 2 * 4096);
     tu_free_buf(lbuf, 4096);

@@ -34,10 +34,10 @@ void region_remote(struct region *r, struct tu_pair *p, size_t len,
 
 void region_free(struct region *r)
 {
-    int ret = ferry_rmem_free(r->rmem);
+    int ret = ferry_rmem_close(r->rmem);
 
     ck_assert_msg(ret == 0, "rmem_free: %s", ferry_last_error());
-    ret = ferry_mem_deregister(r->mem);
+    ret = ferry_mem_close(r->mem);
     ck_assert_msg(ret == 0, "deregister: %s", ferry_last_error());
     tu_free_buf(r->buf, r->len);
     tu_free_buf(r->want, r->len);
@@ -127,7 +127,7 @@ void tl_fill_blocks(const struct tlist *l, uint64_t seed)
 
 void tl_destroy(struct tlist *l)
 {
-    int ret = ferry_dlist_destroy(l->dl);
+    int ret = ferry_dlist_close(l->dl);
 
     ck_assert_msg(ret == 0, "dlist_destroy '%s': %s", l->name,
                   ferry_last_error());
@@ -197,7 +197,7 @@ void req_ok(ferry_req_t *req, const char *what)
 
     ck_assert_msg(ret == 0, "%s: ended with %s: %s", what,
                   ferry_strerror(ret), ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 void post_ok(ferry_prep_t *prep, const uint32_t *lidx,
@@ -208,7 +208,7 @@ void post_ok(ferry_prep_t *prep, const uint32_t *lidx,
 
 void release(ferry_prep_t *prep)
 {
-    int ret = ferry_xfer_release(prep);
+    int ret = ferry_xfer_close(prep);
 
     ck_assert_msg(ret == 0, "xfer_release: %s", ferry_last_error());
 }

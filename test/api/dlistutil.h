@@ -27,7 +27,7 @@ struct region {
 void region_local(struct region *r, ferry_context_t *ctx, size_t len);
 void region_remote(struct region *r, struct tu_pair *p, size_t len,
                    unsigned access);
-/* Local regions too: ferry_rmem_free(NULL) is a no-op. */
+/* Local regions too: ferry_rmem_close(NULL) is a no-op. */
 void region_free(struct region *r);
 /* Fills buffer and shadow with the same background. */
 void region_fill(struct region *r, uint64_t seed);
@@ -76,7 +76,7 @@ void assert_moved(const struct tlist *dst, const uint32_t *didx,
                   const char *what);
 
 /* ferry_xfer_prepare, ferry_xfer_post, waiting for the request and
- * ferry_xfer_release, each asserting success. */
+ * ferry_xfer_close, each asserting success. */
 ferry_prep_t *prepare(ferry_peer_t *peer, enum ferry_op op,
                       struct tlist *local, struct tlist *remote);
 ferry_req_t *post(ferry_prep_t *prep, const uint32_t *lidx,

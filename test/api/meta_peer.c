@@ -96,9 +96,9 @@ int main(int argc, char **argv)
         }
     }
     ferry_meta_close(meta);
-    if ((ret = ferry_mem_deregister(mem)) != 0)
-        die("ferry_mem_deregister", ret);
-    ferry_context_destroy(ctx);
+    if ((ret = ferry_mem_close(mem)) != 0)
+        die("ferry_mem_close", ret);
+    ferry_context_close(ctx);
     free(buf);
     return 0;
 }

@@ -11,7 +11,7 @@ void req_ok(ferry_req_t *req, const char *what)
 
     ck_assert_msg(ret == 0, "%s: ended with %s: %s", what,
                   ferry_strerror(ret), ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 ferry_req_t *notified_write(struct tu_fx *x, size_t loff, uint64_t roff,

@@ -44,7 +44,7 @@ int xfer(ferry_peer_t *peer, int write, void *local, ferry_mem_t *lmem,
     if (ret != 0)
         snprintf(err, errcap, "%s: %s (%s)", write ? "write" : "read",
                  ferry_last_error(), ferry_strerror(ret));
-    ferry_req_free(req);
+    ferry_req_close(req);
     return ret;
 }
 
@@ -79,8 +79,8 @@ void srv_open(struct srv *s, const char *token)
 void srv_close(struct srv *s)
 {
     ferry_oob_close(s->lis);
-    ck_assert_int_eq(ferry_mem_deregister(s->mem), 0);
-    ferry_context_destroy(s->ctx);
+    ck_assert_int_eq(ferry_mem_close(s->mem), 0);
+    ferry_context_close(s->ctx);
     tu_free_buf(s->buf, SRV_LEN);
     memset(s, 0, sizeof(*s));
 }
@@ -105,9 +105,9 @@ void client_ok(struct srv *s, const char *token)
     xfer_ok(ferry_oob_conn_peer(conn), 0, local, lmem, rmem, 0, SRV_LEN);
     bad = tu_check(local, SRV_LEN, SRV_SEED);
     ck_assert_msg(bad == SIZE_MAX, "read-back differs at byte %zu", bad);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ferry_oob_disconnect(conn);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    ferry_context_close(ctx);
     tu_free_buf(local, SRV_LEN);
 }

@@ -80,17 +80,17 @@ void retry_busy(ferry_context_t *ctx, busy_fn *fn, void *arg, unsigned limit_ms,
 
 int rmem_free_fn(void *arg)
 {
-    return ferry_rmem_free(arg);
+    return ferry_rmem_close(arg);
 }
 
 int deregister_fn(void *arg)
 {
-    return ferry_mem_deregister(arg);
+    return ferry_mem_close(arg);
 }
 
 int peer_remove_fn(void *arg)
 {
-    return ferry_peer_remove(arg);
+    return ferry_peer_close(arg);
 }
 
 ferry_peer_t *add_peer(ferry_context_t *ctx, const struct tu_child *c)
@@ -142,11 +142,11 @@ void replaced_open(struct replaced *r, const char *prov, size_t len,
 
 void replaced_close(struct replaced *r)
 {
-    ck_assert_int_eq(ferry_rmem_free(r->old), 0);
-    ck_assert_int_eq(ferry_rmem_free(r->fresh), 0);
-    ck_assert_int_eq(ferry_mem_deregister(r->ml), 0);
-    ck_assert_int_eq(ferry_peer_remove(r->peer), 0);
-    ferry_context_destroy(r->ctx);
+    ck_assert_int_eq(ferry_rmem_close(r->old), 0);
+    ck_assert_int_eq(ferry_rmem_close(r->fresh), 0);
+    ck_assert_int_eq(ferry_mem_close(r->ml), 0);
+    ck_assert_int_eq(ferry_peer_close(r->peer), 0);
+    ferry_context_close(r->ctx);
     tu_child_stop(&r->c);
     tu_free_buf(r->l, r->len);
 }

@@ -27,8 +27,8 @@ uint64_t await_state(ferry_context_t *ctx, ferry_peer_t *peer,
 typedef int busy_fn(void *arg);
 void retry_busy(ferry_context_t *ctx, busy_fn *fn, void *arg,
                 unsigned limit_ms, const char *what);
-/* busy_fn wrappers of ferry_rmem_free, ferry_mem_deregister and
- * ferry_peer_remove. */
+/* busy_fn wrappers of ferry_rmem_close, ferry_mem_close and
+ * ferry_peer_close. */
 int rmem_free_fn(void *arg);
 int deregister_fn(void *arg);
 int peer_remove_fn(void *arg);

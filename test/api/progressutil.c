@@ -98,7 +98,7 @@ void victim_finish(struct victim *v, ferry_req_t *req, uint64_t t_post,
                   "%s: ended %.3f s after posting, deadline %d ms", prov, el,
                   KILL_DEADLINE_MS);
     ck_assert_int_eq(ferry_req_test(req), ret);
-    ferry_req_free(req);
-    ferry_context_destroy(v->ctx);
+    ferry_req_close(req);
+    ferry_context_close(v->ctx);
     tu_free_buf(v->buf, BIG);
 }

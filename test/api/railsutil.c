@@ -40,13 +40,13 @@ void write_all(struct tu_pair *p, size_t len, size_t per_request,
         ck_assert_msg(ret == 0, "write: %s", ferry_last_error());
         ret = ferry_req_wait(req, -1);
         ck_assert_msg(ret == 0, "wait: %s", ferry_last_error());
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     ck_assert_msg(tu_check(dst, len, seed) == SIZE_MAX,
                   "target data differs at byte %zu", tu_check(dst, len, seed));
-    ck_assert_int_eq(ferry_rmem_free(rm), 0);
-    ck_assert_int_eq(ferry_mem_deregister(ms), 0);
-    ck_assert_int_eq(ferry_mem_deregister(md), 0);
+    ck_assert_int_eq(ferry_rmem_close(rm), 0);
+    ck_assert_int_eq(ferry_mem_close(ms), 0);
+    ck_assert_int_eq(ferry_mem_close(md), 0);
     tu_free_buf(src, len);
     tu_free_buf(dst, len);
 }
@@ -107,7 +107,7 @@ void fake_machine(struct ferry_config *cfg)
     cfg->topology_xml = xml;
     ck_assert_int_eq(ferry_context_create(cfg, &probe), 0);
     snprintf(eth, sizeof(eth), "%s", tu_info(probe).domain);
-    ferry_context_destroy(probe);
+    ferry_context_close(probe);
     tu_tmp_dir(sysfs, sizeof(sysfs), "ferry-sysfs");
     /* Check forks each test and the child exits through exit(): the tree
      * goes with the process that made it. */

@@ -68,7 +68,7 @@ int move(ferry_peer_t *peer, bool write, void *local, ferry_mem_t *lmem,
 
     ck_assert_msg(ret == 0, "post: %s", ferry_last_error());
     ret = ferry_req_wait(req, 20000);
-    ferry_req_free(req);
+    ferry_req_close(req);
     return ret;
 }
 
@@ -98,9 +98,9 @@ void rig_open(struct rig *r, const char *prov, size_t len,
 
 void rig_close(struct rig *r)
 {
-    ck_assert_int_eq(ferry_rmem_free(r->rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(r->dmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(r->hmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(r->rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(r->dmem), 0);
+    ck_assert_int_eq(ferry_mem_close(r->hmem), 0);
     tu_pair_close(&r->p);
     ck_assert_int_eq(ferry_device_free(r->dev), 0);
     tu_free_buf(r->host, r->len);

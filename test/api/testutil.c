@@ -191,8 +191,8 @@ uint64_t tu_ms_since(uint64_t t0)
 
 void tu_pair_close(struct tu_pair *p)
 {
-    ferry_context_destroy(p->init);
-    ferry_context_destroy(p->target);
+    ferry_context_close(p->init);
+    ferry_context_close(p->target);
     memset(p, 0, sizeof(*p));
 }
 
@@ -257,7 +257,7 @@ void tu_finish_on_stalled(ferry_context_t *target, ferry_req_t *req,
     }
     ck_assert_msg(ret == 0, "%s: ended with %s: %s", what, ferry_strerror(ret),
                   ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 /* tu_drive_fn's default: tu_finish_on_stalled on the fixture's target. */
@@ -308,13 +308,13 @@ void tu_fx_close(struct tu_fx *f)
 {
     int ret;
 
-    ret = ferry_rmem_free(f->rmem);
+    ret = ferry_rmem_close(f->rmem);
     ck_assert_msg(ret == 0, "rmem_free after the transfers: %s",
                   ferry_last_error());
-    ret = ferry_mem_deregister(f->lmem);
+    ret = ferry_mem_close(f->lmem);
     ck_assert_msg(ret == 0, "local deregister after the transfers: %s",
                   ferry_last_error());
-    ret = ferry_mem_deregister(f->tmem);
+    ret = ferry_mem_close(f->tmem);
     ck_assert_msg(ret == 0, "target deregister: %s", ferry_last_error());
     tu_pair_close(&f->p);
     tu_free_buf(f->tbuf, f->tlen);
@@ -336,7 +336,7 @@ void tu_xfer_ok(ferry_peer_t *peer, bool write, const struct ferry_iov *iov,
                   ferry_strerror(ret), ferry_last_error());
     /* Testing an ended request again gives the same answer. */
     ck_assert_int_eq(ferry_req_test(req), 0);
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 /* splitmix64: cheap and every byte depends on seed and position. */
@@ -574,7 +574,7 @@ static void child_main(int in, int out, const char *prov, size_t len,
                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
             rlen = sizeof(rkey);
-            if (fresh == MAP_FAILED || ferry_mem_deregister(mem) != 0)
+            if (fresh == MAP_FAILED || ferry_mem_close(mem) != 0)
                 _exit(16);
             munmap(buf, len);
             buf = fresh;
@@ -591,7 +591,7 @@ static void child_main(int in, int out, const char *prov, size_t len,
             break;
         }
     }
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     _exit(0);
 }
 

@@ -42,7 +42,7 @@ START_TEST(test_create_older_smaller_config)
     ck_assert_str_eq(info.domain, "lo");
     ck_assert_int_eq(ferry__fabric_of(ctx)->cfg.timeout_ms, 60000);
     ck_assert_uint_eq(ferry__fabric_of(ctx)->cfg.size, sizeof(struct ferry_config));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -67,7 +67,7 @@ START_TEST(test_create_copies_names)
     ck_assert_ptr_ne(ferry__fabric_of(ctx)->cfg.provider, prov);
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_str_eq(info.domain, "lo");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -95,7 +95,7 @@ START_TEST(test_create_deadline_rule)
                          cases[i].kept);
         ck_assert_int_eq(ferry__fabric_of(ctx)->cfg.metadata_timeout_ms,
                          cases[i].metadata_kept);
-        ferry_context_destroy(ctx);
+        ferry_context_close(ctx);
     }
 }
 END_TEST
@@ -127,7 +127,7 @@ START_TEST(test_create_null_cfg_uses_defaults)
     ck_assert_uint_eq(ferry__fabric_of(ctx)->cfg.mr_mode_offer, FERRY_MR_ALL);
     /* local_only is off by default, so shared memory is not chosen. */
     ck_assert_str_ne(info.provider, "shm");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -157,7 +157,7 @@ START_TEST(test_info_tcp_values)
     ck_assert_uint_ge(info.fi_version, FI_VERSION(1, 17));
     ck_assert_uint_eq(info.fi_version, fi_version());
     ck_assert_ptr_nonnull(strstr(info.why, "chose tcp;ofi_rxm on domain lo"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -183,7 +183,7 @@ START_TEST(test_info_every_provider)
     /* Both have 8 bytes of remote CQ data: 32 bits each for id and value. */
     ck_assert_uint_eq(ferry__fabric_of(ctx)->rails[0].info->domain_attr->cq_data_size, 8);
     ck_assert_uint_eq(info.notify_in_write_bits, 32);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -201,7 +201,7 @@ static size_t max_op_with(const char *prov, size_t cap, size_t *provider_max)
                   ferry_last_error());
     *provider_max = ferry__fabric_of(ctx)->rails[0].info->ep_attr->max_msg_size;
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     return info.max_msg_size;
 }
 
@@ -246,7 +246,7 @@ START_TEST(test_info_forced_limits)
     /* Keys wrap at two bytes. */
     ck_assert_uint_eq(
         ferry__keyalloc_space(&ferry__fabric_of(ctx)->rails[0].keys), 0xffff);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -295,7 +295,7 @@ START_TEST(test_address_size_protocol)
     ck_assert_int_eq(ferry_context_address(ctx, again, &len), 0);
     ck_assert_uint_eq(len, need);
     ck_assert_mem_eq(buf, again, need);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -325,7 +325,7 @@ START_TEST(test_address_names_provider)
     ck_assert_uint_eq(ferry__blob_get_u16(&r), info.nrails);
     ck_assert_uint_eq(ferry__blob_get_u32(&r), ferry__fabric_of(ctx)->rails[0].info->addr_format);
     ck_assert(!r.bad);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -377,14 +377,14 @@ START_TEST(test_two_rails_when_two_domains)
                          ferry__fabric_of(ctx)->rails[1].info->domain_attr->name);
         ck_assert_str_eq(ferry__fabric_of(ctx)->rails[1].info->fabric_attr->prov_name, TCP);
     }
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 
     /* max_rails caps: asking for 8 never gives more than there are. */
     cfg.max_rails = 8;
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     ck_assert_uint_eq(info.nrails, domains < 8 ? domains : 8);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -401,7 +401,7 @@ START_TEST(test_named_domain_one_rail)
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     for (unsigned i = 0; i < info.nrails; i++)
         ck_assert_str_eq(ferry__fabric_of(ctx)->rails[i].info->domain_attr->name, "lo");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -435,7 +435,7 @@ START_TEST(test_no_loopback_rail_for_other_hosts)
                       "rail %u is on loopback (%s)", i,
                       fab->rails[i].info->domain_attr->name);
     ck_assert_ptr_nonnull(strstr(fab->why, "the default route"));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 

@@ -312,7 +312,7 @@ START_TEST(test_concurrent_adds)
     }
     free(hit);
     ck_assert_uint_eq(atomic_load(&lr.mem->users), ADDERS * n);
-    ck_assert_int_eq(ferry_dlist_destroy(dl), 0);
+    ck_assert_int_eq(ferry_dlist_close(dl), 0);
     ck_assert_uint_eq(atomic_load(&lr.mem->users), 0);
     region_free(&lr);
     tu_pair_close(&p);
@@ -388,23 +388,23 @@ START_TEST(test_release_while_in_flight)
     ck_assert_int_eq(ferry_req_test(req), FERRY_EINPROGRESS);
     ck_assert_uint_ge(req->ops_in_flight, 1);
 
-    ret = ferry_xfer_release(prep);
+    ret = ferry_xfer_close(prep);
     ck_assert_msg(ret == FERRY_EBUSY, "release in flight gave %s: %s",
                   ferry_strerror(ret), ferry_last_error());
     tu_assert_sentence("1 request", "still in flight", NULL);
-    ck_assert_int_eq(ferry_dlist_destroy(l.dl), FERRY_EBUSY);
-    ck_assert_int_eq(ferry_dlist_destroy(r.dl), FERRY_EBUSY);
-    ck_assert_int_eq(ferry_mem_deregister(lr.mem), FERRY_EBUSY);
-    ck_assert_int_eq(ferry_rmem_free(rr.rmem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_dlist_close(l.dl), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_dlist_close(r.dl), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_mem_close(lr.mem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_rmem_close(rr.rmem), FERRY_EBUSY);
     ck_assert_uint_eq(prep->magic, FERRY__MAGIC_PREP);
 
     /* Cancelled, the request has ended, but its operation is still out:
      * the preparation still cannot go. */
     ck_assert_int_eq(ferry_req_cancel(req), 0);
     ck_assert_int_eq(ferry_req_test(req), FERRY_ECANCELED);
-    ck_assert_int_eq(ferry_xfer_release(prep), FERRY_EBUSY);
-    ferry_req_free(req);
-    ck_assert_int_eq(ferry_xfer_release(prep), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_xfer_close(prep), FERRY_EBUSY);
+    ferry_req_close(req);
+    ck_assert_int_eq(ferry_xfer_close(prep), FERRY_EBUSY);
 
     /* Once the target progresses, the operation comes back. */
     drain_both(p.init, p.target);

@@ -40,7 +40,7 @@ static void wait_ok(ferry_req_t *req, const char *what)
     int ret = ferry_req_wait(req, PATIENCE_MS);
 
     ck_assert_msg(ret == 0, "%s: %s", what, ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 /* Node `i` of the plan: an address blob and a region blob (copied). */
@@ -171,9 +171,9 @@ static struct outcome lie(const char *prov, unsigned access,
     tu_assert_pattern(secret, LEN, SECRET_SEED, "%s: the receiver's region",
                       prov);
     free(plan);
-    ferry_rmem_free(rregion);
-    ferry_mem_deregister(trap_mem);
-    ferry_mem_deregister(region); /* held while it runs the forged plan */
+    ferry_rmem_close(rregion);
+    ferry_mem_close(trap_mem);
+    ferry_mem_close(region); /* held while it runs the forged plan */
     tu_pair_close(&p);
     tu_free_buf(secret, LEN);
     tu_free_buf(trap, LEN);

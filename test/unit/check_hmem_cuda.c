@@ -532,7 +532,7 @@ static void write_through_cache(struct tu_pair *p, void *dev, size_t len,
                   ferry_last_error());
     ck_assert_msg(ferry_req_wait(req, 20000) == 0, "wait: %s",
                   ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 START_TEST(test_rcache_reused_address)
@@ -577,8 +577,8 @@ START_TEST(test_rcache_reused_address)
                   (unsigned long long)st.rcache_misses,
                   (unsigned long long)st.rcache_invalidations);
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(hmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(hmem), 0);
     tu_pair_close(&p);
     ck_assert_int_eq(ferry_device_free(dev), 0);
     tu_free_buf(host, len);

@@ -126,7 +126,7 @@ static void write_at(ferry_peer_t *peer, ferry_mem_t *lmem, void *local,
     ck_assert_msg(ret == 0, "write: %s", ferry_last_error());
     ret = ferry_req_wait(req, 20000);
     ck_assert_msg(ret == 0, "wait: %d %s", ret, ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 /* The remote buffer holds the pattern at [off, off + 64), zeros around. */
@@ -161,7 +161,7 @@ START_TEST(test_register_null_args)
                     FERRY_EINVAL, "len is 0; pass a buffer and its length");
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
     ck_assert_ptr_null(ferry__reg_of(ctx)->mem.list);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -178,7 +178,7 @@ START_TEST(test_register_cuda_not_supported)
                                            RW, &mem),
                         FERRY_EINVAL, "host memory");
         ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
-        ferry_context_destroy(ctx);
+        ferry_context_close(ctx);
         tu_free_buf(buf, 4096);
         return;
     }
@@ -194,7 +194,7 @@ START_TEST(test_register_cuda_not_supported)
                                  "register host memory (FERRY_MEM_HOST)"));
     ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
     ck_assert_ptr_null(ferry__reg_of(ctx)->mem.list);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -227,12 +227,12 @@ START_TEST(test_register_fields)
     ck_assert_ptr_eq(ferry__reg_of(ctx)->mem.list, b);
     ck_assert_ptr_eq(b->next, a);
     ck_assert_ptr_eq(a->prev, b);
-    ck_assert_int_eq(ferry_mem_deregister(b), 0);
+    ck_assert_int_eq(ferry_mem_close(b), 0);
     ck_assert_ptr_eq(ferry__reg_of(ctx)->mem.list, a);
     ck_assert_ptr_null(a->prev);
-    ck_assert_int_eq(ferry_mem_deregister(a), 0);
+    ck_assert_int_eq(ferry_mem_close(a), 0);
     ck_assert_ptr_null(ferry__reg_of(ctx)->mem.list);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 8192);
 }
 END_TEST
@@ -277,7 +277,7 @@ START_TEST(test_export_size_protocol)
     ck_assert_int_eq(ferry_mem_export(mem, again, &len), 0);
     ck_assert_uint_eq(len, need);
     ck_assert_mem_eq(blob, again, need);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -308,10 +308,10 @@ START_TEST(test_import_round_trip)
         ck_assert(!rmem->key_mapped[i]);
     }
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 1);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
     ck_assert_ptr_null(ferry__reg_of(ctx)->mem.rlist);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 3 * 4096);
 }
 END_TEST
@@ -339,7 +339,7 @@ START_TEST(test_import_every_truncation)
     ck_assert_ptr_eq(rmem, RMEM_UNTOUCHED);
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
     ck_assert_int_eq(import_copy(peer, blob, len, &rmem), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -373,7 +373,7 @@ START_TEST(test_import_every_corrupted_byte)
     ck_assert_ptr_eq(rmem, RMEM_UNTOUCHED);
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
     ck_assert_int_eq(import_copy(peer, blob, len, &rmem), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -394,14 +394,14 @@ START_TEST(test_import_built_blobs)
     ck_assert_uint_eq(ok->key[0], 42);
     ck_assert_uint_eq(ferry_rmem_length(ok), 4096);
     ck_assert(!ok->virt_addr);
-    ck_assert_int_eq(ferry_rmem_free(ok), 0);
+    ck_assert_int_eq(ferry_rmem_close(ok), 0);
     /* Addressing is the rail's, as the exporter's blob says. */
     s.rail_flags = 0x1;
     len = build_rkey(blob, sizeof(blob), &s);
     ck_assert_msg(import_copy(peer, blob, len, &ok) == 0, "%s",
                   ferry_last_error());
     ck_assert(ok->virt_addr);
-    ck_assert_int_eq(ferry_rmem_free(ok), 0);
+    ck_assert_int_eq(ferry_rmem_close(ok), 0);
 
     s = good_spec();
     s.klen = 9;
@@ -426,7 +426,7 @@ START_TEST(test_import_built_blobs)
                   ferry_last_error());
     ck_assert_uint_eq(ok->slot, 7);
     ck_assert_uint_eq(ok->generation, 99);
-    ck_assert_int_eq(ferry_rmem_free(ok), 0);
+    ck_assert_int_eq(ferry_rmem_close(ok), 0);
     s.slot = FERRY__PULSE_SLOTS;
     len = build_rkey(blob, sizeof(blob), &s);
     TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
@@ -502,8 +502,8 @@ START_TEST(test_import_built_blobs)
     /* Every refusal gave its hold on the peer back. */
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
     ck_assert_ptr_null(ferry__reg_of(ctx)->mem.rlist);
-    ck_assert_int_eq(ferry_peer_remove(peer), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -542,7 +542,7 @@ START_TEST(test_virt_addr)
     /* The provider agrees: the bytes land at offset 100. */
     write_at(p.peer, lm, local, rmem, 100);
     check_written(remote, 4096, 100);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     tu_pair_close(&p);
     tu_free_buf(remote, 4096);
     tu_free_buf(local, 4096);
@@ -566,7 +566,7 @@ START_TEST(test_requested_keys)
     ck_assert_uint_ne(mem_key(a, 0), mem_key(b, 0));
     ck_assert_uint_ne(mem_key(a, 0), 0);
     ck_assert_uint_ne(mem_key(b, 0), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 8192);
 }
 END_TEST
@@ -593,7 +593,7 @@ START_TEST(test_provider_refuses_duplicate_key)
                   prov, ret);
     if (ret == 0)
         fi_close(&mr->fid);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 8192);
 }
 END_TEST
@@ -618,7 +618,7 @@ START_TEST(test_prov_key_forced)
         for (int j = 0; j < i; j++)
             ck_assert_uint_ne(mem_key(m[i], 0), mem_key(m[j], 0));
     }
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 3 * 4096);
 }
 END_TEST
@@ -667,13 +667,13 @@ START_TEST(test_small_key_space)
     ck_assert_ptr_eq(extra, MEM_UNTOUCHED);
     /* Freeing one makes its key the one free key. */
     freed = mem_key(m[99], 0);
-    ck_assert_int_eq(ferry_mem_deregister(m[99]), 0);
+    ck_assert_int_eq(ferry_mem_close(m[99]), 0);
     m[99] = tu_register(ctx, buf, 4096, RW);
     ck_assert_uint_eq(mem_key(m[99], 0), freed);
     TU_EXPECT_ERROR(ferry_mem_register(ctx, buf, 4096, FERRY_MEM_HOST, 0, RW,
                                        &extra),
                     FERRY_ENOSPC, "key space");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST
@@ -747,7 +747,7 @@ START_TEST(test_raw_key_blob_refused)
                     "FI_MR_RAW");
     ck_assert_ptr_eq(rmem, RMEM_UNTOUCHED);
     ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -778,7 +778,7 @@ START_TEST(test_raw_forced)
         ck_assert_ptr_eq(mem, MEM_UNTOUCHED);
     } else {
         ck_assert_uint_ge(mem->key_len[0], 1);
-        ck_assert_int_eq(ferry_mem_deregister(mem), 0);
+        ck_assert_int_eq(ferry_mem_close(mem), 0);
     }
     /* A non-raw blob is refused by the raw context, naming the mismatch. */
     s.prov = prov;
@@ -799,9 +799,9 @@ START_TEST(test_raw_forced)
         ck_assert_uint_eq(atomic_load(&peer->rmem_count), 0);
     } else {
         ck_assert(rmem->key_mapped[0]);
-        ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+        ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     }
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     tu_free_buf(buf, 4096);
 }
 END_TEST

@@ -81,7 +81,7 @@ START_TEST(test_notification_after_data)
             ck_assert_int_eq(ferry_req_test(req), 0);
             ck_assert_int_eq(req->notify, FERRY__NOTIFY_DONE);
             ck_assert_uint_eq(req->bytes_done, len);
-            ferry_req_free(req);
+            ferry_req_close(req);
 
             memcpy(want + roff, x.lbuf, len);
             tu_assert_same(x.tbuf, want, x.tlen, "target after the write");
@@ -176,11 +176,11 @@ START_TEST(test_request_waits_for_notification)
     }
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
     ck_assert_int_eq(req->notify, FERRY__NOTIFY_DONE);
-    ferry_req_free(req);
+    ferry_req_close(req);
 
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(lmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(tmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(lmem), 0);
+    ck_assert_int_eq(ferry_mem_close(tmem), 0);
     tu_pair_close(&p);
     tu_free_buf(tbuf, len);
     tu_free_buf(lbuf, len);
@@ -221,8 +221,8 @@ static void distinct_remote_keys(ferry_context_t *ctx, const char *what)
     ck_assert_msg(ka != kb && ka != FI_KEY_NOTAVAIL && kb != FI_KEY_NOTAVAIL,
                   "%s: regions with remote access got keys %llu and %llu",
                   what, (unsigned long long)ka, (unsigned long long)kb);
-    ck_assert_int_eq(ferry_mem_deregister(ma), 0);
-    ck_assert_int_eq(ferry_mem_deregister(mb), 0);
+    ck_assert_int_eq(ferry_mem_close(ma), 0);
+    ck_assert_int_eq(ferry_mem_close(mb), 0);
     tu_free_buf(a, 64 * KiB);
     tu_free_buf(b, 64 * KiB);
 }
@@ -287,7 +287,7 @@ START_TEST(test_forced_mr_modes)
             ck_assert_msg(tu_ms_since(t0) < PATIENCE_MS, "%s: stuck", what);
         }
         ck_assert_msg(ret == 0, "%s: %s", what, ferry_last_error());
-        ferry_req_free(req);
+        ferry_req_close(req);
         ck_assert_msg(ferry_counter_wait(x.p.init, 32, 5, PATIENCE_MS) == 0,
                       "%s: %s", what, ferry_last_error());
         ck_assert_int_eq(ferry_counter_get(x.p.init, 32, &v), 0);

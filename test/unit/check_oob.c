@@ -622,7 +622,7 @@ START_TEST(test_accept_reports_incompatible_client)
     ck_assert_int_eq(ret, FERRY_EAGAIN);
     client_ok(&s, NULL);
     srv_close(&s);
-    ferry_context_destroy(shm);
+    ferry_context_close(shm);
 }
 END_TEST
 
@@ -785,10 +785,10 @@ START_TEST(test_idle_client_closed)
                        "after 400 ms without a request; connect again", NULL);
     ret = ferry_oob_lookup(pinger, "reg", 2000, &rmem);
     ck_assert_msg(ret == 0, "the pinging client: %s", ferry_last_error());
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     ferry_oob_disconnect(idle);
     ferry_oob_disconnect(pinger);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     srv_close(&s);
 }
 END_TEST
@@ -825,7 +825,7 @@ START_TEST(test_too_many_clients)
     ck_assert_msg(ret == 0, "after a disconnect: %s", ferry_last_error());
     ferry_oob_disconnect(c[1]);
     ferry_oob_disconnect(c[2]);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     srv_close(&s);
 }
 END_TEST
@@ -939,9 +939,9 @@ START_TEST(test_pipelining_clients_do_not_stall_others)
         ret = ferry_oob_lookup(conn, "reg", 2000, &rmem);
         ck_assert_msg(ret == 0, "lookup %d under the flood: %s", i,
                       ferry_last_error());
-        ck_assert_int_eq(ferry_rmem_free(rmem), 0);
+        ck_assert_int_eq(ferry_rmem_close(rmem), 0);
         ferry_oob_disconnect(conn);
-        ferry_context_destroy(ctx);
+        ferry_context_close(ctx);
     }
     atomic_store(&f.stop, true);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
@@ -1024,7 +1024,7 @@ START_TEST(test_offer_caps)
     /* The connection still serves. */
     ck_assert_int_eq(ferry__oob_ping(conn, 2000), 0);
     ferry_oob_disconnect(conn);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     srv_close(&s);
 }
 END_TEST
@@ -1216,8 +1216,8 @@ START_TEST(test_blob_calls)
     ck_assert_msg(ret == FERRY_ENOENT, "lookup after A left gave %d: %s", ret,
                   ferry_last_error());
     ferry_oob_disconnect(b);
-    ferry_context_destroy(ca);
-    ferry_context_destroy(cb);
+    ferry_context_close(ca);
+    ferry_context_close(cb);
     srv_close(&s);
 }
 END_TEST
@@ -1404,7 +1404,7 @@ static void fake_case(enum fake_mode mode, int timeout_ms, int want_ret,
                       strstr(f.got_error, "server's proof does not match") !=
                           NULL,
                   "the client told the fake \"%s\"", f.got_error);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 
 START_TEST(test_fake_server_silent)

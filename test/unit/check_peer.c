@@ -174,7 +174,7 @@ START_TEST(test_add_null_args)
     ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer), 0);
     ck_assert_str_eq(ferry_last_error(), "");
     ck_assert_ptr_ne(peer, UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -188,11 +188,11 @@ START_TEST(test_add_wrong_handle)
     ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer), 0);
     TU_EXPECT_ERROR(ferry_peer_add((ferry_context_t *)peer, addr, len, &p2),
                     FERRY_EHANDLE, "not a live ferry context");
-    TU_EXPECT_ERROR(ferry_peer_remove((ferry_peer_t *)ctx), FERRY_EHANDLE,
-                    "ferry_peer_remove: not a live ferry peer");
+    TU_EXPECT_ERROR(ferry_peer_close((ferry_peer_t *)ctx), FERRY_EHANDLE,
+                    "ferry_peer_close: not a live ferry peer");
     ck_assert_ptr_eq(p2, UNTOUCHED);
     peer_count_is(ctx, 1);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -217,10 +217,10 @@ START_TEST(test_add_fills_every_rail)
             ck_assert(peer->fi_addr[i] == FI_ADDR_NOTAVAIL);
     }
     ck_assert_ptr_eq(ferry__reg_of(a)->peers, peer);
-    ck_assert_int_eq(ferry_peer_remove(peer), 0);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
     ck_assert_ptr_null(ferry__reg_of(a)->peers);
-    ferry_context_destroy(a);
-    ferry_context_destroy(b);
+    ferry_context_close(a);
+    ferry_context_close(b);
 }
 END_TEST
 
@@ -246,7 +246,7 @@ START_TEST(test_add_every_truncation)
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
     ck_assert_int_eq(add_copy(ctx, addr, len, &peer), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -276,7 +276,7 @@ START_TEST(test_add_every_corrupted_byte)
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
     ck_assert_int_eq(add_copy(ctx, addr, len, &peer), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -309,7 +309,7 @@ START_TEST(test_add_trailing_garbage)
     ck_assert_int_eq(ferry__blob_end(&w, &plen), 0);
     ck_assert_mem_eq(padded, addr, len);
     ck_assert_int_eq(add_copy(ctx, padded, plen, &peer), 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -329,8 +329,8 @@ START_TEST(test_add_other_provider)
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "same provider"));
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(dst, 0);
-    ferry_context_destroy(src);
-    ferry_context_destroy(dst);
+    ferry_context_close(src);
+    ferry_context_close(dst);
 }
 END_TEST
 
@@ -366,7 +366,7 @@ START_TEST(test_other_host_loopback_refused)
     ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
                   ferry_last_error());
     peer_count_is(ctx, 1);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -391,8 +391,8 @@ START_TEST(test_other_host_on_shm_refused)
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
     here();
-    ferry_context_destroy(src);
-    ferry_context_destroy(ctx);
+    ferry_context_close(src);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -417,7 +417,7 @@ START_TEST(test_built_blob_accepted)
     ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
                   ferry_last_error());
     peer_count_is(ctx, 2);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -449,7 +449,7 @@ START_TEST(test_built_blob_rail_counts)
                     "after its last field");
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -471,7 +471,7 @@ START_TEST(test_built_blob_address_lengths)
                     "rail 0 address of 0 bytes is empty");
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -490,7 +490,7 @@ START_TEST(test_built_blob_long_provider_name)
     ck_assert_int_eq(add_copy(ctx, blob, len, &peer), FERRY_EBLOB);
     ck_assert_str_ne(ferry_last_error(), "");
     ck_assert_ptr_eq(peer, UNTOUCHED);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -514,7 +514,7 @@ START_TEST(test_built_blob_address_family)
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "same family"));
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -559,9 +559,9 @@ START_TEST(test_multi_rail_peers)
     ck_assert_msg(ferry_peer_add(one, addr, len, &peer) == 0, "%s",
                   ferry_last_error());
     ck_assert(peer->fi_addr[0] != FI_ADDR_NOTAVAIL);
-    ferry_context_destroy(two_a);
-    ferry_context_destroy(two_b);
-    ferry_context_destroy(one);
+    ferry_context_close(two_a);
+    ferry_context_close(two_b);
+    ferry_context_close(one);
 }
 END_TEST
 
@@ -581,19 +581,19 @@ START_TEST(test_remove_while_rmem_held)
                      0);
     r1 = tu_share(mem, p.peer);
     r2 = tu_share(mem, p.peer);
-    TU_EXPECT_ERROR(ferry_peer_remove(p.peer), FERRY_EBUSY,
+    TU_EXPECT_ERROR(ferry_peer_close(p.peer), FERRY_EBUSY,
                     "2 remote regions imported from this peer are still held; "
-                    "ferry_rmem_free them first");
+                    "ferry_rmem_close them first");
     ck_assert_uint_eq(p.peer->magic, FERRY__MAGIC_PEER);
-    ck_assert_int_eq(ferry_rmem_free(r1), 0);
-    TU_EXPECT_ERROR(ferry_peer_remove(p.peer), FERRY_EBUSY,
+    ck_assert_int_eq(ferry_rmem_close(r1), 0);
+    TU_EXPECT_ERROR(ferry_peer_close(p.peer), FERRY_EBUSY,
                     "1 remote region imported from this peer is still held; "
-                    "ferry_rmem_free them first");
-    ck_assert_int_eq(ferry_rmem_free(r2), 0);
-    ck_assert_int_eq(ferry_peer_remove(p.peer), 0);
+                    "ferry_rmem_close them first");
+    ck_assert_int_eq(ferry_rmem_close(r2), 0);
+    ck_assert_int_eq(ferry_peer_close(p.peer), 0);
     ck_assert_str_eq(ferry_last_error(), "");
     peer_count_is(p.init, 0);
-    ck_assert_int_eq(ferry_mem_deregister(mem), 0);
+    ck_assert_int_eq(ferry_mem_close(mem), 0);
     tu_pair_close(&p);
     tu_free_buf(buf, 8192);
 }
@@ -612,16 +612,16 @@ START_TEST(test_remove_keeps_the_others)
     }
     peer_count_is(ctx, 3);
     /* Unlinking from the middle of the list. */
-    ck_assert_int_eq(ferry_peer_remove(peer[1]), 0);
+    ck_assert_int_eq(ferry_peer_close(peer[1]), 0);
     peer_count_is(ctx, 2);
     for (struct ferry_peer *p = ferry__reg_of(ctx)->peers; p != NULL; p = p->next)
         ck_assert(p == peer[0] || p == peer[2]);
-    ck_assert_int_eq(ferry_peer_remove(peer[2]), 0);
-    ck_assert_int_eq(ferry_peer_remove(peer[0]), 0);
+    ck_assert_int_eq(ferry_peer_close(peer[2]), 0);
+    ck_assert_int_eq(ferry_peer_close(peer[0]), 0);
     peer_count_is(ctx, 0);
     for (int i = 0; i < 3; i++)
-        ferry_context_destroy(other[i]);
-    ferry_context_destroy(ctx);
+        ferry_context_close(other[i]);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -640,9 +640,9 @@ START_TEST(test_peers_closed_with_context)
         ck_assert_int_eq(ferry_peer_add(ctx, addr, len, &peer), 0);
     }
     peer_count_is(ctx, 4);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     for (int i = 0; i < 4; i++)
-        ferry_context_destroy(other[i]);
+        ferry_context_close(other[i]);
 }
 END_TEST
 
@@ -747,8 +747,8 @@ START_TEST(test_shm_both_ways_refused)
         tu_fill(src, 4096, 77);
         tu_xfer_ok(p.peer, true, &iov, 1, "init -> target");
         tu_assert_pattern(dst, 4096, 77, "%s: init -> target", prov);
-        ck_assert_int_eq(ferry_rmem_free(rd), 0);
-        ck_assert_int_eq(ferry_mem_deregister(md), 0);
+        ck_assert_int_eq(ferry_rmem_close(rd), 0);
+        ck_assert_int_eq(ferry_mem_close(md), 0);
     }
     tu_pair_close(&p);
     tu_free_buf(src, 4096);
@@ -800,7 +800,7 @@ START_TEST(test_built_blob_pulse)
                   ferry_last_error());
     ck_assert(!peer->pulse.present);
     peer_count_is(ctx, 2);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -832,8 +832,8 @@ START_TEST(test_context_blob_pulse)
                           : 0);
     /* Two contexts, two incarnations. */
     ck_assert_uint_ne(incarnation_of(ferry__fabric_of(a)), incarnation_of(fb));
-    ferry_context_destroy(a);
-    ferry_context_destroy(b);
+    ferry_context_close(a);
+    ferry_context_close(b);
 }
 END_TEST
 
@@ -901,8 +901,8 @@ START_TEST(test_pulse_incarnation)
         ck_assert_uint_gt(ferry__xfer_of(a)->live.heartbeats, 0);
     }
     ck_assert_int_eq(ferry_peer_watch(peer, 0), 0);
-    ferry_context_destroy(a);
-    ferry_context_destroy(b);
+    ferry_context_close(a);
+    ferry_context_close(b);
 }
 END_TEST
 
@@ -1006,7 +1006,7 @@ START_TEST(test_many_unreachable)
                   "%llu peers were declared before the live peer's "
                   "notification ended: it waited for the declarations",
                   (unsigned long long)st.peers_declared);
-    ferry_req_free(live_req);
+    ferry_req_close(live_req);
     while (ended < NOBODY && tu_ms_since(t0) < 10000) {
         ck_assert_int_ge(ferry_progress(ctx), 0);
         for (unsigned i = 0; i < NOBODY; i++) {
@@ -1019,7 +1019,7 @@ START_TEST(test_many_unreachable)
                           "notification %u ended with %s (%s), expected "
                           "FERRY_EPEERDEAD",
                           i, ferry_strerror(ret), ferry_last_error());
-            ferry_req_free(reqs[i]);
+            ferry_req_close(reqs[i]);
             reqs[i] = NULL;
             worst = tu_ms_since(t0);
             ended++;
@@ -1033,8 +1033,8 @@ START_TEST(test_many_unreachable)
                   "%u of %u notifications still running after 10 s",
                   NOBODY - ended, NOBODY);
     ck_assert_int_eq(ferry_counter_wait(live, 8, 1, 5000), 0);
-    ferry_context_destroy(ctx);
-    ferry_context_destroy(live);
+    ferry_context_close(ctx);
+    ferry_context_close(live);
 }
 END_TEST
 
@@ -1076,7 +1076,7 @@ START_TEST(test_remove_with_heartbeat_out)
     }
     ck_assert_msg(peer->live.ping_out, "no heartbeat went in 2 s");
     ck_assert_int_eq(ferry_peer_watch(peer, 0), 0);
-    ck_assert_int_eq(ferry_peer_remove(peer), 0);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
     /* Gone for the caller; kept until the read comes back. */
     peer_count_is(a, 1);
     ck_assert_int_eq(ferry_peer_state(peer, NULL, NULL, 0), FERRY_EHANDLE);
@@ -1088,8 +1088,8 @@ START_TEST(test_remove_with_heartbeat_out)
         }
         peer_count_is(a, 0);
     }
-    ferry_context_destroy(a);
-    ferry_context_destroy(b);
+    ferry_context_close(a);
+    ferry_context_close(b);
 }
 END_TEST
 

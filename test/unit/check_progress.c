@@ -107,7 +107,7 @@ START_TEST(test_wait_timeout_is_not_the_request)
     ret = ferry_req_wait(req, 30000);
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
     tu_assert_pattern(f.tbuf, STUCK, 0x5757, "%s", prov);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_fx_close(&f);
 }
 END_TEST
@@ -138,7 +138,7 @@ START_TEST(test_wait_after_idle_starts_afresh)
                   prov, (double)(t0 - since) / 1e9);
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_fx_close(&f);
 }
 END_TEST
@@ -164,9 +164,9 @@ START_TEST(test_deadline_stalled_target)
     /* Ended, its operation out: active until that comes back. */
     ck_assert_ptr_eq(req->list, &reqs->active);
     /* The provider still holds the operation: so are the regions. */
-    ck_assert_int_eq(ferry_mem_deregister(f.lmem), FERRY_EBUSY);
-    ck_assert_int_eq(ferry_rmem_free(f.rmem), FERRY_EBUSY);
-    ferry_req_free(req);
+    ck_assert_int_eq(ferry_mem_close(f.lmem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_rmem_close(f.rmem), FERRY_EBUSY);
+    ferry_req_close(req);
     drain_both(f.p.init, f.p.target);
     tu_fx_close(&f);
 }
@@ -182,7 +182,7 @@ START_TEST(test_deadline_then_destroy)
     tu_fx_open_stalled(&f, prov, NULL, STUCK, STUCK, NULL);
     req = post_stuck(&f, 200);
     expect_deadline(req, 200, prov);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_pair_close(&f.p);
     tu_free_buf(f.tbuf, f.tlen);
     tu_free_buf(f.lbuf, f.llen);
@@ -204,7 +204,7 @@ START_TEST(test_deadline_from_context)
     tu_fx_open_stalled(&f, prov, &cfg, STUCK, STUCK, NULL);
     req = post_stuck(&f, 0); /* 0: the context's */
     expect_deadline(req, 200, prov);
-    ferry_req_free(req);
+    ferry_req_close(req);
     drain_both(f.p.init, f.p.target);
 
     req = post_stuck(&f, -1);
@@ -214,7 +214,7 @@ START_TEST(test_deadline_from_context)
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
     tu_assert_pattern(f.tbuf, STUCK, 0x5757, "%s", prov);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_fx_close(&f);
 }
 END_TEST
@@ -243,16 +243,16 @@ START_TEST(test_cancel_in_flight)
     /* The provider may still read the buffer: it stays registered. */
     ck_assert_uint_eq(req->ops_in_flight, 1);
     ck_assert_ptr_eq(req->list, &ferry__xfer_of(f.p.init)->req.active);
-    ret = ferry_mem_deregister(f.lmem);
+    ret = ferry_mem_close(f.lmem);
     ck_assert_msg(ret == FERRY_EBUSY, "deregister gave %s",
                   ferry_strerror(ret));
-    ck_assert_int_eq(ferry_rmem_free(f.rmem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_rmem_close(f.rmem), FERRY_EBUSY);
 
     /* Once the operation is back, the request retires and lets go. */
     drain_both(f.p.init, f.p.target);
     ck_assert_ptr_eq(req->list, &ferry__xfer_of(f.p.init)->req.done);
     ck_assert_int_eq(ferry_req_test(req), FERRY_ECANCELED);
-    ferry_req_free(req);
+    ferry_req_close(req);
     tu_fx_close(&f); /* asserts the deregistrations succeed */
 }
 END_TEST
@@ -289,7 +289,7 @@ static ferry_req_t *post_holding_the_slot(struct tu_fx *f, const char *prov,
 static void close_holding_the_slot(struct tu_fx *f, struct spare *sp)
 {
     if (sp->mem != NULL)
-        ck_assert_int_eq(ferry_mem_deregister(sp->mem), 0);
+        ck_assert_int_eq(ferry_mem_close(sp->mem), 0);
     tu_fx_close(f);
     tu_free_buf(sp->buf, 4096);
 }
@@ -309,20 +309,20 @@ START_TEST(test_cancel_queued)
     ck_assert_int_ge(ferry_progress(f.p.init), 0);
     ck_assert_uint_eq(queued->ops_in_flight, 0);
     ck_assert_uint_eq(queued->cur_iov, 0);
-    ck_assert_int_eq(ferry_mem_deregister(sp.mem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_mem_close(sp.mem), FERRY_EBUSY);
     ck_assert_int_eq(ferry_req_cancel(queued), 0);
     ck_assert_int_eq(ferry_req_test(queued), FERRY_ECANCELED);
     ck_assert_ptr_eq(queued->list, &ferry__xfer_of(f.p.init)->req.done);
     /* Nothing of it is out: its own buffer can go now. */
-    ck_assert_int_eq(ferry_mem_deregister(sp.mem), 0);
+    ck_assert_int_eq(ferry_mem_close(sp.mem), 0);
     sp.mem = NULL;
-    ferry_req_free(queued);
+    ferry_req_close(queued);
     /* The first one is unaffected and completes. */
     ck_assert_int_eq(ferry_req_test(first), FERRY_EINPROGRESS);
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
     tu_assert_pattern(f.tbuf, STUCK, 0x5757, "%s", prov);
-    ferry_req_free(first);
+    ferry_req_close(first);
     close_holding_the_slot(&f, &sp);
 }
 END_TEST
@@ -372,7 +372,7 @@ START_TEST(test_waiting_requests)
     expect_deadline(late, 200, prov);
     ck_assert_ptr_eq(late->list, &reqs->done);
     ck_assert_uint_eq(reqs->blocked, 2);
-    ferry_req_free(late);
+    ferry_req_close(late);
     /* Once the first is back, it retires and the queued one gets the
      * slot. */
     drain_both(f.p.init, f.p.target);
@@ -385,8 +385,8 @@ START_TEST(test_waiting_requests)
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(queued, 30000), 0);
     tu_assert_pattern(f.tbuf, 4096, 0x4242, "%s", prov);
-    ferry_req_free(queued);
-    ferry_req_free(first);
+    ferry_req_close(queued);
+    ferry_req_close(first);
     ck_assert_uint_eq(reqs->parked.n + reqs->active.n + reqs->blocked, 0);
     close_holding_the_slot(&f, &sp);
 }
@@ -432,9 +432,9 @@ START_TEST(test_notification_waits_in_line)
     ck_assert_int_eq(n, 1);
     ck_assert_uint_eq(got.id, 7);
     ck_assert_uint_eq(got.value, 70);
-    ferry_req_free(note);
-    ferry_req_free(queued);
-    ferry_req_free(first);
+    ferry_req_close(note);
+    ferry_req_close(queued);
+    ferry_req_close(first);
     close_holding_the_slot(&f, &sp);
 }
 END_TEST
@@ -477,12 +477,12 @@ START_TEST(test_peers_take_turns)
      * ahead anyway. */
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
-    ferry_req_free(first);
+    ferry_req_close(first);
     ck_assert_int_eq(ferry_write(peer_b, &iov, 1, NULL, &line[0]), 0);
     for (int i = 0; i < 100000 && ferry_req_test(line[0]) != 0; i++)
         ck_assert_int_ge(ferry_progress(target_b), 0);
     ck_assert_int_eq(ferry_req_test(line[0]), 0);
-    ferry_req_free(line[0]);
+    ferry_req_close(line[0]);
     /* The slot held again, by a write to the first peer. */
     first = post_stuck(&f, 0);
     for (int i = 0; i < 4; i++)
@@ -515,7 +515,7 @@ START_TEST(test_peers_take_turns)
             ck_assert_int_ge(ferry_progress(target_b), 0);
         }
         ck_assert_int_eq(ferry_req_test(line[i]), 0);
-        ferry_req_free(line[i]);
+        ferry_req_close(line[i]);
     }
     drain_both(f.p.init, f.p.target);
     ck_assert_int_eq(ferry_req_wait(first, 30000), 0);
@@ -523,19 +523,19 @@ START_TEST(test_peers_take_turns)
     ck_assert_ptr_eq(ring->next, ring);
     ck_assert(!ferry__peer_ring_on(&peer_b->live.in_line));
     ck_assert(!ferry__peer_ring_on(&f.p.peer->live.in_line));
-    ferry_req_free(other);
-    ferry_req_free(first);
-    ck_assert_int_eq(ferry_rmem_free(rmem_b), 0);
-    ck_assert_int_eq(ferry_peer_remove(peer_b), 0);
-    ck_assert_int_eq(ferry_mem_deregister(tmem_b), 0);
-    ferry_context_destroy(target_b);
+    ferry_req_close(other);
+    ferry_req_close(first);
+    ck_assert_int_eq(ferry_rmem_close(rmem_b), 0);
+    ck_assert_int_eq(ferry_peer_close(peer_b), 0);
+    ck_assert_int_eq(ferry_mem_close(tmem_b), 0);
+    ferry_context_close(target_b);
     tu_free_buf(tbuf_b, 4096);
     close_holding_the_slot(&f, &sp);
 }
 END_TEST
 
 /*
- * ferry_req_free of a retired request takes no lock: the request waits on
+ * ferry_req_close of a retired request takes no lock: the request waits on
  * the given-back stack for the next progress pass.  A second free of
  * the handle before then changes nothing.
  */
@@ -555,10 +555,10 @@ START_TEST(test_free_retired_without_lock)
     ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
     ck_assert_ptr_eq(req->list, &reqs->done);
     ck_assert_uint_eq(reqs->done.n, 1);
-    ferry_req_free(req);
+    ferry_req_close(req);
     ck_assert_ptr_eq(atomic_load(&reqs->given_back), req);
     ck_assert_ptr_null(req->stack_next);
-    ferry_req_free(req); /* the caller's mistake: ignored */
+    ferry_req_close(req); /* the caller's mistake: ignored */
     ck_assert_ptr_eq(atomic_load(&reqs->given_back), req);
     ck_assert_ptr_null(req->stack_next);
     ck_assert_uint_eq(reqs->done.n, 1);
@@ -656,7 +656,7 @@ static void *poster_main(void *arg)
         ret = ferry_write(f->p.peer, &iov, 1, NULL, &req);
         if (ret == 0)
             ret = ferry_req_wait(req, -1);
-        ferry_req_free(req);
+        ferry_req_close(req);
         if (ret != 0) {
             snprintf(p->error, sizeof(p->error),
                      "thread %u request %zu: %s: %s", p->index, k,
@@ -678,7 +678,7 @@ static void *poster_main(void *arg)
         if (ret == 0)
             ret = ferry_req_wait(req, -1);
         if (ret == 0)
-            ferry_req_free(req);
+            ferry_req_close(req);
         for (size_t k = 0; ret == 0 && k < NREQS; k++) {
             size_t off = k * 8 * KiB + (k % 3);
             if (memcmp(back + off, local + off, PIECE) != 0)
@@ -773,7 +773,7 @@ START_TEST(test_idle_shm_target_sleeps_and_wakes)
         ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
         ck_assert_msg(ferry_req_wait(req, 10000) == 0, "round %u: %s", round,
                       ferry_last_error());
-        ferry_req_free(req);
+        ferry_req_close(req);
         tu_assert_pattern(f.tbuf, 64 * KiB, 0xe000 + round, "round %u",
                           round);
     }
@@ -819,7 +819,7 @@ START_TEST(test_initiator_progress_thread)
         ret = ferry_req_wait(req[i], 30000);
         ck_assert_msg(ret == 0, "%s: request %zu: %s: %s", prov, i,
                       ferry_strerror(ret), ferry_last_error());
-        ferry_req_free(req[i]);
+        ferry_req_close(req[i]);
     }
     for (size_t i = 0; i < N; i++)
         tu_assert_pattern(tbuf + (N - 1 - i) * 64 * KiB, 64 * KiB - i,
@@ -847,11 +847,11 @@ START_TEST(test_initiator_progress_thread)
             usleep(1000);
         }
         ck_assert_int_eq(ferry_req_wait(req[0], 0), 0);
-        ferry_req_free(req[0]);
+        ferry_req_close(req[0]);
         tu_assert_pattern(lbuf, 64 * KiB, 0xb000, "%s", prov);
     }
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(tmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(tmem), 0);
     tu_pair_close(&p);
     tu_free_buf(tbuf, N * 64 * KiB);
     tu_free_buf(lbuf, N * 64 * KiB);

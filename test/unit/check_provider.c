@@ -83,7 +83,7 @@ START_TEST(test_env_turns_mr_cache_off)
     ck_assert_str_eq(getenv("FI_MR_CACHE_MONITOR"), "disabled");
     ck_assert_str_eq(getenv("FI_EFA_MR_CACHE_ENABLE"), "0");
     ck_assert(!ferry__env_user_set_mr_cache());
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -98,7 +98,7 @@ START_TEST(test_env_user_value_kept)
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
     ck_assert_str_eq(getenv("FI_MR_CACHE_MONITOR"), "uffd");
     ck_assert(ferry__env_user_set_mr_cache());
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 

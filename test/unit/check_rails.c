@@ -28,7 +28,7 @@ START_TEST(test_two_domains_two_rails)
     ck_assert_uint_eq(ferry__fabric_of(ctx)->rails[0].info->addr_format,
                       ferry__fabric_of(ctx)->rails[1].info->addr_format);
     ck_assert_ptr_nonnull(strstr(tu_info(ctx).why, "further rails: "));
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -78,7 +78,7 @@ START_TEST(test_progress_thread_near_first_rail)
     ck_assert(CPU_ISSET(0, &set));
     ck_assert_msg(!CPU_ISSET(1, &set), "the progress thread may still run "
                   "on CPU 1, which is not near its NIC");
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 

@@ -142,7 +142,7 @@ static void drive(struct rig *r, ferry_req_t *req, const char *what)
     ret = ferry_req_wait(req, 60000);
     ck_assert_msg(ret == 0, "%s: ended with %s: %s", what, ferry_strerror(ret),
                   ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 static void rig_open(struct rig *r, const char *prov,
@@ -192,15 +192,15 @@ static void rig_open(struct rig *r, const char *prov,
             drive(r, req, "warm-up write");
             ck_assert_uint_eq(r->tbuf[0], 0xe0 + i);
         }
-        ck_assert_int_eq(ferry_mem_deregister(m), 0);
+        ck_assert_int_eq(ferry_mem_close(m), 0);
         tu_free_buf(b, PG);
     }
 }
 
 static void rig_close(struct rig *r)
 {
-    ck_assert_int_eq(ferry_rmem_free(r->rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(r->tmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(r->rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(r->tmem), 0);
     tu_pair_close(&r->p);
     tu_free_buf(r->tbuf, r->tlen);
 }
@@ -1093,7 +1093,7 @@ static void in_flight(const char *prov, bool evict)
     ck_assert_uint_eq(ferry__rc_refs(e), 1);
 
     /* Freeing the request keeps it too: the operation is still out. */
-    ferry_req_free(req);
+    ferry_req_close(req);
     ck_assert_int_ge(ferry_progress(r.p.init), 0);
     if (!evict)
         writer_turn(r.p.init, true);
@@ -1224,7 +1224,7 @@ START_TEST(test_forked_child)
     ck_assert_msg(e != NULL && mem == cached, "the parent lost its entry");
     ferry__rcache_put(e);
     tu_free_buf(buf, 4 * PG);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -1615,10 +1615,10 @@ static void *sig_worker_main(void *arg)
         if (ferry_req_wait(req, 60000) != 0) {
             w->bad_iter = w->iterations;
             w->bad = 1;
-            ferry_req_free(req);
+            ferry_req_close(req);
             break;
         }
-        ferry_req_free(req);
+        ferry_req_close(req);
         atomic_store(&w->wd->stage[w->idx], "checking");
         bad = tu_check(w->r->tbuf + roff, lens[i], seed);
         if (bad != SIZE_MAX) {
@@ -1767,7 +1767,7 @@ static void *loop_worker_main(void *arg)
         if (ret == 0) {
             atomic_store(&w->wd->stage[w->idx], "ferry_req_wait");
             ret = ferry_req_wait(req, 60000);
-            ferry_req_free(req);
+            ferry_req_close(req);
         }
         if (ret != 0) {
             snprintf(w->failure, sizeof(w->failure), "transfer: %s: %s",
@@ -1784,11 +1784,11 @@ static void *loop_worker_main(void *arg)
             break;
         }
         if (m != NULL) {
-            atomic_store(&w->wd->stage[w->idx], "ferry_mem_deregister");
-            ret = ferry_mem_deregister(m);
+            atomic_store(&w->wd->stage[w->idx], "ferry_mem_close");
+            ret = ferry_mem_close(m);
             if (ret != 0) {
                 snprintf(w->failure, sizeof(w->failure),
-                         "ferry_mem_deregister: %s", ferry_last_error());
+                         "ferry_mem_close: %s", ferry_last_error());
                 free(buf);
                 break;
             }

@@ -95,7 +95,7 @@ static int xfer(ferry_peer_t *peer, bool write, const struct ferry_iov *iov)
 
     if (ret == 0) {
         ret = ferry_req_wait(req, 30000);
-        ferry_req_free(req);
+        ferry_req_close(req);
     }
     return ret;
 }
@@ -180,9 +180,9 @@ static void full_with_target_child(const char *size, bool cma)
     for (size_t i = 0; i < TU_ARRAY_LEN(write_sizes); i++)
         if (write_or_say_why(peer, rmem, lbuf, write_sizes[i], i + 1))
             read_back(peer, rmem, rbuf, write_sizes[i], i + 1);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_peer_remove(peer), 0);
-    ferry_context_destroy(ctx);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
+    ferry_context_close(ctx);
     tu_child_stop(&c);
     tu_free_buf(lbuf, MiB);
     tu_free_buf(rbuf, MiB);

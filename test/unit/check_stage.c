@@ -51,7 +51,7 @@ START_TEST(test_buffer_id_reuse)
     struct ferry_stats st;
 
     rig_open(&r, tu_providers[_i], len, false, 0, 7);
-    ck_assert_int_eq(ferry_mem_deregister(r.dmem), 0);
+    ck_assert_int_eq(ferry_mem_close(r.dmem), 0);
     ck_assert_int_eq(ferry__hmem()->ptr_info(r.dev, &before), 0);
     /* lmem NULL: the cache registers it, and hits it the second time. */
     ck_assert_int_eq(move(r.p.peer, true, r.dev, NULL, r.rmem, 0, len, NULL),

@@ -68,7 +68,7 @@ static void expect_stale(ferry_req_t *req, uint64_t t0, const char *what)
                        "import its new", NULL);
     ck_assert_msg(ms < PROMPT_MS, "%s took %llu ms to fail", what,
                   (unsigned long long)ms);
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 static void expect_up(ferry_peer_t *peer)
@@ -113,15 +113,15 @@ static void fx_open(struct fx *f, size_t alen, size_t blen, size_t llen)
     tu_xfer_ok(f->p.peer, true,
                &(struct ferry_iov){f->l, f->ml, f->ra, 0, 4096}, 1,
                "write while the region lives");
-    ck_assert_int_eq(ferry_mem_deregister(ma), 0);
+    ck_assert_int_eq(ferry_mem_close(ma), 0);
 }
 
 static void fx_close(struct fx *f)
 {
-    ck_assert_int_eq(ferry_rmem_free(f->ra), 0);
-    ck_assert_int_eq(ferry_rmem_free(f->rb), 0);
-    ck_assert_int_eq(ferry_mem_deregister(f->mb), 0);
-    ck_assert_int_eq(ferry_mem_deregister(f->ml), 0);
+    ck_assert_int_eq(ferry_rmem_close(f->ra), 0);
+    ck_assert_int_eq(ferry_rmem_close(f->rb), 0);
+    ck_assert_int_eq(ferry_mem_close(f->mb), 0);
+    ck_assert_int_eq(ferry_mem_close(f->ml), 0);
     tu_pair_close(&f->p);
     tu_free_buf(f->a, f->alen);
     tu_free_buf(f->b, f->blen);
@@ -181,7 +181,7 @@ START_TEST(test_stale_beside_writes_in_flight)
 
         ck_assert_msg(ret == 0, "write %zu beside the stale one: %s", i,
                       ferry_last_error());
-        ferry_req_free(req[i]);
+        ferry_req_close(req[i]);
     }
     ferry_progress(f.p.target);
     for (size_t i = 0; i < PIECES; i++)
@@ -233,7 +233,7 @@ START_TEST(test_stale_write_with_notification)
     tu_xfer_ok(f.p.peer, true, &iov, 1, "notified live write");
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, &opts, &req), 0);
     ck_assert_int_eq(ferry_req_wait(req, -1), 0);
-    ferry_req_free(req);
+    ferry_req_close(req);
     ck_assert_int_eq(ferry_counter_wait(f.p.target, 78, 1, 5000), 0);
     tu_assert_pattern(f.b, LEN, 0x5500, "the live region");
     expect_up(f.p.peer);

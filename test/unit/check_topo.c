@@ -55,7 +55,7 @@ START_TEST(test_live_machine)
         ck_assert_int_eq(d.rdma, topo->nics[n].rdma);
     }
     ck_assert_uint_ge(info.nnuma, 1);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -78,7 +78,7 @@ START_TEST(test_live_current_node)
     ck_assert_int_eq(
         ferry_topo_host_nics(topo, hwloc_bitmap_first(pu->nodeset), &node), 0);
     ck_assert_ptr_eq(mine.reason, node.reason);
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 
@@ -143,7 +143,7 @@ START_TEST(test_saved_choices_rdma_first)
         mixed |= check_choice(topo, NULL, &topo->numa_choice[i]);
     ck_assert_msg(mixed == saved[_i].mixed, "%s: %s choice mixes kinds",
                   saved[_i].xml, mixed ? "a" : "no");
-    ferry_topo_destroy(topo);
+    ferry_topo_close(topo);
 }
 END_TEST
 

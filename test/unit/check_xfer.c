@@ -74,7 +74,7 @@ static void fx_drive(struct tu_fx *f, ferry_req_t *req, const char *what)
     } while (ret == FERRY_EINPROGRESS);
     ck_assert_msg(ret == 0, "%s: ended with %s: %s", what, ferry_strerror(ret),
                   ferry_last_error());
-    ferry_req_free(req);
+    ferry_req_close(req);
 }
 
 /* Progresses only the initiator of a stalled pair, up to n times or until
@@ -270,7 +270,7 @@ START_TEST(test_small_tx_depth_many_requests)
         } while (ret == FERRY_EINPROGRESS);
         ck_assert_msg(ret == 0, "%s: request %zu: %s", prov, i,
                       ferry_last_error());
-        ferry_req_free(req[i]);
+        ferry_req_close(req[i]);
     }
     for (size_t i = 0; i < NREQ; i++)
         tu_assert_pattern(f.tbuf + i * 16 * KiB, LEN, 0x9000 + i,
@@ -324,7 +324,7 @@ START_TEST(test_freed_requests_start_clean)
     ck_assert_ptr_ne(req[0]->iov, req[0]->iov_inline);
     ret = ferry_req_wait(req[0], 30000);
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
-    ferry_req_free(req[0]);
+    ferry_req_close(req[0]);
     ck_assert_int_eq(ferry_notify_wait(f.p.target, got, 4, 30000), 1);
     ck_assert_uint_eq(got[0].id, 77);
     ck_assert_int_ge(ferry_progress(f.p.init), 0); /* frees what was given back */
@@ -340,7 +340,7 @@ START_TEST(test_freed_requests_start_clean)
     ck_assert_str_eq(req[0]->errmsg, "");
     ret = ferry_req_wait(req[0], 30000);
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
-    ferry_req_free(req[0]);
+    ferry_req_close(req[0]);
     tu_assert_pattern(f.tbuf + 5 * LEN, LEN, 0x5e1, "%s: the write after", prov);
     ck_assert_int_eq(ferry_notify_wait(f.p.target, got, 4, 200),
                      FERRY_EAGAIN);
@@ -352,7 +352,7 @@ START_TEST(test_freed_requests_start_clean)
     for (size_t i = 0; i < NREQ; i++)
         ck_assert_int_eq(ferry_req_wait(req[i], 30000), 0);
     for (size_t i = 0; i < NREQ; i++)
-        ferry_req_free(req[i]);
+        ferry_req_close(req[i]);
     ck_assert_int_ge(ferry_progress(f.p.init), 0);
     ck_assert_uint_le(ferry__xfer_of(f.p.init)->req.spares, FERRY__SPARE_REQS);
     ck_assert_uint_eq(spares_on_stack(f.p.init),
@@ -471,7 +471,7 @@ START_TEST(test_no_lmem_mr_local)
     ck_assert_msg(info.mr_mode & FERRY_MR_LOCAL, "LOCAL not in effect on %s",
                   prov);
     ck_assert(ferry__fabric_of(ctx)->register_local);
-    ferry_context_destroy(ctx);
+    ferry_context_close(ctx);
     d = no_lmem(prov, &cfg);
     assert_cached(&d, prov);
 }
@@ -610,8 +610,8 @@ START_TEST(test_remote_addressing)
     tu_xfer_ok(p.peer, false, &iov, 1, m->prov);
     tu_assert_pattern(lbuf + 10000, 777, 0xd2, "%s: read at offset 30000",
                       m->prov);
-    ck_assert_int_eq(ferry_rmem_free(rmem), 0);
-    ck_assert_int_eq(ferry_mem_deregister(tmem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(tmem), 0);
     tu_pair_close(&p);
     tu_free_buf(tbuf, whole);
     tu_free_buf(lbuf, whole);
@@ -752,7 +752,7 @@ START_TEST(test_bad_iovs)
                     "iov[4]", "rmem is NULL");
         iov[4].rmem = f.rmem;
     }
-    ck_assert_int_eq(ferry_mem_deregister(small), 0);
+    ck_assert_int_eq(ferry_mem_close(small), 0);
     tu_fx_close(&f);
 }
 END_TEST
@@ -828,10 +828,10 @@ START_TEST(test_foreign_handles)
     tu_xfer_ok(f.p.peer, true, iov, 3, prov);
     tu_assert_pattern(f.tbuf, 300, 0xe0, "%s: write after refusals", prov);
 
-    ck_assert_int_eq(ferry_mem_deregister(tlocal), 0);
-    ck_assert_int_eq(ferry_rmem_free(rmem2), 0);
-    ck_assert_int_eq(ferry_peer_remove(peer2), 0);
-    ferry_context_destroy(other); /* omem goes with it */
+    ck_assert_int_eq(ferry_mem_close(tlocal), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem2), 0);
+    ck_assert_int_eq(ferry_peer_close(peer2), 0);
+    ferry_context_close(other); /* omem goes with it */
     tu_fx_close(&f);
 }
 END_TEST
@@ -927,16 +927,16 @@ static void busy_while_in_flight(const char *prov, bool write)
     tu_fx_open_stalled(&f, prov, NULL, STUCK, STUCK, fx_drive);
     req = post_stuck(&f, write, 0x4242);
 
-    ret = ferry_mem_deregister(f.lmem);
+    ret = ferry_mem_close(f.lmem);
     ck_assert_msg(ret == FERRY_EBUSY, "deregister in flight gave %s: %s",
                   ferry_strerror(ret), ferry_last_error());
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "in flight"));
-    ret = ferry_rmem_free(f.rmem);
+    ret = ferry_rmem_close(f.rmem);
     ck_assert_msg(ret == FERRY_EBUSY, "rmem_free in flight gave %s: %s",
                   ferry_strerror(ret), ferry_last_error());
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "in flight"));
     /* The peer holds the region, so it cannot go either. */
-    ck_assert_int_eq(ferry_peer_remove(f.p.peer), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_peer_close(f.p.peer), FERRY_EBUSY);
     /* EBUSY changed nothing: the handles are still live and linked. */
     ck_assert_uint_eq(f.lmem->magic, FERRY__MAGIC_MEM);
     ck_assert_uint_eq(f.rmem->magic, FERRY__MAGIC_RMEM);
@@ -945,9 +945,9 @@ static void busy_while_in_flight(const char *prov, bool write)
 
     /* Freeing the request does not release the regions while the provider
      * still holds its operation. */
-    ferry_req_free(req);
-    ck_assert_int_eq(ferry_mem_deregister(f.lmem), FERRY_EBUSY);
-    ck_assert_int_eq(ferry_rmem_free(f.rmem), FERRY_EBUSY);
+    ferry_req_close(req);
+    ck_assert_int_eq(ferry_mem_close(f.lmem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_rmem_close(f.rmem), FERRY_EBUSY);
 
     /* Let the target progress: the operation comes back, the freed request
      * goes, and then the regions can go (fx_close asserts it). */
@@ -986,7 +986,7 @@ START_TEST(test_destroy_with_request_in_flight)
     tu_fx_open_stalled(&f, tu_providers[_i], NULL, STUCK, STUCK, fx_drive);
     req = post_stuck(&f, true, 0x4343);
     (void)req; /* goes with the context */
-    ck_assert_int_eq(ferry_rmem_free(f.rmem), FERRY_EBUSY);
+    ck_assert_int_eq(ferry_rmem_close(f.rmem), FERRY_EBUSY);
     tu_pair_close(&f.p);
     tu_free_buf(f.tbuf, f.tlen);
     tu_free_buf(f.lbuf, f.llen);
