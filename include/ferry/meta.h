@@ -163,6 +163,13 @@ typedef struct ferry_meta ferry_meta_t;
  */
 FERRY_API int ferry_meta_open(ferry_context_t *ctx, const char *url,
                               const char *name, ferry_meta_t **meta);
+/*
+ * The service's URL, as given to ferry_meta_open, except that a context
+ * that became the bootstrap hub at port 0 names the port it listens on
+ * (bootstrap://127.0.0.1:0 -> bootstrap://127.0.0.1:40213): the URL the
+ * others open.  NULL for a NULL or closed handle.
+ */
+FERRY_API const char *ferry_meta_url(const ferry_meta_t *meta);
 /* Publishes mem under region (a later publication replaces it).  After a
  * failure the earlier publication stays; a publication whose request
  * timed out may still be applied by the service later, and then goes

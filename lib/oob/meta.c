@@ -108,8 +108,14 @@ int ferry_meta_open(ferry_context_t *ctx, const char *url, const char *name,
     if (url == NULL)
         url = cfg->metadata != NULL ? cfg->metadata : getenv("FERRY_METADATA");
     if ((ret = check_name(name, "the name", "ferry_meta_open")) ||
-        (ret = pick_backend(url, &be)) ||
-        (ret = ferry_context_address(ctx, addr, &alen)))
+        (ret = pick_backend(url, &be)))
+        return ret;
+    if (strlen(url) >= sizeof(m->url))
+        return ferry__error(FERRY_EINVAL, "ferry_meta_open: the metadata "
+                            "URL is %zu characters long; at most %zu are "
+                            "accepted",
+                            strlen(url), sizeof(m->url) - 1);
+    if ((ret = ferry_context_address(ctx, addr, &alen)))
         return ret;
     m = calloc(1, sizeof(*m));
     if (m == NULL)
@@ -117,6 +123,7 @@ int ferry_meta_open(ferry_context_t *ctx, const char *url, const char *name,
     m->ctx = ctx;
     m->backend = be;
     snprintf(m->name, sizeof(m->name), "%s", name);
+    snprintf(m->url, sizeof(m->url), "%s", url);
     m->timeout_ms = cfg->metadata_timeout_ms;
     m->ttl_s = cfg->metadata_ttl_s;
     m->events_tail = &m->events;
@@ -136,6 +143,11 @@ int ferry_meta_open(ferry_context_t *ctx, const char *url, const char *name,
     ferry__own(&ferry__fabric_of(ctx)->owned, &m->owned);
     *out = m;
     return 0;
+}
+
+const char *ferry_meta_url(const ferry_meta_t *m)
+{
+    return m != NULL && m->magic == FERRY__MAGIC_META ? m->url : NULL;
 }
 
 int ferry_meta_publish(ferry_meta_t *m, const char *region,

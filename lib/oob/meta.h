@@ -76,6 +76,9 @@ struct ferry_meta {
     const struct ferry__meta_backend *backend;
     void *backend_state;
     char name[FERRY__META_NAME_MAX];
+    /* The service's URL as opened; a hub bound to port 0 writes the port
+     * it got (ferry_meta_url). */
+    char url[1024];
     int timeout_ms;   /* config.metadata_timeout_ms */
     unsigned ttl_s;   /* config.metadata_ttl_s */
     pthread_mutex_t lock;

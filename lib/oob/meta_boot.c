@@ -76,8 +76,13 @@ static int find_hub(struct ferry_meta *m, struct boot *b, const char *hostport)
 
     if (ret == 0 || (ret != FERRY_ETIMEDOUT && ret != FERRY_EHOSTUNREACH))
         return ret;
-    if (ferry_oob_listen(m->ctx, hostport, &b->hub) == 0)
+    if (ferry_oob_listen(m->ctx, hostport, &b->hub) == 0) {
+        /* Port 0 asked for any free port: say which one. */
+        snprintf(m->url, sizeof(m->url), "bootstrap://%.*s:%d",
+                 (int)(strrchr(hostport, ':') - hostport), hostport,
+                 ferry_oob_port(b->hub));
         return 0;
+    }
     snprintf(first, sizeof(first), "%s", ferry_last_error());
     ret = ferry_oob_connect(m->ctx, hostport, m->timeout_ms, &b->conn);
     if (ret != 0)
