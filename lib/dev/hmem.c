@@ -6,9 +6,11 @@
  */
 #include "dev/hmem.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define SIM_MAX_DEVICES 8
 
@@ -36,12 +38,84 @@ static int sim_devices_from_env(void)
     return (int)n;
 }
 
+/*
+ * The white-box tests link the simulated device into the program; then
+ * this weak reference finds it.  Everywhere else it is NULL and the
+ * module is loaded.
+ */
+extern __typeof__(ferry_sim_load) ferry_sim_load __attribute__((weak));
+
+/*
+ * The module: FERRY_SIM_LIBRARY, else libferry-sim.so beside this
+ * library (a build tree: both in lib/.libs), else in ferry/ beside it
+ * (installed: $libdir/ferry, the package's pkglibdir).
+ */
+static void *sim_module_open(char *why, size_t len)
+{
+    const char *env = getenv("FERRY_SIM_LIBRARY");
+    char beside[4096], installed[4096];
+    Dl_info self;
+    void *lib;
+    int dir;
+
+    if (env != NULL && *env != '\0') {
+        if ((lib = dlopen(env, RTLD_NOW | RTLD_LOCAL)) == NULL)
+            snprintf(why, len, "simulated device: FERRY_SIM_LIBRARY=%s "
+                     "does not load: %s", env, dlerror());
+        return lib;
+    }
+    if (dladdr((void *)sim_module_open, &self) == 0 ||
+        self.dli_fname == NULL || strrchr(self.dli_fname, '/') == NULL) {
+        snprintf(why, len, "simulated device: cannot tell where libferry "
+                 "is, so not where libferry-sim.so is; set "
+                 "FERRY_SIM_LIBRARY to its path");
+        return NULL;
+    }
+    dir = (int)(strrchr(self.dli_fname, '/') - self.dli_fname);
+    snprintf(beside, sizeof(beside), "%.*s/libferry-sim.so", dir,
+             self.dli_fname);
+    snprintf(installed, sizeof(installed), "%.*s/ferry/libferry-sim.so", dir,
+             self.dli_fname);
+    if ((lib = dlopen(beside, RTLD_NOW | RTLD_LOCAL)) != NULL ||
+        (lib = dlopen(installed, RTLD_NOW | RTLD_LOCAL)) != NULL)
+        return lib;
+    snprintf(why, len, "simulated device: libferry-sim.so is not installed "
+             "(tried %.200s and %.200s; it comes with libferry-dev, or set "
+             "FERRY_SIM_LIBRARY to its path)", beside, installed);
+    return NULL;
+}
+
+static const struct ferry__hmem_ops *sim_load(int ndevices, char *why,
+                                              size_t len)
+{
+    static const struct ferry__sim_host host = {
+        .error = ferry__error,
+        .log = ferry__log,
+    };
+    __typeof__(ferry_sim_load) *load = ferry_sim_load;
+    void *lib;
+
+    if (load == NULL) {
+        if ((lib = sim_module_open(why, len)) == NULL)
+            return NULL;
+        /* The module stays loaded for the process: its table is in use. */
+        *(void **)&load = dlsym(lib, FERRY__SIM_LOAD);
+        if (load == NULL) {
+            snprintf(why, len, "simulated device: the module has no %s: "
+                     "not a libferry-sim.so of this ferry", FERRY__SIM_LOAD);
+            dlclose(lib);
+            return NULL;
+        }
+    }
+    return load(&host, ndevices, why, len);
+}
+
 static void hmem_choose(void)
 {
     int sim = sim_forced ? sim_forced : sim_devices_from_env();
 
     if (sim > 0) {
-        hmem_ops = ferry__hmem_sim_load(sim, hmem_why, sizeof(hmem_why));
+        hmem_ops = sim_load(sim, hmem_why, sizeof(hmem_why));
         return;
     }
     hmem_ops = ferry__hmem_cuda_load(hmem_why, sizeof(hmem_why));

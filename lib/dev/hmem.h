@@ -4,10 +4,12 @@
  * Two backends sit behind one ops table:
  *   cuda       hmem_cuda.c: libcuda.so.1 loaded with dlopen at run time,
  *              driver API only; libferry never links libcuda or libcudart
- *   simulated  hmem_sim.c: for tests, never on by default.  "Device"
- *              memory is a PROT_NONE view of a memfd that only the
- *              simulated copy engine (a worker thread, through a second,
- *              read-write view) touches, so a CPU access by ferry crashes
+ *   simulated  sim/hmem_sim.c, for tests, never on by default and not in
+ *              libferry: the module libferry-sim.so, loaded with dlopen
+ *              when asked for.  "Device" memory is a PROT_NONE view of a
+ *              memfd that only the simulated copy engine (a worker thread,
+ *              through a second, read-write view) touches, so a CPU access
+ *              by ferry crashes
  *
  * Every function returns 0 or a FERRY_E* code after recording its
  * sentence with ferry__error(), unless it says otherwise.
@@ -91,12 +93,30 @@ void ferry__hmem_flush_rdma(unsigned devices);
 /* Tests: the simulated backend with n devices (before any ferry__hmem()). */
 void ferry__hmem_use_sim(int ndevices);
 
-/* The backends' tables; each answers its own failures to initialise. */
+/* The CUDA backend's table; it answers its own failure to initialise. */
 const struct ferry__hmem_ops *ferry__hmem_cuda_load(char *why, size_t len);
-const struct ferry__hmem_ops *ferry__hmem_sim_load(int ndevices, char *why,
-                                                   size_t len);
 
-/* ---- simulated backend only (tests) --------------------------------------- */
+/* ---- the simulated device module (sim/, libferry-sim.so) ------------------ */
+
+/* What the module calls back: libferry's functions are hidden from it. */
+struct ferry__sim_host {
+    int (*error)(int err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    void (*log)(int level, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+};
+
+/* The module's one exported symbol. */
+#define FERRY__SIM_LOAD "ferry_sim_load"
+#define FERRY__SIM_EXPORT __attribute__((visibility("default")))
+/*
+ * Makes ndevices (1 to 16) simulated devices and returns their table, or
+ * NULL with why said.  Loading again (tests) changes the number of
+ * devices; buffers stay.
+ */
+FERRY__SIM_EXPORT const struct ferry__hmem_ops *
+ferry_sim_load(const struct ferry__sim_host *host, int ndevices, char *why,
+               size_t len);
 
 /* Allocates device memory at exactly addr (MAP_FIXED_NOREPLACE), so a test
  * can reallocate at a freed address; FERRY_EBUSY when addr is taken. */

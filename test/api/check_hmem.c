@@ -1,7 +1,8 @@
 /*
  * The public ferry_device_* helpers' choice of backend: FERRY_SIM_DEVICES
- * selects the simulated device, which is never on by default.  (The
- * simulated backend itself: test/unit/check_hmem.c.)
+ * selects the simulated device, which is never on by default and is not
+ * in libferry: the module libferry-sim.so, FERRY_SIM_LIBRARY or beside
+ * libferry.  (The simulated backend itself: test/unit/check_hmem.c.)
  */
 #include "testutil.h"
 
@@ -27,6 +28,48 @@ START_TEST(test_env_selects_sim)
 }
 END_TEST
 
+/* A module that does not load says which and why, and nothing runs. */
+START_TEST(test_sim_module_missing)
+{
+    void *dev = NULL;
+
+    setenv("FERRY_SIM_DEVICES", "1", 1);
+    setenv("FERRY_SIM_LIBRARY", "/nonexistent/libferry-sim.so", 1);
+    ck_assert_ptr_null(ferry_device_backend());
+    ck_assert_msg(strstr(ferry_device_status(),
+                         "FERRY_SIM_LIBRARY=/nonexistent/libferry-sim.so "
+                         "does not load") != NULL,
+                  "status: %s", ferry_device_status());
+    TU_EXPECT_ERROR(ferry_device_alloc(0, 100, &dev), FERRY_ENOTSUP,
+                    "no device memory backend");
+    ck_assert_ptr_null(dev);
+}
+END_TEST
+
+/* A library that is not the module is refused by name. */
+START_TEST(test_sim_module_wrong_library)
+{
+    setenv("FERRY_SIM_DEVICES", "1", 1);
+    setenv("FERRY_SIM_LIBRARY", "libm.so.6", 1);
+    ck_assert_ptr_null(ferry_device_backend());
+    ck_assert_msg(strstr(ferry_device_status(), "has no ferry_sim_load") !=
+                      NULL,
+                  "status: %s", ferry_device_status());
+}
+END_TEST
+
+/* Without FERRY_SIM_LIBRARY, the module beside libferry.so (a build
+ * tree's lib/.libs) is found. */
+START_TEST(test_sim_module_beside_libferry)
+{
+    setenv("FERRY_SIM_DEVICES", "1", 1);
+    unsetenv("FERRY_SIM_LIBRARY");
+    ck_assert_msg(ferry_device_backend() != NULL &&
+                      strcmp(ferry_device_backend(), "simulated") == 0,
+                  "status: %s", ferry_device_status());
+}
+END_TEST
+
 START_TEST(test_sim_off_by_default)
 {
     const char *backend;
@@ -47,6 +90,9 @@ static Suite *hmem_suite(void)
 
     tcase_add_test(tc, test_env_selects_sim);
     tcase_add_test(tc, test_sim_off_by_default);
+    tcase_add_test(tc, test_sim_module_missing);
+    tcase_add_test(tc, test_sim_module_wrong_library);
+    tcase_add_test(tc, test_sim_module_beside_libferry);
     return s;
 }
 

@@ -32,12 +32,23 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
+/* What libferry hands the module (lib/dev/hmem.c does the same). */
+static const struct ferry__sim_host libferry = {
+    .error = ferry__error,
+    .log = ferry__log,
+};
+
+static const struct ferry__hmem_ops *sim_load(int n, char *why, size_t len)
+{
+    return ferry_sim_load(&libferry, n, why, len);
+}
+
 static const struct ferry__hmem_ops *sim(void)
 {
     char why[256];
     const struct ferry__hmem_ops *ops;
 
-    ops = ferry__hmem_sim_load(NDEV, why, sizeof(why));
+    ops = sim_load(NDEV, why, sizeof(why));
     ck_assert_msg(ops != NULL, "loading the simulated device: %s", why);
     return ops;
 }
@@ -223,7 +234,7 @@ START_TEST(test_load)
     for (size_t c = 0; c < TU_ARRAY_LEN(counts); c++) {
         int n = counts[c];
 
-        ops = ferry__hmem_sim_load(n, why, sizeof(why));
+        ops = sim_load(n, why, sizeof(why));
         ck_assert_msg(ops != NULL, "%d devices: %s", n, why);
         ck_assert_str_eq(ops->name, "simulated");
         ck_assert_msg(strstr(why, "simulated device") != NULL &&
@@ -255,9 +266,9 @@ START_TEST(test_load)
     ck_assert_str_eq(pci[0], "0000:10:00.0");
     assert_error(ops->pci_bus_id(0, buf, sizeof(buf)), FERRY_ENOSPC, "bytes");
 
-    ck_assert_ptr_null(ferry__hmem_sim_load(0, why, sizeof(why)));
+    ck_assert_ptr_null(sim_load(0, why, sizeof(why)));
     ck_assert_msg(strstr(why, "0 devices") != NULL, "why: %s", why);
-    ck_assert_ptr_null(ferry__hmem_sim_load(17, why, sizeof(why)));
+    ck_assert_ptr_null(sim_load(17, why, sizeof(why)));
     ck_assert_msg(strstr(why, "17 devices") != NULL, "why: %s", why);
     ops = sim(); /* back to NDEV for the other tests */
     ck_assert_int_eq(ops->device_count(&count), 0);
