@@ -1,5 +1,5 @@
 #!/bin/sh
-# The installed Debian packages (libferry0, libferry-dev, ferry-tools,
+# The installed Debian packages (libferry1, libferry-dev, ferry-tools,
 # python3-ferry) as a user meets them: a program built with nothing but
 # `pkg-config --cflags --libs ferry` runs and loads /usr's libferry, so
 # do the examples libferry-dev ships, the tools run from /usr/bin and move
@@ -13,7 +13,7 @@ set -eu
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 CC=${CC:-cc}
 
-for p in libferry0 libferry-dev ferry-tools python3-ferry; do
+for p in libferry1 libferry-dev ferry-tools python3-ferry; do
 	if test "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed; then
 		echo "SKIP: $p is not installed (scripts/debian.sh builds and installs the packages)"
 		exit 77
@@ -22,8 +22,8 @@ done
 
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 libdir=/usr/lib/$multiarch
-if ! dpkg-query -S "$libdir/libferry.so.0" 2>/dev/null | grep -q '^libferry0:'; then
-	echo "FAIL: $libdir/libferry.so.0 does not belong to libferry0"
+if ! dpkg-query -S "$libdir/libferry.so.1" 2>/dev/null | grep -q '^libferry1:'; then
+	echo "FAIL: $libdir/libferry.so.1 does not belong to libferry1"
 	exit 1
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-deb.XXXXXX")
@@ -36,15 +36,15 @@ fail() {
 	status=1
 }
 
-# loads_from FILE: FILE's libferry is libferry0's.  (With /usr merged,
+# loads_from FILE: FILE's libferry is libferry1's.  (With /usr merged,
 # ldd may name it through /lib: compare the files the names lead to.)
 loads_from() {
 	resolved=$(ldd "$1" | awk '$1 ~ /^libferry\.so/ { print $3 }')
 	if test -n "$resolved" &&
-		test "$(readlink -f "$resolved")" = "$(readlink -f "$libdir/libferry.so.0")"; then
+		test "$(readlink -f "$resolved")" = "$(readlink -f "$libdir/libferry.so.1")"; then
 		echo "PASS: ${1##*/} loads $resolved"
 	else
-		fail "${1##*/} loads libferry from '${resolved:-nowhere}', not libferry0's $libdir/libferry.so.0"
+		fail "${1##*/} loads libferry from '${resolved:-nowhere}', not libferry1's $libdir/libferry.so.1"
 	fi
 }
 

@@ -269,23 +269,36 @@ done
 FERRY_PROVIDER=tcp
 
 # Stage 2: the bootstrap, on loopback without a token (as on one
-# machine), then on every address with one (as on two).
-unset KV_TOKEN
+# machine), then on every address with one (as on two): decode comes
+# first, on a free port, which it names.  Then prefill first, as the hub,
+# at a free port the test chooses: either side may come first.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+unset FERRY_OOB_TOKEN
 for listen in 127.0.0.1:0 :0; do
 	if test "$listen" = :0; then
-		KV_TOKEN=tutorial-secret
-		export KV_TOKEN
+		FERRY_OOB_TOKEN=tutorial-secret
+		export FERRY_OOB_TOKEN
 	fi
-	run="stage 2 (bootstrap) listening on $listen${KV_TOKEN:+ with a token}"
-	start decode "$bin/decode_oob" "$listen"
-	if ready decode "decode: listening on port"; then
-		port=$(sed -n 's/^decode: listening on port \([0-9]*\)$/\1/p' "$tmp/decode.out")
-		start prefill "$bin/prefill_oob" "127.0.0.1:$port"
+	run="stage 2 (bootstrap) decode first on $listen${FERRY_OOB_TOKEN:+ with a token}"
+	start decode "$bin/decode_boot" "$listen"
+	if ready decode "decode: joined bootstrap://"; then
+		port=$(sed -n 's|^decode: joined bootstrap://[^ ]*:\([0-9]*\)$|\1|p' "$tmp/decode.out")
+		start prefill "$bin/prefill_boot" "127.0.0.1:$port"
 		ends prefill "$written decode's pool" decode
 	fi
 	ends decode "decode: $verified"
 done
-unset KV_TOKEN
+unset FERRY_OOB_TOKEN
+run="stage 2 (bootstrap) prefill first"
+port=$(free_port)
+start prefill "$bin/prefill_boot" "127.0.0.1:$port"
+if ready prefill "prefill: joined bootstrap://127.0.0.1:$port"; then
+	start decode "$bin/decode_boot" "127.0.0.1:$port"
+	ends decode "decode: $verified" prefill
+fi
+ends prefill "$written decode's pool"
 
 # Stage 3: etcd on free loopback ports, two decode workers, and a prefill
 # that serves both as they join.
@@ -299,9 +312,6 @@ if ! test -x "$etcd" || ! test -x "$etcdctl"; then
 	echo "SKIP: stage 3: no $etcd or no $etcdctl (apt-get install etcd-server etcd-client, or set FERRY_TEST_ETCD_DIR)"
 	exit $status
 fi
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 client=127.0.0.1:$(free_port)
 peer=127.0.0.1:$(free_port)
 "$etcd" --name tutorial --data-dir "$tmp/etcd" \

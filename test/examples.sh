@@ -1,7 +1,12 @@
 #!/bin/sh
-# The example programs, run as a person would: each starts its two
-# processes on this host, moves data through the bootstrap, verifies every
-# byte and says OK.  Run by `make check`.
+# The example programs, run as a person would: each demo starts its
+# processes on this host, they meet through ferry's metadata calls over
+# the embedded bootstrap (bootstrap://), move data, verify every byte and
+# say OK.  Then the two-command forms the README prints for two machines,
+# on this host: each side given HOST:PORT, the first to come listening
+# there (port 0: any free one, which it names), and the shared secret
+# (FERRY_OOB_TOKEN) that the bootstrap needs beyond loopback.  Run by
+# make check.
 set -eu
 
 : "${abs_top_builddir:?run by make check, which sets abs_top_builddir}"
@@ -29,4 +34,66 @@ runs "(parallel)" "$ex/fanout" demo --receivers 2 --size 2M --mode parallel
 runs "verified on the device: OK" "$ex/gpu_write" --size 8M --iterations 2
 FERRY_PROVIDER=tcp runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2
 FERRY_PROVIDER=shm runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2
+
+# ---- two commands -------------------------------------------------------
+
+# started NAME CMD...: CMD in the background for at most 120 s, its pid in
+# $bg and its output in $tmp/NAME; waits until it says where it joined
+# the bootstrap, and sets $port to the port there.  Fails (1) if it ends
+# first, or has not said so within 60 s.
+started() {
+	name=$1
+	shift
+	timeout 120 "$@" >"$tmp/$name" 2>&1 &
+	bg=$!
+	tries=0
+	until grep "joined bootstrap://" "$tmp/$name" >/dev/null; do
+		tries=$((tries + 1))
+		if test "$tries" -gt 600 || ! kill -0 "$bg" 2>/dev/null; then
+			kill "$bg" 2>/dev/null || true
+			cat "$tmp/$name"
+			echo "FAIL: $*: did not join the bootstrap"
+			status=1
+			return 1
+		fi
+		sleep 0.1
+	done
+	port=$(sed -n 's|.*joined bootstrap://[^ ]*:\([0-9]*\) .*|\1|p' "$tmp/$name" | head -n 1)
+}
+
+# finished NAME WORDS: the command started last, as NAME, exits 0 and has
+# said WORDS.
+finished() {
+	rc=0
+	wait "$bg" || rc=$?
+	if test "$rc" -eq 0 && grep -F -- "$2" "$tmp/$1" >/dev/null; then
+		pass "$1 (exit 0, \"$2\")"
+	else
+		cat "$tmp/$1"
+		echo "FAIL: $1 (exit $rc; expected 0 and \"$2\")"
+		status=1
+	fi
+}
+
+# The server first, on a free port of loopback, which it names: it
+# listens there, and the client given that port connects.
+if started server "$ex/hello_write" server 127.0.0.1:0 --size 2M --iterations 2; then
+	runs "GB/s warm" "$ex/hello_write" client "127.0.0.1:$port" --size 2M --iterations 2
+	finished server "bytes verified: OK"
+fi
+# kv_transfer the same way, decode first: in push mode prefill waits for
+# decode's caches by name, and decode for prefill's, for the goodbye.
+if started decode "$ex/kv_transfer" decode 127.0.0.1:0 --mode push; then
+	runs "pushed 4 sequences" "$ex/kv_transfer" prefill "127.0.0.1:$port" --mode push
+	finished decode "verified 35651584 bytes of both caches: OK"
+fi
+# Beyond loopback only with the same secret on both sides: without one
+# the server refuses to listen, a client with another one is refused.
+unset FERRY_OOB_TOKEN FERRY_OOB_INSECURE
+exits 1 "FERRY_OOB_TOKEN" "$ex/hello_write" server :0 --size 1M
+if FERRY_OOB_TOKEN=tutti started server "$ex/hello_write" server :0 --size 1M --iterations 2; then
+	FERRY_OOB_TOKEN=frutti exits 1 "does not match" "$ex/hello_write" client "127.0.0.1:$port" --size 1M --iterations 2
+	FERRY_OOB_TOKEN=tutti runs "GB/s warm" "$ex/hello_write" client "127.0.0.1:$port" --size 1M --iterations 2
+	finished server "bytes verified: OK"
+fi
 exit $status

@@ -114,7 +114,7 @@ if [ -z "$server" ] || [ -z "$client" ]; then
 else
 	run="README, bootstrap"
 	start server 1 "$server --size 16M"
-	if says server "listening on port"; then
+	if says server "published as"; then
 		start client 2 "${client/HOST/rig-h1} --size 16M"
 		ends client "then 7 x 16.0 MiB in"
 		network client
@@ -174,9 +174,9 @@ if sh "$src/test/doc_tutorial.sh" --build-only "$tmp/tutorial" >"$tmp/build.log"
 	fi
 
 	run="tutorial stage 2 (bootstrap)"
-	if decode=$(documented "$tutorial" "B\$ KV_TOKEN=s3cret ./decode_oob :18515") &&
-		prefill=$(documented "$tutorial" "A\$ KV_TOKEN=s3cret ./prefill_oob 10.0.0.2:18515"); then
-		decode_then_prefill "$decode" "decode: listening on port" "$prefill"
+	if decode=$(documented "$tutorial" "B\$ FERRY_OOB_TOKEN=s3cret ./decode_boot :18515") &&
+		prefill=$(documented "$tutorial" "A\$ FERRY_OOB_TOKEN=s3cret ./prefill_boot 10.0.0.2:18515"); then
+		decode_then_prefill "$decode" "decode: joined bootstrap://" "$prefill"
 	fi
 
 	run="tutorial stage 3 (etcd)"
@@ -224,8 +224,8 @@ else
 	while read -r example listener ready done connector sent; do
 		file=$src/python/examples/$example.py
 		run="python/examples/$example.py"
-		if receiver=$(documented "$file" "--role $listener --listen :") &&
-			sender=$(documented "$file" "--role $connector --connect HOST:"); then
+		if receiver=$(documented "$file" "--role $listener --metadata bootstrap://:") &&
+			sender=$(documented "$file" "--role $connector --metadata bootstrap://HOST:"); then
 			start listener 1 "${receiver/python3 /$PYTHON }"
 			if says listener "${ready//_/ }"; then
 				sender=${sender/HOST/rig-h1}

@@ -15,7 +15,7 @@ if ! test -e "$so"; then
 fi
 
 # "nm -D --defined-only" prints "value type name[@@version]".  Type A is
-# the version node itself (FERRY_0.1).  _init/_fini/_edata/_end/__bss_start
+# the version node itself (FERRY_1.0).  _init/_fini/_edata/_end/__bss_start
 # are put there by the linker when there is no version script to hide them.
 syms=$("$NM" -D --defined-only "$so" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u)
 

@@ -14,7 +14,7 @@
  * was wrong and what would be right.
  *
  * Threads: every call may be made from several threads at once, except
- * that a handle may not be destroyed while another thread uses it.
+ * that a handle may not be closed while another thread uses it.
  *
  * Timeouts, one rule for the whole API (ferry(7) "Timeouts"):
  *   - a call that waits (ferry_req_wait, ferry_counter_wait,
@@ -46,11 +46,11 @@ extern "C" {
 #endif
 
 /* API version this header describes: major << 16 | minor << 8 | release. */
-#define FERRY_API_VERSION 0x000100
+#define FERRY_API_VERSION 0x010000
 
 /* The API version of the library actually loaded. */
 FERRY_API unsigned ferry_get_api_version(void);
-/* "ferry 0.1.0 (libfabric 1.17)": static string, never NULL. */
+/* "ferry 1.0.0 (libfabric 1.17)": static string, never NULL. */
 FERRY_API const char *ferry_version_string(void);
 
 /* Static description of an error code, never NULL. */
@@ -114,7 +114,8 @@ struct ferry_config {
      * target progresses.
      */
     int progress_thread;
-    /* Shared secret of the bootstrap (ferry_oob_*); NULL: FERRY_OOB_TOKEN. */
+    /* Shared secret of the bootstrap (bootstrap:// metadata); NULL:
+     * FERRY_OOB_TOKEN. */
     const char *oob_token;
     /*
      * Registration cache for iovs given without lmem (default on).  Its
@@ -314,11 +315,11 @@ FERRY_API const char *ferry_fi_mr_cache_status(void);
 FERRY_API int ferry_context_create(const struct ferry_config *cfg,
                                    ferry_context_t **ctx);
 /*
- * Closes the context and everything made from it: peers, registrations,
- * remote regions and requests (their handles become invalid).  Descriptor
- * lists and prepared transfers, bootstrap listeners and connections and
- * metadata handles are not closed by it and go on using the context:
- * release, close or disconnect them first.  NULL-safe.
+ * Closes the context and everything made from it still open: metadata
+ * handles, requests (those in flight end), fan-outs, prepared transfers,
+ * descriptor lists, registrations, remote regions and peers, in that
+ * order; their handles become invalid (ferry(7): ownership).  Returns 0
+ * (also for NULL) or FERRY_EHANDLE.
  */
 FERRY_API int ferry_context_close(ferry_context_t *ctx);
 
@@ -433,6 +434,7 @@ FERRY_API const char *ferry_probe_refused(const ferry_probe_t *probe);
 FERRY_API size_t ferry_probe_refusal_count(const ferry_probe_t *probe);
 FERRY_API int ferry_probe_refusal(const ferry_probe_t *probe, size_t i,
                                   const char **provider, const char **reason);
+/* Frees the report.  Returns 0 (also for NULL). */
 FERRY_API int ferry_probe_close(ferry_probe_t *probe);
 
 /*
@@ -714,7 +716,8 @@ FERRY_API int ferry_req_wait(ferry_req_t *req, int timeout_ms);
  * buffers stay registered until they do.  Returns 0.
  */
 FERRY_API int ferry_req_cancel(ferry_req_t *req);
-/* Frees the request, cancelling it if it has not ended.  NULL-safe. */
+/* Frees the request, cancelling it if it has not ended.  Returns 0 (also
+ * for NULL) or FERRY_EHANDLE (closed already, or not a request). */
 FERRY_API int ferry_req_close(ferry_req_t *req);
 
 /*
@@ -796,7 +799,7 @@ FERRY_API int ferry_dlist_create(ferry_context_t *ctx,
  * index.  Every block is checked against its region now.  Returns 0,
  * FERRY_EINVAL, FERRY_ERANGE (a block runs past its region), FERRY_EBUSY
  * (the list is already prepared: lists freeze then) or FERRY_EOVERFLOW.
- * The list keeps its regions registered until it is destroyed.
+ * The list keeps its regions registered until it is closed.
  */
 FERRY_API int ferry_dlist_add(ferry_dlist_t *dl,
                               const struct ferry_dlist_segment *seg,
@@ -971,7 +974,8 @@ FERRY_API int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms);
  * into idx (may be NULL); returns how many there are. */
 FERRY_API size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx,
                                       size_t max);
-/* Ends it (receivers still forwarding stop) and frees it.  NULL-safe. */
+/* Ends it (receivers still forwarding stop) and frees it.  Returns 0
+ * (also for NULL) or FERRY_EHANDLE. */
 FERRY_API int ferry_fanout_close(ferry_fanout_t *f);
 
 #ifdef __cplusplus

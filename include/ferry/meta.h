@@ -13,115 +13,7 @@ extern "C" {
 #endif
 
 /*
- * Bootstrap over TCP, for programs without a control plane of their own.
- *
- * The listening side publishes named regions; the connecting side learns
- * the listener's address (a peer) and looks regions up by name, and may
- * offer regions of its own, which the listening side finds through the
- * connection ferry_oob_accept() returns, for as long as that connection
- * lasts.
- *
- * Both sides prove they hold the same shared secret, the token
- * (config.oob_token or FERRY_OOB_TOKEN; empty when neither is set), by a
- * challenge-response over fresh nonces: the token itself never crosses
- * the network, and a peer without it is refused with a sentence saying
- * the tokens differ.  The handshake keeps out whoever lacks the token;
- * what follows it is neither encrypted nor signed, so it does not stand
- * up to someone who can rewrite the traffic.
- *
- * The listener bounds what any client can cost it: a handshake must end
- * within 5 s, and idle handshakes cannot crowd out clients that answer;
- * an authenticated client silent for 5 minutes is closed (its next
- * request says so); one that does not read its answers is dropped after
- * 5 s; one connection offers at most 1024 regions.  Frames are checked
- * and bounded; every wait has a deadline.
- */
-typedef struct ferry_oob ferry_oob_t;
-typedef struct ferry_oob_conn ferry_oob_conn_t;
-
-/*
- * Listens on "host:port" (":port" for every address; port 0 picks a free
- * one, see ferry_oob_port) and serves clients from a thread of its own.
- * The token is read now.  Without a token, only a loopback address may
- * be listened on (anyone who reaches the port could import every
- * published region and write to it) unless config.oob_insecure (or
- * FERRY_OOB_INSECURE=1) accepts that.  Returns 0, FERRY_EINVAL (bad
- * address, a non-loopback address without a token, a token of 128
- * characters or more: the sentence says), FERRY_EEXIST (the address is
- * already in use), FERRY_EHOSTUNREACH (host does not resolve) or
- * FERRY_ENOMEM.
- */
-FERRY_API int ferry_oob_listen(ferry_context_t *ctx, const char *hostport,
-                               ferry_oob_t **lis);
-/* The same with this token instead of the context's (NULL: the context's),
- * for one context serving, or joining, groups with different secrets. */
-FERRY_API int ferry_oob_listen_token(ferry_context_t *ctx,
-                                     const char *hostport, const char *token,
-                                     ferry_oob_t **lis);
-/* The port the listener is bound to, or FERRY_EINVAL for NULL. */
-FERRY_API int ferry_oob_port(const ferry_oob_t *lis);
-/* Makes mem findable by name (1 to 127 characters), replacing an earlier
- * publication of that name. */
-FERRY_API int ferry_oob_publish(ferry_oob_t *lis, const char *name,
-                                const ferry_mem_t *mem);
-/*
- * Waits up to timeout_ms (ferry.h's rule) for a client that has
- * connected, proven the token and not yet been accepted.  *conn carries
- * its peer.  Returns 0, FERRY_EAGAIN (none came in time), or the error of
- * adding the client as a peer.
- */
-FERRY_API int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms,
-                               ferry_oob_conn_t **conn);
-/* Stops serving and frees the listener; accepted connections stay valid
- * until ferry_oob_disconnect.  NULL-safe. */
-FERRY_API void ferry_oob_close(ferry_oob_t *lis);
-
-/*
- * Connects to a listener, retrying while the connection is refused until
- * timeout_ms (a deadline, ferry.h's rule: 0 the default, 10 s; < 0 none),
- * proves the token and exchanges addresses.
- * Returns 0, FERRY_ETIMEDOUT, FERRY_EHOSTUNREACH, FERRY_EPROTO (not a
- * ferry listener; the tokens differ, found by either side: the sentence
- * says), FERRY_EINCOMPAT (another frame version), FERRY_EAGAIN (the
- * listener serves as many clients as it takes), FERRY_EINVAL (a token of
- * 128 characters or more).
- */
-FERRY_API int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
-                                int timeout_ms, ferry_oob_conn_t **conn);
-/* The same with this token instead of the context's (NULL: the context's). */
-FERRY_API int ferry_oob_connect_token(ferry_context_t *ctx,
-                                      const char *hostport, const char *token,
-                                      int timeout_ms,
-                                      ferry_oob_conn_t **conn);
-/* The peer at the other end (owned by the context). */
-FERRY_API ferry_peer_t *ferry_oob_conn_peer(const ferry_oob_conn_t *conn);
-/*
- * Looks up a region by name: on a connecting side, one the listener
- * published (FERRY_ENOENT if none); on an accepted connection, one this
- * client offered, waiting up to timeout_ms for it (FERRY_ECONNRESET once
- * it disconnected).  *rmem
- * as from ferry_rmem_import.  A connection the listener closed (idle for
- * 5 minutes) answers FERRY_ECONNRESET with the listener's sentence.
- * timeout_ms is the request's deadline over the connection, 0 meaning
- * now (the bootstrap's own rule, older than ferry.h's): past it the call
- * ends with FERRY_ETIMEDOUT and the connection closes, since a late
- * answer could not be told from the next one's.
- */
-FERRY_API int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name,
-                               int timeout_ms, ferry_rmem_t **rmem);
-/*
- * Connecting side only: offers mem to the listener under name, replacing
- * an earlier offer of that name; the offer lasts as long as the
- * connection.  FERRY_ENOSPC (the connection stays usable) beyond 1024
- * offers or 1 MiB of them per connection.
- */
-FERRY_API int ferry_oob_offer(ferry_oob_conn_t *conn, const char *name,
-                              const ferry_mem_t *mem, int timeout_ms);
-/* Closes the connection (the peer stays with the context); its offers go
- * with it.  NULL-safe. */
-FERRY_API void ferry_oob_disconnect(ferry_oob_conn_t *conn);
-
-/* ==== Metadata =============================================================
+ * The one way peers meet: the metadata service.
  *
  * Where the peers of a fleet find each other by name.  A context joins
  * under a name unique in the service, and its entries live as long as it
@@ -142,10 +34,19 @@ FERRY_API void ferry_oob_disconnect(ferry_oob_conn_t *conn);
  *   etcds://...   the same over TLS: FERRY_ETCD_CACERT (the CA that signed
  *       the servers), FERRY_ETCD_CERT and FERRY_ETCD_KEY (this client's
  *       certificate, when the servers ask for one).
- *   bootstrap://HOST:PORT   the embedded bootstrap (ferry_oob_*), no
- *       server to run: the first context to open it listens on HOST:PORT
- *       and keeps the entries (the hub); the others connect to it.  A
- *       member's entries go when its connection does.  No watch.
+ *   bootstrap://HOST:PORT   ferry's own bootstrap over TCP, no server to
+ *       run: the first context to open it listens on HOST:PORT (port 0:
+ *       any, see ferry_meta_url) and keeps the entries (the hub); the
+ *       others connect to it.  A member's entries go when its connection
+ *       does.  No watch.  Both sides prove they hold the same shared
+ *       secret (config.oob_token or FERRY_OOB_TOKEN; empty when neither
+ *       is set) by a challenge-response over fresh nonces, so the token
+ *       never crosses the network; without a token a hub listens only on
+ *       loopback unless config.oob_insecure (FERRY_OOB_INSECURE=1) accepts
+ *       that anyone reaching the port could write into every published
+ *       region.  What follows the handshake is neither encrypted nor
+ *       signed.  The hub bounds what a member can cost it (handshakes end
+ *       within 5 s, 1024 regions per member; ferry_meta(3)).
  *
  * Names and regions are 1 to 127 characters of [A-Za-z0-9._-].  Every
  * call has a deadline: its timeout_ms, or config.metadata_timeout_ms; a
@@ -223,7 +124,7 @@ FERRY_API int ferry_meta_event(ferry_meta_t *meta, int timeout_ms,
                                struct ferry_meta_event *event);
 /* Withdraws everything the context published (at once: the lease is
  * revoked) and frees meta.  Peers it handed out stay with the context.
- * NULL-safe. */
+ * Returns 0 (also for NULL) or FERRY_EHANDLE. */
 FERRY_API int ferry_meta_close(ferry_meta_t *meta);
 
 #ifdef __cplusplus

@@ -102,7 +102,8 @@ struct ferry_topo_config {
  */
 FERRY_API int ferry_topo_load(const struct ferry_topo_config *cfg,
                               ferry_topo_t **topo);
-/* Frees the topology and every string it handed out.  NULL-safe. */
+/* Frees the topology and every string it handed out.  Returns 0 (also
+ * for NULL) or FERRY_EINVAL (not a live topology). */
 FERRY_API int ferry_topo_close(ferry_topo_t *topo);
 
 struct ferry_topo_info {

@@ -1331,15 +1331,9 @@ static int check_topo(const ferry_topo_t *t, const char *what)
     return 0;
 }
 
-int ferry_topo_close(ferry_topo_t *t)
+/* Frees a topology (also a half-built one: ferry_topo_load's failures). */
+static void topo_free(ferry_topo_t *t)
 {
-    int ret;
-
-    ferry__error_clear();
-    if (t == NULL)
-        return 0;
-    if ((ret = check_topo(t, "ferry_topo_close")))
-        return ret;
     free_choices(t->gpu_choice, t->ngpus);
     free_choices(t->numa_choice, t->nnuma);
     free(t->numa_ids);
@@ -1351,6 +1345,18 @@ int ferry_topo_close(ferry_topo_t *t)
         hwloc_topology_destroy(t->hw);
     t->magic = FERRY__MAGIC_DEAD;
     free(t);
+}
+
+int ferry_topo_close(ferry_topo_t *t)
+{
+    int ret;
+
+    ferry__error_clear();
+    if (t == NULL)
+        return 0;
+    if ((ret = check_topo(t, "ferry_topo_close")))
+        return ret;
+    topo_free(t);
     return 0;
 }
 
@@ -1437,7 +1443,7 @@ int ferry_topo_load(const struct ferry_topo_config *user, ferry_topo_t **out)
     if (ret == 0)
         ret = summarise(t, &cfg, xml, xml_origin);
     if (ret != 0) {
-        ferry_topo_close(t);
+        topo_free(t);
         return ret;
     }
     FERRY_LOG_INFO("%s", t->summary);

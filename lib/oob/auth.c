@@ -165,14 +165,12 @@ static int challenge(int fd, const char *secret, const uint8_t *cn, uint8_t *sn,
     if (!ferry__oob_proof_ok(got, want)) {
         say_why(fd, "the server's proof does not match the client's "
                     "bootstrap token (give both sides the same token: "
-                    "FERRY_OOB_TOKEN, config.oob_token or the "
-                    "ferry_oob_*_token calls' argument)");
+                    "FERRY_OOB_TOKEN or config.oob_token)");
         return ferry__error(FERRY_EPROTO,
                             "bootstrap: %s does not know this client's "
                             "token: the bootstrap token does not match the "
                             "server's (give both sides the same token: "
-                            "FERRY_OOB_TOKEN, config.oob_token or the "
-                            "ferry_oob_*_token calls' argument)",
+                            "FERRY_OOB_TOKEN or config.oob_token)",
                             where);
     }
     return 0;

@@ -53,17 +53,17 @@ static double seconds_since(uint64_t start_ns)
 
 /*
  * Connects, retrying refusals until the deadline: the server may start
- * a moment after the client.  The first refusal is said at once unless
- * the caller expects them (the wait may be long, and nothing else shows
- * why a connect has not returned), the last in the error.
+ * a moment after the client.  The first refusal is said at once (the wait
+ * may be long, and nothing else shows why a connect has not returned),
+ * the last in the error.  A probe takes the first refusal for an answer.
  */
-static int dial(const char *hostport, uint64_t deadline, bool say_refusal,
+static int dial(const char *hostport, uint64_t deadline, bool probing,
                 int *fd)
 {
     struct addrinfo *ai = NULL;
     int ret = ferry__oob_resolve(hostport, false, &ai), last = -ECONNREFUSED;
     uint64_t start = ferry__now_ns();
-    bool said = !say_refusal;
+    bool said = false;
 
     if (ret != 0)
         return ret;
@@ -76,7 +76,8 @@ static int dial(const char *hostport, uint64_t deadline, bool say_refusal,
                 return 0;
             }
         }
-        if (ferry__oob_remaining_ms(deadline) == 0 || last == -ETIMEDOUT)
+        if (ferry__oob_remaining_ms(deadline) == 0 || last == -ETIMEDOUT ||
+            (probing && last == -ECONNREFUSED))
             break;
         if (!said && last == -ECONNREFUSED) {
             FERRY_LOG_WARN("bootstrap: %s refused the connection (nothing "
@@ -102,7 +103,7 @@ static int dial(const char *hostport, uint64_t deadline, bool say_refusal,
 }
 
 /* The handshake on c's socket, then the server as a peer. */
-static int greet(struct ferry_oob_conn *c, const char *secret,
+static int greet(struct ferry__oob_conn *c, const char *secret,
                  uint64_t deadline)
 {
     uint8_t addr[FERRY__OOB_BLOB_MAX], srv[FERRY__OOB_BLOB_MAX];
@@ -118,16 +119,16 @@ static int greet(struct ferry_oob_conn *c, const char *secret,
 
 int ferry__oob_client_open(struct ferry_context *ctx, const char *hostport,
                            int timeout_ms, const char *secret,
-                           bool say_refusal, struct ferry_oob_conn **out)
+                           bool probing, struct ferry__oob_conn **out)
 {
     uint64_t deadline = ferry__oob_deadline(timeout_ms);
-    struct ferry_oob_conn *c = ferry__oob_conn_new(ctx);
+    struct ferry__oob_conn *c = ferry__oob_conn_new(ctx);
     int ret;
 
     if (c == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory for a connection");
     snprintf(c->where, sizeof(c->where), "server %s", hostport);
-    ret = dial(hostport, deadline, say_refusal, &c->fd);
+    ret = dial(hostport, deadline, probing, &c->fd);
     if (ret == 0)
         ret = greet(c, secret, deadline);
     if (ret != 0) {
@@ -145,7 +146,7 @@ int ferry__oob_client_open(struct ferry_context *ctx, const char *hostport,
  * reason (idle too long, say) that is already waiting to be read, which
  * says more than the failed send does.
  */
-static int reason_or(struct ferry_oob_conn *c, int ret, uint8_t *buf)
+static int reason_or(struct ferry__oob_conn *c, int ret, uint8_t *buf)
 {
     struct ferry__blob_reader r;
     unsigned kind;
@@ -160,14 +161,14 @@ static int reason_or(struct ferry_oob_conn *c, int ret, uint8_t *buf)
     return ferry__error(ret, "%s", sent);
 }
 
-static void hang_up(struct ferry_oob_conn *c)
+static void hang_up(struct ferry__oob_conn *c)
 {
     close(c->fd);
     c->fd = -1;
 }
 
 /* The exchange, with c->lock held. */
-static int call_locked(struct ferry_oob_conn *c, const uint8_t *req, size_t len,
+static int call_locked(struct ferry__oob_conn *c, const uint8_t *req, size_t len,
                        uint64_t deadline, uint8_t *buf,
                        struct ferry__blob_reader *r, unsigned *answer)
 {
@@ -176,8 +177,8 @@ static int call_locked(struct ferry_oob_conn *c, const uint8_t *req, size_t len,
     if (c->fd < 0)
         return ferry__error(FERRY_ECONNRESET,
                             "bootstrap: the connection to "
-                            "%s was closed after an earlier failure; connect "
-                            "again",
+                            "%s was closed after an earlier failure; join "
+                            "again (ferry_meta_open)",
                             c->where);
     ret = ferry__oob_send_all(c->fd, req, len, deadline, c->where);
     if (ret != 0)
@@ -195,7 +196,7 @@ static int call_locked(struct ferry_oob_conn *c, const uint8_t *req, size_t len,
     return ret;
 }
 
-int ferry__oob_client_call(struct ferry_oob_conn *c, unsigned kind,
+int ferry__oob_client_call(struct ferry__oob_conn *c, unsigned kind,
                            const char *name, const void *bytes, size_t n,
                            int timeout_ms, uint8_t *buf,
                            struct ferry__blob_reader *r, unsigned *answer)

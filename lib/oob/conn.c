@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-struct ferry_oob_conn *ferry__oob_conn_new(struct ferry_context *ctx)
+struct ferry__oob_conn *ferry__oob_conn_new(struct ferry_context *ctx)
 {
-    struct ferry_oob_conn *c = calloc(1, sizeof(*c));
+    struct ferry__oob_conn *c = calloc(1, sizeof(*c));
 
     if (c == NULL)
         return NULL;
@@ -21,7 +21,7 @@ struct ferry_oob_conn *ferry__oob_conn_new(struct ferry_context *ctx)
     return c;
 }
 
-void ferry__oob_conn_free(struct ferry_oob_conn *c)
+void ferry__oob_conn_free(struct ferry__oob_conn *c)
 {
     if (c == NULL)
         return;
@@ -35,7 +35,7 @@ void ferry__oob_conn_free(struct ferry_oob_conn *c)
 
 /* ---- the handshake queue ------------------------------------------------ */
 
-void ferry__oob_hs_push(struct ferry_oob *lis, struct ferry_oob_conn *c,
+void ferry__oob_hs_push(struct ferry__oob *lis, struct ferry__oob_conn *c,
                         enum ferry__oob_hs_class cls)
 {
     struct ferry__oob_hs_queue *q = &lis->hs[cls];
@@ -51,7 +51,7 @@ void ferry__oob_hs_push(struct ferry_oob *lis, struct ferry_oob_conn *c,
     lis->n_handshake++;
 }
 
-void ferry__oob_hs_remove(struct ferry_oob *lis, struct ferry_oob_conn *c)
+void ferry__oob_hs_remove(struct ferry__oob *lis, struct ferry__oob_conn *c)
 {
     struct ferry__oob_hs_queue *q = &lis->hs[c->hs_class];
 
@@ -67,14 +67,14 @@ void ferry__oob_hs_remove(struct ferry_oob *lis, struct ferry_oob_conn *c)
     lis->n_handshake--;
 }
 
-void ferry__oob_hs_move(struct ferry_oob *lis, struct ferry_oob_conn *c,
+void ferry__oob_hs_move(struct ferry__oob *lis, struct ferry__oob_conn *c,
                         enum ferry__oob_hs_class cls)
 {
     ferry__oob_hs_remove(lis, c);
     ferry__oob_hs_push(lis, c, cls);
 }
 
-struct ferry_oob_conn *ferry__oob_hs_victim(struct ferry_oob *lis)
+struct ferry__oob_conn *ferry__oob_hs_victim(struct ferry__oob *lis)
 {
     for (int i = 0; i < FERRY__OOB_HS_CLASSES; i++)
         if (lis->hs[i].head != NULL)
@@ -84,9 +84,9 @@ struct ferry_oob_conn *ferry__oob_hs_victim(struct ferry_oob *lis)
 
 /* ---- closing a served connection ---------------------------------------- */
 
-void ferry__oob_conn_close(struct ferry_oob_conn *c)
+void ferry__oob_conn_close(struct ferry__oob_conn *c)
 {
-    struct ferry_oob *lis = c->lis;
+    struct ferry__oob *lis = c->lis;
 
     if (c->closed)
         return;

@@ -32,7 +32,7 @@ enum ferry__oob_hs_class {
 };
 
 struct ferry__oob_hs_queue {
-    struct ferry_oob_conn *head, *tail; /* oldest first */
+    struct ferry__oob_conn *head, *tail; /* oldest first */
 };
 
 /* Where a served connection is in its life. */
@@ -42,10 +42,10 @@ enum ferry__oob_state {
     FERRY__OOB_READY, /* authenticated: lookups, offers */
 };
 
-struct ferry_oob_conn {
+struct ferry__oob_conn {
     struct ferry_context *ctx;
-    struct ferry_oob *lis;       /* server side: the listener; client: NULL */
-    struct ferry_oob_conn *next; /* listener's list, newest first */
+    struct ferry__oob *lis;       /* server side: the listener; client: NULL */
+    struct ferry__oob_conn *next; /* listener's list, newest first */
     int fd;         /* server side: closed by the service thread only */
     char where[96]; /* "client host:port" / "server host:port" */
     ferry_peer_t *peer;
@@ -55,7 +55,7 @@ struct ferry_oob_conn {
     enum ferry__oob_state state;
     /* The handshake queue of its class (HELLO and PROOF connections). */
     enum ferry__oob_hs_class hs_class;
-    struct ferry_oob_conn *hs_prev, *hs_next;
+    struct ferry__oob_conn *hs_prev, *hs_next;
     bool closing;         /* a last frame is queued; closed once it is out */
     bool closed;          /* done: offers gone, fd to be closed */
     bool accepted;        /* handed to the application, which frees it */
@@ -75,7 +75,7 @@ struct ferry_oob_conn {
     uint8_t tx[2 * FERRY__FRAME_MAX]; /* an answer and a last ERROR */
 };
 
-struct ferry_oob {
+struct ferry__oob {
     struct ferry_context *ctx;
     int fd;
     int wake[2]; /* pipe: wakes the service thread to stop */
@@ -89,7 +89,7 @@ struct ferry_oob {
 
     /* Under lock. */
     struct ferry__oob_limits limits;
-    struct ferry_oob_conn *conns;
+    struct ferry__oob_conn *conns;
     struct ferry__oob_hs_queue hs[FERRY__OOB_HS_CLASSES];
     unsigned n_handshake;          /* on the handshake queues */
     unsigned n_ready;              /* READY and not closed */
@@ -97,42 +97,42 @@ struct ferry_oob {
 
     /* The service thread's alone. */
     struct pollfd *pfd;
-    struct ferry_oob_conn **who; /* the connection of pfd[i] */
+    struct ferry__oob_conn **who; /* the connection of pfd[i] */
     size_t pcap;
     uint64_t accept_again_ns; /* accepting paused (no fd) until then */
 };
 
 /* A connection the listener serves (or served, before it closed), on
  * which only the listener's calls make sense. */
-static inline bool ferry__oob_served(const struct ferry_oob_conn *c)
+static inline bool ferry__oob_served(const struct ferry__oob_conn *c)
 {
     return c->lis != NULL || c->accepted;
 }
 
 /* A connection with no socket yet (fd -1); NULL when out of memory. */
-struct ferry_oob_conn *ferry__oob_conn_new(struct ferry_context *ctx);
+struct ferry__oob_conn *ferry__oob_conn_new(struct ferry_context *ctx);
 /* Closes its socket and frees it.  A served connection must be closed
  * (ferry__oob_conn_close, serve.h) first: its offers are gone then. */
-void ferry__oob_conn_free(struct ferry_oob_conn *c);
+void ferry__oob_conn_free(struct ferry__oob_conn *c);
 
 /* The listener's handshake queues: a connection joins the silent one when
  * accepted, moves on as it talks, and leaves when authenticated or
  * closed.  Under lis->lock. */
-void ferry__oob_hs_push(struct ferry_oob *lis, struct ferry_oob_conn *c,
+void ferry__oob_hs_push(struct ferry__oob *lis, struct ferry__oob_conn *c,
                         enum ferry__oob_hs_class cls);
-void ferry__oob_hs_remove(struct ferry_oob *lis, struct ferry_oob_conn *c);
+void ferry__oob_hs_remove(struct ferry__oob *lis, struct ferry__oob_conn *c);
 /* Moves c to the back of the queue of class cls. */
-void ferry__oob_hs_move(struct ferry_oob *lis, struct ferry_oob_conn *c,
+void ferry__oob_hs_move(struct ferry__oob *lis, struct ferry__oob_conn *c,
                         enum ferry__oob_hs_class cls);
 /* The one to drop for a newcomer (see enum ferry__oob_hs_class); NULL
  * when no connection is in the handshake. */
-struct ferry_oob_conn *ferry__oob_hs_victim(struct ferry_oob *lis);
+struct ferry__oob_conn *ferry__oob_hs_victim(struct ferry__oob *lis);
 
 /*
  * Ends a served connection: its offers go, waiters wake, and the service
  * thread closes its socket at its next pass (and frees it unless the
  * application holds it).  Under lis->lock; any thread.  Idempotent.
  */
-void ferry__oob_conn_close(struct ferry_oob_conn *c);
+void ferry__oob_conn_close(struct ferry__oob_conn *c);
 
 #endif /* FERRY_OOB_CONN_H */

@@ -14,7 +14,7 @@
 
 /* The challenge: the server's nonce and its proof, raw bytes with no
  * length field (both are of fixed size). */
-static void send_challenge(struct ferry_oob *lis, struct ferry_oob_conn *c)
+static void send_challenge(struct ferry__oob *lis, struct ferry__oob_conn *c)
 {
     struct ferry__blob_writer w;
     uint8_t frame[FERRY__FRAME_MAX], proof[FERRY__OOB_PROOF_LEN];
@@ -32,7 +32,7 @@ static void send_challenge(struct ferry_oob *lis, struct ferry_oob_conn *c)
     ferry__oob_reply_frame(c, frame, len);
 }
 
-static void on_hello(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static void on_hello(struct ferry__oob *lis, struct ferry__oob_conn *c,
                      unsigned kind, struct ferry__blob_reader *r)
 {
     if (kind == FERRY__FRAME_OLD_HELLO) {
@@ -62,7 +62,7 @@ static void on_hello(struct ferry_oob *lis, struct ferry_oob_conn *c,
 }
 
 /* Reads the proof frame's fields; false (and dropped) when malformed. */
-static bool read_proof(struct ferry_oob_conn *c, struct ferry__blob_reader *r,
+static bool read_proof(struct ferry__oob_conn *c, struct ferry__blob_reader *r,
                        uint8_t *proof)
 {
     ferry__blob_get_bytes(r, proof, FERRY__OOB_PROOF_LEN);
@@ -75,7 +75,7 @@ static bool read_proof(struct ferry_oob_conn *c, struct ferry__blob_reader *r,
     return true;
 }
 
-static void on_proof(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static void on_proof(struct ferry__oob *lis, struct ferry__oob_conn *c,
                      unsigned kind, struct ferry__blob_reader *r)
 {
     uint8_t got[FERRY__OOB_PROOF_LEN], want[FERRY__OOB_PROOF_LEN];
@@ -95,12 +95,12 @@ static void on_proof(struct ferry_oob *lis, struct ferry_oob_conn *c,
         ferry__oob_drop(
             c, FERRY_EPROTO,
             "the client's bootstrap token does not match the server's (give "
-            "both sides the same token: FERRY_OOB_TOKEN, config.oob_token or "
-            "the ferry_oob_*_token calls' argument)");
+            "both sides the same token: FERRY_OOB_TOKEN or "
+            "config.oob_token)");
         return;
     }
     /* A malformed address is refused now, not later as an error of the
-     * application's ferry_oob_accept: its header (magic, version, kind,
+     * application's ferry__oob_accept: its header (magic, version, kind,
      * length, checksum) is checked here, its fields by ferry_peer_add. */
     if (ferry__blob_open(&ar, c->peer_addr, c->peer_addr_len, FERRY__BLOB_ADDR,
                          "the client's address blob")) {
@@ -125,7 +125,7 @@ static void on_proof(struct ferry_oob *lis, struct ferry_oob_conn *c,
 /* ---- requests ---------------------------------------------------------- */
 
 /* Reads a request's name; false (and dropped) when malformed. */
-static bool read_name(struct ferry_oob_conn *c, struct ferry__blob_reader *r,
+static bool read_name(struct ferry__oob_conn *c, struct ferry__blob_reader *r,
                       char *name, const char *what)
 {
     ferry__blob_get_str(r, name, FERRY__OOB_NAME_MAX + 1);
@@ -138,7 +138,7 @@ static bool read_name(struct ferry_oob_conn *c, struct ferry__blob_reader *r,
 
 /* A lookup: of anything (LOOKUP), or only of what the listener
  * published itself (LOOKUP_OWN). */
-static void on_lookup(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static void on_lookup(struct ferry__oob *lis, struct ferry__oob_conn *c,
                       unsigned kind, struct ferry__blob_reader *r)
 {
     char name[FERRY__OOB_NAME_MAX + 1];
@@ -161,7 +161,7 @@ static void on_lookup(struct ferry_oob *lis, struct ferry_oob_conn *c,
 
 /* Whether c may offer blob under name: its caps, counting old (its
  * offer of that name, which this one replaces; NULL if none) as gone. */
-static bool offer_fits(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static bool offer_fits(struct ferry__oob *lis, struct ferry__oob_conn *c,
                        const struct ferry__oob_entry *old, const char *name,
                        size_t len)
 {
@@ -189,7 +189,7 @@ static bool offer_fits(struct ferry_oob *lis, struct ferry_oob_conn *c,
     return true;
 }
 
-static void on_offer(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static void on_offer(struct ferry__oob *lis, struct ferry__oob_conn *c,
                      struct ferry__blob_reader *r)
 {
     char name[FERRY__OOB_NAME_MAX + 1];
@@ -220,7 +220,7 @@ static void on_offer(struct ferry_oob *lis, struct ferry_oob_conn *c,
     pthread_cond_broadcast(&lis->changed);
 }
 
-static void on_withdraw(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static void on_withdraw(struct ferry__oob *lis, struct ferry__oob_conn *c,
                         struct ferry__blob_reader *r)
 {
     char name[FERRY__OOB_NAME_MAX + 1];
@@ -242,7 +242,7 @@ static void on_withdraw(struct ferry_oob *lis, struct ferry_oob_conn *c,
     ferry__oob_reply(c, FERRY__FRAME_WITHDRAW_OK, NULL, NULL, 0);
 }
 
-static void on_request(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static void on_request(struct ferry__oob *lis, struct ferry__oob_conn *c,
                        unsigned kind, struct ferry__blob_reader *r)
 {
     switch (kind) {
@@ -263,7 +263,7 @@ static void on_request(struct ferry_oob *lis, struct ferry_oob_conn *c,
     case FERRY__FRAME_AUTH_HELLO:
     case FERRY__FRAME_AUTH_PROOF:
         /* A second handshake could rewrite the address that
-         * ferry_oob_accept reads without the lock. */
+         * ferry__oob_accept reads without the lock. */
         ferry__oob_drop(c, FERRY_EPROTO, "a client says hello only once");
         return;
     default:
@@ -273,7 +273,7 @@ static void on_request(struct ferry_oob *lis, struct ferry_oob_conn *c,
 }
 
 /* One whole frame from c, in c->rx. */
-void ferry__oob_handle_frame(struct ferry_oob *lis, struct ferry_oob_conn *c)
+void ferry__oob_handle_frame(struct ferry__oob *lis, struct ferry__oob_conn *c)
 {
     struct ferry__blob_reader r;
     unsigned kind = ferry__oob_frame_kind(c->rx);

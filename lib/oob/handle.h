@@ -11,6 +11,6 @@
  * while c is in it, else a request.  Anything malformed or out of turn
  * ends c with a sentence.  Service thread, lis->lock held.
  */
-void ferry__oob_handle_frame(struct ferry_oob *lis, struct ferry_oob_conn *c);
+void ferry__oob_handle_frame(struct ferry__oob *lis, struct ferry__oob_conn *c);
 
 #endif /* FERRY_OOB_HANDLE_H */

@@ -25,8 +25,8 @@
 #define PING_MS 60000
 
 struct boot {
-    ferry_oob_t *hub;       /* this context is the hub */
-    ferry_oob_conn_t *conn; /* this context is a member */
+    ferry__oob_t *hub;       /* this context is the hub */
+    ferry__oob_conn_t *conn; /* this context is a member */
     /* a member's pinger thread */
     pthread_t pinger;
     bool pinging;
@@ -66,25 +66,36 @@ static void *pinger_main(void *arg)
 /*
  * Connects to the hub at hostport, or becomes it.  A hub that answers
  * within HUB_PROBE_MS is joined; otherwise this context listens there,
- * and if it cannot (another context became the hub meanwhile, or the
- * address is another host's), it connects with the whole timeout.
+ * and if it cannot because the address is taken (another context became
+ * the hub meanwhile, or the address is another host's), it connects with
+ * the whole timeout.  Port 0 (any free port) can only mean a new hub:
+ * no probe, no fallback.  ":PORT" (every address of this host) falls back
+ * only when the port is taken, so that a listen refused for another reason
+ * (a public address without a token) says so at once.
  */
 static int find_hub(struct ferry_meta *m, struct boot *b, const char *hostport)
 {
+    const char *port = strrchr(hostport, ':') + 1;
+    bool any_port = strcmp(port, "0") == 0;
     char first[512];
-    int ret = ferry__oob_probe(m->ctx, hostport, HUB_PROBE_MS, &b->conn);
+    int ret = any_port ? FERRY_EHOSTUNREACH
+                       : ferry__oob_probe(m->ctx, hostport, HUB_PROBE_MS,
+                                          &b->conn);
 
     if (ret == 0 || (ret != FERRY_ETIMEDOUT && ret != FERRY_EHOSTUNREACH))
         return ret;
-    if (ferry_oob_listen(m->ctx, hostport, &b->hub) == 0) {
+    ret = ferry__oob_listen(m->ctx, hostport, &b->hub);
+    if (ret == 0) {
         /* Port 0 asked for any free port: say which one. */
         snprintf(m->url, sizeof(m->url), "bootstrap://%.*s:%d",
-                 (int)(strrchr(hostport, ':') - hostport), hostport,
-                 ferry_oob_port(b->hub));
+                 (int)(port - 1 - hostport), hostport,
+                 ferry__oob_port(b->hub));
         return 0;
     }
+    if (any_port || (hostport[0] == ':' && ret != FERRY_EEXIST))
+        return ret;
     snprintf(first, sizeof(first), "%s", ferry_last_error());
-    ret = ferry_oob_connect(m->ctx, hostport, m->timeout_ms, &b->conn);
+    ret = ferry__oob_connect(m->ctx, hostport, m->timeout_ms, &b->conn);
     if (ret != 0)
         return ferry__error(ret, "bootstrap://%s: no hub answers there (%s), "
                             "and this context cannot become it (%s)",
@@ -134,8 +145,8 @@ static void boot_close(struct ferry_meta *m)
     }
     pthread_cond_destroy(&b->stop_cv);
     pthread_mutex_destroy(&b->lock);
-    ferry_oob_disconnect(b->conn);
-    ferry_oob_close(b->hub);
+    ferry__oob_disconnect(b->conn);
+    ferry__oob_close(b->hub);
     free(b);
     m->backend_state = NULL;
 }

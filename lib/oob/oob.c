@@ -1,12 +1,12 @@
 /*
  * Bootstrap over TCP for programs without a control plane of their own:
- * the API (ferry_oob_* in ferry.h, ferry__oob_* in oob.h).
+ * the API (ferry__oob_* in ferry.h, ferry__oob_* in oob.h).
  *
  * A listener publishes the context's address and named blobs (remote
  * keys); a client connects, both prove they hold the same secret
  * (auth.h), the client learns the address (and tells its own) and looks
  * names up.  A client may offer blobs too; the server finds them through
- * the connection ferry_oob_accept() gives it, or by name (ferry__oob_find).
+ * the connection ferry__oob_accept() gives it, or by name (ferry__oob_find).
  *
  * The parts, lowest first: wire.c (frames, deadlines), auth.c (the
  * handshake's proofs, the client's side of it), names.c (the listener's
@@ -91,14 +91,14 @@ static bool is_loopback(const struct sockaddr *sa)
  * published (their keys allow remote writes): only this host may reach
  * it then, unless the configuration says that is accepted.
  */
-static int check_exposure(const struct ferry_oob *lis, const char *hostport,
+static int check_exposure(const struct ferry__oob *lis, const char *hostport,
                           const struct sockaddr *sa)
 {
     if (is_loopback(sa) || lis->secret[0] != '\0' ||
         ferry__fabric_of(lis->ctx)->cfg.oob_insecure)
         return 0;
     return ferry__error(FERRY_EINVAL,
-                        "ferry_oob_listen: \"%s\" is not a loopback address "
+                        "bootstrap listen: \"%s\" is not a loopback address "
                         "and no bootstrap token is set: anyone who reaches "
                         "the port could import every published region and "
                         "write to it.  Set the same FERRY_OOB_TOKEN (or "
@@ -121,7 +121,7 @@ static int bind_error(const char *hostport, int err)
 }
 
 /* Non-blocking: the service thread accepts until EAGAIN. */
-static int bind_listen(struct ferry_oob *lis, const char *hostport,
+static int bind_listen(struct ferry__oob *lis, const char *hostport,
                        const struct addrinfo *ai)
 {
     int one = 1;
@@ -139,7 +139,7 @@ static int bind_listen(struct ferry_oob *lis, const char *hostport,
     return 0;
 }
 
-static int open_listen_socket(struct ferry_oob *lis, const char *hostport)
+static int open_listen_socket(struct ferry__oob *lis, const char *hostport)
 {
     struct addrinfo *ai = NULL;
     struct sockaddr_storage ss;
@@ -162,7 +162,7 @@ static int open_listen_socket(struct ferry_oob *lis, const char *hostport)
 }
 
 /* Frees a listener whose thread never ran or has ended. */
-static void listener_free(struct ferry_oob *lis)
+static void listener_free(struct ferry__oob *lis)
 {
     if (lis->fd >= 0)
         close(lis->fd);
@@ -180,9 +180,9 @@ static void listener_free(struct ferry_oob *lis)
     free(lis);
 }
 
-static struct ferry_oob *listener_new(ferry_context_t *ctx, const char *secret)
+static struct ferry__oob *listener_new(ferry_context_t *ctx, const char *secret)
 {
-    struct ferry_oob *lis = calloc(1, sizeof(*lis));
+    struct ferry__oob *lis = calloc(1, sizeof(*lis));
 
     if (lis == NULL)
         return NULL;
@@ -199,25 +199,25 @@ static struct ferry_oob *listener_new(ferry_context_t *ctx, const char *secret)
     return lis;
 }
 
-int ferry_oob_listen(ferry_context_t *ctx, const char *hostport,
-                     ferry_oob_t **out)
+int ferry__oob_listen(ferry_context_t *ctx, const char *hostport,
+                     ferry__oob_t **out)
 {
-    return ferry_oob_listen_token(ctx, hostport, NULL, out);
+    return ferry__oob_listen_token(ctx, hostport, NULL, out);
 }
 
-int ferry_oob_listen_token(ferry_context_t *ctx, const char *hostport,
-                           const char *token, ferry_oob_t **out)
+int ferry__oob_listen_token(ferry_context_t *ctx, const char *hostport,
+                           const char *token, ferry__oob_t **out)
 {
-    struct ferry_oob *lis;
+    struct ferry__oob *lis;
     int ret;
 
     ferry__error_clear();
-    if ((ret = ferry__check_ctx(ctx, "ferry_oob_listen")))
+    if ((ret = ferry__check_ctx(ctx, "bootstrap listen")))
         return ret;
     if (out == NULL)
-        return ferry__error(FERRY_EINVAL, "ferry_oob_listen: out is NULL");
+        return ferry__error(FERRY_EINVAL, "bootstrap listen: out is NULL");
     token = token_of(ctx, token);
-    if ((ret = check_token(token, "ferry_oob_listen")))
+    if ((ret = check_token(token, "bootstrap listen")))
         return ret;
     lis = listener_new(ctx, token);
     if (lis == NULL)
@@ -241,12 +241,12 @@ int ferry_oob_listen_token(ferry_context_t *ctx, const char *hostport,
     return 0;
 }
 
-int ferry_oob_port(const ferry_oob_t *lis)
+int ferry__oob_port(const ferry__oob_t *lis)
 {
     return lis != NULL ? lis->port : FERRY_EINVAL;
 }
 
-void ferry_oob_close(ferry_oob_t *lis)
+void ferry__oob_close(ferry__oob_t *lis)
 {
     if (lis == NULL)
         return;
@@ -254,7 +254,7 @@ void ferry_oob_close(ferry_oob_t *lis)
         FERRY_LOG_WARN("bootstrap: cannot wake the service thread");
     pthread_join(lis->thread, NULL);
     while (lis->conns != NULL) {
-        struct ferry_oob_conn *c = lis->conns;
+        struct ferry__oob_conn *c = lis->conns;
 
         lis->conns = c->next;
         ferry__oob_conn_close(c);
@@ -273,7 +273,7 @@ void ferry_oob_close(ferry_oob_t *lis)
 
 /* ---- publishing and finding (listener side) ----------------------------- */
 
-int ferry__oob_publish_blob(ferry_oob_t *lis, const char *name,
+int ferry__oob_publish_blob(ferry__oob_t *lis, const char *name,
                             const void *blob, size_t len)
 {
     int ret;
@@ -297,7 +297,7 @@ int ferry__oob_publish_blob(ferry_oob_t *lis, const char *name,
     return 0;
 }
 
-int ferry__oob_withdraw(ferry_oob_t *lis, const char *name)
+int ferry__oob_withdraw(ferry__oob_t *lis, const char *name)
 {
     long ret;
 
@@ -331,7 +331,7 @@ static int copy_out(const struct ferry__oob_entry *e, void *blob, size_t *len)
     return 0;
 }
 
-int ferry__oob_find(ferry_oob_t *lis, const char *name, void *blob, size_t *len)
+int ferry__oob_find(ferry__oob_t *lis, const char *name, void *blob, size_t *len)
 {
     const struct ferry__oob_entry *e;
     int ret;
@@ -352,7 +352,7 @@ int ferry__oob_find(ferry_oob_t *lis, const char *name, void *blob, size_t *len)
     return ret;
 }
 
-int ferry__oob_set_limits(ferry_oob_t *lis, const struct ferry__oob_limits *l)
+int ferry__oob_set_limits(ferry__oob_t *lis, const struct ferry__oob_limits *l)
 {
     if (lis == NULL || l == NULL || l->handshake_ms <= 0 || l->idle_ms <= 0 ||
         l->send_stall_ms <= 0 || l->max_unauth == 0 || l->max_auth == 0 ||
@@ -366,7 +366,7 @@ int ferry__oob_set_limits(ferry_oob_t *lis, const struct ferry__oob_limits *l)
     return 0;
 }
 
-int ferry_oob_publish(ferry_oob_t *lis, const char *name,
+int ferry__oob_publish(ferry__oob_t *lis, const char *name,
                       const ferry_mem_t *mem)
 {
     uint8_t blob[FERRY__OOB_BLOB_MAX];
@@ -375,9 +375,9 @@ int ferry_oob_publish(ferry_oob_t *lis, const char *name,
 
     ferry__error_clear();
     if (lis == NULL)
-        return ferry__error(FERRY_EINVAL, "ferry_oob_publish: lis is NULL");
+        return ferry__error(FERRY_EINVAL, "bootstrap publish: lis is NULL");
     if ((ret = ferry__oob_check_name(name, FERRY__OOB_PUBLIC_NAME_MAX,
-                                     "ferry_oob_publish")) ||
+                                     "bootstrap publish")) ||
         (ret = ferry_mem_export(mem, blob, &len)))
         return ret;
     return ferry__oob_publish_blob(lis, name, blob, len);
@@ -387,7 +387,7 @@ int ferry_oob_publish(ferry_oob_t *lis, const char *name,
 
 /* Waits on lis->changed for at most 50 ms: the deadline is re-checked
  * that often. */
-static void wait_changed(struct ferry_oob *lis)
+static void wait_changed(struct ferry__oob *lis)
 {
     struct timespec until = ferry__realtime_after(50);
 
@@ -395,16 +395,16 @@ static void wait_changed(struct ferry_oob *lis)
 }
 
 /* An authenticated client not handed out yet; under lis->lock. */
-static struct ferry_oob_conn *next_to_accept(struct ferry_oob *lis)
+static struct ferry__oob_conn *next_to_accept(struct ferry__oob *lis)
 {
-    for (struct ferry_oob_conn *c = lis->conns; c != NULL; c = c->next)
+    for (struct ferry__oob_conn *c = lis->conns; c != NULL; c = c->next)
         if (c->state == FERRY__OOB_READY && !c->accepted && !c->closed)
             return c;
     return NULL;
 }
 
 /* The client's address becomes a peer; a client refused here is closed. */
-static int adopt(struct ferry_oob *lis, struct ferry_oob_conn *c)
+static int adopt(struct ferry__oob *lis, struct ferry__oob_conn *c)
 {
     char where[sizeof(c->where)];
     int ret =
@@ -419,20 +419,20 @@ static int adopt(struct ferry_oob *lis, struct ferry_oob_conn *c)
     c->accepted = false;
     ferry__oob_conn_close(c);
     pthread_mutex_unlock(&lis->lock);
-    return ferry__error(ret, "ferry_oob_accept: %s: %s", where,
+    return ferry__error(ret, "bootstrap accept: %s: %s", where,
                         ferry_last_error());
 }
 
-int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms, ferry_oob_conn_t **out)
+int ferry__oob_accept(ferry__oob_t *lis, int timeout_ms, ferry__oob_conn_t **out)
 {
     uint64_t deadline = ferry__oob_deadline(timeout_ms);
-    struct ferry_oob_conn *c;
+    struct ferry__oob_conn *c;
     int ret;
 
     ferry__error_clear();
     if (lis == NULL || out == NULL)
         return ferry__error(FERRY_EINVAL,
-                            "ferry_oob_accept: lis or out is NULL");
+                            "bootstrap accept: lis or out is NULL");
     pthread_mutex_lock(&lis->lock);
     while ((c = next_to_accept(lis)) == NULL &&
            ferry__oob_remaining_ms(deadline) != 0)
@@ -444,7 +444,7 @@ int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms, ferry_oob_conn_t **out)
     pthread_mutex_unlock(&lis->lock);
     if (c == NULL)
         return ferry__error(FERRY_EAGAIN,
-                            "ferry_oob_accept: no client connected within "
+                            "bootstrap accept: no client connected within "
                             "%d ms (wait again)",
                             timeout_ms);
     if ((ret = adopt(lis, c)))
@@ -454,10 +454,10 @@ int ferry_oob_accept(ferry_oob_t *lis, int timeout_ms, ferry_oob_conn_t **out)
 }
 
 /* Waits until the client of accepted connection c offers name. */
-static int lookup_offered(struct ferry_oob_conn *c, const char *name,
+static int lookup_offered(struct ferry__oob_conn *c, const char *name,
                           uint64_t deadline, uint8_t *blob, size_t *len)
 {
-    struct ferry_oob *lis = c->lis;
+    struct ferry__oob *lis = c->lis;
     const struct ferry__oob_entry *e = NULL;
     bool closed;
 
@@ -487,56 +487,56 @@ static int lookup_offered(struct ferry_oob_conn *c, const char *name,
 
 /* ---- the connecting side ------------------------------------------------ */
 
-/* ferry_oob_connect_token; say_refusal: log the first refusal at once. */
+/* ferry__oob_connect_token; probing: as ferry__oob_client_open's. */
 static int connect_with(ferry_context_t *ctx, const char *hostport,
-                        const char *token, int timeout_ms, bool say_refusal,
-                        ferry_oob_conn_t **out)
+                        const char *token, int timeout_ms, bool probing,
+                        ferry__oob_conn_t **out)
 {
     int ret;
 
     ferry__error_clear();
-    if ((ret = ferry__check_ctx(ctx, "ferry_oob_connect")))
+    if ((ret = ferry__check_ctx(ctx, "bootstrap connect")))
         return ret;
     if (out == NULL)
-        return ferry__error(FERRY_EINVAL, "ferry_oob_connect: out is NULL");
+        return ferry__error(FERRY_EINVAL, "bootstrap connect: out is NULL");
     if (hostport == NULL)
-        return ferry__error(FERRY_EINVAL, "ferry_oob_connect: hostport is "
+        return ferry__error(FERRY_EINVAL, "bootstrap connect: hostport is "
                                           "NULL; use \"host:port\"");
     /* A deadline (ferry(7) "Timeouts"): 0 the default, < 0 none. */
     if (timeout_ms == 0)
         timeout_ms = DEFAULT_CONNECT_MS;
     token = token_of(ctx, token);
-    if ((ret = check_token(token, "ferry_oob_connect")))
+    if ((ret = check_token(token, "bootstrap connect")))
         return ret;
     return ferry__oob_client_open(ctx, hostport, timeout_ms, token,
-                                  say_refusal, out);
+                                  probing, out);
 }
 
-int ferry_oob_connect(ferry_context_t *ctx, const char *hostport,
-                      int timeout_ms, ferry_oob_conn_t **out)
-{
-    return connect_with(ctx, hostport, NULL, timeout_ms, true, out);
-}
-
-int ferry_oob_connect_token(ferry_context_t *ctx, const char *hostport,
-                            const char *token, int timeout_ms,
-                            ferry_oob_conn_t **out)
-{
-    return connect_with(ctx, hostport, token, timeout_ms, true, out);
-}
-
-int ferry__oob_probe(ferry_context_t *ctx, const char *hostport,
-                     int timeout_ms, ferry_oob_conn_t **out)
+int ferry__oob_connect(ferry_context_t *ctx, const char *hostport,
+                      int timeout_ms, ferry__oob_conn_t **out)
 {
     return connect_with(ctx, hostport, NULL, timeout_ms, false, out);
 }
 
-ferry_peer_t *ferry_oob_conn_peer(const ferry_oob_conn_t *conn)
+int ferry__oob_connect_token(ferry_context_t *ctx, const char *hostport,
+                            const char *token, int timeout_ms,
+                            ferry__oob_conn_t **out)
+{
+    return connect_with(ctx, hostport, token, timeout_ms, false, out);
+}
+
+int ferry__oob_probe(ferry_context_t *ctx, const char *hostport,
+                     int timeout_ms, ferry__oob_conn_t **out)
+{
+    return connect_with(ctx, hostport, NULL, timeout_ms, true, out);
+}
+
+ferry_peer_t *ferry__oob_conn_peer(const ferry__oob_conn_t *conn)
 {
     return conn != NULL ? conn->peer : NULL;
 }
 
-int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name, int timeout_ms,
+int ferry__oob_lookup(ferry__oob_conn_t *conn, const char *name, int timeout_ms,
                      ferry_rmem_t **out)
 {
     uint8_t blob[FERRY__OOB_BLOB_MAX];
@@ -546,11 +546,11 @@ int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name, int timeout_ms,
     ferry__error_clear();
     if (conn == NULL || out == NULL)
         return ferry__error(FERRY_EINVAL,
-                            "ferry_oob_lookup: conn or out is NULL");
+                            "bootstrap lookup: conn or out is NULL");
     if ((ret = ferry__oob_check_name(name, FERRY__OOB_PUBLIC_NAME_MAX,
-                                     "ferry_oob_lookup")))
+                                     "bootstrap lookup")))
         return ret;
-    /* < 0 is "no deadline", as for ferry_oob_accept.  A client asks for
+    /* < 0 is "no deadline", as for ferry__oob_accept.  A client asks for
      * the listener's own publications only: the blob is imported through
      * the listener's peer, and another client's offer would aim there. */
     ret = ferry__oob_served(conn)
@@ -562,9 +562,9 @@ int ferry_oob_lookup(ferry_oob_conn_t *conn, const char *name, int timeout_ms,
     return ferry_rmem_import(conn->peer, blob, len, out);
 }
 
-void ferry_oob_disconnect(ferry_oob_conn_t *conn)
+void ferry__oob_disconnect(ferry__oob_conn_t *conn)
 {
-    struct ferry_oob *lis;
+    struct ferry__oob *lis;
 
     if (conn == NULL)
         return;

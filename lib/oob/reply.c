@@ -17,7 +17,7 @@
  * make come and go, and whose every drop must not cost a line of the
  * application's log.
  */
-void ferry__oob_note_drop(const struct ferry_oob_conn *c, const char *why)
+void ferry__oob_note_drop(const struct ferry__oob_conn *c, const char *why)
 {
     if (c->state == FERRY__OOB_READY)
         FERRY_LOG_WARN("bootstrap: dropping %s: %s", c->where, why);
@@ -30,7 +30,7 @@ void ferry__oob_note_drop(const struct ferry_oob_conn *c, const char *why)
  * read away first: closing over unread input resets the connection, and
  * a reset can destroy the frame on its way.
  */
-void ferry__oob_shut(struct ferry_oob_conn *c)
+void ferry__oob_shut(struct ferry__oob_conn *c)
 {
     ferry__oob_conn_close(c);
     if (c->fd < 0)
@@ -46,7 +46,7 @@ void ferry__oob_shut(struct ferry_oob_conn *c)
     c->fd = -1;
 }
 
-void ferry__oob_flush(struct ferry_oob_conn *c)
+void ferry__oob_flush(struct ferry__oob_conn *c)
 {
     while (c->tx_pos < c->tx_len) {
         ssize_t n = send(c->fd, c->tx + c->tx_pos, c->tx_len - c->tx_pos,
@@ -70,7 +70,7 @@ void ferry__oob_flush(struct ferry_oob_conn *c)
 }
 
 /* Queues a built frame; false when the queue has no room. */
-static bool enqueue(struct ferry_oob_conn *c, const uint8_t *frame, size_t len)
+static bool enqueue(struct ferry__oob_conn *c, const uint8_t *frame, size_t len)
 {
     if (c->tx_pos > 0) {
         memmove(c->tx, c->tx + c->tx_pos, c->tx_len - c->tx_pos);
@@ -87,7 +87,7 @@ static bool enqueue(struct ferry_oob_conn *c, const uint8_t *frame, size_t len)
     return true;
 }
 
-void ferry__oob_reply_frame(struct ferry_oob_conn *c, const uint8_t *frame,
+void ferry__oob_reply_frame(struct ferry__oob_conn *c, const uint8_t *frame,
                             size_t len)
 {
     if (!enqueue(c, frame, len)) {
@@ -98,7 +98,7 @@ void ferry__oob_reply_frame(struct ferry_oob_conn *c, const uint8_t *frame,
     ferry__oob_flush(c);
 }
 
-void ferry__oob_reply(struct ferry_oob_conn *c, unsigned kind, const char *name,
+void ferry__oob_reply(struct ferry__oob_conn *c, unsigned kind, const char *name,
                       const void *bytes, size_t n)
 {
     uint8_t frame[FERRY__FRAME_MAX];
@@ -121,7 +121,7 @@ static bool build_why(uint8_t *frame, size_t *len, unsigned kind, int code,
     return ferry__oob_build_error(frame, len, kind, why, code) == 0;
 }
 
-void ferry__oob_refuse(struct ferry_oob_conn *c, int code, const char *fmt, ...)
+void ferry__oob_refuse(struct ferry__oob_conn *c, int code, const char *fmt, ...)
 {
     uint8_t frame[FERRY__FRAME_MAX];
     size_t len;
@@ -138,7 +138,7 @@ void ferry__oob_refuse(struct ferry_oob_conn *c, int code, const char *fmt, ...)
     ferry__oob_reply_frame(c, frame, len);
 }
 
-void ferry__oob_drop(struct ferry_oob_conn *c, int code, const char *fmt, ...)
+void ferry__oob_drop(struct ferry__oob_conn *c, int code, const char *fmt, ...)
 {
     uint8_t frame[FERRY__FRAME_MAX];
     char why[FERRY__FRAME_MAX / 2];

@@ -10,22 +10,22 @@
 #include "oob/conn.h"
 
 /* Logs why c goes, at a level that depends on who it is. */
-void ferry__oob_note_drop(const struct ferry_oob_conn *c, const char *why);
+void ferry__oob_note_drop(const struct ferry__oob_conn *c, const char *why);
 /* Closes c now (ferry__oob_conn_close, and its socket). */
-void ferry__oob_shut(struct ferry_oob_conn *c);
+void ferry__oob_shut(struct ferry__oob_conn *c);
 /* Writes what the socket takes of c's output now; once it is all out, a
  * closing connection is closed. */
-void ferry__oob_flush(struct ferry_oob_conn *c);
+void ferry__oob_flush(struct ferry__oob_conn *c);
 /* Queues a built frame and writes what the socket takes; c is closed
  * when its queue has no room (it has not taken its earlier output). */
-void ferry__oob_reply_frame(struct ferry_oob_conn *c, const uint8_t *frame,
+void ferry__oob_reply_frame(struct ferry__oob_conn *c, const uint8_t *frame,
                             size_t len);
 /* The same for a frame of kind with a name and bytes (ferry__oob_build). */
-void ferry__oob_reply(struct ferry_oob_conn *c, unsigned kind, const char *name,
+void ferry__oob_reply(struct ferry__oob_conn *c, unsigned kind, const char *name,
                       const void *bytes, size_t n);
 /* Refuses one request with a REFUSED frame (code: what the client's call
  * returns) saying why; the connection stays. */
-void ferry__oob_refuse(struct ferry_oob_conn *c, int code, const char *fmt, ...)
+void ferry__oob_refuse(struct ferry__oob_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /*
  * Ends c with an ERROR frame saying why (code: what the client's call
@@ -34,7 +34,7 @@ void ferry__oob_refuse(struct ferry_oob_conn *c, int code, const char *fmt, ...)
  * try, for its slot belongs to the next newcomer.  Does nothing to a
  * connection already ending.
  */
-void ferry__oob_drop(struct ferry_oob_conn *c, int code, const char *fmt, ...)
+void ferry__oob_drop(struct ferry__oob_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif /* FERRY_OOB_REPLY_H */

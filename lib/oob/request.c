@@ -1,5 +1,5 @@
 /*
- * The connecting side's requests (ferry_oob_offer, and the blob-level
+ * The connecting side's requests (ferry__oob_offer, and the blob-level
  * calls of oob.h): argument checks, then one exchange each (client.c).
  */
 #include "oob/oob.h"
@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* The client-side calls' common checks. */
-static int check_client_call(const struct ferry_oob_conn *conn,
+static int check_client_call(const struct ferry__oob_conn *conn,
                              const char *name, const char *call)
 {
     if (conn == NULL)
@@ -24,7 +24,7 @@ static int check_client_call(const struct ferry_oob_conn *conn,
 }
 
 /* An answer of the wrong kind or shape. */
-static int malformed(const struct ferry_oob_conn *c, const char *what,
+static int malformed(const struct ferry__oob_conn *c, const char *what,
                      unsigned kind)
 {
     return ferry__error(FERRY_EPROTO,
@@ -34,7 +34,7 @@ static int malformed(const struct ferry_oob_conn *c, const char *what,
 }
 
 /* The blob field of a FOUND answer into blob (room *len). */
-static int take_found(const struct ferry_oob_conn *c,
+static int take_found(const struct ferry__oob_conn *c,
                       struct ferry__blob_reader *r, void *blob, size_t *len)
 {
     size_t n = ferry__blob_get_u32(r);
@@ -55,7 +55,7 @@ static int take_found(const struct ferry_oob_conn *c,
 }
 
 /* A lookup of `kind` (LOOKUP or LOOKUP_OWN, wire.h). */
-static int lookup(ferry_oob_conn_t *conn, unsigned kind, const char *name,
+static int lookup(ferry__oob_conn_t *conn, unsigned kind, const char *name,
                   int timeout_ms, void *blob, size_t *len)
 {
     uint8_t buf[FERRY__FRAME_MAX];
@@ -85,20 +85,20 @@ static int lookup(ferry_oob_conn_t *conn, unsigned kind, const char *name,
     return take_found(conn, &r, blob, len);
 }
 
-int ferry__oob_lookup_blob(ferry_oob_conn_t *conn, const char *name,
+int ferry__oob_lookup_blob(ferry__oob_conn_t *conn, const char *name,
                            int timeout_ms, void *blob, size_t *len)
 {
     return lookup(conn, FERRY__FRAME_LOOKUP, name, timeout_ms, blob, len);
 }
 
-int ferry__oob_lookup_published(ferry_oob_conn_t *conn, const char *name,
+int ferry__oob_lookup_published(ferry__oob_conn_t *conn, const char *name,
                                 int timeout_ms, void *blob, size_t *len)
 {
     return lookup(conn, FERRY__FRAME_LOOKUP_OWN, name, timeout_ms, blob, len);
 }
 
 /* A request whose answer is `ok` with nothing in it. */
-static int simple_call(ferry_oob_conn_t *conn, unsigned kind, const char *name,
+static int simple_call(ferry__oob_conn_t *conn, unsigned kind, const char *name,
                        const void *blob, size_t len, int timeout_ms,
                        unsigned ok, const char *what)
 {
@@ -119,7 +119,7 @@ static int simple_call(ferry_oob_conn_t *conn, unsigned kind, const char *name,
     return ret;
 }
 
-int ferry__oob_offer_blob(ferry_oob_conn_t *conn, const char *name,
+int ferry__oob_offer_blob(ferry__oob_conn_t *conn, const char *name,
                           const void *blob, size_t len, int timeout_ms)
 {
     int ret;
@@ -136,7 +136,7 @@ int ferry__oob_offer_blob(ferry_oob_conn_t *conn, const char *name,
                        FERRY__FRAME_OFFER_OK, "offer");
 }
 
-int ferry__oob_withdraw_offer(ferry_oob_conn_t *conn, const char *name,
+int ferry__oob_withdraw_offer(ferry__oob_conn_t *conn, const char *name,
                               int timeout_ms)
 {
     int ret;
@@ -147,7 +147,7 @@ int ferry__oob_withdraw_offer(ferry_oob_conn_t *conn, const char *name,
                        FERRY__FRAME_WITHDRAW_OK, "withdraw");
 }
 
-int ferry__oob_ping(ferry_oob_conn_t *conn, int timeout_ms)
+int ferry__oob_ping(ferry__oob_conn_t *conn, int timeout_ms)
 {
     int ret;
 
@@ -157,7 +157,7 @@ int ferry__oob_ping(ferry_oob_conn_t *conn, int timeout_ms)
                        FERRY__FRAME_PONG, "ping");
 }
 
-int ferry_oob_offer(ferry_oob_conn_t *conn, const char *name,
+int ferry__oob_offer(ferry__oob_conn_t *conn, const char *name,
                     const ferry_mem_t *mem, int timeout_ms)
 {
     uint8_t blob[FERRY__OOB_BLOB_MAX];
@@ -166,14 +166,14 @@ int ferry_oob_offer(ferry_oob_conn_t *conn, const char *name,
 
     ferry__error_clear();
     if (conn == NULL)
-        return ferry__error(FERRY_EINVAL, "ferry_oob_offer: conn is NULL");
+        return ferry__error(FERRY_EINVAL, "bootstrap offer: conn is NULL");
     if (ferry__oob_served(conn))
         return ferry__error(FERRY_EINVAL,
-                            "ferry_oob_offer: only the connecting side offers "
+                            "bootstrap offer: only the connecting side offers "
                             "regions; the listening side publishes them with "
-                            "ferry_oob_publish");
+                            "bootstrap publish");
     if ((ret = ferry__oob_check_name(name, FERRY__OOB_PUBLIC_NAME_MAX,
-                                     "ferry_oob_offer")) ||
+                                     "bootstrap offer")) ||
         (ret = ferry_mem_export(mem, blob, &len)))
         return ret;
     return ferry__oob_offer_blob(conn, name, blob, len, timeout_ms);

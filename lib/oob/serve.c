@@ -56,9 +56,9 @@ static uint64_t ms_ns(int ms)
  * hello is only closed: it is not waiting for an answer, and a flood of
  * such sockets must cost the server as little as possible each.
  */
-static void evict(struct ferry_oob *lis, const char *cause)
+static void evict(struct ferry__oob *lis, const char *cause)
 {
-    struct ferry_oob_conn *c = ferry__oob_hs_victim(lis);
+    struct ferry__oob_conn *c = ferry__oob_hs_victim(lis);
 
     if (c->hs_class != FERRY__OOB_HS_CHALLENGED) {
         ferry__oob_note_drop(c, cause);
@@ -100,7 +100,7 @@ void ferry__oob_defer_accept(int fd, int handshake_ms)
  * header is checked as soon as it is in: an oversized or foreign frame
  * is refused before a byte of its payload is read.
  */
-static void serve_readable(struct ferry_oob *lis, struct ferry_oob_conn *c)
+static void serve_readable(struct ferry__oob *lis, struct ferry__oob_conn *c)
 {
     while (!c->closed) {
         size_t want = c->rx_len < FERRY__BLOB_HEADER_LEN
@@ -135,7 +135,7 @@ static void serve_readable(struct ferry_oob *lis, struct ferry_oob_conn *c)
 
 /* ---- accepting ---------------------------------------------------------- */
 
-static void name_client(struct ferry_oob_conn *c,
+static void name_client(struct ferry__oob_conn *c,
                         const struct sockaddr_storage *ss, socklen_t sl)
 {
     char host[64] = "?", port[16] = "?";
@@ -146,10 +146,10 @@ static void name_client(struct ferry_oob_conn *c,
 }
 
 /* Takes a new connection into the handshake, making room first. */
-static void admit(struct ferry_oob *lis, int fd,
+static void admit(struct ferry__oob *lis, int fd,
                   const struct sockaddr_storage *ss, socklen_t sl)
 {
-    struct ferry_oob_conn *c;
+    struct ferry__oob_conn *c;
 
     if (lis->n_handshake >= lis->limits.max_unauth)
         evict(lis, "the server keeps no more connections in the handshake");
@@ -179,7 +179,7 @@ static void admit(struct ferry_oob *lis, int fd,
  * oldest handshake gives its own up; with none to give, accepting rests
  * rather than spin on a listening socket that stays readable.
  */
-static bool accept_failed(struct ferry_oob *lis, int err)
+static bool accept_failed(struct ferry__oob *lis, int err)
 {
     if (err == EINTR || err == ECONNABORTED)
         return true;
@@ -196,7 +196,7 @@ static bool accept_failed(struct ferry_oob *lis, int err)
     return false;
 }
 
-static void accept_some(struct ferry_oob *lis)
+static void accept_some(struct ferry__oob *lis)
 {
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         struct sockaddr_storage ss;
@@ -213,7 +213,7 @@ static void accept_some(struct ferry_oob *lis)
 
 /* ---- deadlines ---------------------------------------------------------- */
 
-static void check_deadlines(struct ferry_oob *lis, struct ferry_oob_conn *c,
+static void check_deadlines(struct ferry__oob *lis, struct ferry__oob_conn *c,
                             uint64_t now)
 {
     const struct ferry__oob_limits *lim = &lis->limits;
@@ -237,7 +237,7 @@ static void check_deadlines(struct ferry_oob *lis, struct ferry_oob_conn *c,
         ferry__oob_drop(
             c, FERRY_ECONNRESET,
             "the server closed this connection after %d %s without a "
-            "request; connect again",
+            "request; join again (ferry_meta_open)",
             lim->idle_ms >= 1000 ? lim->idle_ms / 1000 : lim->idle_ms,
             lim->idle_ms >= 1000 ? "s" : "ms");
     }
@@ -245,10 +245,10 @@ static void check_deadlines(struct ferry_oob *lis, struct ferry_oob_conn *c,
 
 /* Applies the deadlines, closes the sockets of closed connections and
  * frees those the application does not hold. */
-static void sweep(struct ferry_oob *lis, uint64_t now)
+static void sweep(struct ferry__oob *lis, uint64_t now)
 {
-    for (struct ferry_oob_conn **pc = &lis->conns; *pc != NULL;) {
-        struct ferry_oob_conn *c = *pc;
+    for (struct ferry__oob_conn **pc = &lis->conns; *pc != NULL;) {
+        struct ferry__oob_conn *c = *pc;
 
         if (!c->closed)
             check_deadlines(lis, c, now);
@@ -285,10 +285,10 @@ static uint64_t tick_ns(const struct ferry__oob_limits *lim)
 
 /* Room for n poll entries; false (and the old room kept) when there is
  * no memory. */
-static bool poll_room(struct ferry_oob *lis, size_t n)
+static bool poll_room(struct ferry__oob *lis, size_t n)
 {
     struct pollfd *pfd;
-    struct ferry_oob_conn **who;
+    struct ferry__oob_conn **who;
     size_t cap = lis->pcap;
 
     if (n <= cap)
@@ -312,19 +312,19 @@ static bool poll_room(struct ferry_oob *lis, size_t n)
  * rests), then each live connection, for output while it has some
  * pending (and then only for that: backpressure), else for input.
  */
-static nfds_t poll_set(struct ferry_oob *lis, uint64_t now)
+static nfds_t poll_set(struct ferry__oob *lis, uint64_t now)
 {
     size_t want = 2;
     nfds_t n = 0;
 
-    for (struct ferry_oob_conn *c = lis->conns; c != NULL; c = c->next)
+    for (struct ferry__oob_conn *c = lis->conns; c != NULL; c = c->next)
         want += !c->closed;
     if (!poll_room(lis, want) && lis->pcap < 2)
         return 0;
     lis->pfd[n++] = (struct pollfd){.fd = lis->wake[0], .events = POLLIN};
     lis->pfd[n++] = (struct pollfd){
         .fd = now < lis->accept_again_ns ? -1 : lis->fd, .events = POLLIN};
-    for (struct ferry_oob_conn *c = lis->conns; c != NULL && n < lis->pcap;
+    for (struct ferry__oob_conn *c = lis->conns; c != NULL && n < lis->pcap;
          c = c->next) {
         if (c->closed)
             continue;
@@ -335,12 +335,12 @@ static nfds_t poll_set(struct ferry_oob *lis, uint64_t now)
     return n;
 }
 
-static void serve_events(struct ferry_oob *lis, nfds_t n)
+static void serve_events(struct ferry__oob *lis, nfds_t n)
 {
     if (lis->pfd[1].revents & POLLIN)
         accept_some(lis);
     for (nfds_t i = 2; i < n; i++) {
-        struct ferry_oob_conn *c = lis->who[i];
+        struct ferry__oob_conn *c = lis->who[i];
         short ev = lis->pfd[i].revents;
 
         /* Closed meanwhile (its descriptor may even be another's now). */
@@ -355,7 +355,7 @@ static void serve_events(struct ferry_oob *lis, nfds_t n)
 
 void *ferry__oob_serve(void *arg)
 {
-    struct ferry_oob *lis = arg;
+    struct ferry__oob *lis = arg;
     uint64_t next_sweep = 0;
 
     for (;;) {

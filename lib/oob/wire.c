@@ -265,7 +265,7 @@ static int closed_without_answer(const char *where)
                         "refuses, so what accepted is likely not a ferry "
                         "listener (another program on that port, or a port "
                         "forward or proxy with nothing behind it), or the "
-                        "listener was closing (ferry_oob_close, or its "
+                        "listener was closing (ferry_meta_close, or its "
                         "process ended)",
                         where);
 }

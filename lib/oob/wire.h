@@ -52,7 +52,7 @@ enum ferry__frame_kind {
 /* Names on the wire: the metadata backend's keys ("regions/N/R") are
  * longer than the public API's 127 characters. */
 #define FERRY__OOB_NAME_MAX 300u
-/* Names of the public API, ferry_oob_*. */
+/* Names of the public API, ferry__oob_*. */
 #define FERRY__OOB_PUBLIC_NAME_MAX 127u
 /* A published or offered blob (address and remote-key blobs fit). */
 #define FERRY__OOB_BLOB_MAX (FERRY__ADDR_MAX * 2u)

@@ -592,7 +592,7 @@ int ferry_mem_close(ferry_mem_t *mem)
                             "user%s: requests with operations in flight, "
                             "descriptor lists, or a fan-out it receives "
                             "(until the fan-out ends); wait for or free the "
-                            "requests, destroy the lists first",
+                            "requests, close the lists first",
                             (void *)mem->addr, mem->len, users,
                             users == 1 ? "" : "s");
     ferry__mem_close(mem);
@@ -942,7 +942,7 @@ int ferry_rmem_close(ferry_rmem_t *rmem)
                             "ferry_rmem_close: the remote region has %u "
                             "user%s: requests with operations in flight or "
                             "descriptor lists; wait for or free the "
-                            "requests, destroy the lists first",
+                            "requests, close the lists first",
                             users, users == 1 ? "" : "s");
     return 0;
 }

@@ -126,7 +126,7 @@ void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation)
         if (!ferry__peer_transport(p)->shm || !p->pulse.present ||
             p->pulse.incarnation != incarnation)
             continue;
-        ferry__live_declare(x, p, "its context was destroyed "
+        ferry__live_declare(x, p, "its context was closed "
                                   "(ferry_context_close in this process)");
         ferry__peer_drop_addresses(&x->reg, p);
     }

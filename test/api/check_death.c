@@ -733,17 +733,19 @@ END_TEST
 #define REJOIN_LEN (1 * MiB)
 
 /*
- * A target reached through the bootstrap: listens on 127.0.0.1:port (0:
- * any), publishes a region filled with seed as "kv", sends its port up
- * the pipe and serves until killed.  Never returns.
+ * A target reached through the bootstrap: opens the metadata service at
+ * bootstrap://127.0.0.1:port (0: any port) as its hub, under the name
+ * "target", publishes a region filled with seed as "kv", sends its port
+ * up the pipe and serves until killed.  Never returns.
  */
 static void bootstrap_target(int out, int port, uint64_t seed)
 {
     struct ferry_config cfg;
     ferry_context_t *ctx;
     ferry_mem_t *mem;
-    ferry_oob_t *lis;
-    char hostport[32];
+    ferry_meta_t *meta;
+    const char *url;
+    char want[48];
     uint8_t *buf = malloc(REJOIN_LEN);
     uint64_t t0 = tu_now_ns();
     int ret;
@@ -763,14 +765,15 @@ static void bootstrap_target(int out, int port, uint64_t seed)
                            FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE,
                            &mem) != 0)
         _exit(11);
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", port);
+    snprintf(want, sizeof(want), "bootstrap://127.0.0.1:%d", port);
     /* The port of a killed predecessor may take a moment to be free. */
-    while ((ret = ferry_oob_listen(ctx, hostport, &lis)) != 0 &&
+    while ((ret = ferry_meta_open(ctx, want, "target", &meta)) != 0 &&
            tu_ms_since(t0) < 5000)
         sleep_ms(10);
-    if (ret != 0 || ferry_oob_publish(lis, "kv", mem) != 0)
+    if (ret != 0 || ferry_meta_publish(meta, "kv", mem) != 0)
         _exit(16);
-    port = ferry_oob_port(lis);
+    url = ferry_meta_url(meta);
+    port = atoi(strrchr(url, ':') + 1);
     if (write(out, &port, sizeof(port)) != (ssize_t)sizeof(port))
         _exit(12);
     for (;;)
@@ -805,30 +808,33 @@ static pid_t bootstrap_target_start(int port, uint64_t seed, int *bound)
     if (read(fds[0], bound, sizeof(*bound)) != (ssize_t)sizeof(*bound)) {
         waitpid(pid, &status, 0);
         ck_abort_msg("the bootstrap target ended (status 0x%x) before "
-                     "listening: 11 context or registration, 16 listen or "
-                     "publish failed, 17 exec failed",
+                     "listening: 11 context or registration, 16 becoming "
+                     "the hub or publishing failed, 17 exec failed",
                      status);
     }
     close(fds[0]);
     return pid;
 }
 
-/* Connects to the target at port: its peer and its "kv" region. */
-static ferry_oob_conn_t *bootstrap_reach(ferry_context_t *ctx, int port,
-                                         ferry_rmem_t **rmem)
+/* Joins the target's hub at port: its peer and its "kv" region. */
+static ferry_meta_t *bootstrap_reach(ferry_context_t *ctx, int port,
+                                     ferry_peer_t **peer, ferry_rmem_t **rmem)
 {
-    ferry_oob_conn_t *conn = NULL;
-    char hostport[32];
+    ferry_meta_t *meta = NULL;
+    char url[48];
     int ret;
 
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", port);
-    ret = ferry_oob_connect(ctx, hostport, 5000, &conn);
-    ck_assert_msg(ret == 0, "connecting to %s: %s (%s)", hostport,
-                  ferry_strerror(ret), ferry_last_error());
-    ret = ferry_oob_lookup(conn, "kv", 5000, rmem);
+    snprintf(url, sizeof(url), "bootstrap://127.0.0.1:%d", port);
+    ret = ferry_meta_open(ctx, url, "client", &meta);
+    ck_assert_msg(ret == 0, "joining %s: %s (%s)", url, ferry_strerror(ret),
+                  ferry_last_error());
+    ret = ferry_meta_lookup(meta, "target", "kv", 5000, rmem);
     ck_assert_msg(ret == 0, "looking up kv: %s (%s)", ferry_strerror(ret),
                   ferry_last_error());
-    return conn;
+    ret = ferry_meta_peer(meta, "target", 5000, peer);
+    ck_assert_msg(ret == 0, "the target's peer: %s (%s)", ferry_strerror(ret),
+                  ferry_last_error());
+    return meta;
 }
 
 /* Reads the target's region back and checks it holds pattern seed. */
@@ -853,7 +859,7 @@ START_TEST(test_rejoin_through_bootstrap)
 {
     struct ferry_config cfg;
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn, *conn2;
+    ferry_meta_t *meta, *meta2;
     ferry_peer_t *peer, *peer2;
     ferry_rmem_t *rmem, *rmem2;
     ferry_mem_t *lmem;
@@ -872,8 +878,7 @@ START_TEST(test_rejoin_through_bootstrap)
     lmem = tu_register(ctx, lbuf, REJOIN_LEN, 0);
 
     pid = bootstrap_target_start(0, 0xd700, &port);
-    conn = bootstrap_reach(ctx, port, &rmem);
-    peer = ferry_oob_conn_peer(conn);
+    meta = bootstrap_reach(ctx, port, &peer, &rmem);
     read_back(peer, lbuf, lmem, rmem, 0xd700, "first incarnation");
 
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
@@ -894,8 +899,7 @@ START_TEST(test_rejoin_through_bootstrap)
     /* Started again behind the same bootstrap address. */
     pid = bootstrap_target_start(port, 0xd701, &port2);
     ck_assert_int_eq(port2, port);
-    conn2 = bootstrap_reach(ctx, port, &rmem2);
-    peer2 = ferry_oob_conn_peer(conn2);
+    meta2 = bootstrap_reach(ctx, port, &peer2, &rmem2);
     ck_assert_ptr_ne(peer2, peer);
     read_back(peer2, lbuf, lmem, rmem2, 0xd701, "second incarnation");
     ck_assert_int_eq(peer_state(peer2, why, sizeof(why)), FERRY_PEER_UP);
@@ -908,11 +912,11 @@ START_TEST(test_rejoin_through_bootstrap)
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "ferry_peer_add"));
     ck_assert_ptr_null(req);
     retry_busy(ctx, rmem_free_fn, rmem, 5000, "freeing the old region");
-    ferry_oob_disconnect(conn);
+    ck_assert_int_eq(ferry_meta_close(meta), 0);
     retry_busy(ctx, peer_remove_fn, peer, 5000, "removing the old handle");
 
     ck_assert_int_eq(ferry_rmem_close(rmem2), 0);
-    ferry_oob_disconnect(conn2);
+    ck_assert_int_eq(ferry_meta_close(meta2), 0);
     ck_assert_int_eq(ferry_mem_close(lmem), 0);
     ferry_context_close(ctx);
     kill(pid, SIGKILL);

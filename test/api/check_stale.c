@@ -27,9 +27,11 @@
 /* Posts a write (or read) of [buf, +len) at offset 0 of rmem and waits
  * for its end; returns the code it ended with (the post's, when refused
  * there) and the milliseconds it took into *ms. */
+/* The request's end, its sentence into why (closing it clears the
+ * thread's last error: every call does). */
 static int xfer_end(ferry_peer_t *peer, bool write, void *buf,
                     ferry_mem_t *lmem, ferry_rmem_t *rmem, size_t len,
-                    uint64_t *ms)
+                    uint64_t *ms, char *why, size_t why_len)
 {
     struct ferry_iov iov = {buf, lmem, rmem, 0, len};
     ferry_req_t *req = NULL;
@@ -37,10 +39,10 @@ static int xfer_end(ferry_peer_t *peer, bool write, void *buf,
     int ret = write ? ferry_write(peer, &iov, 1, NULL, &req)
                     : ferry_read(peer, &iov, 1, NULL, &req);
 
-    if (ret == 0) {
+    if (ret == 0)
         ret = ferry_req_wait(req, -1);
-        ferry_req_close(req);
-    }
+    snprintf(why, why_len, "%s", ret == 0 ? "" : ferry_last_error());
+    ferry_req_close(req);
     *ms = tu_ms_since(t0);
     return ret;
 }
@@ -59,9 +61,8 @@ static void stale_xfer(ferry_peer_t *peer, bool write, void *buf,
                        struct stale_end *end)
 {
     end->what = what;
-    end->ret = xfer_end(peer, write, buf, lmem, rmem, 4096, &end->ms);
-    snprintf(end->why, sizeof(end->why), "%s",
-             end->ret == 0 ? "" : ferry_last_error());
+    end->ret = xfer_end(peer, write, buf, lmem, rmem, 4096, &end->ms,
+                        end->why, sizeof(end->why));
     printf("stale: %s: %s after %llu ms: %s\n", what,
            end->ret == 0 ? "success" : ferry_strerror(end->ret),
            (unsigned long long)end->ms, end->why);
@@ -124,15 +125,16 @@ static uint64_t live_writes(ferry_peer_t *peer, uint8_t *buf,
 {
     for (unsigned i = 0; i < LIVE_WRITES; i++, seed++) {
         uint64_t ms;
+        char why[512];
         int ret;
 
         tu_fill(buf, LEN, seed);
-        ret = xfer_end(peer, true, buf, lmem, rmem, LEN, &ms);
+        ret = xfer_end(peer, true, buf, lmem, rmem, LEN, &ms, why,
+                       sizeof(why));
         ck_assert_msg(ret == 0,
                       "live write %u after the stale one ended with %s after "
                       "%llu ms: %s",
-                      i, ferry_strerror(ret), (unsigned long long)ms,
-                      ferry_last_error());
+                      i, ferry_strerror(ret), (unsigned long long)ms, why);
         ck_assert_msg(ms < PROMPT_MS, "live write %u took %llu ms", i,
                       (unsigned long long)ms);
     }

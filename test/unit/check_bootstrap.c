@@ -6,10 +6,10 @@
  * socket and clients facing a fake server, built with ferry's own frame
  * writer: test/unit/check_oob.c.)
  *
- * Listeners bind 127.0.0.1:0 (ferry_oob_port tells the port), so suites
+ * Listeners bind 127.0.0.1:0 (ferry__oob_port tells the port), so suites
  * running side by side never collide.
  */
-#include "oobutil.h"
+#include "bootutil.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,7 +27,7 @@
 /* ---- happy path, one process -------------------------------------------- */
 
 struct offer_later {
-    ferry_oob_conn_t *conn;
+    ferry__oob_conn_t *conn;
     ferry_mem_t *mem;
     int delay_ms;
     int ret;
@@ -39,7 +39,7 @@ static void *offer_main(void *arg)
     struct offer_later *o = arg;
 
     usleep((useconds_t)o->delay_ms * 1000);
-    o->ret = ferry_oob_offer(o->conn, "back", o->mem, 5000);
+    o->ret = ferry__oob_offer(o->conn, "back", o->mem, 5000);
     snprintf(o->err, sizeof(o->err), "%s", ferry_last_error());
     return NULL;
 }
@@ -53,8 +53,8 @@ START_TEST(test_publish_lookup_offer_one_process)
     uint8_t *c = tu_alloc_buf(C_LEN), *local = tu_alloc_buf(A_LEN);
     uint8_t *slocal = tu_alloc_buf(C_LEN);
     ferry_mem_t *amem, *bmem, *cmem, *lmem, *slmem;
-    ferry_oob_t *lis = NULL;
-    ferry_oob_conn_t *conn = NULL, *sconn = NULL, *none = NULL;
+    ferry__oob_t *lis = NULL;
+    ferry__oob_conn_t *conn = NULL, *sconn = NULL, *none = NULL;
     ferry_rmem_t *ra = NULL, *rb = NULL, *rc = NULL, *rx = NULL;
     struct offer_later o;
     pthread_t th;
@@ -70,37 +70,37 @@ START_TEST(test_publish_lookup_offer_one_process)
     lmem = tu_register(cctx, local, A_LEN, RW);
     slmem = tu_register(sctx, slocal, C_LEN, RW);
 
-    ret = ferry_oob_listen(sctx, "127.0.0.1:0", &lis);
+    ret = ferry__oob_listen(sctx, "127.0.0.1:0", &lis);
     ck_assert_msg(ret == 0, "listen: %s", ferry_last_error());
-    port = ferry_oob_port(lis);
+    port = ferry__oob_port(lis);
     ck_assert_int_gt(port, 0);
-    ck_assert_int_eq(ferry_oob_publish(lis, "alpha", amem), 0);
-    ck_assert_int_eq(ferry_oob_publish(lis, "beta", bmem), 0);
+    ck_assert_int_eq(ferry__oob_publish(lis, "alpha", amem), 0);
+    ck_assert_int_eq(ferry__oob_publish(lis, "beta", bmem), 0);
     snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", port);
 
-    ret = ferry_oob_connect(cctx, hostport, 5000, &conn);
+    ret = ferry__oob_connect(cctx, hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "connect to %s: %s", hostport, ferry_last_error());
-    ck_assert_ptr_nonnull(ferry_oob_conn_peer(conn));
+    ck_assert_ptr_nonnull(ferry__oob_conn_peer(conn));
 
-    ret = ferry_oob_lookup(conn, "alpha", 5000, &ra);
+    ret = ferry__oob_lookup(conn, "alpha", 5000, &ra);
     ck_assert_msg(ret == 0, "lookup alpha: %s", ferry_last_error());
-    /* < 0: no deadline, as for ferry_oob_accept. */
-    ret = ferry_oob_lookup(conn, "beta", -1, &rb);
+    /* < 0: no deadline, as for ferry__oob_accept. */
+    ret = ferry__oob_lookup(conn, "beta", -1, &rb);
     ck_assert_msg(ret == 0, "lookup beta: %s", ferry_last_error());
     ck_assert_uint_eq(ferry_rmem_length(ra), A_LEN);
     ck_assert_uint_eq(ferry_rmem_length(rb), B_LEN);
 
     /* Read alpha, write beta; both checked in the server's memory. */
-    xfer_ok(ferry_oob_conn_peer(conn), 0, local, lmem, ra, 0, A_LEN);
+    xfer_ok(ferry__oob_conn_peer(conn), 0, local, lmem, ra, 0, A_LEN);
     bad = tu_check(local, A_LEN, 1);
     ck_assert_msg(bad == SIZE_MAX, "alpha read differs at byte %zu", bad);
     tu_fill(local, B_LEN, 2);
-    xfer_ok(ferry_oob_conn_peer(conn), 1, local, lmem, rb, 0, B_LEN);
+    xfer_ok(ferry__oob_conn_peer(conn), 1, local, lmem, rb, 0, B_LEN);
     bad = tu_check(b, B_LEN, 2);
     ck_assert_msg(bad == SIZE_MAX, "beta write differs at byte %zu", bad);
 
     /* An unknown name: FERRY_ENOENT, and the sentence names it. */
-    ret = ferry_oob_lookup(conn, "gamma", 5000, &rx);
+    ret = ferry__oob_lookup(conn, "gamma", 5000, &rx);
     ck_assert_msg(ret == FERRY_ENOENT, "lookup gamma gave %d: %s", ret,
                   ferry_last_error());
     ck_assert_msg(strstr(ferry_last_error(), "\"gamma\"") != NULL, "%s",
@@ -108,18 +108,18 @@ START_TEST(test_publish_lookup_offer_one_process)
     ck_assert_ptr_null(rx);
 
     /* The newest publication of a name wins. */
-    ck_assert_int_eq(ferry_oob_publish(lis, "alpha", bmem), 0);
-    ret = ferry_oob_lookup(conn, "alpha", 5000, &rx);
+    ck_assert_int_eq(ferry__oob_publish(lis, "alpha", bmem), 0);
+    ret = ferry__oob_lookup(conn, "alpha", 5000, &rx);
     ck_assert_msg(ret == 0, "lookup alpha again: %s", ferry_last_error());
     ck_assert_uint_eq(ferry_rmem_length(rx), B_LEN);
     ck_assert_int_eq(ferry_rmem_close(rx), 0);
 
     /* The server accepts the client and writes into what it offers;
-     * ferry_oob_lookup on the accepted conn waits for the offer. */
-    ret = ferry_oob_accept(lis, 5000, &sconn);
+     * ferry__oob_lookup on the accepted conn waits for the offer. */
+    ret = ferry__oob_accept(lis, 5000, &sconn);
     ck_assert_msg(ret == 0, "accept: %s", ferry_last_error());
-    ck_assert_ptr_nonnull(ferry_oob_conn_peer(sconn));
-    ret = ferry_oob_accept(lis, 100, &none);
+    ck_assert_ptr_nonnull(ferry__oob_conn_peer(sconn));
+    ret = ferry__oob_accept(lis, 100, &none);
     ck_assert_msg(ret == FERRY_EAGAIN, "second accept gave %d: %s", ret,
                   ferry_last_error());
     ck_assert_ptr_null(none);
@@ -127,7 +127,7 @@ START_TEST(test_publish_lookup_offer_one_process)
     o = (struct offer_later){.conn = conn, .mem = cmem, .delay_ms = 300};
     ck_assert_int_eq(pthread_create(&th, NULL, offer_main, &o), 0);
     t0 = now_s();
-    ret = ferry_oob_lookup(sconn, "back", 5000, &rc);
+    ret = ferry__oob_lookup(sconn, "back", 5000, &rc);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_msg(o.ret == 0, "offer: %s", o.err);
     ck_assert_msg(ret == 0, "server lookup of the offer: %s",
@@ -136,13 +136,13 @@ START_TEST(test_publish_lookup_offer_one_process)
                   "lookup returned before the offer was made");
     ck_assert_uint_eq(ferry_rmem_length(rc), C_LEN);
     tu_fill(slocal, C_LEN, 3);
-    xfer_ok(ferry_oob_conn_peer(sconn), 1, slocal, slmem, rc, 0, C_LEN);
+    xfer_ok(ferry__oob_conn_peer(sconn), 1, slocal, slmem, rc, 0, C_LEN);
     bad = tu_check(c, C_LEN, 3);
     ck_assert_msg(bad == SIZE_MAX, "write-back differs at byte %zu", bad);
 
     /* A name never offered: ENOENT once the wait runs out. */
     t0 = now_s();
-    ret = ferry_oob_lookup(sconn, "never", 200, &rx);
+    ret = ferry__oob_lookup(sconn, "never", 200, &rx);
     ck_assert_msg(ret == FERRY_ENOENT, "server lookup of never gave %d: %s",
                   ret, ferry_last_error());
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "\"never\""));
@@ -152,9 +152,9 @@ START_TEST(test_publish_lookup_offer_one_process)
     ck_assert_int_eq(ferry_rmem_close(ra), 0);
     ck_assert_int_eq(ferry_rmem_close(rb), 0);
     ck_assert_int_eq(ferry_rmem_close(rc), 0);
-    ferry_oob_disconnect(sconn);
-    ferry_oob_disconnect(conn);
-    ferry_oob_close(lis);
+    ferry__oob_disconnect(sconn);
+    ferry__oob_disconnect(conn);
+    ferry__oob_close(lis);
     ferry_context_close(cctx);
     ferry_context_close(sctx);
     tu_free_buf(a, A_LEN);
@@ -169,24 +169,24 @@ START_TEST(test_failed_exchange_closes_connection)
 {
     struct srv s;
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
     ferry_rmem_t *rmem = NULL;
     int ret;
 
     srv_open(&s, NULL);
     ctx = ctx_open(PROV, 0, NULL);
-    ret = ferry_oob_connect(ctx, s.hostport, 5000, &conn);
+    ret = ferry__oob_connect(ctx, s.hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "connect: %s", ferry_last_error());
     /* A deadline of now: the answer comes later, if at all. */
-    ret = ferry_oob_lookup(conn, "reg", 0, &rmem);
+    ret = ferry__oob_lookup(conn, "reg", 0, &rmem);
     ck_assert_int_eq(ret, FERRY_ETIMEDOUT);
     /* The late answer must not be taken for the next lookup's: the
      * connection is closed, and the next call says so. */
-    ret = ferry_oob_lookup(conn, "nosuch", 5000, &rmem);
+    ret = ferry__oob_lookup(conn, "nosuch", 5000, &rmem);
     ck_assert_int_eq(ret, FERRY_ECONNRESET);
     ck_assert_ptr_nonnull(strstr(ferry_last_error(),
                                  "closed after an earlier failure"));
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     ferry_context_close(ctx);
     client_ok(&s, NULL);
     srv_close(&s);
@@ -200,34 +200,34 @@ START_TEST(test_close_keeps_accepted_conn)
     ferry_context_t *cctx = ctx_open(PROV, 0, NULL);
     uint8_t *c = tu_alloc_buf(4096);
     ferry_mem_t *cmem = tu_register(cctx, c, 4096, RW);
-    ferry_oob_conn_t *conn = NULL, *sconn = NULL;
+    ferry__oob_conn_t *conn = NULL, *sconn = NULL;
     ferry_rmem_t *rmem = NULL;
     int ret;
 
     srv_open(&s, NULL);
-    ret = ferry_oob_connect(cctx, s.hostport, 5000, &conn);
+    ret = ferry__oob_connect(cctx, s.hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "connect: %s", ferry_last_error());
-    ret = ferry_oob_offer(conn, "c1", cmem, 5000);
+    ret = ferry__oob_offer(conn, "c1", cmem, 5000);
     ck_assert_msg(ret == 0, "offer: %s", ferry_last_error());
-    ret = ferry_oob_accept(s.lis, 5000, &sconn);
+    ret = ferry__oob_accept(s.lis, 5000, &sconn);
     ck_assert_msg(ret == 0, "accept: %s", ferry_last_error());
 
-    ferry_oob_close(s.lis);
+    ferry__oob_close(s.lis);
     s.lis = NULL;
-    ck_assert_ptr_nonnull(ferry_oob_conn_peer(sconn));
-    ret = ferry_oob_lookup(sconn, "c1", 100, &rmem);
+    ck_assert_ptr_nonnull(ferry__oob_conn_peer(sconn));
+    ret = ferry__oob_lookup(sconn, "c1", 100, &rmem);
     ck_assert_msg(ret == FERRY_ECONNRESET, "lookup after close gave %d: %s",
                   ret, ferry_last_error());
-    ret = ferry_oob_offer(sconn, "x", s.mem, 100);
+    ret = ferry__oob_offer(sconn, "x", s.mem, 100);
     ck_assert_int_eq(ret, FERRY_EINVAL);
-    ferry_oob_disconnect(sconn);
+    ferry__oob_disconnect(sconn);
 
     /* The client's connection is gone with the listener. */
-    ret = ferry_oob_lookup(conn, "reg", 2000, &rmem);
+    ret = ferry__oob_lookup(conn, "reg", 2000, &rmem);
     ck_assert_msg(ret == FERRY_ECONNRESET,
                   "client lookup after the listener closed gave %d: %s", ret,
                   ferry_last_error());
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     ck_assert_int_eq(ferry_mem_close(cmem), 0);
     ferry_context_close(cctx);
     tu_free_buf(c, 4096);
@@ -240,24 +240,24 @@ START_TEST(test_accepted_lookup_sees_disconnect)
 {
     struct srv s;
     ferry_context_t *cctx = ctx_open(PROV, 0, NULL);
-    ferry_oob_conn_t *conn = NULL, *sconn = NULL;
+    ferry__oob_conn_t *conn = NULL, *sconn = NULL;
     ferry_rmem_t *rmem = NULL;
     double t0;
     int ret;
 
     srv_open(&s, NULL);
-    ret = ferry_oob_connect(cctx, s.hostport, 5000, &conn);
+    ret = ferry__oob_connect(cctx, s.hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "connect: %s", ferry_last_error());
-    ret = ferry_oob_accept(s.lis, 5000, &sconn);
+    ret = ferry__oob_accept(s.lis, 5000, &sconn);
     ck_assert_msg(ret == 0, "accept: %s", ferry_last_error());
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     t0 = now_s();
-    ret = ferry_oob_lookup(sconn, "x", 5000, &rmem);
+    ret = ferry__oob_lookup(sconn, "x", 5000, &rmem);
     ck_assert_msg(ret == FERRY_ECONNRESET, "lookup gave %d: %s", ret,
                   ferry_last_error());
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "disconnected"));
     ck_assert_msg(now_s() - t0 < 2.0, "took %.3f s", now_s() - t0);
-    ferry_oob_disconnect(sconn);
+    ferry__oob_disconnect(sconn);
     ferry_context_close(cctx);
     srv_close(&s);
 }
@@ -285,8 +285,8 @@ static void child_fail(int out, int code, const char *step)
 static void server_child(int in, int out)
 {
     ferry_context_t *ctx = NULL;
-    ferry_oob_t *lis = NULL;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_t *lis = NULL;
+    ferry__oob_conn_t *conn = NULL;
     ferry_rmem_t *rmem = NULL;
     ferry_mem_t *mem = NULL, *lmem = NULL;
     struct ferry_config cfg;
@@ -307,20 +307,20 @@ static void server_child(int in, int out)
                            &mem) != 0 ||
         ferry_mem_register(ctx, local, TP_LEN, FERRY_MEM_HOST, 0, 0, &lmem))
         child_fail(out, 21, "register");
-    if (ferry_oob_listen(ctx, "127.0.0.1:0", &lis) != 0)
+    if (ferry__oob_listen(ctx, "127.0.0.1:0", &lis) != 0)
         child_fail(out, 22, "listen");
-    if (ferry_oob_publish(lis, "srv", mem) != 0)
+    if (ferry__oob_publish(lis, "srv", mem) != 0)
         child_fail(out, 23, "publish");
-    port = ferry_oob_port(lis);
+    port = ferry__oob_port(lis);
     if (write(out, "p", 1) != 1 || write(out, &port, sizeof(port)) != 4)
         _exit(24);
-    if (ferry_oob_accept(lis, 15000, &conn) != 0)
+    if (ferry__oob_accept(lis, 15000, &conn) != 0)
         child_fail(out, 25, "accept");
-    if (ferry_oob_lookup(conn, "cli", 15000, &rmem) != 0)
+    if (ferry__oob_lookup(conn, "cli", 15000, &rmem) != 0)
         child_fail(out, 26, "lookup of the offer");
     if (ferry_rmem_length(rmem) != TP_LEN)
         child_fail(out, 27, "offered length");
-    if (xfer(ferry_oob_conn_peer(conn), 1, local, lmem, rmem, 0, TP_LEN, err,
+    if (xfer(ferry__oob_conn_peer(conn), 1, local, lmem, rmem, 0, TP_LEN, err,
              sizeof(err)) != 0)
         child_fail(out, 28, err);
     if (write(out, "w", 1) != 1)
@@ -331,8 +331,8 @@ static void server_child(int in, int out)
             _exit(30);
     }
     ferry_rmem_close(rmem);
-    ferry_oob_disconnect(conn);
-    ferry_oob_close(lis);
+    ferry__oob_disconnect(conn);
+    ferry__oob_close(lis);
     ferry_context_close(ctx);
     _exit(cmd == 'q' ? 0 : 31);
 }
@@ -364,7 +364,7 @@ START_TEST(test_two_processes)
     int up[2], down[2], port = 0, status = 0;
     pid_t pid;
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
     ferry_rmem_t *rmem = NULL;
     uint8_t *local, *cli;
     ferry_mem_t *lmem, *cmem;
@@ -395,19 +395,19 @@ START_TEST(test_two_processes)
     cli = tu_alloc_buf(TP_LEN);
     lmem = tu_register(ctx, local, TP_LEN, RW);
     cmem = tu_register(ctx, cli, TP_LEN, RW);
-    ret = ferry_oob_connect(ctx, hostport, 5000, &conn);
+    ret = ferry__oob_connect(ctx, hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "connect to the child at %s: %s", hostport,
                   ferry_last_error());
-    ret = ferry_oob_lookup(conn, "srv", 5000, &rmem);
+    ret = ferry__oob_lookup(conn, "srv", 5000, &rmem);
     ck_assert_msg(ret == 0, "lookup srv: %s", ferry_last_error());
     ck_assert_uint_eq(ferry_rmem_length(rmem), TP_LEN);
-    xfer_ok(ferry_oob_conn_peer(conn), 0, local, lmem, rmem, 0, TP_LEN);
+    xfer_ok(ferry__oob_conn_peer(conn), 0, local, lmem, rmem, 0, TP_LEN);
     bad = tu_check(local, TP_LEN, 11);
     ck_assert_msg(bad == SIZE_MAX, "read from the child differs at %zu", bad);
     tu_fill(local, TP_LEN, 12);
-    xfer_ok(ferry_oob_conn_peer(conn), 1, local, lmem, rmem, 0, TP_LEN);
+    xfer_ok(ferry__oob_conn_peer(conn), 1, local, lmem, rmem, 0, TP_LEN);
 
-    ret = ferry_oob_offer(conn, "cli", cmem, 5000);
+    ret = ferry__oob_offer(conn, "cli", cmem, 5000);
     ck_assert_msg(ret == 0, "offer: %s", ferry_last_error());
     ck_assert_int_eq(from_child(up[0], pid), 'w');
     bad = tu_check(cli, TP_LEN, 13);
@@ -422,7 +422,7 @@ START_TEST(test_two_processes)
                   "server child ended with status 0x%x", status);
 
     ck_assert_int_eq(ferry_rmem_close(rmem), 0);
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     ferry_context_close(ctx);
     tu_free_buf(local, TP_LEN);
     tu_free_buf(cli, TP_LEN);
@@ -440,7 +440,7 @@ struct cli_job {
     const char *hostport;
     ferry_context_t *ctx;
     unsigned idx;
-    ferry_oob_conn_t *conn;
+    ferry__oob_conn_t *conn;
     int ret;
     char err[700];
 };
@@ -458,9 +458,9 @@ static void *cli_main(void *arg)
         return NULL;
     }
     tu_fill(local, SLICE, 100 + j->idx);
-    j->ret = ferry_oob_connect(j->ctx, j->hostport, 10000, &j->conn);
+    j->ret = ferry__oob_connect(j->ctx, j->hostport, 10000, &j->conn);
     if (j->ret == 0)
-        j->ret = ferry_oob_lookup(j->conn, "slices", 10000, &rmem);
+        j->ret = ferry__oob_lookup(j->conn, "slices", 10000, &rmem);
     if (j->ret == 0)
         j->ret = ferry_mem_register(j->ctx, local, SLICE, FERRY_MEM_HOST, 0,
                                     0, &lmem);
@@ -468,7 +468,7 @@ static void *cli_main(void *arg)
         snprintf(j->err, sizeof(j->err), "client %u: %s", j->idx,
                  ferry_last_error());
     else
-        j->ret = xfer(ferry_oob_conn_peer(j->conn), 1, local, lmem, rmem,
+        j->ret = xfer(ferry__oob_conn_peer(j->conn), 1, local, lmem, rmem,
                       (uint64_t)j->idx * SLICE, SLICE, j->err,
                       sizeof(j->err));
     ferry_rmem_close(rmem);
@@ -484,12 +484,12 @@ START_TEST(test_concurrent_clients)
     ferry_mem_t *bmem;
     struct cli_job jobs[NCLI];
     pthread_t th[NCLI];
-    ferry_oob_conn_t *acc[NCLI] = {0};
+    ferry__oob_conn_t *acc[NCLI] = {0};
     int ret;
 
     srv_open(&s, NULL);
     bmem = tu_register(s.ctx, big, NCLI * SLICE, RW);
-    ck_assert_int_eq(ferry_oob_publish(s.lis, "slices", bmem), 0);
+    ck_assert_int_eq(ferry__oob_publish(s.lis, "slices", bmem), 0);
     /* Contexts are made here; the threads connect, look up and write. */
     for (unsigned i = 0; i < NCLI; i++) {
         jobs[i] = (struct cli_job){.hostport = s.hostport, .idx = i};
@@ -509,16 +509,16 @@ START_TEST(test_concurrent_clients)
     }
     /* Every client is accepted exactly once. */
     for (unsigned i = 0; i < NCLI; i++) {
-        ret = ferry_oob_accept(s.lis, 5000, &acc[i]);
+        ret = ferry__oob_accept(s.lis, 5000, &acc[i]);
         ck_assert_msg(ret == 0, "accept %u: %s", i, ferry_last_error());
-        ck_assert_ptr_nonnull(ferry_oob_conn_peer(acc[i]));
+        ck_assert_ptr_nonnull(ferry__oob_conn_peer(acc[i]));
         for (unsigned k = 0; k < i; k++)
             ck_assert_ptr_ne(acc[k], acc[i]);
     }
-    ck_assert_int_eq(ferry_oob_accept(s.lis, 100, &acc[0]), FERRY_EAGAIN);
+    ck_assert_int_eq(ferry__oob_accept(s.lis, 100, &acc[0]), FERRY_EAGAIN);
     for (unsigned i = 0; i < NCLI; i++) {
-        ferry_oob_disconnect(acc[i]);
-        ferry_oob_disconnect(jobs[i].conn);
+        ferry__oob_disconnect(acc[i]);
+        ferry__oob_disconnect(jobs[i].conn);
         ferry_context_close(jobs[i].ctx);
     }
     ck_assert_int_eq(ferry_mem_close(bmem), 0);
@@ -532,8 +532,8 @@ END_TEST
 static void connect_refused(struct srv *s, const char *token)
 {
     ferry_context_t *ctx = ctx_open(PROV, 0, token);
-    ferry_oob_conn_t *conn = NULL;
-    int ret = ferry_oob_connect(ctx, s->hostport, 5000, &conn);
+    ferry__oob_conn_t *conn = NULL;
+    int ret = ferry__oob_connect(ctx, s->hostport, 5000, &conn);
 
     ck_assert_msg(ret == FERRY_EPROTO,
                   "client token %s: connect gave %d (%s), expected "
@@ -549,7 +549,7 @@ START_TEST(test_token_must_match)
 {
     struct srv s;
     ferry_context_t *cctx;
-    ferry_oob_conn_t *acc = NULL, *none = NULL, *conn = NULL;
+    ferry__oob_conn_t *acc = NULL, *none = NULL, *conn = NULL;
     int ret;
 
     unsetenv("FERRY_OOB_TOKEN");
@@ -559,15 +559,15 @@ START_TEST(test_token_must_match)
     connect_refused(&s, "s3cre");
     /* The client with the token is the only one accept ever hands out. */
     cctx = ctx_open(PROV, 0, "s3cret");
-    ret = ferry_oob_connect(cctx, s.hostport, 5000, &conn);
+    ret = ferry__oob_connect(cctx, s.hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "connect with the token: %s", ferry_last_error());
-    ret = ferry_oob_accept(s.lis, 3000, &acc);
+    ret = ferry__oob_accept(s.lis, 3000, &acc);
     ck_assert_msg(ret == 0, "accept: %s", ferry_last_error());
-    ret = ferry_oob_accept(s.lis, 300, &none);
+    ret = ferry__oob_accept(s.lis, 300, &none);
     ck_assert_msg(ret == FERRY_EAGAIN, "second accept gave %d: %s", ret,
                   ferry_last_error());
-    ferry_oob_disconnect(acc);
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(acc);
+    ferry__oob_disconnect(conn);
     ferry_context_close(cctx);
     client_ok(&s, "s3cret"); /* and it moves data */
     srv_close(&s);
@@ -593,28 +593,28 @@ END_TEST
 START_TEST(test_token_per_call)
 {
     ferry_context_t *sctx, *cctx;
-    ferry_oob_t *lis = NULL;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_t *lis = NULL;
+    ferry__oob_conn_t *conn = NULL;
     char hostport[64];
     int ret;
 
     unsetenv("FERRY_OOB_TOKEN");
     sctx = ctx_open(PROV, 0, "context-token");
-    ret = ferry_oob_listen_token(sctx, "127.0.0.1:0", "call-token", &lis);
+    ret = ferry__oob_listen_token(sctx, "127.0.0.1:0", "call-token", &lis);
     ck_assert_msg(ret == 0, "listen: %s", ferry_last_error());
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry_oob_port(lis));
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry__oob_port(lis));
     cctx = ctx_open(PROV, 0, "context-token");
-    ret = ferry_oob_connect(cctx, hostport, 5000, &conn);
+    ret = ferry__oob_connect(cctx, hostport, 5000, &conn);
     ck_assert_msg(ret == FERRY_EPROTO, "the context's token gave %d: %s", ret,
                   ferry_last_error());
-    ret = ferry_oob_connect_token(cctx, hostport, "call-token", 5000, &conn);
+    ret = ferry__oob_connect_token(cctx, hostport, "call-token", 5000, &conn);
     ck_assert_msg(ret == 0, "the call's token: %s", ferry_last_error());
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     conn = NULL;
-    ret = ferry_oob_connect_token(cctx, hostport, NULL, 5000, &conn);
+    ret = ferry__oob_connect_token(cctx, hostport, NULL, 5000, &conn);
     ck_assert_msg(ret == FERRY_EPROTO, "NULL (the context's) gave %d: %s", ret,
                   ferry_last_error());
-    ferry_oob_close(lis);
+    ferry__oob_close(lis);
     ferry_context_close(cctx);
     ferry_context_close(sctx);
 }
@@ -626,20 +626,20 @@ START_TEST(test_token_too_long)
 {
     char tok[201];
     ferry_context_t *ctx;
-    ferry_oob_t *lis = NULL;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_t *lis = NULL;
+    ferry__oob_conn_t *conn = NULL;
     int ret;
 
     unsetenv("FERRY_OOB_TOKEN");
     memset(tok, 'k', 200);
     tok[200] = '\0';
     ctx = ctx_open(PROV, 0, tok);
-    ret = ferry_oob_listen(ctx, "127.0.0.1:0", &lis);
+    ret = ferry__oob_listen(ctx, "127.0.0.1:0", &lis);
     ck_assert_msg(ret == FERRY_EINVAL, "listen gave %d: %s", ret,
                   ferry_last_error());
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "token"));
     ck_assert_ptr_null(lis);
-    ret = ferry_oob_connect(ctx, "127.0.0.1:1", 300, &conn);
+    ret = ferry__oob_connect(ctx, "127.0.0.1:1", 300, &conn);
     ck_assert_msg(ret == FERRY_EINVAL, "connect gave %d: %s", ret,
                   ferry_last_error());
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "token"));
@@ -663,7 +663,7 @@ START_TEST(test_nobody_listening)
     struct sockaddr_in sa = {.sin_family = AF_INET};
     socklen_t sl = sizeof(sa);
     ferry_context_t *ctx = ctx_open(PROV, 0, NULL);
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
     char hostport[32];
     double t0, dt;
     /* A port bound but not listening: connections to it are refused, and
@@ -675,7 +675,7 @@ START_TEST(test_nobody_listening)
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
     snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ntohs(sa.sin_port));
     t0 = now_s();
-    ret = ferry_oob_connect(ctx, hostport, 300, &conn);
+    ret = ferry__oob_connect(ctx, hostport, 300, &conn);
     dt = now_s() - t0;
     ck_assert_msg(ret == FERRY_EHOSTUNREACH || ret == FERRY_ETIMEDOUT,
                   "connect gave %d: %s", ret, ferry_last_error());
@@ -689,7 +689,7 @@ START_TEST(test_nobody_listening)
 }
 END_TEST
 
-/* ferry_oob_connect run in a thread of its own, with its result. */
+/* ferry__oob_connect run in a thread of its own, with its result. */
 struct dialer {
     ferry_context_t *ctx;
     const char *hostport;
@@ -701,11 +701,11 @@ struct dialer {
 static void *dialer_main(void *arg)
 {
     struct dialer *d = arg;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
 
-    d->ret = ferry_oob_connect(d->ctx, d->hostport, d->timeout_ms, &conn);
+    d->ret = ferry__oob_connect(d->ctx, d->hostport, d->timeout_ms, &conn);
     snprintf(d->said, sizeof(d->said), "%s", ferry_last_error());
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     return NULL;
 }
 
@@ -845,38 +845,38 @@ static void expect_err(int ret, int want, const char *contains,
 START_TEST(test_bad_args_listen)
 {
     ferry_context_t *ctx = ctx_open(PROV, 0, NULL);
-    ferry_oob_t *lis = NULL, *lis2 = NULL;
+    ferry__oob_t *lis = NULL, *lis2 = NULL;
     char hostport[32];
 
-    expect_err(ferry_oob_listen(NULL, "127.0.0.1:0", &lis), FERRY_EINVAL,
+    expect_err(ferry__oob_listen(NULL, "127.0.0.1:0", &lis), FERRY_EINVAL,
                "NULL", "listen(NULL ctx)");
-    expect_err(ferry_oob_listen(ctx, NULL, &lis), FERRY_EINVAL, "NULL",
+    expect_err(ferry__oob_listen(ctx, NULL, &lis), FERRY_EINVAL, "NULL",
                "listen(NULL hostport)");
-    expect_err(ferry_oob_listen(ctx, "127.0.0.1:0", NULL), FERRY_EINVAL,
+    expect_err(ferry__oob_listen(ctx, "127.0.0.1:0", NULL), FERRY_EINVAL,
                "NULL", "listen(NULL out)");
-    expect_err(ferry_oob_listen(ctx, "nohostport", &lis), FERRY_EINVAL,
+    expect_err(ferry__oob_listen(ctx, "nohostport", &lis), FERRY_EINVAL,
                "\"nohostport\" has no port", "listen(nohostport)");
-    expect_err(ferry_oob_listen(ctx, "127.0.0.1:", &lis), FERRY_EINVAL,
+    expect_err(ferry__oob_listen(ctx, "127.0.0.1:", &lis), FERRY_EINVAL,
                "has no port", "listen(empty port)");
-    expect_err(ferry_oob_listen(ctx, ":abc", &lis), FERRY_EINVAL,
+    expect_err(ferry__oob_listen(ctx, ":abc", &lis), FERRY_EINVAL,
                "\"abc\" is not a number", "listen(:abc)");
-    expect_err(ferry_oob_listen(ctx, "127.0.0.1:70000", &lis), FERRY_EINVAL,
+    expect_err(ferry__oob_listen(ctx, "127.0.0.1:70000", &lis), FERRY_EINVAL,
                "70000", "listen(port 70000)");
-    expect_err(ferry_oob_listen(ctx, "no.such.host.invalid:0", &lis),
+    expect_err(ferry__oob_listen(ctx, "no.such.host.invalid:0", &lis),
                FERRY_EHOSTUNREACH, "no.such.host.invalid",
                "listen(unresolvable)");
     ck_assert_ptr_null(lis);
-    ck_assert_int_eq(ferry_oob_port(NULL), FERRY_EINVAL);
+    ck_assert_int_eq(ferry__oob_port(NULL), FERRY_EINVAL);
 
     /* A port in use: FERRY_EEXIST, and the sentence names the address. */
-    ck_assert_int_eq(ferry_oob_listen(ctx, "127.0.0.1:0", &lis), 0);
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry_oob_port(lis));
-    expect_err(ferry_oob_listen(ctx, hostport, &lis2), FERRY_EEXIST, hostport,
+    ck_assert_int_eq(ferry__oob_listen(ctx, "127.0.0.1:0", &lis), 0);
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry__oob_port(lis));
+    expect_err(ferry__oob_listen(ctx, hostport, &lis2), FERRY_EEXIST, hostport,
                "listen(port in use)");
     ck_assert_ptr_nonnull(strstr(ferry_last_error(), "already in use"));
     ck_assert_ptr_null(lis2);
-    ferry_oob_close(lis);
-    ferry_oob_close(NULL);
+    ferry__oob_close(lis);
+    ferry__oob_close(NULL);
     ferry_context_close(ctx);
 }
 END_TEST
@@ -884,29 +884,29 @@ END_TEST
 START_TEST(test_bad_args_connect)
 {
     ferry_context_t *ctx = ctx_open(PROV, 0, NULL);
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
 
-    expect_err(ferry_oob_connect(NULL, "127.0.0.1:1", 1000, &conn),
+    expect_err(ferry__oob_connect(NULL, "127.0.0.1:1", 1000, &conn),
                FERRY_EINVAL, "NULL", "connect(NULL ctx)");
-    expect_err(ferry_oob_connect(ctx, NULL, 1000, &conn), FERRY_EINVAL,
+    expect_err(ferry__oob_connect(ctx, NULL, 1000, &conn), FERRY_EINVAL,
                "NULL", "connect(NULL hostport)");
-    expect_err(ferry_oob_connect(ctx, "127.0.0.1:1", 1000, NULL),
+    expect_err(ferry__oob_connect(ctx, "127.0.0.1:1", 1000, NULL),
                FERRY_EINVAL, "NULL", "connect(NULL out)");
     /* A deadline of 0 is the default (10 s), as every deadline's. */
-    expect_err(ferry_oob_connect(ctx, "127.0.0.1:1", 0, &conn),
+    expect_err(ferry__oob_connect(ctx, "127.0.0.1:1", 0, &conn),
                FERRY_EHOSTUNREACH, "tried for 10.0 s", "connect(timeout 0)");
-    expect_err(ferry_oob_connect(ctx, "nohostport", 1000, &conn),
+    expect_err(ferry__oob_connect(ctx, "nohostport", 1000, &conn),
                FERRY_EINVAL, "has no port", "connect(nohostport)");
-    expect_err(ferry_oob_connect(ctx, ":abc", 1000, &conn), FERRY_EINVAL,
+    expect_err(ferry__oob_connect(ctx, ":abc", 1000, &conn), FERRY_EINVAL,
                "not a number", "connect(:abc)");
-    expect_err(ferry_oob_connect(ctx, "127.0.0.1:99999", 1000, &conn),
+    expect_err(ferry__oob_connect(ctx, "127.0.0.1:99999", 1000, &conn),
                FERRY_EINVAL, "99999", "connect(port 99999)");
-    expect_err(ferry_oob_connect(ctx, "no.such.host.invalid:1234", 1000,
+    expect_err(ferry__oob_connect(ctx, "no.such.host.invalid:1234", 1000,
                                  &conn),
                FERRY_EHOSTUNREACH, "cannot resolve", "connect(unresolvable)");
     ck_assert_ptr_null(conn);
-    ferry_oob_disconnect(NULL);
-    ck_assert_ptr_null(ferry_oob_conn_peer(NULL));
+    ferry__oob_disconnect(NULL);
+    ck_assert_ptr_null(ferry__oob_conn_peer(NULL));
     ferry_context_close(ctx);
 }
 END_TEST
@@ -915,7 +915,7 @@ START_TEST(test_bad_args_names)
 {
     struct srv s;
     ferry_context_t *cctx = ctx_open(PROV, 0, NULL);
-    ferry_oob_conn_t *conn = NULL, *sconn = NULL;
+    ferry__oob_conn_t *conn = NULL, *sconn = NULL;
     ferry_rmem_t *rmem = NULL;
     uint8_t *cbuf = tu_alloc_buf(4096);
     ferry_mem_t *cmem = tu_register(cctx, cbuf, 4096, RW);
@@ -928,64 +928,64 @@ START_TEST(test_bad_args_names)
     maxname[127] = '\0';
     srv_open(&s, NULL);
 
-    expect_err(ferry_oob_publish(NULL, "x", s.mem), FERRY_EINVAL, "NULL",
+    expect_err(ferry__oob_publish(NULL, "x", s.mem), FERRY_EINVAL, "NULL",
                "publish(NULL lis)");
-    expect_err(ferry_oob_publish(s.lis, NULL, s.mem), FERRY_EINVAL,
+    expect_err(ferry__oob_publish(s.lis, NULL, s.mem), FERRY_EINVAL,
                "1 to 127 characters", "publish(NULL name)");
-    expect_err(ferry_oob_publish(s.lis, "", s.mem), FERRY_EINVAL,
+    expect_err(ferry__oob_publish(s.lis, "", s.mem), FERRY_EINVAL,
                "1 to 127 characters", "publish(empty name)");
-    expect_err(ferry_oob_publish(s.lis, longname, s.mem), FERRY_EINVAL,
+    expect_err(ferry__oob_publish(s.lis, longname, s.mem), FERRY_EINVAL,
                "1 to 127 characters", "publish(200-char name)");
-    ck_assert_int_ne(ferry_oob_publish(s.lis, "x", NULL), 0);
-    ck_assert_int_eq(ferry_oob_publish(s.lis, maxname, s.mem), 0);
-    expect_err(ferry_oob_accept(NULL, 10, &sconn), FERRY_EINVAL, "NULL",
+    ck_assert_int_ne(ferry__oob_publish(s.lis, "x", NULL), 0);
+    ck_assert_int_eq(ferry__oob_publish(s.lis, maxname, s.mem), 0);
+    expect_err(ferry__oob_accept(NULL, 10, &sconn), FERRY_EINVAL, "NULL",
                "accept(NULL lis)");
-    expect_err(ferry_oob_accept(s.lis, 10, NULL), FERRY_EINVAL, "NULL",
+    expect_err(ferry__oob_accept(s.lis, 10, NULL), FERRY_EINVAL, "NULL",
                "accept(NULL out)");
 
-    ret = ferry_oob_connect(cctx, s.hostport, 5000, &conn);
+    ret = ferry__oob_connect(cctx, s.hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "connect: %s", ferry_last_error());
-    expect_err(ferry_oob_lookup(NULL, "reg", 1000, &rmem), FERRY_EINVAL,
+    expect_err(ferry__oob_lookup(NULL, "reg", 1000, &rmem), FERRY_EINVAL,
                "NULL", "lookup(NULL conn)");
-    expect_err(ferry_oob_lookup(conn, "reg", 1000, NULL), FERRY_EINVAL,
+    expect_err(ferry__oob_lookup(conn, "reg", 1000, NULL), FERRY_EINVAL,
                "NULL", "lookup(NULL out)");
-    expect_err(ferry_oob_lookup(conn, "", 1000, &rmem), FERRY_EINVAL,
+    expect_err(ferry__oob_lookup(conn, "", 1000, &rmem), FERRY_EINVAL,
                "1 to 127 characters", "lookup(empty name)");
-    expect_err(ferry_oob_lookup(conn, longname, 1000, &rmem), FERRY_EINVAL,
+    expect_err(ferry__oob_lookup(conn, longname, 1000, &rmem), FERRY_EINVAL,
                "1 to 127 characters", "lookup(200-char name)");
-    expect_err(ferry_oob_offer(NULL, "c", cmem, 1000), FERRY_EINVAL, "NULL",
+    expect_err(ferry__oob_offer(NULL, "c", cmem, 1000), FERRY_EINVAL, "NULL",
                "offer(NULL conn)");
-    expect_err(ferry_oob_offer(conn, "", cmem, 1000), FERRY_EINVAL,
+    expect_err(ferry__oob_offer(conn, "", cmem, 1000), FERRY_EINVAL,
                "1 to 127 characters", "offer(empty name)");
-    expect_err(ferry_oob_offer(conn, longname, cmem, 1000), FERRY_EINVAL,
+    expect_err(ferry__oob_offer(conn, longname, cmem, 1000), FERRY_EINVAL,
                "1 to 127 characters", "offer(200-char name)");
-    ck_assert_int_ne(ferry_oob_offer(conn, "c", NULL, 1000), 0);
+    ck_assert_int_ne(ferry__oob_offer(conn, "c", NULL, 1000), 0);
     ck_assert_ptr_null(rmem);
 
     /* The longest name works end to end. */
-    ret = ferry_oob_lookup(conn, maxname, 5000, &rmem);
+    ret = ferry__oob_lookup(conn, maxname, 5000, &rmem);
     ck_assert_msg(ret == 0, "lookup of a 127-char name: %s",
                   ferry_last_error());
     ck_assert_int_eq(ferry_rmem_close(rmem), 0);
     rmem = NULL;
     /* The connection still works after the refused calls (and < 0 is no
      * deadline). */
-    ret = ferry_oob_offer(conn, "c", cmem, -1);
+    ret = ferry__oob_offer(conn, "c", cmem, -1);
     ck_assert_msg(ret == 0, "offer: %s", ferry_last_error());
 
     /* Only the connecting side offers. */
-    ret = ferry_oob_accept(s.lis, 5000, &sconn);
+    ret = ferry__oob_accept(s.lis, 5000, &sconn);
     ck_assert_msg(ret == 0, "accept: %s", ferry_last_error());
-    expect_err(ferry_oob_offer(sconn, "s", s.mem, 1000), FERRY_EINVAL,
+    expect_err(ferry__oob_offer(sconn, "s", s.mem, 1000), FERRY_EINVAL,
                "only the connecting side offers", "offer(accepted conn)");
-    expect_err(ferry_oob_lookup(sconn, "", 1000, &rmem), FERRY_EINVAL,
+    expect_err(ferry__oob_lookup(sconn, "", 1000, &rmem), FERRY_EINVAL,
                "1 to 127 characters", "lookup(accepted, empty name)");
-    ret = ferry_oob_lookup(sconn, "c", 5000, &rmem);
+    ret = ferry__oob_lookup(sconn, "c", 5000, &rmem);
     ck_assert_msg(ret == 0, "server lookup: %s", ferry_last_error());
     ck_assert_int_eq(ferry_rmem_close(rmem), 0);
 
-    ferry_oob_disconnect(sconn);
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(sconn);
+    ferry__oob_disconnect(conn);
     ck_assert_int_eq(ferry_mem_close(cmem), 0);
     ferry_context_close(cctx);
     tu_free_buf(cbuf, 4096);

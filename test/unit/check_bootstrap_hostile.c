@@ -1,5 +1,5 @@
 /*
- * The bootstrap (ferry_oob_*) facing hostile or careless peers, through
+ * The bootstrap (ferry__oob_*) facing hostile or careless peers, through
  * the public API and raw sockets of this process: a listener without a
  * token stays on loopback unless told otherwise; peers with different
  * tokens are refused both ways with a sentence, and the token never
@@ -8,12 +8,12 @@
  * handshake's proofs, and the timeouts shortened for tests:
  * test/unit/check_oob.c.)
  *
- * Listeners bind 127.0.0.1:0 (ferry_oob_port tells the port) unless a
+ * Listeners bind 127.0.0.1:0 (ferry__oob_port tells the port) unless a
  * test is about other addresses, so suites running side by side never
  * collide.  Tests assert outcomes; how long things take is
  * bench/oob_bench's business.
  */
-#include "oobutil.h"
+#include "bootutil.h"
 #include "sockutil.h"
 
 #include <arpa/inet.h>
@@ -32,8 +32,8 @@
 
 static void insecure_listen_refused(ferry_context_t *ctx, const char *where)
 {
-    ferry_oob_t *lis = NULL;
-    int ret = ferry_oob_listen(ctx, where, &lis);
+    ferry__oob_t *lis = NULL;
+    int ret = ferry__oob_listen(ctx, where, &lis);
 
     ck_assert_msg(ret == FERRY_EINVAL,
                   "listen on %s without a token gave %d "
@@ -53,19 +53,19 @@ static void listen_ok(ferry_context_t *ctx, const char *where,
                       const char *token)
 {
     ferry_context_t *cctx;
-    ferry_oob_t *lis = NULL;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_t *lis = NULL;
+    ferry__oob_conn_t *conn = NULL;
     char hostport[32];
-    int ret = ferry_oob_listen(ctx, where, &lis);
+    int ret = ferry__oob_listen(ctx, where, &lis);
 
     ck_assert_msg(ret == 0, "listen on %s: %s", where, ferry_last_error());
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry_oob_port(lis));
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry__oob_port(lis));
     cctx = ctx_open(PROV, 0, token);
-    ret = ferry_oob_connect(cctx, hostport, 3000, &conn);
+    ret = ferry__oob_connect(cctx, hostport, 3000, &conn);
     ck_assert_msg(ret == 0, "connect to %s: %s", hostport, ferry_last_error());
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     ferry_context_close(cctx);
-    ferry_oob_close(lis);
+    ferry__oob_close(lis);
 }
 
 START_TEST(test_no_token_stays_on_loopback)
@@ -110,12 +110,12 @@ static void tokens_differ(const char *server_token, const char *client_token)
 {
     struct srv s;
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn = NULL, *acc = NULL;
+    ferry__oob_conn_t *conn = NULL, *acc = NULL;
     int ret;
 
     srv_open(&s, server_token);
     ctx = ctx_open(PROV, 0, client_token);
-    ret = ferry_oob_connect(ctx, s.hostport, 3000, &conn);
+    ret = ferry__oob_connect(ctx, s.hostport, 3000, &conn);
     ck_assert_msg(ret == FERRY_EPROTO,
                   "server token %s, client token %s: connect gave %d (%s)",
                   server_token ? server_token : "(none)",
@@ -127,7 +127,7 @@ static void tokens_differ(const char *server_token, const char *client_token)
                        "give both sides the same token: FERRY_OOB_TOKEN",
                        NULL);
     /* Nothing reaches the application. */
-    ret = ferry_oob_accept(s.lis, 200, &acc);
+    ret = ferry__oob_accept(s.lis, 200, &acc);
     ck_assert_int_eq(ret, FERRY_EAGAIN);
     ferry_context_close(ctx);
     client_ok(&s, server_token);
@@ -249,7 +249,7 @@ START_TEST(test_token_never_on_the_wire)
     struct srv s;
     struct relay r;
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
     ferry_rmem_t *rmem = NULL;
     char via[32];
     int ret;
@@ -259,14 +259,14 @@ START_TEST(test_token_never_on_the_wire)
     relay_start(&r, s.port);
     snprintf(via, sizeof(via), "127.0.0.1:%d", r.port);
     ctx = ctx_open(PROV, 0, token);
-    ret = ferry_oob_connect(ctx, via, 3000, &conn);
+    ret = ferry__oob_connect(ctx, via, 3000, &conn);
     ck_assert_msg(ret == 0, "connect through the relay: %s",
                   ferry_last_error());
-    ret = ferry_oob_lookup(conn, "reg", 3000, &rmem);
+    ret = ferry__oob_lookup(conn, "reg", 3000, &rmem);
     ck_assert_msg(ret == 0, "lookup through the relay: %s", ferry_last_error());
-    ck_assert_int_eq(ferry_oob_offer(conn, "mine", s.mem, 3000), 0);
+    ck_assert_int_eq(ferry__oob_offer(conn, "mine", s.mem, 3000), 0);
     ck_assert_int_eq(ferry_rmem_close(rmem), 0);
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     ferry_context_close(ctx);
     relay_stop(&r);
     /* Hello, proof, lookup, offer: each a frame of 16 bytes or more. */
@@ -333,16 +333,16 @@ static size_t count_closed(const int *fds, size_t n, size_t want,
 static void client_gets_through(struct srv *s, const char *among)
 {
     ferry_context_t *ctx = ctx_open(PROV, 0, NULL);
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
     ferry_rmem_t *rmem = NULL;
-    int ret = ferry_oob_connect(ctx, s->hostport, 2000, &conn);
+    int ret = ferry__oob_connect(ctx, s->hostport, 2000, &conn);
 
     ck_assert_msg(ret == 0, "connect among %s: %s", among, ferry_last_error());
-    ret = ferry_oob_lookup(conn, "reg", 2000, &rmem);
+    ret = ferry__oob_lookup(conn, "reg", 2000, &rmem);
     ck_assert_msg(ret == 0, "lookup among %s: %s", among, ferry_last_error());
     ck_assert_uint_eq(ferry_rmem_length(rmem), SRV_LEN);
     ck_assert_int_eq(ferry_rmem_close(rmem), 0);
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     ferry_context_close(ctx);
 }
 
@@ -400,16 +400,16 @@ END_TEST
 
 /* Looks name up through conn until it gives want (a client's going
  * reaches the listener in its own time). */
-static void lookup_until(ferry_oob_conn_t *conn, const char *name, int want)
+static void lookup_until(ferry__oob_conn_t *conn, const char *name, int want)
 {
     ferry_rmem_t *rmem = NULL;
-    int ret = ferry_oob_lookup(conn, name, 2000, &rmem);
+    int ret = ferry__oob_lookup(conn, name, 2000, &rmem);
 
     for (int i = 0; i < 200 && ret != want; i++) {
         if (ret == 0)
             ferry_rmem_close(rmem);
         usleep(10 * 1000);
-        ret = ferry_oob_lookup(conn, name, 2000, &rmem);
+        ret = ferry__oob_lookup(conn, name, 2000, &rmem);
     }
     ck_assert_msg(ret == want, "lookup of \"%s\" gave %d, expected %d: %s",
                   name, ret, want, ferry_last_error());
@@ -421,14 +421,14 @@ static void lookup_until(ferry_oob_conn_t *conn, const char *name, int want)
  * One connection offers at most 1024 regions: beyond, each offer is
  * refused with a sentence and the connection stays; a name offered again
  * replaces its offer.  The listener finds them until the connection that
- * made them goes; another client never does (ferry_oob_lookup imports
+ * made them goes; another client never does (ferry__oob_lookup imports
  * through the listener's peer: only the listener's own regions).
  */
 START_TEST(test_offers_capped_and_gone_with_connection)
 {
     struct srv s;
     ferry_context_t *ca, *cb;
-    ferry_oob_conn_t *a = NULL, *b = NULL, *acc = NULL;
+    ferry__oob_conn_t *a = NULL, *b = NULL, *acc = NULL;
     ferry_rmem_t *rmem = NULL;
     uint8_t *buf = tu_alloc_buf(4096);
     ferry_mem_t *mem;
@@ -439,43 +439,43 @@ START_TEST(test_offers_capped_and_gone_with_connection)
     ca = ctx_open(PROV, 0, NULL);
     cb = ctx_open(PROV, 0, NULL);
     mem = tu_register(ca, buf, 4096, RW);
-    ck_assert_int_eq(ferry_oob_connect(ca, s.hostport, 3000, &a), 0);
-    ret = ferry_oob_accept(s.lis, 3000, &acc); /* a's, the only one */
+    ck_assert_int_eq(ferry__oob_connect(ca, s.hostport, 3000, &a), 0);
+    ret = ferry__oob_accept(s.lis, 3000, &acc); /* a's, the only one */
     ck_assert_msg(ret == 0, "accept: %s", ferry_last_error());
-    ck_assert_int_eq(ferry_oob_connect(cb, s.hostport, 3000, &b), 0);
+    ck_assert_int_eq(ferry__oob_connect(cb, s.hostport, 3000, &b), 0);
     for (int i = 0; i < MAX_OFFERS; i++) {
         snprintf(name, sizeof(name), "offer-%d", i);
-        ret = ferry_oob_offer(a, name, mem, 3000);
+        ret = ferry__oob_offer(a, name, mem, 3000);
         ck_assert_msg(ret == 0, "offer %d: %s", i, ferry_last_error());
     }
     for (int i = MAX_OFFERS; i < MAX_OFFERS + 200; i++) {
         snprintf(name, sizeof(name), "offer-%d", i);
-        ret = ferry_oob_offer(a, name, mem, 3000);
+        ret = ferry__oob_offer(a, name, mem, 3000);
         ck_assert_msg(ret == FERRY_ENOSPC, "offer %d gave %d: %s", i, ret,
                       ferry_last_error());
     }
     tu_assert_sentence("refused", "already offers 1024 regions",
                        "withdraw one first", NULL);
-    ret = ferry_oob_offer(a, "offer-7", mem, 3000);
+    ret = ferry__oob_offer(a, "offer-7", mem, 3000);
     ck_assert_msg(ret == 0, "offering a name again: %s", ferry_last_error());
     /* The listener finds them; the one beyond the cap is not there. */
-    ret = ferry_oob_lookup(acc, "offer-1023", 3000, &rmem);
+    ret = ferry__oob_lookup(acc, "offer-1023", 3000, &rmem);
     ck_assert_msg(ret == 0, "the listener's lookup: %s", ferry_last_error());
     ck_assert_int_eq(ferry_rmem_close(rmem), 0);
-    ret = ferry_oob_lookup(acc, "offer-1024", 100, &rmem);
+    ret = ferry__oob_lookup(acc, "offer-1024", 100, &rmem);
     ck_assert_msg(ret == FERRY_ENOENT, "offer beyond the cap: %d: %s", ret,
                   ferry_last_error());
     /* Another client's lookups see the listener's regions only. */
     lookup_until(b, "reg", 0);
     lookup_until(b, "offer-7", FERRY_ENOENT);
     /* Gone with a's connection. */
-    ferry_oob_disconnect(a);
+    ferry__oob_disconnect(a);
     lookup_until(acc, "offer-7", FERRY_ECONNRESET);
     tu_assert_sentence("disconnected before offering a region named "
                        "\"offer-7\"",
                        NULL);
-    ferry_oob_disconnect(acc);
-    ferry_oob_disconnect(b);
+    ferry__oob_disconnect(acc);
+    ferry__oob_disconnect(b);
     ck_assert_int_eq(ferry_mem_close(mem), 0);
     ferry_context_close(ca);
     ferry_context_close(cb);

@@ -1,7 +1,7 @@
 /*
- * Helpers of the oob suites (see oobutil.h).
+ * Helpers of the oob suites (see bootutil.h).
  */
-#include "oobutil.h"
+#include "bootutil.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -67,18 +67,18 @@ void srv_open(struct srv *s, const char *token)
     s->buf = tu_alloc_buf(SRV_LEN);
     tu_fill(s->buf, SRV_LEN, SRV_SEED);
     s->mem = tu_register(s->ctx, s->buf, SRV_LEN, RW);
-    ret = ferry_oob_listen(s->ctx, "127.0.0.1:0", &s->lis);
+    ret = ferry__oob_listen(s->ctx, "127.0.0.1:0", &s->lis);
     ck_assert_msg(ret == 0, "listen: %s", ferry_last_error());
-    s->port = ferry_oob_port(s->lis);
+    s->port = ferry__oob_port(s->lis);
     ck_assert_msg(s->port > 0 && s->port < 65536, "port %d", s->port);
     snprintf(s->hostport, sizeof(s->hostport), "127.0.0.1:%d", s->port);
-    ret = ferry_oob_publish(s->lis, "reg", s->mem);
+    ret = ferry__oob_publish(s->lis, "reg", s->mem);
     ck_assert_msg(ret == 0, "publish: %s", ferry_last_error());
 }
 
 void srv_close(struct srv *s)
 {
-    ferry_oob_close(s->lis);
+    ferry__oob_close(s->lis);
     ck_assert_int_eq(ferry_mem_close(s->mem), 0);
     ferry_context_close(s->ctx);
     tu_free_buf(s->buf, SRV_LEN);
@@ -88,25 +88,25 @@ void srv_close(struct srv *s)
 void client_ok(struct srv *s, const char *token)
 {
     ferry_context_t *ctx = ctx_open(PROV, 0, token);
-    ferry_oob_conn_t *conn = NULL;
+    ferry__oob_conn_t *conn = NULL;
     ferry_rmem_t *rmem = NULL;
     uint8_t *local = tu_alloc_buf(SRV_LEN);
     ferry_mem_t *lmem = tu_register(ctx, local, SRV_LEN, RW);
     size_t bad;
     int ret;
 
-    ret = ferry_oob_connect(ctx, s->hostport, 5000, &conn);
+    ret = ferry__oob_connect(ctx, s->hostport, 5000, &conn);
     ck_assert_msg(ret == 0, "a normal client cannot connect to %s: %s (%s)",
                   s->hostport, ferry_last_error(), ferry_strerror(ret));
-    ck_assert_ptr_nonnull(ferry_oob_conn_peer(conn));
-    ret = ferry_oob_lookup(conn, "reg", 5000, &rmem);
+    ck_assert_ptr_nonnull(ferry__oob_conn_peer(conn));
+    ret = ferry__oob_lookup(conn, "reg", 5000, &rmem);
     ck_assert_msg(ret == 0, "lookup of \"reg\": %s", ferry_last_error());
     ck_assert_uint_eq(ferry_rmem_length(rmem), SRV_LEN);
-    xfer_ok(ferry_oob_conn_peer(conn), 0, local, lmem, rmem, 0, SRV_LEN);
+    xfer_ok(ferry__oob_conn_peer(conn), 0, local, lmem, rmem, 0, SRV_LEN);
     bad = tu_check(local, SRV_LEN, SRV_SEED);
     ck_assert_msg(bad == SIZE_MAX, "read-back differs at byte %zu", bad);
     ck_assert_int_eq(ferry_rmem_close(rmem), 0);
-    ferry_oob_disconnect(conn);
+    ferry__oob_disconnect(conn);
     ck_assert_int_eq(ferry_mem_close(lmem), 0);
     ferry_context_close(ctx);
     tu_free_buf(local, SRV_LEN);

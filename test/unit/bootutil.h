@@ -1,11 +1,12 @@
 /*
- * Helpers of the oob suites (test/api/check_oob.c and
- * test/unit/check_oob.c), on the public API only: contexts, transfers and
- * a listener with one region, which a normal client can be shown to reach.
+ * Helpers of the bootstrap suites (check_bootstrap.c,
+ * check_bootstrap_hostile.c, check_oob.c): contexts, transfers and a
+ * listener with one region, which a normal client can be shown to reach.
  */
-#ifndef FERRY_OOBUTIL_H
-#define FERRY_OOBUTIL_H
+#ifndef FERRY_BOOTUTIL_H
+#define FERRY_BOOTUTIL_H
 
+#include "oob/oob.h"
 #include "testutil.h"
 
 #define PROV "tcp;ofi_rxm"
@@ -30,7 +31,7 @@ void xfer_ok(ferry_peer_t *peer, int write, void *local, ferry_mem_t *lmem,
  * SRV_LEN region filled with SRV_SEED published as "reg". */
 struct srv {
     ferry_context_t *ctx;
-    ferry_oob_t *lis;
+    ferry__oob_t *lis;
     int port;
     char hostport[32];
     uint8_t *buf;
@@ -44,4 +45,4 @@ void srv_close(struct srv *s);
  */
 void client_ok(struct srv *s, const char *token);
 
-#endif /* FERRY_OOBUTIL_H */
+#endif /* FERRY_BOOTUTIL_H */
