@@ -1,18 +1,23 @@
 /*
- * What the example programs share: error reporting, sizes with K/M/G, and
- * the config of a context for two processes on one host.  Header-only, so
- * each example is still built from its own file plus this one.
+ * What the example programs share: error reporting, sizes with K/M/G, the
+ * config of a context for two processes on one host, where peers meet,
+ * and how a demo starts the other side.  Header-only, so each example is
+ * still built from its own file plus this one.
  */
 #ifndef FERRY_EXAMPLE_H
 #define FERRY_EXAMPLE_H
 
 #include <ferry.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Prints "who: what failed: <code> (<ferry's sentence>)"; returns 1. */
 static inline int ex_fail(const char *who, const char *what, int err)
@@ -96,6 +101,64 @@ static inline void ex_config(struct ferry_config *cfg, bool target,
         snprintf(peer_host, sizeof(peer_host), "%s", host);
         cfg->peer_host = peer_host;
     }
+}
+
+/*
+ * The metadata URL a program meets its peers at, into buf: a URL as it is
+ * ("etcd://...", "bootstrap://..."), and HOST:PORT as the bootstrap there
+ * (bootstrap://HOST:PORT: the first program to open it listens there, the
+ * others connect to it).
+ */
+static inline const char *ex_url(const char *where, char *buf, size_t len)
+{
+    if (strstr(where, "://") != NULL)
+        return where;
+    snprintf(buf, len, "bootstrap://%s", where);
+    return buf;
+}
+
+/*
+ * Runs this program again as a child process with args (args[0] its
+ * name; NULL-terminated): how a demo starts the other side once it knows
+ * where to meet it.  The child starts afresh with exec, so it inherits no
+ * ferry (or CUDA) state of this process, which may have a context and
+ * threads already.  Returns the child's pid, or -1 with a message.
+ */
+static inline pid_t ex_spawn(char *const args[])
+{
+    static const char failed[] = "demo: cannot run /proc/self/exe again\n";
+    pid_t pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        execv("/proc/self/exe", args);
+        /* Only async-signal-safe calls in the child of a threaded parent:
+         * no stdio. */
+        ssize_t n = write(STDERR_FILENO, failed, sizeof(failed) - 1);
+        (void)n;
+        _exit(127);
+    }
+    if (pid < 0)
+        perror("demo: fork");
+    return pid;
+}
+
+/*
+ * Waits for a child of ex_spawn; when stop (this side failed), ends it
+ * first rather than let it wait out its deadline.  true if it exited 0.
+ */
+static inline bool ex_reap(pid_t pid, bool stop)
+{
+    int status = 0;
+
+    if (pid <= 0)
+        return false;
+    if (stop)
+        kill(pid, SIGTERM);
+    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 0;
 }
 
 #endif /* FERRY_EXAMPLE_H */

@@ -15,10 +15,16 @@
  * default 4), --degree D and --chunk BYTES (ferry picks by default),
  * --mode fanout|parallel|sequential (send; the last two write every copy
  * from the sender, all at once or one after the other: what ferry_fanout
- * saves), --timeout SECONDS (default 120).  A receiver listens on
- * 127.0.0.1:18520 by default; to be reached from other hosts give it
- * :PORT (or its address) and set the same FERRY_OOB_TOKEN on all sides.
- * FERRY_PROVIDER / FERRY_DOMAIN pick the provider and the interface.
+ * saves), --timeout SECONDS (default 120).
+ *
+ * Each receiver's HOST:PORT is a meeting place of its own: the embedded
+ * bootstrap there (bootstrap://HOST:PORT, ferry.h "Metadata"), where the
+ * receiver joins as "fanout-recv" and the sender as "fanout-send";
+ * whichever comes first listens there, the other connects.  A receiver
+ * meets at 127.0.0.1:18520 by default; to be reached from other hosts
+ * give it :PORT (or its address) and set the same FERRY_OOB_TOKEN on all
+ * sides.  FERRY_PROVIDER / FERRY_DOMAIN pick the provider and the
+ * interface.
  */
 #include "example.h"
 
@@ -66,9 +72,10 @@ static int open_context(const char *who, bool thread, ferry_context_t **ctx)
 
 static int receive(const char *where)
 {
+    char url[300];
     ferry_context_t *ctx;
-    ferry_mem_t *mem = NULL;
-    ferry_oob_t *lis = NULL;
+    ferry_meta_t *meta;
+    ferry_mem_t *mem;
     uint8_t *buf = NULL;
     double t0;
     int ret, rc = 1;
@@ -89,8 +96,9 @@ static int receive(const char *where)
         ex_fail("recv", "ferry_mem_register", ret);
         goto out;
     }
-    if ((ret = ferry_oob_listen(ctx, where, &lis)) ||
-        (ret = ferry_oob_publish(lis, "fanout", mem))) {
+    if ((ret = ferry_meta_open(ctx, ex_url(where, url, sizeof(url)),
+                               "fanout-recv", &meta)) ||
+        (ret = ferry_meta_publish(meta, "fanout", mem))) {
         ex_fail("recv", "publishing the region", ret);
         goto out;
     }
@@ -112,8 +120,7 @@ static int receive(const char *where)
     rc = 0;
 out:
     fflush(stdout); /* a demo's receiver ends with _exit */
-    ferry_oob_close(lis);
-    ferry_mem_close(mem);
+    /* Closing the context closes the metadata handle and the region. */
     ferry_context_close(ctx);
     free(buf);
     return rc;
@@ -176,28 +183,12 @@ static int send_fanout(ferry_mem_t *mem, ferry_peer_t **peers,
     return ret;
 }
 
-/* The receiver's region; a receiver that listens but has not published
- * yet is asked again. */
-static int lookup(ferry_oob_conn_t *conn, ferry_rmem_t **rmem)
-{
-    const struct timespec pause = {0, 10 * 1000 * 1000};
-    double until = now_s() + opt_timeout_s;
-    int ret;
-
-    while ((ret = ferry_oob_lookup(conn, "fanout", opt_timeout_s * 1000,
-                                   rmem)) == FERRY_ENOENT &&
-           now_s() < until)
-        nanosleep(&pause, NULL);
-    return ret;
-}
-
 static int send_all(char **where, size_t n)
 {
-    ferry_oob_conn_t *conn[MAX_RECEIVERS] = {0};
     ferry_peer_t *peers[MAX_RECEIVERS];
-    ferry_rmem_t *dst[MAX_RECEIVERS] = {0};
+    ferry_rmem_t *dst[MAX_RECEIVERS];
     ferry_context_t *ctx;
-    ferry_mem_t *mem = NULL;
+    ferry_mem_t *mem;
     uint8_t *buf;
     double t0, secs;
     int ret = 1;
@@ -217,14 +208,19 @@ static int send_all(char **where, size_t n)
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((ret = ferry_oob_connect(ctx, where[i], opt_timeout_s * 1000,
-                                     &conn[i])) == 0)
-            ret = lookup(conn[i], &dst[i]);
-        if (ret != 0) {
+        char url[300];
+        ferry_meta_t *meta;
+
+        /* Waits for the receiver to publish; the lookup waited for its
+         * address, so the peer is there at once. */
+        if ((ret = ferry_meta_open(ctx, ex_url(where[i], url, sizeof(url)),
+                                   "fanout-send", &meta)) ||
+            (ret = ferry_meta_lookup(meta, "fanout-recv", "fanout",
+                                     opt_timeout_s * 1000, &dst[i])) ||
+            (ret = ferry_meta_peer(meta, "fanout-recv", 0, &peers[i]))) {
             ex_fail("send", where[i], ret);
             goto out;
         }
-        peers[i] = ferry_oob_conn_peer(conn[i]);
     }
     printf("send: every receiver reached; the transfer starts\n");
     fflush(stdout);
@@ -240,11 +236,8 @@ static int send_all(char **where, size_t n)
                "per receiver\n",
                opt_size, n, opt_mode, secs, (double)opt_size / secs / 1e9);
 out:
-    for (size_t i = 0; i < n; i++) {
-        ferry_rmem_close(dst[i]);
-        ferry_oob_disconnect(conn[i]);
-    }
-    ferry_mem_close(mem);
+    /* Closing the context closes the metadata handles, the region and
+     * what the lookups handed out. */
     ferry_context_close(ctx);
     free(buf);
     return ret != 0;
@@ -263,7 +256,7 @@ static int demo(void)
         if ((pids[i] = fork()) == 0)
             _exit(receive(where[i]));
     }
-    /* ferry_oob_connect retries until the listeners are up. */
+    /* The sender's lookups wait for the receivers to publish. */
     rc = send_all(list, opt_receivers);
     for (unsigned i = 0; i < opt_receivers; i++) {
         if (rc != 0)

@@ -10,6 +10,14 @@
  * device memory (dmabuf, FI_HMEM by virtual address, or staged through
  * host buffers when the provider cannot register GPU memory) and why.
  *
+ * The two meet through ferry's metadata calls over the embedded
+ * bootstrap: the initiator opens bootstrap://127.0.0.1:0 (a free port),
+ * then starts the target as a second process of this program,
+ *
+ *   gpu_write --target URL [--size BYTES] [--iterations N]
+ *
+ * which joins there as "gpu-target" and publishes its buffer as "gpu".
+ *
  * With a GPU (CUDA's driver, libcuda.so.1) it uses it.  Without one it
  * says so and runs on ferry's simulated device (FERRY_SIM_DEVICES=1),
  * whose memory the CPU cannot touch, so the same code paths run.
@@ -18,12 +26,10 @@
 #include "example.h"
 
 #include <inttypes.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define NOTIFY_ID 7
@@ -69,25 +75,22 @@ static int device_region(const char *who, ferry_context_t *ctx,
     return 0;
 }
 
-static int run_target(int port_fd)
+static int run_target(const char *url)
 {
     ferry_context_t *ctx;
-    ferry_oob_t *lis;
+    ferry_meta_t *meta;
     ferry_mem_t *mem;
     uint8_t *check;
     void *dev;
     size_t bad = 0;
-    int ret, port;
+    int ret;
 
     if (open_context("target", true, &ctx) ||
         device_region("target", ctx, FERRY_ACCESS_REMOTE_WRITE, &dev, &mem))
         return 1;
-    if ((ret = ferry_oob_listen(ctx, "127.0.0.1:0", &lis)) ||
-        (ret = ferry_oob_publish(lis, "gpu", mem)))
+    if ((ret = ferry_meta_open(ctx, url, "gpu-target", &meta)) ||
+        (ret = ferry_meta_publish(meta, "gpu", mem)))
         return ex_fail("target", "publishing the region", ret);
-    port = ferry_oob_port(lis);
-    if (write(port_fd, &port, sizeof(port)) != sizeof(port))
-        return ex_fail("target", "reporting the port", FERRY_EIO);
     if ((ret = ferry_counter_wait(ctx, NOTIFY_ID, opt_iterations,
                                   TIMEOUT_MS)))
         return ex_fail("target", "waiting for the notifications", ret);
@@ -101,33 +104,46 @@ static int run_target(int port_fd)
     printf("target: %u notifications; %zu bytes verified on the device: %s\n",
            opt_iterations, opt_size, bad == 0 ? "OK" : "CORRUPT");
     free(check);
-    ferry_oob_close(lis);
-    ferry_mem_close(mem);
+    /* Closing the context closes the metadata handle and the region. */
     ferry_context_close(ctx);
     ferry_device_free(dev);
     return bad == 0 ? 0 : 1;
 }
 
-static int run_initiator(int port)
+/* The initiator, which starts the target (*target: its pid) once it has
+ * opened the bootstrap. */
+static int run_initiator(pid_t *target)
 {
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     struct ferry_stats st = FERRY_STATS_INIT;
+    char size[32], iterations[16];
+    char *target_args[] = {"gpu_write", "--target", NULL, "--size", size,
+                           "--iterations", iterations, NULL};
     ferry_context_t *ctx;
-    ferry_oob_conn_t *conn;
+    ferry_meta_t *meta;
+    ferry_peer_t *peer;
     ferry_rmem_t *rmem;
     ferry_mem_t *mem;
     ferry_req_t *req;
     uint8_t *host;
-    char where[32];
     void *dev;
     int ret;
 
     if (open_context("initiator", false, &ctx) ||
         device_region("initiator", ctx, 0, &dev, &mem))
         return 1;
-    snprintf(where, sizeof(where), "127.0.0.1:%d", port);
-    if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &conn)) ||
-        (ret = ferry_oob_lookup(conn, "gpu", TIMEOUT_MS, &rmem)))
+    if ((ret = ferry_meta_open(ctx, "bootstrap://127.0.0.1:0",
+                               "gpu-initiator", &meta)))
+        return ex_fail("initiator", "ferry_meta_open", ret);
+    snprintf(size, sizeof(size), "%zu", opt_size);
+    snprintf(iterations, sizeof(iterations), "%u", opt_iterations);
+    /* The port this process listens on. */
+    target_args[2] = (char *)ferry_meta_url(meta);
+    if ((*target = ex_spawn(target_args)) < 0)
+        return 1;
+    if ((ret = ferry_meta_lookup(meta, "gpu-target", "gpu", TIMEOUT_MS,
+                                 &rmem)) ||
+        (ret = ferry_meta_peer(meta, "gpu-target", 0, &peer)))
         return ex_fail("initiator", "finding the target's region", ret);
     host = malloc(opt_size);
     if (host == NULL)
@@ -142,8 +158,7 @@ static int run_initiator(int port)
             host[i] = pattern(i, it);
         if ((ret = ferry_device_copy(dev, host, opt_size)))
             return ex_fail("initiator", "filling the device buffer", ret);
-        if ((ret = ferry_write(ferry_oob_conn_peer(conn), &iov, 1, &opts,
-                               &req)) ||
+        if ((ret = ferry_write(peer, &iov, 1, &opts, &req)) ||
             (ret = ferry_req_wait(req, TIMEOUT_MS)))
             return ex_fail("initiator", "ferry_write", ret);
         ferry_req_close(req);
@@ -154,48 +169,37 @@ static int run_initiator(int port)
            opt_iterations, opt_size, st.staged_bytes, st.staged_chunks,
            st.staged_max_in_flight);
     free(host);
-    ferry_rmem_close(rmem);
-    ferry_oob_disconnect(conn);
-    ferry_mem_close(mem);
+    /* Closing the context closes the metadata handle, the region and what
+     * the lookup handed out. */
     ferry_context_close(ctx);
     ferry_device_free(dev);
     return 0;
 }
 
 /*
- * Whether ferry has a device backend, asked in a child process that says
- * which: CUDA initialised here, before the target is forked, would not
- * work in the target (a child forked after cuInit gets
- * CUDA_ERROR_NOT_INITIALIZED from every call).
+ * Whether ferry has a device backend, saying which.  It is chosen once per
+ * process; the target, a process of its own, finds the same one.
  */
 static bool device_found(void)
 {
-    int status = 0;
-    pid_t probe;
+    bool found = ferry_device_backend() != NULL;
 
+    if (found)
+        printf("gpu_write: device backend: %s\n", ferry_device_status());
+    else
+        printf("gpu_write: no GPU here (%s)\n"
+               "gpu_write: NOTICE: running on ferry's simulated device "
+               "instead (FERRY_SIM_DEVICES=1)\n",
+               ferry_device_status());
     fflush(stdout);
-    probe = fork();
-    if (probe == 0) {
-        bool found = ferry_device_backend() != NULL;
-
-        if (found)
-            printf("gpu_write: device backend: %s\n", ferry_device_status());
-        else
-            printf("gpu_write: no GPU here (%s)\n"
-                   "gpu_write: NOTICE: running on ferry's simulated device "
-                   "instead (FERRY_SIM_DEVICES=1)\n",
-                   ferry_device_status());
-        fflush(stdout);
-        _exit(found ? 0 : 1);
-    }
-    return probe > 0 && waitpid(probe, &status, 0) == probe &&
-           WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return found;
 }
 
 int main(int argc, char **argv)
 {
-    int port_pipe[2], status = 0, port = 0, ret;
-    pid_t target;
+    const char *target_url = NULL;
+    pid_t target = -1;
+    bool ok;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
@@ -203,13 +207,18 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc &&
                  atoi(argv[i + 1]) > 0)
             opt_iterations = (unsigned)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc)
+            target_url = argv[++i];
         else {
             fprintf(stderr, "usage: gpu_write [--size BYTES] "
                     "[--iterations N]\n");
             return 2;
         }
     }
-    /* Decided before the first ferry call, which chooses the backend. */
+    /* The initiator looked for a GPU (and set FERRY_SIM_DEVICES when there
+     * is none); the target inherits its environment. */
+    if (target_url != NULL)
+        return run_target(target_url);
     if (!device_found() && getenv("FERRY_SIM_DEVICES") == NULL) {
         setenv("FERRY_SIM_DEVICES", "1", 1);
         /* The backend is chosen once per process: start afresh. */
@@ -217,27 +226,8 @@ int main(int argc, char **argv)
         perror("gpu_write: re-executing itself");
         return 1;
     }
-    if (pipe(port_pipe) != 0)
-        return 1;
-    fflush(stdout);
-    target = fork();
-    if (target == 0) {
-        close(port_pipe[0]);
-        ret = run_target(port_pipe[1]);
-        fflush(stdout);
-        _exit(ret);
-    }
-    close(port_pipe[1]);
-    if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
-        waitpid(target, &status, 0);
-        printf("gpu_write: FAILED (the target did not start)\n");
-        return 1;
-    }
-    ret = run_initiator(port);
-    if (ret != 0)
-        kill(target, SIGTERM);
-    waitpid(target, &status, 0);
-    ret = ret == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    printf("gpu_write: %s\n", ret ? "OK" : "FAILED");
-    return ret ? 0 : 1;
+    ok = run_initiator(&target) == 0;
+    ok = ex_reap(target, !ok) && ok;
+    printf("gpu_write: %s\n", ok ? "OK" : "FAILED");
+    return ok ? 0 : 1;
 }

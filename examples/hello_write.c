@@ -8,8 +8,11 @@
  *                                    it with a notification, reports GB/s
  *   hello_write demo                 both, as two processes on this host
  *
- * Through a metadata service instead of the bootstrap (ferry.h
- * "Metadata"; FERRY_METADATA in the environment works the same):
+ * The two meet through ferry's metadata calls (ferry.h "Metadata"):
+ * HOST:PORT is the embedded bootstrap there, bootstrap://HOST:PORT, where
+ * the server joins as "hello-server"; whichever side comes first listens
+ * there, the other connects.  Through a metadata service such as etcd
+ * instead (FERRY_METADATA in the environment works the same):
  *
  *   hello_write server --metadata URL --name NAME
  *   hello_write client NAME --metadata URL
@@ -18,18 +21,17 @@
  * (default 8).  FERRY_PROVIDER / FI_PROVIDER pick the provider (default:
  * shared memory for the demo and for a server on loopback, else a network
  * provider on the interface that routes to the other side).  The server
- * listens on 127.0.0.1:18515 by default; to be reached from other hosts
- * give it :PORT and set the same FERRY_OOB_TOKEN on both sides.
+ * meets at 127.0.0.1:18515 by default; to be reached from other hosts
+ * give it :PORT and set the same FERRY_OOB_TOKEN on both sides (without
+ * one the bootstrap listens on loopback only, unless FERRY_OOB_INSECURE=1).
  */
 #include "example.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,8 +40,11 @@
 
 static size_t opt_size = 64u << 20;
 static unsigned opt_iterations = 8;
-static const char *opt_metadata; /* --metadata, else FERRY_METADATA */
-static const char *opt_name = "hello-server"; /* --name (server) */
+/* Where the two meet: --metadata URL, else FERRY_METADATA, else the
+ * bootstrap at the HOST:PORT given. */
+static const char *opt_url;
+static char boot_url[300];
+static const char *opt_name = "hello-server"; /* the server's name there */
 
 /* The byte at position i of iteration it: both sides compute it. */
 static uint8_t pattern(size_t i, unsigned it)
@@ -55,16 +60,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A context for meeting peers at where (HOST:PORT), or through the
- * metadata service when one is given. */
-static int open_context(const char *who, bool target, const char *where,
-                        ferry_context_t **ctx)
+/* A context for meeting the other side at opt_url. */
+static int open_context(const char *who, bool target, ferry_context_t **ctx)
 {
     struct ferry_config cfg;
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     int ret;
 
-    ex_config(&cfg, target, opt_metadata != NULL ? opt_metadata : where);
+    ex_config(&cfg, target, opt_url);
     if ((ret = ferry_context_create(&cfg, ctx)))
         return ex_fail(who, "ferry_context_create", ret);
     ferry_context_info(*ctx, &info);
@@ -72,53 +75,16 @@ static int open_context(const char *who, bool target, const char *where,
     return 0;
 }
 
-/* Makes mem findable as "hello": through the metadata service when one
- * is given, else on a bootstrap listener at where.  report_fd >= 0: the
- * listener's port is written there. */
-static int publish_hello(ferry_context_t *ctx, ferry_mem_t *mem,
-                         const char *where, int report_fd, ferry_oob_t **lis,
-                         ferry_meta_t **meta)
-{
-    int ret;
-
-    if (opt_metadata != NULL) {
-        if ((ret = ferry_meta_open(ctx, opt_metadata, opt_name, meta)))
-            return ex_fail("server", "ferry_meta_open", ret);
-        if ((ret = ferry_meta_publish(*meta, "hello", mem)))
-            return ex_fail("server", "ferry_meta_publish", ret);
-        printf("server: joined %s as \"%s\"; %zu-byte region published as "
-               "\"hello\"\n",
-               opt_metadata, opt_name, opt_size);
-        fflush(stdout);
-        return 0;
-    }
-    if ((ret = ferry_oob_listen(ctx, where, lis)))
-        return ex_fail("server", "ferry_oob_listen", ret);
-    if ((ret = ferry_oob_publish(*lis, "hello", mem)))
-        return ex_fail("server", "ferry_oob_publish", ret);
-    printf("server: listening on port %d, %zu-byte region published as "
-           "\"hello\"\n",
-           ferry_oob_port(*lis), opt_size);
-    fflush(stdout);
-    if (report_fd >= 0) {
-        int port = ferry_oob_port(*lis);
-        if (write(report_fd, &port, sizeof(port)) != sizeof(port))
-            return ex_fail("server", "reporting the port", FERRY_EIO);
-    }
-    return 0;
-}
-
-static int run_server(const char *where, int report_fd)
+static int run_server(void)
 {
     ferry_context_t *ctx;
-    ferry_oob_t *lis = NULL;
-    ferry_meta_t *meta = NULL;
+    ferry_meta_t *meta;
     ferry_mem_t *mem;
     uint8_t *buf;
     size_t bad = 0;
     int ret;
 
-    if (open_context("server", true, where, &ctx))
+    if (open_context("server", true, &ctx))
         return 1;
     buf = malloc(opt_size);
     if (buf == NULL)
@@ -130,8 +96,14 @@ static int run_server(const char *where, int report_fd)
     if ((ret = ferry_mem_register(ctx, buf, opt_size, FERRY_MEM_HOST, 0,
                                   FERRY_ACCESS_REMOTE_WRITE, &mem)))
         return ex_fail("server", "ferry_mem_register", ret);
-    if (publish_hello(ctx, mem, where, report_fd, &lis, &meta))
-        return 1;
+    if ((ret = ferry_meta_open(ctx, opt_url, opt_name, &meta)))
+        return ex_fail("server", "ferry_meta_open", ret);
+    if ((ret = ferry_meta_publish(meta, "hello", mem)))
+        return ex_fail("server", "ferry_meta_publish", ret);
+    printf("server: joined %s as \"%s\"; %zu-byte region published as "
+           "\"hello\"\n",
+           ferry_meta_url(meta), opt_name, opt_size);
+    fflush(stdout);
     /* Each iteration's notification carries its iteration number + 1. */
     if ((ret = ferry_counter_wait(ctx, NOTIFY_ID, opt_iterations, 120000)))
         return ex_fail("server", "waiting for the client's notifications", ret);
@@ -139,70 +111,64 @@ static int run_server(const char *where, int report_fd)
         bad += buf[i] != pattern(i, opt_iterations - 1);
     printf("server: received %u notifications; %zu bytes verified: %s\n",
            opt_iterations, opt_size, bad == 0 ? "OK" : "CORRUPT");
-    ferry_meta_close(meta);
-    ferry_oob_close(lis);
-    ferry_mem_close(mem);
+    /* Closing the context closes the metadata handle and the region. */
     ferry_context_close(ctx);
     free(buf);
     return bad == 0 ? 0 : 1;
 }
 
-/* Finds the server's "hello": by name through the metadata service when
- * one is given, else through the bootstrap listener at where. */
-static int find_hello(ferry_context_t *ctx, const char *where,
-                      ferry_oob_conn_t **conn, ferry_meta_t **meta,
-                      ferry_peer_t **peer, ferry_rmem_t **rmem)
+/* The client's side: its context and buffer, and where it met the server. */
+struct client {
+    ferry_context_t *ctx;
+    ferry_meta_t *meta;
+    ferry_mem_t *mem;
+    uint8_t *buf;
+};
+
+/* Joins opt_url under a name of this process's own, so that any number
+ * of clients can write to one server. */
+static int client_open(struct client *c)
 {
+    char name[64];
     int ret;
 
-    if (opt_metadata != NULL) {
-        char name[64];
-
-        snprintf(name, sizeof(name), "hello-client-%d", (int)getpid());
-        if ((ret = ferry_meta_open(ctx, opt_metadata, name, meta)))
-            return ex_fail("client", "ferry_meta_open", ret);
-        if ((ret = ferry_meta_lookup(*meta, where, "hello", TIMEOUT_MS, rmem)))
-            return ex_fail("client", "ferry_meta_lookup", ret);
-        if ((ret = ferry_meta_peer(*meta, where, 0, peer)))
-            return ex_fail("client", "ferry_meta_peer", ret);
-        return 0;
-    }
-    if ((ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, conn)))
-        return ex_fail("client", "ferry_oob_connect", ret);
-    if ((ret = ferry_oob_lookup(*conn, "hello", TIMEOUT_MS, rmem)))
-        return ex_fail("client", "ferry_oob_lookup", ret);
-    *peer = ferry_oob_conn_peer(*conn);
+    if (open_context("client", false, &c->ctx))
+        return 1;
+    c->buf = malloc(opt_size);
+    if (c->buf == NULL)
+        return ex_fail("client", "malloc", FERRY_ENOMEM);
+    if ((ret = ferry_mem_register(c->ctx, c->buf, opt_size, FERRY_MEM_HOST,
+                                  0, 0, &c->mem)))
+        return ex_fail("client", "ferry_mem_register", ret);
+    snprintf(name, sizeof(name), "hello-client-%d", (int)getpid());
+    if ((ret = ferry_meta_open(c->ctx, opt_url, name, &c->meta)))
+        return ex_fail("client", "ferry_meta_open", ret);
     return 0;
 }
 
-static int run_client(const char *where)
+/* Finds the server's "hello" (waiting for the server to publish it),
+ * writes into it and reports. */
+static int client_write(struct client *c)
 {
     struct ferry_peer_info info = FERRY_PEER_INFO_INIT;
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
-    ferry_context_t *ctx;
-    ferry_oob_conn_t *conn = NULL;
-    ferry_meta_t *meta = NULL;
     ferry_peer_t *peer;
     ferry_rmem_t *rmem;
-    ferry_mem_t *mem;
     ferry_req_t *req;
-    uint8_t *buf;
     double t0, first = 0, warm = 0;
     int ret;
 
-    if (open_context("client", false, where, &ctx))
-        return 1;
-    buf = malloc(opt_size);
-    if (buf == NULL)
-        return ex_fail("client", "malloc", FERRY_ENOMEM);
-    if ((ret = ferry_mem_register(ctx, buf, opt_size, FERRY_MEM_HOST, 0, 0,
-                                  &mem)))
-        return ex_fail("client", "ferry_mem_register", ret);
     t0 = now_s();
-    if (find_hello(ctx, where, &conn, &meta, &peer, &rmem))
-        return 1;
-    printf("client: found %s in %.1f ms; region \"hello\" is %zu bytes\n",
-           where, (now_s() - t0) * 1e3, ferry_rmem_length(rmem));
+    if ((ret = ferry_meta_lookup(c->meta, opt_name, "hello", TIMEOUT_MS,
+                                 &rmem)))
+        return ex_fail("client", "ferry_meta_lookup", ret);
+    /* There already: the lookup waited for its address. */
+    if ((ret = ferry_meta_peer(c->meta, opt_name, 0, &peer)))
+        return ex_fail("client", "ferry_meta_peer", ret);
+    printf("client: found %s at %s in %.1f ms; region \"hello\" is %zu "
+           "bytes\n",
+           opt_name, ferry_meta_url(c->meta), (now_s() - t0) * 1e3,
+           ferry_rmem_length(rmem));
     /* A server on this host is reached over shared memory, one elsewhere
      * over the network: which one, and why. */
     ferry_peer_info(peer, &info);
@@ -217,10 +183,10 @@ static int run_client(const char *where)
     opts.notify_value = 1;
     opts.timeout_ms = TIMEOUT_MS;
     for (unsigned it = 0; it < opt_iterations; it++) {
-        struct ferry_iov iov = {buf, mem, rmem, 0, opt_size};
+        struct ferry_iov iov = {c->buf, c->mem, rmem, 0, opt_size};
 
         for (size_t i = 0; i < opt_size; i++)
-            buf[i] = pattern(i, it);
+            c->buf[i] = pattern(i, it);
         t0 = now_s();
         if ((ret = ferry_write(peer, &iov, 1, &opts, &req)) ||
             (ret = ferry_req_wait(req, -1)))
@@ -242,54 +208,55 @@ static int run_client(const char *where)
                opt_iterations - 1, (double)opt_size / (1 << 20), warm,
                (double)(opt_iterations - 1) * (double)opt_size / warm / 1e9);
     printf(" (each write acknowledged after delivery)\n");
-    ferry_rmem_close(rmem);
-    ferry_oob_disconnect(conn);
-    ferry_meta_close(meta);
-    ferry_mem_close(mem);
-    ferry_context_close(ctx);
-    free(buf);
     return 0;
 }
 
-/* Server and client as two processes: a free port chosen by the server,
- * or the server's name in the metadata service. */
+/* Closing the context closes the metadata handle, the region, and the
+ * peer and remote region it handed out. */
+static void client_close(struct client *c)
+{
+    ferry_context_close(c->ctx);
+    free(c->buf);
+}
+
+static int run_client(void)
+{
+    struct client c = {0};
+    int ret = client_open(&c) || client_write(&c);
+
+    client_close(&c);
+    return ret;
+}
+
+/*
+ * Server and client as two processes: the client (this process) opens the
+ * bootstrap on a free port, or joins the metadata service, then starts
+ * the server there, as `hello_write server --metadata URL`.
+ */
 static int run_demo(void)
 {
-    char where[64];
-    int port_pipe[2], status = 0, client_ret;
-    pid_t server;
+    struct client c = {0};
+    char size[32], iterations[16];
+    char *server_args[] = {"hello_write", "server", "--metadata", NULL,
+                           "--name", (char *)opt_name, "--size", size,
+                           "--iterations", iterations, NULL};
+    pid_t server = -1;
+    bool ok;
 
-    if (pipe(port_pipe) != 0)
-        return 1;
-    fflush(stdout);
-    server = fork();
-    if (server == 0) {
-        int code = run_server("127.0.0.1:0",
-                              opt_metadata != NULL ? -1 : port_pipe[1]);
-        fflush(stdout);
-        _exit(code);
+    if (opt_url == NULL)
+        opt_url = "bootstrap://127.0.0.1:0";
+    snprintf(size, sizeof(size), "%zu", opt_size);
+    snprintf(iterations, sizeof(iterations), "%u", opt_iterations);
+    ok = client_open(&c) == 0;
+    if (ok) {
+        /* The port this process listens on, when it opened the hub. */
+        server_args[3] = (char *)ferry_meta_url(c.meta);
+        ok = (server = ex_spawn(server_args)) > 0 && client_write(&c) == 0;
     }
-    close(port_pipe[1]);
-    int port = 0;
-    if (opt_metadata != NULL) {
-        snprintf(where, sizeof(where), "%s", opt_name);
-    } else if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
-        waitpid(server, &status, 0);
-        printf("demo: FAILED (the server did not start)\n");
-        return 1;
-    } else {
-        snprintf(where, sizeof(where), "127.0.0.1:%d", port);
-    }
-    client_ret = run_client(where);
-    if (client_ret != 0)
-        kill(server, SIGTERM);
-    waitpid(server, &status, 0);
-    if (client_ret == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        printf("demo: OK\n");
-        return 0;
-    }
-    printf("demo: FAILED\n");
-    return 1;
+    client_close(&c);
+    ok = ex_reap(server, !ok) && ok;
+    printf("demo: %s\n", ok ? "OK" : "FAILED");
+    return ok ? 0 : 1;
 }
 
 static int usage(void)
@@ -298,7 +265,9 @@ static int usage(void)
             "usage: hello_write demo|server [HOST:PORT]|client HOST:PORT\n"
             "                   [--size BYTES] [--iterations N]\n"
             "       hello_write server --metadata URL --name NAME\n"
-            "       hello_write client NAME --metadata URL\n");
+            "       hello_write client NAME --metadata URL\n"
+            "HOST:PORT is the bootstrap there (bootstrap://HOST:PORT);\n"
+            "beyond loopback, set the same FERRY_OOB_TOKEN on both sides\n");
     return 2;
 }
 
@@ -314,7 +283,7 @@ int main(int argc, char **argv)
             if (opt_iterations == 0 || opt_iterations > 100000)
                 return usage();
         } else if (strcmp(argv[i], "--metadata") == 0 && i + 1 < argc) {
-            opt_metadata = argv[++i];
+            opt_url = argv[++i];
         } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
             opt_name = argv[++i];
         } else if (mode == NULL) {
@@ -325,13 +294,25 @@ int main(int argc, char **argv)
             return usage();
         }
     }
-    if (opt_metadata == NULL)
-        opt_metadata = getenv("FERRY_METADATA");
+    if (opt_url == NULL)
+        opt_url = getenv("FERRY_METADATA");
     if (mode == NULL || strcmp(mode, "demo") == 0)
-        return run_demo();
+        return where == NULL ? run_demo() : usage();
+    if (opt_url == NULL) {
+        /* No metadata service: both sides name the bootstrap's place. */
+        if (where == NULL && strcmp(mode, "server") == 0)
+            where = "127.0.0.1:18515";
+        if (where == NULL)
+            return usage();
+        opt_url = ex_url(where, boot_url, sizeof(boot_url));
+    } else if (strcmp(mode, "client") == 0 && where != NULL) {
+        opt_name = where; /* the server's name in the service */
+    } else if (where != NULL || strcmp(mode, "client") == 0) {
+        return usage();
+    }
     if (strcmp(mode, "server") == 0)
-        return run_server(where != NULL ? where : "127.0.0.1:18515", -1);
-    if (strcmp(mode, "client") == 0 && where != NULL)
-        return run_client(where);
+        return run_server();
+    if (strcmp(mode, "client") == 0)
+        return run_client();
     return usage();
 }

@@ -13,12 +13,16 @@
  *                sequence's counter, then verifies
  *
  *   kv_transfer demo [--mode pull|push]       both processes on this host
- *   kv_transfer prefill HOST:PORT [--mode M]  the owner (listens)
- *   kv_transfer decode HOST:PORT [--mode M]   the consumer (connects)
+ *   kv_transfer prefill HOST:PORT [--mode M]  the owner
+ *   kv_transfer decode HOST:PORT [--mode M]   the consumer
  *
- * Through a metadata service (ferry.h "Metadata"; FERRY_METADATA in the
- * environment works the same), prefill joins as NAME and decode as
- * NAME-decode:
+ * The two meet through ferry's metadata calls (ferry.h "Metadata"), each
+ * waiting for what it needs of the other by name: prefill joins as NAME
+ * ("prefill" unless --name), decode as NAME-decode.  HOST:PORT is the
+ * embedded bootstrap there, bootstrap://HOST:PORT: whichever side comes
+ * first listens there, the other connects (beyond loopback, set the same
+ * FERRY_OOB_TOKEN on both sides).  Through a metadata service such as
+ * etcd instead (FERRY_METADATA in the environment works the same):
  *
  *   kv_transfer prefill --metadata URL --name NAME [--mode M]
  *   kv_transfer decode NAME --metadata URL [--mode M]
@@ -29,8 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #define LAYERS 4
 #define BLOCKS 512
@@ -211,163 +213,122 @@ static int verify(void)
     return bad == 0 ? 0 : 1;
 }
 
-static const char *opt_metadata; /* --metadata, else FERRY_METADATA */
+/* Where the two meet: --metadata URL, else FERRY_METADATA, else the
+ * bootstrap at the HOST:PORT given. */
+static const char *opt_url;
+static char boot_url[300];
+static const char *opt_name = "prefill"; /* prefill's name there */
+static char decode_name[160];            /* decode's: NAME-decode */
 
-/* A context for meeting the other side at where (HOST:PORT), or through
- * the metadata service when one is given (see ex_config). */
-static int open_context(bool target, const char *where, ferry_context_t **ctx)
+/* A context for meeting the other side at opt_url (see ex_config). */
+static int open_context(bool target, ferry_context_t **ctx)
 {
     struct ferry_config cfg;
 
-    ex_config(&cfg, target, opt_metadata != NULL ? opt_metadata : where);
+    ex_config(&cfg, target, opt_url);
     return ferry_context_create(&cfg, ctx);
 }
 
-/*
- * How the two sides meet: through a metadata service (meta) when one is
- * given, else the bootstrap (prefill listens: lis; decode connects and is
- * accepted: conn).  peer: the other side.
- */
-struct meet {
-    const char *who;
-    ferry_meta_t *meta;
-    char other[160];  /* the other side's name in the metadata service */
-    ferry_oob_t *lis;
-    ferry_oob_conn_t *conn;
-    ferry_peer_t *peer;
-};
-
-static const char *opt_name = "prefill";
-
-/* Joins the service as name, or (prefill) listens at where. */
-static int meet_open(struct meet *m, ferry_context_t *ctx, const char *name,
-                     const char *where, int report_fd)
+/* Joins opt_url as name. */
+static int join(const char *who, ferry_context_t *ctx, const char *name,
+                ferry_meta_t **meta)
 {
     int ret;
 
-    if (opt_metadata != NULL) {
-        if ((ret = ferry_meta_open(ctx, opt_metadata, name, &m->meta)))
-            return ex_fail(m->who, "ferry_meta_open", ret);
-        printf("%s: joined %s as \"%s\"\n", m->who, opt_metadata, name);
-        return 0;
-    }
-    if (report_fd == -2) /* decode */
-        return (ret = ferry_oob_connect(ctx, where, TIMEOUT_MS, &m->conn))
-                   ? ex_fail(m->who, "ferry_oob_connect", ret)
-                   : 0;
-    if ((ret = ferry_oob_listen(ctx, where, &m->lis)))
-        return ex_fail(m->who, "ferry_oob_listen", ret);
-    if (report_fd >= 0) {
-        int port = ferry_oob_port(m->lis);
-        if (write(report_fd, &port, sizeof(port)) != sizeof(port))
-            return 1;
-    }
+    if ((ret = ferry_meta_open(ctx, opt_url, name, meta)))
+        return ex_fail(who, "ferry_meta_open", ret);
+    printf("%s: joined %s as \"%s\"\n", who, ferry_meta_url(*meta), name);
+    fflush(stdout);
     return 0;
 }
 
 /* Makes both caches findable by the other side. */
-static int meet_publish(struct meet *m)
+static int publish(const char *who, ferry_meta_t *meta)
 {
     int ret = 0;
 
     for (unsigned c = 0; c < 2 && ret == 0; c++)
-        ret = m->meta != NULL
-                  ? ferry_meta_publish(m->meta, caches[c].name, caches[c].mem)
-              : m->lis != NULL
-                  ? ferry_oob_publish(m->lis, caches[c].name, caches[c].mem)
-                  : ferry_oob_offer(m->conn, caches[c].name, caches[c].mem,
-                                    TIMEOUT_MS);
-    return ret != 0 ? ex_fail(m->who, "publishing the caches", ret) : 0;
+        ret = ferry_meta_publish(meta, caches[c].name, caches[c].mem);
+    return ret != 0 ? ex_fail(who, "publishing the caches", ret) : 0;
 }
 
-/* The other side as a peer (prefill on the bootstrap: once it connected). */
-static int meet_peer(struct meet *m)
+/* The other side (other) and its two caches, waiting for it to publish
+ * them. */
+static int lookup(const char *who, ferry_meta_t *meta, const char *other,
+                  ferry_peer_t **peer, ferry_rmem_t **rmem)
 {
-    int ret = 0;
+    int ret;
 
-    if (m->peer != NULL)
-        return 0;
-    if (m->meta != NULL) {
-        ret = ferry_meta_peer(m->meta, m->other, TIMEOUT_MS, &m->peer);
-    } else {
-        if (m->conn == NULL)
-            ret = ferry_oob_accept(m->lis, TIMEOUT_MS, &m->conn);
-        if (ret == 0)
-            m->peer = ferry_oob_conn_peer(m->conn);
-    }
-    return ret != 0 ? ex_fail(m->who, "finding the other side", ret) : 0;
+    for (unsigned c = 0; c < 2; c++)
+        if ((ret = ferry_meta_lookup(meta, other, caches[c].name, TIMEOUT_MS,
+                                     &rmem[c])))
+            return ex_fail(who, "looking up the other side's caches", ret);
+    /* There already: the lookups waited for its address. */
+    if ((ret = ferry_meta_peer(meta, other, 0, peer)))
+        return ex_fail(who, "ferry_meta_peer", ret);
+    return 0;
 }
 
-/* The other side's two caches. */
-static int meet_lookup(struct meet *m, ferry_rmem_t **rmem)
+static int run_prefill(void)
 {
-    int ret = meet_peer(m);
-
-    for (unsigned c = 0; c < 2 && ret == 0; c++)
-        if ((ret = m->meta != NULL
-                       ? ferry_meta_lookup(m->meta, m->other, caches[c].name,
-                                           TIMEOUT_MS, &rmem[c])
-                       : ferry_oob_lookup(m->conn, caches[c].name, TIMEOUT_MS,
-                                          &rmem[c])))
-            return ex_fail(m->who, "looking up the other side's caches", ret);
-    return ret != 0;
-}
-
-static void meet_close(struct meet *m)
-{
-    ferry_meta_close(m->meta);
-    ferry_oob_disconnect(m->conn);
-    ferry_oob_close(m->lis);
-}
-
-static int run_prefill(const char *where, int report_fd)
-{
-    struct meet m = {.who = "prefill"};
     ferry_context_t *ctx;
+    ferry_meta_t *meta;
+    ferry_peer_t *decode;
     ferry_rmem_t *rmem[2];
     int ret;
 
-    snprintf(m.other, sizeof(m.other), "%s-decode", opt_name);
-    if ((ret = open_context(!push_mode, where, &ctx)))
+    if ((ret = open_context(!push_mode, &ctx)))
         return ex_fail("prefill", "ferry_context_create", ret);
     if (alloc_caches("prefill", ctx, true) ||
-        meet_open(&m, ctx, opt_name, where, report_fd) || meet_publish(&m))
+        join("prefill", ctx, opt_name, &meta) || publish("prefill", meta))
         return 1;
     if (push_mode) {
-        if (meet_lookup(&m, rmem) ||
-            transfer("prefill", ctx, m.peer, rmem, FERRY_OP_WRITE))
+        if (lookup("prefill", meta, decode_name, &decode, rmem) ||
+            transfer("prefill", ctx, decode, rmem, FERRY_OP_WRITE))
             return 1;
         printf("prefill: pushed %u sequences x %u blocks of both caches\n",
                SEQUENCES, BLOCKS_PER_SEQ);
-    } else if (m.meta == NULL && meet_peer(&m)) {
-        return 1;
     }
-    /* In pull mode decode reads on its own; stay until it says bye. */
-    ret = ferry_counter_wait(ctx, 1000, 1, TIMEOUT_MS);
-    meet_close(&m);
+    /* In pull mode decode reads on its own; stay (and stay findable) until
+     * it says bye. */
+    if ((ret = ferry_counter_wait(ctx, 1000, 1, TIMEOUT_MS)))
+        return ex_fail("prefill", "waiting for decode's goodbye", ret);
+    /* Closing the context closes the metadata handle, the caches' regions
+     * and what the lookups handed out. */
     ferry_context_close(ctx);
-    return ret == 0 ? 0 : ex_fail("prefill", "waiting for decode's goodbye", ret);
+    return 0;
 }
 
-/* where: prefill's HOST:PORT, or its name in the metadata service. */
-static int run_decode(const char *where)
+/*
+ * Decode.  demo: this process opened the bootstrap on a free port (or
+ * joined the metadata service) and now starts prefill there, as
+ * `kv_transfer prefill --metadata URL`; *demo is its pid.
+ */
+static int run_decode(pid_t *demo)
 {
-    struct meet m = {.who = "decode"};
-    char name[170];
     ferry_context_t *ctx;
+    ferry_meta_t *meta;
+    ferry_peer_t *prefill;
     ferry_rmem_t *rmem[2];
-    ferry_req_t *req;
-    int ret;
+    ferry_req_t *req = NULL;
+    int ret, err;
 
-    snprintf(m.other, sizeof(m.other), "%s", where);
-    snprintf(name, sizeof(name), "%s-decode", where);
-    if ((ret = open_context(push_mode, where, &ctx)))
+    if ((ret = open_context(push_mode, &ctx)))
         return ex_fail("decode", "ferry_context_create", ret);
     if (alloc_caches("decode", ctx, false) ||
-        meet_open(&m, ctx, name, where, -2))
+        join("decode", ctx, decode_name, &meta))
         return 1;
+    if (demo != NULL) {
+        char *args[] = {"kv_transfer", "prefill", "--metadata",
+                        (char *)ferry_meta_url(meta), "--name",
+                        (char *)opt_name, "--mode",
+                        push_mode ? "push" : "pull", NULL};
+
+        if ((*demo = ex_spawn(args)) < 0)
+            return 1;
+    }
     if (push_mode) {
-        if (meet_publish(&m))
+        if (publish("decode", meta))
             return 1;
         /* Each sequence is complete when its counter reaches its blocks. */
         for (unsigned s = 0; s < SEQUENCES; s++) {
@@ -378,31 +339,46 @@ static int run_decode(const char *where)
             printf("decode: sequence %u complete (%llu blocks)\n", s,
                    (unsigned long long)blocks);
         }
+        /* Prefill, for the goodbye: it joined before it pushed. */
+        if ((ret = ferry_meta_peer(meta, opt_name, 0, &prefill)))
+            return ex_fail("decode", "ferry_meta_peer", ret);
     } else {
-        if (meet_lookup(&m, rmem) ||
-            transfer("decode", ctx, m.peer, rmem, FERRY_OP_READ))
+        if (lookup("decode", meta, opt_name, &prefill, rmem) ||
+            transfer("decode", ctx, prefill, rmem, FERRY_OP_READ))
             return 1;
         printf("decode: pulled %u sequences x %u blocks of both caches\n",
                SEQUENCES, BLOCKS_PER_SEQ);
     }
     ret = verify();
     /* Goodbye: prefill may stop now. */
-    if (meet_peer(&m) || ferry_notify_send(m.peer, 1000, 1, NULL, &req) ||
-        ferry_req_wait(req, -1))
-        ret = ex_fail("decode", "saying goodbye", FERRY_EIO);
+    if ((err = ferry_notify_send(prefill, 1000, 1, NULL, &req)) ||
+        (err = ferry_req_wait(req, TIMEOUT_MS)))
+        ret = ex_fail("decode", "saying goodbye", err);
     ferry_req_close(req);
-    meet_close(&m);
+    /* Closing the context closes the metadata handle, the caches' regions
+     * and what the lookups handed out. */
     ferry_context_close(ctx);
     return ret;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: kv_transfer demo|prefill [HOST:PORT]|decode "
+            "HOST:PORT [--mode pull|push]\n"
+            "       kv_transfer prefill --metadata URL --name NAME "
+            "[--mode M]\n"
+            "       kv_transfer decode NAME --metadata URL [--mode M]\n"
+            "HOST:PORT is the bootstrap there (bootstrap://HOST:PORT);\n"
+            "beyond loopback, set the same FERRY_OOB_TOKEN on both sides\n");
+    return 2;
 }
 
 int main(int argc, char **argv)
 {
     const char *role = argc > 1 ? argv[1] : "demo";
     const char *where = NULL;
-    int fds[2], status = 0, port = 0, ret;
-    char addr[64];
-    pid_t pid;
+    pid_t prefill = -1;
+    int ret;
 
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
@@ -413,50 +389,41 @@ int main(int argc, char **argv)
             }
             push_mode = strcmp(m, "push") == 0;
         } else if (strcmp(argv[i], "--metadata") == 0 && i + 1 < argc) {
-            opt_metadata = argv[++i];
+            opt_url = argv[++i];
         } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
             opt_name = argv[++i];
-        } else {
+        } else if (where == NULL && argv[i][0] != '-') {
             where = argv[i];
+        } else {
+            return usage();
         }
     }
-    if (opt_metadata == NULL)
-        opt_metadata = getenv("FERRY_METADATA");
+    if (opt_url == NULL)
+        opt_url = getenv("FERRY_METADATA");
+    if (strcmp(role, "demo") == 0 && where == NULL) {
+        if (opt_url == NULL)
+            opt_url = "bootstrap://127.0.0.1:0"; /* a free port */
+    } else if (opt_url == NULL) {
+        /* No metadata service: both sides name the bootstrap's place. */
+        if (where == NULL && strcmp(role, "prefill") == 0)
+            where = "127.0.0.1:18516";
+        if (where == NULL)
+            return usage();
+        opt_url = ex_url(where, boot_url, sizeof(boot_url));
+    } else if (strcmp(role, "decode") == 0 && where != NULL) {
+        opt_name = where; /* prefill's name in the service */
+    } else if (where != NULL || strcmp(role, "decode") == 0) {
+        return usage();
+    }
+    snprintf(decode_name, sizeof(decode_name), "%s-decode", opt_name);
     if (strcmp(role, "prefill") == 0)
-        return run_prefill(where ? where : "127.0.0.1:18516", -1);
-    if (strcmp(role, "decode") == 0 && where != NULL)
-        return run_decode(where);
-    if (strcmp(role, "demo") != 0) {
-        fprintf(stderr, "usage: kv_transfer demo|prefill [HOST:PORT]|decode "
-                "HOST:PORT [--mode pull|push]\n"
-                "       kv_transfer prefill --metadata URL --name NAME "
-                "[--mode M]\n"
-                "       kv_transfer decode NAME --metadata URL [--mode M]\n");
-        return 2;
-    }
-    if (pipe(fds) != 0)
-        return 1;
-    fflush(stdout);
-    pid = fork();
-    if (pid == 0) {
-        int code = run_prefill("127.0.0.1:0",
-                               opt_metadata != NULL ? -1 : fds[1]);
-        fflush(stdout);
-        _exit(code);
-    }
-    close(fds[1]);
-    if (opt_metadata != NULL) {
-        snprintf(addr, sizeof(addr), "%s", opt_name);
-    } else if (read(fds[0], &port, sizeof(port)) != sizeof(port)) {
-        waitpid(pid, &status, 0);
-        fprintf(stderr, "demo: prefill did not start\n");
-        return 1;
-    } else {
-        snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-    }
-    ret = run_decode(addr);
-    waitpid(pid, &status, 0);
-    ret |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        return run_prefill();
+    if (strcmp(role, "decode") == 0)
+        return run_decode(NULL);
+    if (strcmp(role, "demo") != 0)
+        return usage();
+    ret = run_decode(&prefill);
+    ret = !ex_reap(prefill, ret != 0) || ret != 0;
     printf("kv_transfer (%s): %s\n", push_mode ? "push" : "pull",
            ret == 0 ? "OK" : "FAILED");
     return ret;
