@@ -1,12 +1,19 @@
 """What the two-process examples share (kv_disagg.py, weights.py).
 
+The two roles meet through ferry's metadata service (Context.metadata):
+the publishing role joins it, publishes its regions and waits for the
+other, which joins it too and looks them up.  By default the service is
+ferry's embedded bootstrap, bootstrap://HOST:PORT: the first role to open
+it becomes the hub and listens there, and the other opens the same URL.
+
 One command runs both sides on this host, like the C demos: the script
 starts itself twice, as its two roles, in processes of their own.  The
-listening role reports its port (and, at the end, a result) on a pipe; the
-parent then starts the connecting role, waits for both within a deadline,
-and kills whatever is left when it passes.  A random bootstrap token goes
-to both children in FERRY_OOB_TOKEN, so no other process on the host can
-reach the published memory.
+publishing role opens a hub on a free loopback port (or the --metadata
+given) and reports its URL (and, at the end, a result) on a pipe; the
+parent then starts the other role with that URL, waits for both within a
+deadline, and kills whatever is left when it passes.  A random bootstrap
+token goes to both children in FERRY_OOB_TOKEN, so no other process on
+the host can reach the published memory.
 
 Nothing here imports ferry or torch: the parent stays light, and the
 children import them in their own time.
@@ -39,74 +46,61 @@ def context_config(args, target, same_host):
     return kw
 
 
-def is_loopback(hostport):
-    """Whether HOST:PORT is on this host; ":PORT" (every address) is not:
-    peers on other hosts reach it."""
+def is_loopback(url):
+    """Whether a bootstrap://HOST:PORT hub is on this host's loopback;
+    bootstrap://:PORT (every address) is not: peers on other hosts reach
+    it.  Another service (etcd) says nothing of where the peers are."""
+    scheme, _, hostport = url.partition("://")
     host = hostport.rpartition(":")[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
+    return scheme == "bootstrap" and (host in ("localhost", "::1") or
+                                      host.startswith("127."))
 
 
-def open_context(ferry, a, listener):
-    """The role's context: the listener is the target (a progress thread);
-    both are on one host when they meet on a loopback address."""
-    hostport = a.listen if listener else a.connect
-    same_host = a.same_host or (a.metadata is None and is_loopback(hostport))
-    return ferry.Context(**context_config(a, listener, same_host))
+def open_context(ferry, a, target):
+    """The role's context: the publishing role is the target (a progress
+    thread); both are on one host when they meet at a loopback hub."""
+    same_host = a.same_host or is_loopback(a.metadata)
+    return ferry.Context(**context_config(a, target, same_host))
 
 
 class Meeting:
-    """How the two roles meet: through the metadata service (--metadata,
-    the listener joins as NAME-SUFFIX, the connector as NAME) or through
-    ferry's bootstrap (--listen / --connect)."""
+    """How the two roles meet: both join the metadata service at
+    --metadata, the publishing role as NAME-SUFFIX, the other as NAME.
+    Each keeps its Meta while they work: its entries go with it."""
 
     def __init__(self, ctx, a, suffix):
         self.ctx, self.a, self.suffix = ctx, a, suffix
-        self.meta = self.lis = self.conn = None
+        self.meta = None
 
-    # -- the listening role --
+    # -- the publishing role --
 
     def publish(self, regions, report):
-        """Publishes {region: Memory}, then tells the launcher (its port)
-        and returns where the regions are, in words."""
+        """Joins, publishes {region: Memory}, then tells the launcher the
+        service's URL (a hub opened at port 0 names the port it got) and
+        returns where the regions are, in words."""
         a = self.a
-        if a.metadata is not None:
-            self.meta = self.ctx.metadata(a.name + self.suffix, url=a.metadata)
-            for name, mem in regions.items():
-                self.meta.publish(name, mem)
-            report.send(port=None)
-            return '%s as "%s%s"' % (a.metadata, a.name, self.suffix)
-        self.lis = self.ctx.listen(a.listen)
+        self.meta = self.ctx.metadata(a.name + self.suffix, url=a.metadata)
         for name, mem in regions.items():
-            self.lis.publish(name, mem)
-        report.send(port=self.lis.port)
-        return "%s:%d" % (a.listen.rpartition(":")[0] or "*", self.lis.port)
+            self.meta.publish(name, mem)
+        report.send(url=self.meta.url)
+        return '%s as "%s%s"' % (self.meta.url, a.name, self.suffix)
 
     def wait_peer(self):
-        """The connecting role, once it has come."""
-        if self.meta is not None:
-            return self.meta.peer(self.a.name, timeout=self.a.timeout)
-        # Kept: the connection closes when its object goes, and the other
-        # role's lookups on it would end.
-        self.conn = self.lis.accept(timeout=self.a.timeout)
-        return self.conn.peer
+        """The other role, once it has joined."""
+        return self.meta.peer(self.a.name, timeout=self.a.timeout)
 
-    # -- the connecting role --
+    # -- the other role --
 
     def join(self):
-        """Finds the listening role; returns its Peer."""
+        """Joins; returns the publishing role's Peer."""
         a = self.a
-        if a.metadata is not None:
-            self.meta = self.ctx.metadata(a.name, url=a.metadata)
-            return self.meta.peer(a.name + self.suffix, timeout=a.timeout)
-        self.conn = self.ctx.connect(a.connect, timeout=a.timeout)
-        return self.conn.peer
+        self.meta = self.ctx.metadata(a.name, url=a.metadata)
+        return self.meta.peer(a.name + self.suffix, timeout=a.timeout)
 
     def lookup(self, region):
-        """A region the listening role published (after join)."""
-        if self.meta is not None:
-            return self.meta.lookup(self.a.name + self.suffix, region,
-                                    timeout=self.a.timeout)
-        return self.conn.lookup(region, timeout=self.a.timeout)
+        """A region the publishing role published (after join)."""
+        return self.meta.lookup(self.a.name + self.suffix, region,
+                                timeout=self.a.timeout)
 
 
 def add_common_options(p, timeout=30.0, deadline=120.0):
@@ -123,12 +117,16 @@ def add_common_options(p, timeout=30.0, deadline=120.0):
                    help="seconds the whole run may take before the parent "
                         "kills both sides (default %(default)s)")
     p.add_argument("--metadata", default=None,
-                   help="meet through this metadata service "
-                        "(etcd://..., bootstrap://HOST:PORT) instead of the "
-                        "bootstrap; default: FERRY_METADATA if set")
+                   help="where the roles meet: bootstrap://HOST:PORT (the "
+                        "first to open it becomes the hub and listens "
+                        "there; bootstrap://:PORT listens on every "
+                        "address) or etcd://...; default: FERRY_METADATA, "
+                        "else a hub on 127.0.0.1 (at the program's port for "
+                        "one role, a free one for both)")
     p.add_argument("--name", default=None,
-                   help="with --metadata: the name the listening side joins "
-                        "as (the other joins as NAME-<role>)")
+                   help="the name the second role joins as; the publishing "
+                        "role joins as NAME-<its role> (default: the "
+                        "program's name)")
     # Set by the parent for its children.
     p.add_argument("--role", default=None, help="run one side only")
     p.add_argument("--report-fd", type=int, default=-1,
@@ -137,13 +135,25 @@ def add_common_options(p, timeout=30.0, deadline=120.0):
                    help=argparse_suppress())
 
 
+def meeting_options(a, port, name):
+    """Completes --metadata and --name after parsing: FERRY_METADATA, else
+    for a role bootstrap://127.0.0.1:PORT (the parent, which runs both
+    roles, gives them a hub on a free port instead); the program's name."""
+    if a.metadata is None:
+        a.metadata = os.environ.get("FERRY_METADATA") or None
+    if a.metadata is None and a.role is not None:
+        a.metadata = "bootstrap://127.0.0.1:%d" % port
+    if a.name is None:
+        a.name = name
+
+
 def argparse_suppress():
     import argparse
     return argparse.SUPPRESS
 
 
 class Report:
-    """The listening child's pipe to the parent: one JSON object a line."""
+    """The publishing child's pipe to the parent: one JSON object a line."""
 
     def __init__(self, fd):
         self.f = os.fdopen(fd, "w", buffering=1) if fd >= 0 else None
@@ -200,31 +210,27 @@ class Child:
         return False
 
 
-def run_roles(prog, script, listener_role, connector_role, metadata,
-              deadline):
-    """run_pair for a program whose two roles meet through the bootstrap
-    (the listener on a free loopback port, the connector told it) or,
-    when metadata is given, through that service (both get the URL from
-    the command line already).  Returns the final report, or None when
-    either role failed or sent none."""
-    if metadata is not None:
-        listen_args, connect_args = [], []
-    else:
-        listen_args = ["--listen", "127.0.0.1:0"]
-        connect_args = ["--connect", "127.0.0.1:{port}"]
-    ok, reports = run_pair(prog, script, listener_role, listen_args,
-                           connector_role, connect_args, deadline)
+def run_roles(prog, script, first_role, second_role, metadata, deadline):
+    """run_pair for a program whose two roles meet through the metadata
+    service: the publishing role (first_role) opens metadata, or without
+    one a bootstrap hub of its own on a free loopback port, and reports
+    its URL, which the second role opens.  Returns the final report, or
+    None when either role failed or sent none."""
+    ok, reports = run_pair(
+        prog, script, first_role,
+        ["--metadata", metadata or "bootstrap://127.0.0.1:0"], second_role,
+        ["--metadata", "{url}"], deadline)
     verdict = [r for r in reports if "ok" in r]
     return verdict[-1] if ok and verdict and verdict[-1]["ok"] else None
 
 
-def run_pair(prog, script, listener_role, listener_args, connector_role,
-             connector_args, deadline, grace=10.0):
-    """Runs `script --role listener_role ...`, waits for its first report
-    (its port), then `script --role connector_role ...` with the port in
-    place of {port} in connector_args; waits for both within deadline
+def run_pair(prog, script, first_role, first_args, second_role,
+             second_args, deadline, grace=10.0):
+    """Runs `script --role first_role ...`, waits for its first report
+    (the service's URL), then `script --role second_role ...` with the URL
+    in place of {url} in second_args; waits for both within deadline
     seconds.  Returns (ok, reports): ok when both exited 0; reports: the
-    listener's report lines after the first (dicts).  A child that fails
+    first role's report lines after the first (dicts).  A child that fails
     gives the other `grace` seconds to end on its own before it is killed."""
     end = time.monotonic() + deadline
     env = dict(os.environ, FERRY_OOB_TOKEN=secrets.token_hex(16))
@@ -238,9 +244,9 @@ def run_pair(prog, script, listener_role, listener_args, connector_role,
     children = []
     reader = os.fdopen(rfd, "r")
     try:
-        children.append(Child(listener_role,
-                              base + ["--role", listener_role,
-                                      "--report-fd", str(wfd)] + listener_args,
+        children.append(Child(first_role,
+                              base + ["--role", first_role,
+                                      "--report-fd", str(wfd)] + first_args,
                               env, pass_fds=(wfd,)))
         os.close(wfd)
         first = _read_report(reader, end)
@@ -250,14 +256,14 @@ def run_pair(prog, script, listener_role, listener_args, connector_role,
             except subprocess.TimeoutExpired:
                 status = None
             print("%s: %s did not start (%s)" % (
-                prog, listener_role,
+                prog, first_role,
                 "exit %s" % status if status is not None else
                 "no report before the deadline"), file=sys.stderr, flush=True)
             return False, []
-        argv = [a.replace("{port}", str(first.get("port", ""))) for a in
-                connector_args]
-        children.append(Child(connector_role,
-                              base + ["--role", connector_role] + argv, env))
+        argv = [a.replace("{url}", str(first.get("url", ""))) for a in
+                second_args]
+        children.append(Child(second_role,
+                              base + ["--role", second_role] + argv, env))
         failed_at = None
         while any(c.proc.poll() is None for c in children):
             now = time.monotonic()
@@ -275,7 +281,7 @@ def run_pair(prog, script, listener_role, listener_args, connector_role,
                 break
             time.sleep(0.05)
         reports = []
-        for line in reader:  # the listener has exited: its pipe is closed
+        for line in reader:  # the first role has exited: its pipe is closed
             try:
                 reports.append(json.loads(line))
             except ValueError:

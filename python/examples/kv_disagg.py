@@ -14,21 +14,22 @@ torch.equal, and at the end that every block no sequence took is still
 zero.  It is examples/kv_transfer.c's push mode, with torch tensors.
 
     python3 python/examples/kv_disagg.py [options]          both, this host
-    FERRY_OOB_TOKEN=S python3 python/examples/kv_disagg.py --role decode --listen :18517
-    FERRY_OOB_TOKEN=S python3 python/examples/kv_disagg.py --role prefill --connect HOST:18517
+    FERRY_OOB_TOKEN=S python3 python/examples/kv_disagg.py --role decode --metadata bootstrap://:18517
+    FERRY_OOB_TOKEN=S python3 python/examples/kv_disagg.py --role prefill --metadata bootstrap://HOST:18517
 
 Both sides must be given the same options (the block tables derive from
-them and --seed, as kv_transfer.c's do from its constants).  Through a
-metadata service, decode joins as NAME-decode and prefill as NAME:
+them and --seed, as kv_transfer.c's do from its constants).  They meet
+through the metadata service at --metadata, decode as NAME-decode and
+prefill as NAME (--name, default kv-disagg).  On bootstrap:// the first
+to open the URL becomes the hub: start decode first, on every address
+(bootstrap://:18517), and give prefill decode's HOST.  With an etcd://
+URL, either may start first.
 
-    ... --role decode --metadata URL --name NAME
-    ... --role prefill --metadata URL --name NAME
-
-The first form starts both roles as processes of their own, meeting on
-127.0.0.1 through ferry's bootstrap under a random token (passed to them
-in FERRY_OOB_TOKEN), and ends with "kv_disagg: OK" (exit 0) or a failure
-(exit 1).  Every wait has a timeout (--timeout), and the parent kills
-both processes if the run takes longer than --deadline.
+The first form starts both roles as processes of their own, meeting at a
+bootstrap hub on a free port of 127.0.0.1 under a random token (passed
+to them in FERRY_OOB_TOKEN), and ends with "kv_disagg: OK" (exit 0) or a
+failure (exit 1).  Every wait has a timeout (--timeout), and the parent
+kills both processes if the run takes longer than --deadline.
 """
 import argparse
 import os
@@ -65,10 +66,6 @@ def options(argv=None):
                         "%(default)s)")
     p.add_argument("--seed", type=int, default=2024,
                    help="seed of the block tables (default %(default)s)")
-    p.add_argument("--listen", default="127.0.0.1:18517",
-                   help="decode: where to listen (default %(default)s)")
-    p.add_argument("--connect", default=None,
-                   help="prefill: decode's HOST:PORT")
     _twoproc.add_common_options(p)
     a = p.parse_args(argv)
     for name in ("blocks", "block_tokens", "heads", "head_dim", "sequences"):
@@ -81,13 +78,7 @@ def options(argv=None):
         p.error("--blocks %d: at most %d" % (a.blocks, 1 << 24))
     if a.role not in (None, "prefill", "decode"):
         p.error("--role %s: prefill or decode" % a.role)
-    if a.metadata is None:
-        a.metadata = os.environ.get("FERRY_METADATA") or None
-    if a.metadata is not None and a.name is None:
-        a.name = "kv-disagg"
-    if a.role == "prefill" and a.metadata is None and a.connect is None:
-        p.error("--role prefill needs --connect HOST:PORT (decode's) or "
-                "--metadata URL")
+    _twoproc.meeting_options(a, 18517, "kv-disagg")
     return a
 
 

@@ -17,11 +17,15 @@ sender's seed, and the parent prints "weights: OK" with the bytes moved
 and the rate the sender measured.
 
     python3 python/examples/weights.py [options]          both, this host
-    FERRY_OOB_TOKEN=S python3 python/examples/weights.py --role receiver --listen :18518
-    FERRY_OOB_TOKEN=S python3 python/examples/weights.py --role sender --connect HOST:18518
+    FERRY_OOB_TOKEN=S python3 python/examples/weights.py --role receiver --metadata bootstrap://:18518
+    FERRY_OOB_TOKEN=S python3 python/examples/weights.py --role sender --metadata bootstrap://HOST:18518
 
-Give both roles the same model options.  Every wait has a timeout
-(--timeout); the parent kills both after --deadline seconds.
+Give both roles the same model options.  They meet through the metadata
+service at --metadata, the receiver as NAME-receiver and the sender as
+NAME (--name, default weights); on bootstrap:// the first to open the
+URL becomes the hub, so start the receiver first and give the sender its
+HOST.  Every wait has a timeout (--timeout); the parent kills both after
+--deadline seconds.
 """
 import argparse
 import hashlib
@@ -57,10 +61,6 @@ def options(argv=None):
     p.add_argument("--per-tensor", action="store_true",
                    help="one write per tensor, then a notification alone, "
                         "instead of one write of all the pieces")
-    p.add_argument("--listen", default="127.0.0.1:18518",
-                   help="receiver: where to listen (default %(default)s)")
-    p.add_argument("--connect", default=None,
-                   help="sender: the receiver's HOST:PORT")
     _twoproc.add_common_options(p)
     a = p.parse_args(argv)
     for name in ("vocab", "dim", "layers"):
@@ -68,13 +68,7 @@ def options(argv=None):
             p.error("--%s must be at least 1" % name)
     if a.role not in (None, "sender", "receiver"):
         p.error("--role %s: sender or receiver" % a.role)
-    if a.metadata is None:
-        a.metadata = os.environ.get("FERRY_METADATA") or None
-    if a.metadata is not None and a.name is None:
-        a.name = "weights"
-    if a.role == "sender" and a.metadata is None and a.connect is None:
-        p.error("--role sender needs --connect HOST:PORT (the receiver's) "
-                "or --metadata URL")
+    _twoproc.meeting_options(a, 18518, "weights")
     return a
 
 

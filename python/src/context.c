@@ -64,12 +64,16 @@ static PyObject *context_close(PyfContext *self, PyObject *unused)
                              self->waiting);
     if (self->handle != NULL) {
         ferry_context_t *handle = self->handle;
+        int ret;
+
         /* Marked closed first: the objects made from it check this. */
         self->handle = NULL;
         close_dependents(self);
         Py_BEGIN_ALLOW_THREADS
-        ferry_context_close(handle);
+        ret = ferry_context_close(handle);
         Py_END_ALLOW_THREADS
+        if (ret != 0)
+            return pyf_raise(ret, "Context.close");
     }
     Py_RETURN_NONE;
 }
@@ -268,37 +272,6 @@ static PyObject *context_register(PyfContext *self, PyObject *args,
     return pyf_memory_new(self, obj, access, k, device);
 }
 
-static PyObject *context_listen(PyfContext *self, PyObject *args,
-                                PyObject *kwargs)
-{
-    static char *names[] = {"hostport", "token", NULL};
-    const char *hostport, *token = NULL;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z:listen", names,
-                                     &hostport, &token) ||
-        pyf_ctx_alive(self, "Context.listen") != 0)
-        return NULL;
-    return pyf_listen(self, hostport, token);
-}
-
-static PyObject *context_connect(PyfContext *self, PyObject *args,
-                                 PyObject *kwargs)
-{
-    static char *names[] = {"hostport", "token", "timeout", NULL};
-    const char *hostport, *token = NULL;
-    PyObject *timeout = NULL;
-    int ms;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|zO:connect", names,
-                                     &hostport, &token, &timeout) ||
-        pyf_ctx_alive(self, "Context.connect") != 0 ||
-        pyf_timeout_ms(timeout, 10000, "Context.connect", &ms) != 0)
-        return NULL;
-    if (ms == 0)
-        ms = 1;
-    return pyf_connect(self, hostport, token, ms);
-}
-
 static PyObject *context_metadata(PyfContext *self, PyObject *args,
                                   PyObject *kwargs)
 {
@@ -452,14 +425,12 @@ static PyMethodDef context_methods[] = {
      "-> Memory.  obj: a buffer (bytearray, numpy array, memoryview), a "
      "torch tensor, an object with __cuda_array_interface__ or __dlpack__; "
      "contiguous.  The Memory keeps obj alive."},
-    {"listen", (PyCFunction)context_listen, METH_VARARGS | METH_KEYWORDS,
-     "listen(hostport, token=None) -> Listener (bootstrap; token None: the "
-     "context's oob_token or FERRY_OOB_TOKEN)."},
-    {"connect", (PyCFunction)context_connect, METH_VARARGS | METH_KEYWORDS,
-     "connect(hostport, token=None, timeout=10.0) -> Connection."},
     {"metadata", (PyCFunction)context_metadata, METH_VARARGS | METH_KEYWORDS,
      "metadata(name, url=None) -> Meta: joins the metadata service (etcd://, "
-     "etcds://, bootstrap://; None: config metadata or FERRY_METADATA)."},
+     "etcds://, bootstrap://HOST:PORT; None: config metadata or "
+     "FERRY_METADATA): how contexts meet.  On bootstrap:// the first context "
+     "to open the URL becomes the hub and the others join it, all with "
+     "one token (oob_token or FERRY_OOB_TOKEN); Meta.url names the hub."},
     {"counter_get", (PyCFunction)context_counter_get, METH_O,
      "counter_get(id) -> int: the sum of notification values for id."},
     {"counter_wait", (PyCFunction)context_counter_wait,

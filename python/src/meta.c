@@ -13,18 +13,27 @@ typedef struct {
     struct pyf_dependent dep;
 } PyfMeta;
 
-/* Closes the handle (the dependent's close; see pyferry.h). */
-static void meta_close_handle(PyObject *obj)
+/* Closes the handle, without the GIL (an etcd lease is revoked over the
+ * network).  0, or ferry's code with ferry_last_error's sentence. */
+static int meta_close_handle(PyfMeta *self)
 {
-    PyfMeta *self = (PyfMeta *)obj;
     ferry_meta_t *handle = self->handle;
+    int ret = 0;
 
     self->handle = NULL;
     if (handle != NULL) {
         Py_BEGIN_ALLOW_THREADS
-        ferry_meta_close(handle);
+        ret = ferry_meta_close(handle);
         Py_END_ALLOW_THREADS
     }
+    return ret;
+}
+
+/* The dependent's close (see pyferry.h).  Context.close raises nothing
+ * of it: ferry_context_close, next, closes whatever this left open. */
+static void meta_close_dependent(PyObject *obj)
+{
+    meta_close_handle((PyfMeta *)obj);
 }
 
 PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name)
@@ -37,7 +46,7 @@ PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name)
     m->ctx = (PyfContext *)Py_NewRef(ctx);
     m->handle = NULL;
     m->busy = 0;
-    pyf_dependent_link(ctx, &m->dep, (PyObject *)m, meta_close_handle);
+    pyf_dependent_link(ctx, &m->dep, (PyObject *)m, meta_close_dependent);
     m->published = PyDict_New();
     if (m->published == NULL) {
         Py_DECREF(m);
@@ -195,6 +204,8 @@ static PyObject *meta_event(PyfMeta *self, PyObject *args, PyObject *kwargs)
 
 static PyObject *meta_close(PyfMeta *self, PyObject *unused)
 {
+    int ret;
+
     (void)unused;
     /* Freed under a peer() in another thread, it would be used after. */
     if (self->busy > 0)
@@ -202,7 +213,8 @@ static PyObject *meta_close(PyfMeta *self, PyObject *unused)
                              "Meta.close: %d call(s) on it run in other "
                              "threads; let them end first",
                              self->busy);
-    meta_close_handle((PyObject *)self);
+    if ((ret = meta_close_handle(self)) != 0)
+        return pyf_raise(ret, "Meta.close");
     PyDict_Clear(self->published);
     Py_RETURN_NONE;
 }
@@ -215,6 +227,14 @@ static void meta_dealloc(PyfMeta *self)
     Py_XDECREF(self->published);
     Py_DECREF(self->ctx);
     PyObject_Free(self);
+}
+
+static PyObject *meta_url(PyfMeta *self, void *unused)
+{
+    (void)unused;
+    if (meta_alive(self, "Meta.url") != 0)
+        return NULL;
+    return PyUnicode_FromString(ferry_meta_url(self->handle));
 }
 
 static PyMethodDef meta_methods[] = {
@@ -238,6 +258,15 @@ static PyMethodDef meta_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyGetSetDef meta_getset[] = {
+    {"url", (getter)meta_url, NULL,
+     "The URL the others open: as given, except that a bootstrap hub "
+     "opened at port 0 names the port it got (bootstrap://127.0.0.1:0 -> "
+     "bootstrap://127.0.0.1:40213).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 PyTypeObject PyfMeta_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Meta",
     .tp_doc = "Membership of a metadata service (Context.metadata).",
@@ -245,4 +274,5 @@ PyTypeObject PyfMeta_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)meta_dealloc,
     .tp_methods = meta_methods,
+    .tp_getset = meta_getset,
 };

@@ -73,10 +73,9 @@ static struct PyModuleDef module_def = {
 static int add_types(PyObject *m)
 {
     PyTypeObject *types[] = {
-        &PyfContext_Type,  &PyfPeer_Type,       &PyfMemory_Type,
-        &PyfRemote_Type,   &PyfRequest_Type,    &PyfBlocks_Type,
-        &PyfPrepared_Type, &PyfListener_Type,   &PyfConnection_Type,
-        &PyfMeta_Type,     &PyfDevice_Type,
+        &PyfContext_Type,  &PyfPeer_Type,    &PyfMemory_Type,
+        &PyfRemote_Type,   &PyfRequest_Type, &PyfBlocks_Type,
+        &PyfPrepared_Type, &PyfMeta_Type,    &PyfDevice_Type,
     };
 
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
@@ -90,7 +89,7 @@ static int add_types(PyObject *m)
     return 0;
 }
 
-/* "0.1.0" out of ferry_version_string()'s "ferry 0.1.0 (libfabric 1.17)". */
+/* "1.0.0" out of ferry_version_string()'s "ferry 1.0.0 (libfabric 1.17)". */
 static PyObject *release_version(void)
 {
     char release[32] = "";

@@ -69,9 +69,9 @@ static PyObject *peer_close(PyfPeer *self, PyObject *unused)
         Py_RETURN_NONE;
     if (!self->owned)
         return pyf_raise_msg(FERRY_EBUSY,
-                             "Peer.close: this peer came from a bootstrap "
-                             "connection or the metadata service, which own "
-                             "it; it goes with its context");
+                             "Peer.close: this peer came from the metadata "
+                             "service (Meta.peer), which owns it; it goes "
+                             "with its context");
     if ((ret = ferry_peer_close(self->handle)) != 0)
         return pyf_raise(ret, "Peer.close");
     pyf_peer_forget(self->ctx, self->handle);
@@ -467,7 +467,7 @@ static PyGetSetDef peer_getset[] = {
 
 PyTypeObject PyfPeer_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferry.Peer",
-    .tp_doc = "A peer (Context.add_peer, Connection.peer, Meta.peer).",
+    .tp_doc = "A peer (Context.add_peer, Meta.peer).",
     .tp_basicsize = sizeof(PyfPeer),
     .tp_weaklistoffset = offsetof(PyfPeer, weakrefs),
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -214,7 +214,8 @@ static int make_list(PyfContext *ctx, bool local, PyObject *spec,
 
 /* Frees the prepared transfer and its lists (the dependent's close; see
  * pyferry.h).  One with requests in flight -- only at Context.close, as
- * requests hold their Prepared -- is left to leak with its lists. */
+ * requests hold their Prepared -- is left to ferry_context_close, which
+ * closes it and its lists (ferry(7), "Ownership"). */
 static void prepared_free_handles(PyObject *obj)
 {
     PyfPrepared *self = (PyfPrepared *)obj;

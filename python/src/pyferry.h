@@ -22,14 +22,12 @@
 #include <stdint.h>
 
 /*
- * An object whose handle ferry_context_close does not close -- a
- * Listener, Connection, Meta or Prepared -- is linked into its context
- * while it lives, and Context.close() closes its handle first: left open,
- * a listener's thread would go on serving the closed context's port, an
- * etcd lease would be kept alive (the closed context still published),
- * and a watching Meta would declare the freed peers dead.  So such a
- * handle is non-NULL only while its C context exists, and closing it
- * needs no check of the context.
+ * A Meta or a Prepared is linked into its context while it lives, and
+ * Context.close() closes its handle first, through the object:
+ * ferry_context_close would close it too, but behind the object's back,
+ * leaving it a freed handle to use or close again.  So such a handle is
+ * non-NULL only while its C context exists, and closing it needs no
+ * check of the context.
  */
 struct pyf_dependent {
     struct pyf_dependent *prev, *next; /* a ring; unlinked: itself */
@@ -96,7 +94,7 @@ typedef struct {
 
 extern PyTypeObject PyfContext_Type, PyfPeer_Type, PyfMemory_Type,
     PyfRemote_Type, PyfRequest_Type, PyfBlocks_Type, PyfPrepared_Type,
-    PyfListener_Type, PyfConnection_Type, PyfMeta_Type, PyfDevice_Type;
+    PyfMeta_Type, PyfDevice_Type;
 
 /* ---- errors (errors.c) --------------------------------------------------- */
 
@@ -118,7 +116,7 @@ PyObject *pyf_error_class(int err);
 /* 0 when ctx is open, else -1 with HandleError naming `what`. */
 int pyf_ctx_alive(PyfContext *ctx, const char *what);
 /* 0 when ctx is open and obj's handle is not NULL, else -1 with
- * HandleError naming `what` and obj's type ("this Listener was closed"). */
+ * HandleError naming `what` and obj's type ("this Meta was closed"). */
 int pyf_alive(PyObject *obj, PyfContext *ctx, const void *handle,
               const char *what);
 /* The Peer object of a handle: the live one if there is one, else a new
@@ -149,7 +147,7 @@ void pyf_dependent_unlink(struct pyf_dependent *d);
 
 /* The same, also counting the call in `busy`: an object's own count of
  * the calls that use its handle without the GIL, under which its close()
- * must not free the handle (a Connection's lookup, a Meta's peer). */
+ * must not free the handle (a Meta's peer or lookup). */
 #define PYF_WITHOUT_GIL_BUSY(ctx, busy, stmt)                                 \
     do {                                                                      \
         (busy)++;                                                             \
@@ -219,10 +217,6 @@ PyObject *pyf_request_new(PyfContext *ctx, ferry_req_t *handle,
                           PyObject *keep);
 PyObject *pyf_prepare(PyfPeer *peer, int op, PyObject *local,
                       PyObject *remote);
-PyObject *pyf_listen(PyfContext *ctx, const char *hostport,
-                     const char *token);
-PyObject *pyf_connect(PyfContext *ctx, const char *hostport,
-                      const char *token, int timeout_ms);
 PyObject *pyf_meta_open(PyfContext *ctx, const char *url, const char *name);
 int pyf_notification_init(PyObject *module);
 /* Up to max queued notifications as a list; wait: first waits up to

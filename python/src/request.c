@@ -112,20 +112,28 @@ static PyObject *request_cancel(PyfRequest *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static void request_free_handle(PyfRequest *self)
+/* 0, or ferry's code with ferry_last_error's sentence.  A closed
+ * Context has closed the handle already. */
+static int request_free_handle(PyfRequest *self)
 {
-    if (self->handle != NULL && self->ctx->handle != NULL)
-        ferry_req_close(self->handle);
+    ferry_req_t *handle = self->handle;
+
     self->handle = NULL;
+    if (handle == NULL || self->ctx->handle == NULL)
+        return 0;
+    return ferry_req_close(handle);
 }
 
 static PyObject *request_close(PyfRequest *self, PyObject *unused)
 {
+    int ret;
+
     (void)unused;
     if (self->waiting > 0)
         return pyf_raise_msg(FERRY_EBUSY,
                              "Request.close: another thread waits on it");
-    request_free_handle(self);
+    if ((ret = request_free_handle(self)) != 0)
+        return pyf_raise(ret, "Request.close");
     Py_RETURN_NONE;
 }
 

@@ -204,29 +204,28 @@ def child_target(conn, provider, kind, nbytes):
 
 
 def child_bootstrap(conn, token):
-    """A listener: publishes "kv" (0xB0) for the parent to write into,
-    sends its port, accepts the parent, reads the region the parent
-    offered, writes 2048 bytes of 0xB1 into it with notification (5, 1),
-    waits for the parent's (6, 1) and reports what it read and kv."""
-    with ferry.Context(progress_thread=True, **TCP) as ctx:
+    """A bootstrap hub, "child", on a free port: publishes "kv" (0xB0) for
+    the parent to write into, sends the hub's URL, reads the region
+    "client" the parent ("parent") published, writes 2048 bytes of 0xB1
+    into it with notification (5, 1), waits for the parent's (6, 1) and
+    reports what it read and kv."""
+    with ferry.Context(progress_thread=True, oob_token=token, **TCP) as ctx:
         kv = bytearray(b"\xb0") * 4096
         mem = ctx.register(kv)
         out = ctx.register(bytearray(b"\xb1") * 2048)
         got = bytearray(4096)
         local = ctx.register(got)
-        lis = ctx.listen("127.0.0.1:0", token=token)
-        lis.publish("kv", mem)
-        conn.send(lis.port)
-        client = lis.accept(timeout=LONG)
-        offered = client.lookup("client", timeout=LONG)
-        client.peer.read(local, offered).wait(timeout=LONG)
-        client.peer.write(out, offered, notify=(5, 1)).wait(timeout=LONG)
+        meta = ctx.metadata("child", "bootstrap://127.0.0.1:0")
+        meta.publish("kv", mem)
+        conn.send(meta.url)
+        offered = meta.lookup("parent", "client", timeout=LONG)
+        offered.peer.read(local, offered).wait(timeout=LONG)
+        offered.peer.write(out, offered, notify=(5, 1)).wait(timeout=LONG)
         # What the parent wrote into kv arrives before its notification.
         ctx.counter_wait(6, 1, timeout=LONG)
         conn.send((bytes(got), bytes(kv)))
         assert conn.recv() == "bye"
-        client.close()
-        lis.close()
+        meta.close()
 
 
 def child_replacer(conn, provider, nbytes):

@@ -277,8 +277,6 @@ def test_close_is_idempotent_and_final():
     for call in (ctx.address, ctx.info, ctx.stats, ctx.progress,
                  lambda: ctx.add_peer(b"x" * 32),
                  lambda: ctx.register(bytearray(8)),
-                 lambda: ctx.listen("127.0.0.1:0"),
-                 lambda: ctx.connect("127.0.0.1:1"),
                  lambda: ctx.metadata("x", "bootstrap://127.0.0.1:1"),
                  lambda: ctx.counter_get(1),
                  lambda: ctx.counter_wait(1, 1, timeout=0),

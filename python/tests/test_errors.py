@@ -128,21 +128,20 @@ def test_peer_dead_error_declared(tcp_pair):
 
 
 def test_not_found_error():
-    with ferry.Context(progress_thread=True, **TCP) as a, \
-            ferry.Context(**TCP) as b:
-        lis = a.listen("127.0.0.1:0", token="t")
-        conn = b.connect("127.0.0.1:%d" % lis.port, token="t")
+    with ferry.Context(**TCP) as a:
+        meta = a.metadata("alone", "bootstrap://127.0.0.1:0")
         with pytest.raises(ferry.NotFoundError) as e:
-            conn.lookup("no-such-region")
-        check(e.value, "ENOENT", "Connection.lookup", "no-such-region")
+            meta.withdraw("no-such-region")
+        check(e.value, "ENOENT", "Meta.withdraw", "no-such-region")
 
 
 def test_protocol_error_wrong_token():
-    with ferry.Context(**TCP) as a, ferry.Context(**TCP) as b:
-        lis = a.listen("127.0.0.1:0", token="right")
+    with ferry.Context(oob_token="right", **TCP) as a, \
+            ferry.Context(oob_token="wrong", **TCP) as b:
+        hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
         with pytest.raises(ferry.ProtocolError) as e:
-            b.connect("127.0.0.1:%d" % lis.port, token="wrong", timeout=LONG)
-        check(e.value, "EPROTO", "Context.connect", "token")
+            b.metadata("member", hub.url)
+        check(e.value, "EPROTO", "Context.metadata", "token")
 
 
 def test_handle_error_after_close(tcp_pair):
@@ -166,12 +165,12 @@ def test_blob_and_incompatible_errors(tcp_pair):
     check(e.value, "EINCOMPAT", "'shm'", "'tcp;ofi_rxm'")
 
 
-def test_exists_error_port_in_use():
-    with ferry.Context(**TCP) as ctx:
-        lis = ctx.listen("127.0.0.1:0", token="t")
+def test_exists_error_name_taken():
+    with ferry.Context(**TCP) as a, ferry.Context(**TCP) as b:
+        hub = a.metadata("taken", "bootstrap://127.0.0.1:0")
         with pytest.raises(ferry.ExistsError) as e:
-            ctx.listen("127.0.0.1:%d" % lis.port, token="t")
-        check(e.value, "EEXIST", "Context.listen", str(lis.port))
+            b.metadata("taken", hub.url)
+        check(e.value, "EEXIST", "Context.metadata", "taken")
 
 
 def test_busy_error(tcp_pair):

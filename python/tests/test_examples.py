@@ -14,7 +14,7 @@ REPO = os.path.dirname(PYTHON_DIR)
 EXAMPLES = os.path.join(PYTHON_DIR, "examples")
 # Any one wait of the two-process examples may take 90 s, not 30: under
 # AddressSanitizer on two busy CPUs a side that imports torch once took
-# over 30 s to connect (decode's accept timed out).
+# over 30 s to join (decode's wait for prefill timed out).
 PATIENT = ["--timeout", "90"]
 BENCH = os.path.join(PYTHON_DIR, "bench", "post_bench.py")
 TIMEOUT = 120

@@ -67,19 +67,14 @@ def test_peer_counter_wait_releases_the_gil(tcp_pair):
         lambda: back.counter_wait(1, 1, timeout=WAIT))) > 1000
 
 
-def test_accept_and_lookup_release_the_gil():
+def test_meta_lookup_releases_the_gil():
+    """A member of a bootstrap hub asks the hub over the network until
+    the region comes or the wait runs out."""
     with ferry.Context(**TCP) as a, ferry.Context(**TCP) as b:
-        lis = a.listen("127.0.0.1:0", token="t")
+        hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
+        member = b.metadata("member", hub.url)
         assert count_during(expect_timeout(
-            lambda: lis.accept(timeout=WAIT))) > 1000
-        conn = b.connect("127.0.0.1:%d" % lis.port, token="t")
-        served = lis.accept(timeout=LONG)
-
-        def lookup():
-            with pytest.raises(ferry.NotFoundError):
-                served.lookup("never-offered", timeout=WAIT)
-        assert count_during(lookup) > 1000
-        conn.close()
+            lambda: member.lookup("hub", "never", timeout=WAIT))) > 1000
 
 
 def test_meta_peer_releases_the_gil():
@@ -176,16 +171,16 @@ def refuses_while(obj, call, release):
     return out["r"]
 
 
-def test_connection_close_refuses_while_a_lookup_waits():
+def test_meta_close_refuses_while_a_member_lookup_waits():
     """Closing frees the handle: not while another thread's call uses
-    it."""
+    it (here a member's lookup, waiting on its connection to the hub)."""
     with ferry.Context(**TCP) as a, ferry.Context(**TCP) as b:
-        lis = a.listen("127.0.0.1:0", token="t")
-        conn = b.connect("127.0.0.1:%d" % lis.port, token="t")
-        served = lis.accept(timeout=LONG)
-        mem = b.register(bytearray(64))
-        r = refuses_while(served, lambda: served.lookup("x", timeout=LONG),
-                          lambda: conn.offer("x", mem))
+        hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
+        member = b.metadata("member", hub.url)
+        mem = a.register(bytearray(64))
+        r = refuses_while(member,
+                          lambda: member.lookup("hub", "x", timeout=LONG),
+                          lambda: hub.publish("x", mem))
         assert isinstance(r, ferry.RemoteMemory) and r.nbytes == 64
 
 

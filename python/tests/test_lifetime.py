@@ -176,11 +176,10 @@ def build_world():
     w["prep"] = w["peer"].prepare(ferry.WRITE, w["blocks"],
                                   ferry.Blocks(w["rmem"], 1024, 8))
     w["preq"] = w["prep"].post([1], [2], notify=(1, 1))
-    w["lis"] = w["target"].listen("127.0.0.1:0", token="t")
-    w["lis"].publish("kv", w["tmem"])
-    w["conn"] = w["initiator"].connect("127.0.0.1:%d" % w["lis"].port,
-                                       token="t")
-    w["krmem"] = w["conn"].lookup("kv")
+    w["hub"] = w["target"].metadata("target", "bootstrap://127.0.0.1:0")
+    w["hub"].publish("kv", w["tmem"])
+    w["member"] = w["initiator"].metadata("initiator", w["hub"].url)
+    w["krmem"] = w["member"].lookup("target", "kv", timeout=LONG)
     w["notifications"] = None
     w["req"].wait(timeout=LONG)
     w["preq"].wait(timeout=LONG)
@@ -191,7 +190,7 @@ def build_world():
 
 
 NAMES = ["target", "initiator", "dst", "tmem", "src", "lmem", "peer", "rmem",
-         "req", "blocks", "prep", "preq", "lis", "conn", "krmem",
+         "req", "blocks", "prep", "preq", "hub", "member", "krmem",
          "notifications"]
 
 
@@ -236,10 +235,6 @@ def test_close_context_while_everything_lives():
     raises HandleError naming the closed context, close() calls are
     quiet, and nothing crashes when they go."""
     w = build_world()
-    port = w["lis"].port
-    url = "bootstrap://127.0.0.1:%d" % ferrytest.free_port()
-    w["meta"] = w["target"].metadata("t", url)
-    w["meta"].publish("kv", w["tmem"])
     # A request that has not ended: its peer is a closed context.
     gone = ferry.Context(**TCP)
     addr, blob = gone.address(), gone.register(bytearray(64)).export()
@@ -270,17 +265,13 @@ def test_close_context_while_everything_lives():
         "Prepared.post": lambda: w["prep"].post([0], [0]),
         "Prepared.local_count": lambda: w["prep"].local_count,
         "Prepared.remote_count": lambda: w["prep"].remote_count,
-        "Listener.publish": lambda: w["lis"].publish("x", w["tmem"]),
-        "Listener.accept": lambda: w["lis"].accept(timeout=0),
-        "Listener.port": lambda: w["lis"].port,
-        "Connection.lookup": lambda: w["conn"].lookup("kv"),
-        "Connection.offer": lambda: w["conn"].offer("x", w["lmem"]),
-        "Meta.publish": lambda: w["meta"].publish("x", w["tmem"]),
-        "Meta.withdraw": lambda: w["meta"].withdraw("kv"),
-        "Meta.peer": lambda: w["meta"].peer("t", timeout=0),
-        "Meta.lookup": lambda: w["meta"].lookup("t", "kv", timeout=0),
-        "Meta.watch": w["meta"].watch,
-        "Meta.event": lambda: w["meta"].event(timeout=0),
+        "Meta.publish": lambda: w["hub"].publish("x", w["tmem"]),
+        "Meta.withdraw": lambda: w["hub"].withdraw("kv"),
+        "Meta.peer": lambda: w["member"].peer("target", timeout=0),
+        "Meta.lookup": lambda: w["member"].lookup("target", "kv", timeout=0),
+        "Meta.watch": w["hub"].watch,
+        "Meta.event": lambda: w["hub"].event(timeout=0),
+        "Meta.url": lambda: w["member"].url,
         "Blocks in a new prepare": lambda: w["peer"].prepare(
             ferry.READ, w["blocks"], w["blocks"]),
     }
@@ -293,45 +284,36 @@ def test_close_context_while_everything_lives():
     assert w["tmem"].nbytes == 8192 and w["tmem"].obj is w["dst"]
     assert w["tmem"].closed and w["rmem"].closed and w["peer"].closed
     assert pending.done is False
-    assert w["conn"].peer is not None
+    assert isinstance(w["krmem"].peer, ferry.Peer)
     # A request that had ended keeps its outcome.
     w["req"].wait()
     assert w["req"].test() is True
     # close() of each is quiet.
-    for obj in ("tmem", "lmem", "rmem", "peer", "prep", "lis", "conn",
-                "meta", "req"):
+    for obj in ("tmem", "lmem", "rmem", "peer", "prep", "hub", "member",
+                "req"):
         w[obj].close()
     pending.close()
-    # The listener stopped with its context: its port refuses.
-    with ferry.Context(**TCP) as other:
-        with pytest.raises(ferry.HostUnreachableError):
-            other.connect("127.0.0.1:%d" % port, token="t", timeout=0.2)
     del pending, dead
     for name in list(w):
         del w[name]
     gc.collect()
 
 
-def test_closed_context_releases_listener_and_meta_hub():
-    """Context.close() stops what ferry_context_close does not: the
-    listener's thread and port, and a bootstrap hub, even while their
-    Python objects live on."""
-    port = ferrytest.free_port()
-    url = "bootstrap://127.0.0.1:%d" % port
+def test_closed_context_releases_the_meta_hub():
+    """Context.close() stops a bootstrap hub, its thread and its port,
+    even while its Meta lives on: the next context to open its URL
+    becomes the hub, without the closed context's entries."""
     a = ferry.Context(**TCP)
-    lis = a.listen("127.0.0.1:0", token="t")
-    meta = a.metadata("alpha", url)  # the hub, on port
-    lport = lis.port
+    meta = a.metadata("alpha", "bootstrap://127.0.0.1:0")
+    url = meta.url
     a.close()
     with ferry.Context(**TCP) as b:
-        with pytest.raises(ferry.HostUnreachableError):
-            b.connect("127.0.0.1:%d" % lport, token="t", timeout=0.2)
-        # The URL's port is free: b becomes the hub, and alpha is gone.
         m = b.metadata("beta", url)
+        assert m.url == url
         with pytest.raises(TimeoutError):
             m.peer("alpha", timeout=0)
         m.close()
-    del lis, meta
+    del meta
 
 
 def test_gc_collects_objects_of_a_closed_context_in_cycles():

@@ -115,6 +115,131 @@ def test_meta_close_and_context_manager():
         a.metadata("solo", url).close()
 
 
+def test_bootstrap_url_names_the_hubs_port():
+    """A hub opened at port 0 says, in Meta.url, the port it listens on:
+    the URL the others open.  Any other URL is as given."""
+    with ctx() as a, ctx() as b:
+        hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
+        url = hub.url
+        assert isinstance(url, str)
+        assert url.startswith("bootstrap://127.0.0.1:")
+        port = int(url.rpartition(":")[2])
+        assert 0 < port < 65536
+        hub.publish("kv", a.register(bytearray(64)))
+        member = b.metadata("member", url)
+        assert member.url == url
+        assert member.lookup("hub", "kv", timeout=LONG).nbytes == 64
+        member.close()
+        hub.close()
+        with pytest.raises(ferry.HandleError, match="this Meta was closed"):
+            hub.url
+        # Given a port, the hub keeps the URL as it was written.
+        given = "bootstrap://127.0.0.1:%d" % ferrytest.free_port()
+        with a.metadata("again", given) as m:
+            assert m.url == given
+
+
+def test_bootstrap_token():
+    """Every context of a hub holds one token (oob_token, else
+    FERRY_OOB_TOKEN): a context with another, or none, is refused with a
+    sentence that says so; the token never crosses the network."""
+    with ctx(oob_token="from-config") as a, \
+            ctx(oob_token="from-config") as b, \
+            ctx(oob_token="another") as c, ctx() as d:
+        hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
+        hub.publish("r", a.register(bytearray(8)))
+        assert b.metadata("b", hub.url).lookup("hub", "r",
+                                               timeout=LONG).nbytes == 8
+        for other in (c, d):
+            with pytest.raises(ferry.ProtocolError) as e:
+                other.metadata("c", hub.url)
+            assert e.value.name == "EPROTO"
+            assert "token does not match" in str(e.value)
+        # The refused never joined: their names are free.
+        with pytest.raises(TimeoutError):
+            hub.peer("c", timeout=0)
+    with ctx(oob_token="x" * 128) as long_token:
+        with pytest.raises(ferry.InvalidArgumentError, match="at most 127"):
+            long_token.metadata("x", "bootstrap://127.0.0.1:0")
+
+
+def test_bootstrap_token_from_the_environment():
+    """Without oob_token, a context takes FERRY_OOB_TOKEN."""
+    out = ferrytest.run_python("""
+        import ferry, ferrytest
+        with ferry.Context(**ferrytest.TCP) as a, \\
+                ferry.Context(oob_token="from-the-environment",
+                              **ferrytest.TCP) as b, \\
+                ferry.Context(oob_token="another", **ferrytest.TCP) as c:
+            hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
+            b.metadata("b", hub.url).peer("hub", timeout=ferrytest.LONG)
+            try:
+                c.metadata("c", hub.url)
+            except ferry.ProtocolError as e:
+                print("refused:", e)
+    """, FERRY_OOB_TOKEN="from-the-environment")
+    assert "refused:" in out and "token does not match" in out, out
+
+
+def test_bootstrap_hub_on_every_address_needs_a_token():
+    """A hub on every address without a token would let anyone who
+    reaches its port import every published region and write to it."""
+    with ctx(metadata_timeout_ms=200) as a:
+        with pytest.raises(ferry.Error) as e:
+            a.metadata("hub", "bootstrap://:0")
+        assert "no bootstrap token is set" in str(e.value)
+    with ctx(oob_token="t") as a, ctx(oob_token="t") as b:
+        hub = a.metadata("hub", "bootstrap://:0")
+        assert hub.url.startswith("bootstrap://:")
+        b.metadata("b", hub.url).peer("hub", timeout=LONG)
+    with ctx(oob_insecure=True) as a:
+        a.metadata("hub", "bootstrap://:0").close()  # accepted, as asked
+
+
+def test_bootstrap_publications_replace_and_check_their_arguments():
+    with ctx() as a, ctx() as b:
+        hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
+        member = b.metadata("member", hub.url)
+        # A later publication of a name replaces it, on either side.
+        for meta, mine, other, c in ((hub, "hub", member, a),
+                                     (member, "member", hub, b)):
+            meta.publish("r", c.register(bytearray(7)))
+            assert other.lookup(mine, "r", timeout=LONG).nbytes == 7
+            meta.publish("r", c.register(bytearray(12)))
+            assert other.lookup(mine, "r", timeout=LONG).nbytes == 12
+        with pytest.raises(ferry.InvalidArgumentError,
+                           match="must be a ferry.Memory"):
+            member.publish("x", bytearray(8))
+        for name in ("", "x" * 128, "a b"):
+            with pytest.raises(ferry.InvalidArgumentError,
+                               match="A-Z a-z 0-9 . _ -"):
+                member.publish(name, b.register(bytearray(8)))
+        closed = b.register(bytearray(8))
+        closed.close()
+        with pytest.raises(ferry.HandleError, match="this Memory was closed"):
+            member.publish("x", closed)
+
+
+def test_bootstrap_hub_that_leaves():
+    """The hub keeps every entry: once it closes, a member's calls say
+    that its connection ended; the member's Peer of it stays usable."""
+    with ctx() as a, ctx() as b:
+        hub = a.metadata("hub", "bootstrap://127.0.0.1:0")
+        member = b.metadata("member", hub.url)
+        peer = member.peer("hub", timeout=LONG)
+        hub.close()
+        with pytest.raises(ferry.ConnectionResetError) as e:
+            member.peer("hub", timeout=LONG)
+        assert isinstance(e.value, ConnectionResetError)
+        for call in (lambda: member.publish("r", b.register(bytearray(8))),
+                     lambda: member.lookup("hub", "kv", timeout=0)):
+            with pytest.raises(ferry.ConnectionResetError):
+                call()
+        peer.notify(4, 1).wait(timeout=LONG)
+        a.counter_wait(4, 1, timeout=LONG)
+        member.close()
+
+
 # ---- etcd ------------------------------------------------------------------
 
 def etcd_binary():

@@ -1,6 +1,6 @@
 """Two processes: transfers between a parent and a child started with
 multiprocessing's "spawn" (never fork a process that runs ferry's
-threads), addresses and key blobs through a Pipe or ferry's bootstrap;
+threads), addresses and key blobs through a Pipe or a bootstrap:// hub;
 and a peer that dies, killed."""
 import multiprocessing
 import os
@@ -110,19 +110,19 @@ def test_write_and_read_between_processes(child, kind, provider):
 
 def test_bootstrap_between_processes(child):
     c = child(ferrytest.child_bootstrap, "process-token")
-    port = c.recv()
-    with ferry.Context(progress_thread=True, **TCP) as ctx:
-        conn = ctx.connect("127.0.0.1:%d" % port, token="process-token",
-                           timeout=LONG)
-        kv = conn.lookup("kv")
+    url = c.recv()
+    with ferry.Context(progress_thread=True, oob_token="process-token",
+                       **TCP) as ctx:
+        meta = ctx.metadata("parent", url)
+        kv = meta.lookup("child", "kv", timeout=LONG)
         assert kv.nbytes == 4096
         client = bytearray(b"\xa0") * 4096
-        conn.offer("client", ctx.register(client))
+        meta.publish("client", ctx.register(client))
         # The child reads client, then writes 2048 bytes of 0xB1 into it.
         ctx.counter_wait(5, 1, timeout=LONG)
         assert client == b"\xb1" * 2048 + b"\xa0" * 2048
-        conn.peer.write(ctx.register(b"\xa1" * 4096, access=0), kv,
-                        notify=(6, 1)).wait(timeout=LONG)
+        kv.peer.write(ctx.register(b"\xa1" * 4096, access=0), kv,
+                      notify=(6, 1)).wait(timeout=LONG)
         got, kv_bytes = c.recv()
         assert got == b"\xa0" * 4096
         assert kv_bytes == b"\xa1" * 4096
