@@ -12,7 +12,9 @@
  *     first operations handed to the provider)
  *   - posting and completing all N writes into a target process
  * and prints nanoseconds per descriptor for each.  The target is a second
- * process on this host reached through the bootstrap (shm by default).
+ * process on this host, met through the embedded bootstrap
+ * (ferry_meta_open of bootstrap://, whose hub the target is; shm by
+ * default).
  *
  * --patterns R instead moves all N blocks R times (after 3 unmeasured)
  * in each of three ways: a prepared post of sorted indices (neighbouring
@@ -78,27 +80,33 @@ static ferry_context_t *open_context(bool progress_thread)
     return ctx;
 }
 
+/* The pipe from the target carries the bootstrap's URL in this many bytes. */
+#define URL_MAX 1024
+
 static int run_target(int report_fd, size_t len)
 {
     ferry_context_t *ctx = open_context(true);
     ferry_mem_t *mem;
-    ferry_oob_t *lis;
+    ferry_meta_t *meta;
     void *buf = calloc(1, len);
-    int ret, port;
+    char url[URL_MAX] = "";
+    int ret;
 
     if (buf == NULL)
         die("calloc", FERRY_ENOMEM);
     if ((ret = ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0,
                                   FERRY_ACCESS_REMOTE_WRITE, &mem)) ||
-        (ret = ferry_oob_listen(ctx, "127.0.0.1:0", &lis)) ||
-        (ret = ferry_oob_publish(lis, "blocks", mem)))
+        (ret = ferry_meta_open(ctx, "bootstrap://127.0.0.1:0", "target",
+                               &meta)) ||
+        (ret = ferry_meta_publish(meta, "blocks", mem)))
         die("target setup", ret);
-    port = ferry_oob_port(lis);
-    if (write(report_fd, &port, sizeof(port)) != sizeof(port))
+    /* The hub's URL names the port it got. */
+    snprintf(url, sizeof(url), "%s", ferry_meta_url(meta));
+    if (write(report_fd, url, sizeof(url)) != sizeof(url))
         return 1;
     /* The initiator says it is done with a notification. */
     ret = ferry_counter_wait(ctx, 1, 1, -1);
-    ferry_oob_close(lis);
+    ferry_meta_close(meta);
     ferry_context_close(ctx);
     free(buf);
     return ret == 0 ? 0 : 1;
@@ -233,19 +241,19 @@ static void run_post_costs(ferry_prep_t *prep, const uint32_t *idx)
     ferry_req_close(req);
 }
 
-static void run_initiator(int port)
+static void run_initiator(const char *url)
 {
     size_t len = opt_blocks * opt_block;
     ferry_context_t *ctx = open_context(false);
     ferry_dlist_t *local, *remote, *explicit_list;
-    ferry_oob_conn_t *conn;
+    ferry_meta_t *meta;
+    ferry_peer_t *peer;
     ferry_rmem_t *rmem;
     ferry_prep_t *prep;
     ferry_mem_t *mem;
     ferry_req_t *req;
     uint32_t *idx = malloc(opt_blocks * sizeof(*idx));
     uint8_t *buf = malloc(len);
-    char where[64];
     double t;
     int ret;
 
@@ -254,11 +262,11 @@ static void run_initiator(int port)
     memset(buf, 0x5a, len);
     for (size_t i = 0; i < opt_blocks; i++)
         idx[i] = (uint32_t)i;
-    snprintf(where, sizeof(where), "127.0.0.1:%d", port);
     if ((ret = ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0, 0,
                                   &mem)) ||
-        (ret = ferry_oob_connect(ctx, where, 10000, &conn)) ||
-        (ret = ferry_oob_lookup(conn, "blocks", 10000, &rmem)))
+        (ret = ferry_meta_open(ctx, url, "initiator", &meta)) ||
+        (ret = ferry_meta_lookup(meta, "target", "blocks", 10000, &rmem)) ||
+        (ret = ferry_meta_peer(meta, "target", 0, &peer)))
         die("initiator setup", ret);
 
     printf("dlist_bench: %zu blocks of %zu bytes, provider %s\n", opt_blocks,
@@ -284,25 +292,23 @@ static void run_initiator(int port)
     ferry_dlist_close(explicit_list);
 
     t = now_s();
-    if ((ret = ferry_xfer_prepare(ferry_oob_conn_peer(conn), FERRY_OP_WRITE,
-                                  local, remote, &prep)))
+    if ((ret = ferry_xfer_prepare(peer, FERRY_OP_WRITE, local, remote,
+                                  &prep)))
         die("ferry_xfer_prepare", ret);
     report("prepare (validate both lists)", now_s() - t);
 
     if (opt_patterns > 0)
-        run_patterns(ctx, prep, ferry_oob_conn_peer(conn), mem, rmem, buf,
-                     idx);
+        run_patterns(ctx, prep, peer, mem, rmem, buf, idx);
     else
         run_post_costs(prep, idx);
-    if ((ret = ferry_notify_send(ferry_oob_conn_peer(conn), 1, 1, NULL,
-                                 &req)) ||
+    if ((ret = ferry_notify_send(peer, 1, 1, NULL, &req)) ||
         (ret = ferry_req_wait(req, 10000)))
         die("telling the target to stop", ret);
     ferry_req_close(req);
     ferry_xfer_close(prep);
     ferry_dlist_close(local);
     ferry_dlist_close(remote);
-    ferry_oob_disconnect(conn);
+    ferry_meta_close(meta);
     ferry_context_close(ctx);
     free(buf);
     free(idx);
@@ -326,7 +332,8 @@ static size_t parse_count(const char *flag, const char *s)
 
 int main(int argc, char **argv)
 {
-    int fds[2], port = 0, status = 0;
+    int fds[2], status = 0;
+    char url[URL_MAX];
     pid_t pid;
 
     for (int i = 1; i < argc; i++) {
@@ -354,11 +361,12 @@ int main(int argc, char **argv)
     if (pid == 0)
         _exit(run_target(fds[1], opt_blocks * opt_block));
     close(fds[1]);
-    if (read(fds[0], &port, sizeof(port)) != sizeof(port)) {
+    if (read(fds[0], url, sizeof(url)) != sizeof(url)) {
         fprintf(stderr, "dlist_bench: the target did not start\n");
         return 1;
     }
-    run_initiator(port);
+    url[sizeof(url) - 1] = '\0';
+    run_initiator(url);
     waitpid(pid, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }

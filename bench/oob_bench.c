@@ -4,31 +4,35 @@
  *   oob_bench [--tries N] [--idle N] [--flood N] [--warmup MS]
  *             [--provider P] [--domain D]
  *
- * A listener (127.0.0.1, its own context with a progress thread)
- * publishes one region; a client times ferry_oob_connect followed by
- * ferry_oob_lookup, --tries times (default 200), in four scenes:
+ * A bootstrap hub (ferry_meta_open of bootstrap://127.0.0.1:0, its own
+ * context with a progress thread) publishes one region; a client times
+ * joining it (ferry_meta_open: connect, prove the token, check that its
+ * name is free, offer its address) followed by ferry_meta_lookup of the
+ * region, --tries times (default 200), each under a name of its own, in
+ * four scenes:
  *   idle          nobody else;
  *   idle sockets  a process keeps --idle sockets (default 1000) connected
  *                 that never say a word (the kernel keeps them from the
- *                 listener: TCP_DEFER_ACCEPT), opening a new one for each
+ *                 hub: TCP_DEFER_ACCEPT), opening a new one for each
  *                 that is dropped;
  *   half hellos   the same, but each sends the first byte of a frame and
- *                 then nothing: the listener takes them, and the oldest
+ *                 then nothing: the hub takes them, and the oldest
  *                 goes for each newcomer, which the process replaces at
  *                 once (a storm of connections, as fast as both go);
  *   pipeliners    a process keeps --flood clients (default 8) that prove
- *                 the token and pipeline lookups without ever reading an
- *                 answer, connecting again when dropped.
+ *                 the token and pipeline lookups of the region without
+ *                 ever reading an answer, connecting again when dropped.
  * Prints, per scene, the median, the 99th percentile and the worst in
  * milliseconds, the tries that failed (2 s timeouts), what the hostile
  * process did, and the ratios of the median and the 99th percentile to
  * the idle scene's.  Each hostile process gets --warmup ms (default 500)
- * before the timing starts; past 5000, the listener's handshake time,
+ * before the timing starts; past 5000, the hub's handshake time,
  * the kernel has handed it the silent sockets of the idle scene and
  * dropped them.  Defaults: tcp;ofi_rxm on lo.
  *
  * The flooders prove the (empty) token with ferry's own handshake
- * (oob/auth.h), so this program links the library's objects statically.
+ * (oob/auth.h) and ask for the region by the hub's own key for it
+ * (oob/meta.h), so this program links the library's objects statically.
  */
 #include <ferry.h>
 
@@ -56,6 +60,10 @@
 
 #define MAX_TRIES 100000
 #define TRY_TIMEOUT_MS 2000
+/* The hub's name, its region, and the key it keeps the region under. */
+#define HUB_NAME "server"
+#define REGION "reg"
+#define REGION_KEY "regions/" HUB_NAME "/" REGION
 
 static unsigned opt_tries = 200;
 static unsigned opt_idle = 1000;
@@ -76,6 +84,8 @@ static ferry_context_t *context(bool progress_thread)
     cfg.provider = opt_provider;
     cfg.domain = opt_domain[0] != '\0' ? opt_domain : NULL;
     cfg.progress_thread = progress_thread;
+    /* Each step of a try (connecting included) gives up after this. */
+    cfg.metadata_timeout_ms = TRY_TIMEOUT_MS;
     if ((ret = ferry_context_create(&cfg, &ctx)))
         die("ferry_context_create", ret);
     return ctx;
@@ -144,13 +154,15 @@ static int flood_dial(int port, const uint8_t *addr, size_t alen)
     return fd;
 }
 
-/* Lookups of "reg" back to back, to fill a send buffer in one call. */
+/* Lookups of the region back to back, to fill a send buffer in one
+ * call. */
 static size_t lookup_train(uint8_t *buf, size_t cap)
 {
     uint8_t one[64];
     size_t len = 0, n;
 
-    if (ferry__oob_build(one, &len, FERRY__FRAME_LOOKUP, "reg", NULL, 0))
+    if (ferry__oob_build(one, &len, FERRY__FRAME_LOOKUP, REGION_KEY, NULL,
+                         0))
         _exit(2);
     n = cap / len * len;
     for (size_t i = 0; i < n; i += len)
@@ -252,26 +264,35 @@ static struct hostile_report hostile_stop(struct hostile *h)
 
 /* ---- the legitimate client ---------------------------------------------- */
 
-/* One connect+lookup in milliseconds; < 0 when it failed. */
-static double try_once(ferry_context_t *ctx, const char *hostport)
+/* One join+lookup in milliseconds, as member number try; < 0 when it
+ * failed. */
+static double try_once(ferry_context_t *ctx, const char *url, unsigned try)
 {
-    ferry_oob_conn_t *conn = NULL;
+    ferry_meta_t *meta = NULL;
     ferry_rmem_t *rmem = NULL;
-    ferry_peer_t *peer;
-    uint64_t t0 = now_ns();
-    int ret = ferry_oob_connect(ctx, hostport, TRY_TIMEOUT_MS, &conn);
+    ferry_peer_t *peer = NULL;
+    char name[32];
+    uint64_t t0;
     double ms;
+    int ret;
 
+    /* A name per try: the hub lets the last one's go only when it sees
+     * that connection close. */
+    snprintf(name, sizeof(name), "client-%u", try);
+    t0 = now_ns();
+    ret = ferry_meta_open(ctx, url, name, &meta);
     if (ret == 0)
-        ret = ferry_oob_lookup(conn, "reg", TRY_TIMEOUT_MS, &rmem);
+        ret = ferry_meta_lookup(meta, HUB_NAME, REGION, TRY_TIMEOUT_MS,
+                                &rmem);
     ms = (double)(now_ns() - t0) / 1e6;
     if (ret != 0)
         fprintf(stderr, "oob_bench: a try failed after %.1f ms: %s\n", ms,
                 ferry_last_error());
     ferry_rmem_close(rmem);
-    peer = ferry_oob_conn_peer(conn);
-    ferry_oob_disconnect(conn);
-    /* Each connect adds the listener as a peer again: let it go. */
+    /* Each join adds the hub as a peer again: let it go after leaving. */
+    if (meta != NULL && ferry_meta_peer(meta, HUB_NAME, 0, &peer) != 0)
+        peer = NULL;
+    ferry_meta_close(meta);
     if (peer != NULL)
         ferry_peer_close(peer);
     return ret == 0 ? ms : -1;
@@ -290,14 +311,14 @@ struct result {
     struct hostile_report rep;
 };
 
-static struct result measure(ferry_context_t *ctx, const char *hostport,
-                             double *ms)
+static struct result measure(ferry_context_t *ctx, const char *url,
+                             unsigned *tries, double *ms)
 {
     struct result r = {0, 0, 0, 0, {0, 0}};
     unsigned n = 0;
 
     for (unsigned i = 0; i < opt_tries; i++) {
-        double t = try_once(ctx, hostport);
+        double t = try_once(ctx, url, (*tries)++);
         if (t < 0)
             r.fails++;
         else
@@ -377,15 +398,16 @@ int main(int argc, char **argv)
     static const char *const names[NSCENES] = {"idle", "idle sockets",
                                                "half hellos", "pipeliners"};
     ferry_context_t *sctx, *cctx;
-    ferry_oob_t *lis;
+    ferry_meta_t *hub;
     ferry_mem_t *mem;
     uint8_t addr[FERRY__OOB_BLOB_MAX];
     size_t alen = sizeof(addr);
     static char buf[4096];
-    char hostport[32];
+    const char *url;
     struct result res[NSCENES];
+    unsigned tries = 0;
     double *ms;
-    int ret;
+    int ret, port;
 
     options(argc, argv);
     raise_nofile();
@@ -396,21 +418,23 @@ int main(int argc, char **argv)
     cctx = context(false);
     if ((ret = ferry_mem_register(sctx, buf, sizeof(buf), FERRY_MEM_HOST, 0,
                                   FERRY_ACCESS_REMOTE_READ, &mem)) ||
-        (ret = ferry_oob_listen(sctx, "127.0.0.1:0", &lis)) ||
-        (ret = ferry_oob_publish(lis, "reg", mem)) ||
+        (ret = ferry_meta_open(sctx, "bootstrap://127.0.0.1:0", HUB_NAME,
+                               &hub)) ||
+        (ret = ferry_meta_publish(hub, REGION, mem)) ||
         (ret = ferry_context_address(cctx, addr, &alen)))
-        die("setting up the listener", ret);
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", ferry_oob_port(lis));
-    printf("oob_bench: %u tries of connect+lookup each, %s on %s; %u idle "
+        die("setting up the hub", ret);
+    /* The hub's URL names the port it got. */
+    url = ferry_meta_url(hub);
+    port = atoi(strrchr(url, ':') + 1);
+    printf("oob_bench: %u tries of join+lookup each, %s on %s; %u idle "
            "sockets, %u pipelining clients\n",
            opt_tries, opt_provider, opt_domain[0] ? opt_domain : "(any)",
            opt_idle, opt_flood);
     for (int s = 0; s < NSCENES; s++) {
-        struct hostile h =
-            hostile_start((enum scene)s, ferry_oob_port(lis), addr, alen);
+        struct hostile h = hostile_start((enum scene)s, port, addr, alen);
         if (s != SCENE_IDLE)
             usleep((useconds_t)opt_warmup_ms * 1000);
-        res[s] = measure(cctx, hostport, ms);
+        res[s] = measure(cctx, url, &tries, ms);
         res[s].rep = hostile_stop(&h);
     }
     printf("%-14s %9s %9s %9s %6s %10s %10s  %s\n", "scene", "p50 ms", "p99 ms",
@@ -422,7 +446,7 @@ int main(int argc, char **argv)
                res[0].p50 > 0 ? res[s].p50 / res[0].p50 : 0,
                res[0].p99 > 0 ? res[s].p99 / res[0].p99 : 0,
                res[s].rep.reconnects, res[s].rep.bytes);
-    ferry_oob_close(lis);
+    ferry_meta_close(hub);
     ferry_mem_close(mem);
     ferry_context_close(cctx);
     ferry_context_close(sctx);

@@ -34,13 +34,15 @@
  * header includes, directly or not, the header of a part that uses it.
  *
  * How a run works.  The target registers a buffer, fills it with pattern A
- * and publishes it through the bootstrap (ferry_oob_*).  The initiator
- * registers a buffer of the same size, fills it with pattern B (every byte
- * differs from A), connects and looks the target's buffer up.  Each
- * initiator thread owns a slice of the buffer cut into request-sized slots
- * (--batch-size blocks of --block-size bytes) and keeps --inflight requests
- * going, cycling through its slots; local and remote offsets are equal, so
- * a block written to the wrong place is seen at validation.
+ * and publishes it in the metadata service (ferry_meta_*): the embedded
+ * bootstrap (bootstrap://, whose hub the target becomes) unless
+ * --metadata names another.  The initiator registers a buffer of the same
+ * size, fills it with pattern B (every byte differs from A), joins and
+ * looks the target's buffer up.  Each initiator thread owns a slice of the
+ * buffer cut into request-sized slots (--batch-size blocks of --block-size
+ * bytes) and keeps --inflight requests going, cycling through its slots;
+ * local and remote offsets are equal, so a block written to the wrong
+ * place is seen at validation.
  *
  * The two sides talk through notifications: control messages with ids of
  * their own (ID_*) travel with ferry_notify_send, and every reply is
@@ -77,11 +79,12 @@
 
 #include <stdint.h>
 
-/* Names on the bootstrap connection; the last is never offered. */
+/* The regions the two sides publish in the metadata service. */
 #define REGION_NAME "ferry_bench"
 #define PONG_REGION_NAME "ferry_bench.pong"
-#define ALIVE_PROBE_NAME "ferry_bench.alive?"
 #define CONNECT_TIMEOUT_MS 30000
+/* Room for the service's URL (ferry keeps at most 1023 characters). */
+#define FBENCH_URL_MAX 1024
 /* Exit statuses besides 0 and 1 (--help lists them). */
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 3

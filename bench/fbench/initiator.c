@@ -1,5 +1,5 @@
 /*
- * ferry_bench: the initiator's session: connect, drive every run
+ * ferry_bench: the initiator's session: meet, drive every run
  * (throughput.c, pingpong.c or idle.c, which never call back here), say
  * BYE.
  */
@@ -22,40 +22,25 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Finds the target's buffer: through the bootstrap at where, or by name
- * (where) in the metadata service, joining as NAME-initiator. */
-static int initiator_meet(struct initiator *in, const char *where)
+/* Joins the metadata service at url as TARGET-initiator, offers this
+ * side's buffer for the pongs, and finds the target's buffer. */
+static int initiator_meet(struct initiator *in, const char *url)
 {
     char name[160];
     int ret;
 
-    if (in->o->metadata == NULL) {
-        if ((ret = ferry_oob_connect(in->s.ctx, where, CONNECT_TIMEOUT_MS,
-                                     &in->conn)))
-            return fail("ferry_oob_connect", ret);
-        in->peer = ferry_oob_conn_peer(in->conn);
-        set_probe(in->conn, false);
-        if ((ret = ferry_oob_lookup(in->conn, REGION_NAME, CONNECT_TIMEOUT_MS,
-                                    &in->rmem)))
-            return fail("looking up the target's buffer", ret);
-        if (in->o->pingpong &&
-            (ret = ferry_oob_offer(in->conn, PONG_REGION_NAME, in->s.mem,
-                                   CONNECT_TIMEOUT_MS)))
-            return fail("offering this side's buffer for the pongs", ret);
-        return 0;
-    }
-    snprintf(name, sizeof(name), "%s-initiator", where);
-    if ((ret = ferry_meta_open(in->s.ctx, in->o->metadata, name, &in->meta)))
+    snprintf(name, sizeof(name), "%s-initiator", in->target);
+    if ((ret = ferry_meta_open(in->s.ctx, url, name, &in->meta)))
         return fail("ferry_meta_open", ret);
     if (in->o->pingpong &&
         (ret = ferry_meta_publish(in->meta, PONG_REGION_NAME, in->s.mem)))
         return fail("publishing this side's buffer for the pongs", ret);
-    if ((ret = ferry_meta_lookup(in->meta, where, REGION_NAME,
+    if ((ret = ferry_meta_lookup(in->meta, in->target, REGION_NAME,
                                  CONNECT_TIMEOUT_MS, &in->rmem)))
         return fail("looking up the target's buffer", ret);
-    if ((ret = ferry_meta_peer(in->meta, where, 0, &in->peer)))
+    if ((ret = ferry_meta_peer(in->meta, in->target, 0, &in->peer)))
         return fail("finding the target", ret);
-    set_probe_peer(in->peer);
+    set_probe(in->meta, in->target, in->peer);
     return 0;
 }
 
@@ -82,13 +67,13 @@ static int add_idle_peers(struct initiator *in)
     return 0;
 }
 
-static int initiator_connect(struct initiator *in, const char *where,
+static int initiator_connect(struct initiator *in, const char *url,
                              double bound_s)
 {
     char b1[32], b2[32], b3[32];
 
     in->t_connect = now_ns();
-    if (initiator_meet(in, where) || add_idle_peers(in))
+    if (initiator_meet(in, url) || add_idle_peers(in))
         return 1;
     if (ferry_rmem_length(in->rmem) < in->s.len)
         return complain("the target's buffer is %s but this side's is %s: "
@@ -105,24 +90,23 @@ static int initiator_connect(struct initiator *in, const char *where,
 
 static void initiator_close(struct initiator *in)
 {
-    set_probe(NULL, false);
-    set_probe_peer(NULL);
+    set_probe(NULL, NULL, NULL);
     while (in->nidle > 0)
         ferry_peer_close(in->idle_peers[--in->nidle]);
     free(in->idle_peers);
     if (in->rmem != NULL)
         ferry_rmem_close(in->rmem);
-    ferry_oob_disconnect(in->conn);
     ferry_meta_close(in->meta);
     side_close(&in->s);
 }
 
-/* Connects, runs every size, says BYE.  Returns 0 when all went well. */
-int initiator_main(const struct options *o, const char *where,
-                   double bound_s, FILE *csv)
+/* Meets the target, runs every size, says BYE.  Returns 0 when all went
+ * well. */
+int initiator_main(const struct options *o, const char *url,
+                   const char *target, double bound_s, FILE *csv)
 {
     size_t nruns = sweep_count(o), done = 0;
-    struct initiator in = {.o = o};
+    struct initiator in = {.o = o, .target = target};
     struct result *rs = calloc(nruns, sizeof(*rs));
     bool ok = true;
     int failed = 1;
@@ -134,7 +118,7 @@ int initiator_main(const struct options *o, const char *where,
     if (open_context(o, false, &in.s) ||
         setup_buffer(&in.s, o->buffer, PAT_B,
                      o->pingpong ? FERRY_ACCESS_REMOTE_WRITE : 0) ||
-        initiator_connect(&in, where, bound_s))
+        initiator_connect(&in, url, bound_s))
         goto out;
     print_header(o, &in.s.info);
     for (; done < nruns; done++) {

@@ -161,10 +161,10 @@ static void loopback_child(const struct options *o, pid_t parent, int fd,
 
 int loopback_main(const struct options *o, double bound_s, FILE *csv)
 {
-    int fds[2], port = 0, code, status;
+    int fds[2], code, status;
     pid_t parent = getpid(), pid;
     bool killed;
-    char where[64], st[64];
+    char url[FBENCH_URL_MAX], st[64];
     ssize_t n;
 
     if (pipe(fds) != 0)
@@ -186,18 +186,18 @@ int loopback_main(const struct options *o, double bound_s, FILE *csv)
     }
     close(fds[1]);
     do
-        n = read(fds[0], &port, sizeof(port));
+        n = read(fds[0], url, sizeof(url));
     while (n < 0 && errno == EINTR);
     close(fds[0]);
-    if (n != (ssize_t)sizeof(port)) {
+    if (n != (ssize_t)sizeof(url)) {
         status = reap_child(5000, &killed);
         return complain("the target process did not start: it %s (its "
                         "message is above)",
                         describe_status(st, sizeof(st), status));
     }
-    snprintf(where, sizeof(where), "127.0.0.1:%d", port);
-    code = initiator_main(o, where, bound_s, csv);
-    /* After a failure the target sees the bootstrap connection close and
+    url[sizeof(url) - 1] = '\0';
+    code = initiator_main(o, url, o->name, bound_s, csv);
+    /* After a failure the target sees this side leave the bootstrap and
      * stops; it gets a second to say why, then it is killed. */
     status = reap_child(code == 0 ? 10000 : 1000, &killed);
     if (code != 0)

@@ -16,17 +16,17 @@
 #include <stdio.h>
 #include <string.h>
 
-/* HOST:PORT, or HOST and --port. */
-static const char *initiator_where(const struct options *o, char *buf,
-                                   size_t n)
+/* The target's bootstrap: HOST:PORT, or HOST and --port. */
+static const char *initiator_url(const struct options *o, char *buf, size_t n)
 {
     const char *a = o->initiator_addr;
     const char *colon = strrchr(a, ':');
     bool has_port = colon != NULL && (a[0] != '[' || colon > strchr(a, ']'));
 
     if (has_port)
-        return a;
-    snprintf(buf, n, "%s:%u", a, o->port);
+        snprintf(buf, n, "bootstrap://%s", a);
+    else
+        snprintf(buf, n, "bootstrap://%s:%u", a, o->port);
     return buf;
 }
 
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
                         .warmup = 0.5,
                         .timeout_ms = 30000};
     FILE *csv = NULL;
-    char where[300];
+    char url[FBENCH_URL_MAX];
     double bound_s;
     int code;
 
@@ -68,11 +68,14 @@ int main(int argc, char **argv)
         break;
     case MODE_INITIATOR:
         arm_time_bound(bound_s);
-        code = initiator_main(&o,
-                              o.metadata != NULL
-                                  ? o.initiator_addr
-                                  : initiator_where(&o, where, sizeof(where)),
-                              bound_s, csv);
+        /* With --metadata the target is named; else it is found at its
+         * address, under the name every target takes there. */
+        if (o.metadata != NULL)
+            code = initiator_main(&o, o.metadata, o.initiator_addr, bound_s,
+                                  csv);
+        else
+            code = initiator_main(&o, initiator_url(&o, url, sizeof(url)),
+                                  o.name, bound_s, csv);
         break;
     case MODE_LOOPBACK:
     default:

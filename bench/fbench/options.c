@@ -269,7 +269,8 @@ static void usage(FILE *f)
 "                          provider's); both sides\n"
 "  --max-op SIZE           largest operation ferry posts (config.max_msg_size;\n"
 "                          default 1M or the provider's limit)\n"
-"  --port N                bootstrap port of --target and --initiator (%d)\n"
+"  --port N                bootstrap port of --target and --initiator (%d;\n"
+"                          0: the target takes a free one and prints it)\n"
 "\n"
 "Output (progress goes to stderr once a second):\n"
 "  --json                  one JSON object on stdout at the end (the human\n"
@@ -414,7 +415,7 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_SWEEP: return parse_sweep(v, o);
     case F_CSV: o->csv = v; return true;
     case F_PORT:
-        if (!parse_uint(f->name, v, 1, 65535, &u))
+        if (!parse_uint(f->name, v, 0, 65535, &u))
             return false;
         o->port = (unsigned)u;
         o->port_set = true;
@@ -630,6 +631,9 @@ static bool check_conflicts(const struct options *o)
                          "--initiator (or to the default loopback run)");
     if (o->port_set && o->mode == MODE_MEMCPY)
         return !complain("--port means nothing with --memcpy");
+    if (o->port_set && o->port == 0 && o->mode == MODE_INITIATOR)
+        return !complain("--port 0 lets the target take a free port: give "
+                         "the initiator the one the target printed");
     if (o->mode == MODE_TARGET && (o->json || o->csv != NULL))
         return !complain("--json and --csv are the initiator's; the target "
                          "prints a line per run");

@@ -19,8 +19,8 @@
 struct initiator {
     struct side s;
     const struct options *o;
-    ferry_oob_conn_t *conn;
-    ferry_meta_t *meta; /* --metadata: instead of conn */
+    ferry_meta_t *meta;
+    const char *target; /* its name in meta */
     ferry_peer_t *peer;
     ferry_peer_t **idle_peers; /* --idle-peers, never used */
     size_t nidle;

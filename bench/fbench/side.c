@@ -204,50 +204,35 @@ static bool mbox_take(struct mbox *mb, const uint64_t *ids, size_t nids,
     return false;
 }
 
-/* The bootstrap connection to the peer, whose liveness is probed; or,
- * when the sides met through a metadata service, the peer itself. */
-static ferry_oob_conn_t *g_probe_conn;
-static int g_probe_timeout_ms;
+/* The peer, and where it is published. */
+static ferry_meta_t *g_probe_meta;
+static const char *g_probe_name;
 static ferry_peer_t *g_probe_peer;
 
-void set_probe(ferry_oob_conn_t *conn, bool accepted)
+void set_probe(ferry_meta_t *meta, const char *name, ferry_peer_t *peer)
 {
-    g_probe_conn = conn;
-    /* An accepted connection answers from local state: no wait.  The
-     * connecting side asks the listener over TCP and must read the
-     * answer, or the next frame on the stream would be a stale one. */
-    g_probe_timeout_ms = accepted ? 0 : 5000;
-}
-
-void set_probe_peer(ferry_peer_t *peer)
-{
+    g_probe_meta = meta;
+    g_probe_name = name;
     g_probe_peer = peer;
 }
 
 /*
- * Whether the peer is gone (it stopped or failed).  Through the
- * bootstrap: a lookup of a name never offered or published answers
- * FERRY_ENOENT while the peer is there, and FERRY_ECONNRESET once it is
- * gone.  Through a metadata service: ferry's liveness (the peer is
- * watched) or the service (its entry went) has declared it.
+ * Whether the peer is gone (it stopped or failed): its name is no longer
+ * published, or under another address (it came back), or the service no
+ * longer answers.  On the bootstrap the hub answers from its own state
+ * and drops a member's entries as soon as its connection does; a member
+ * asks the hub, and that fails once the hub is gone.  A peer_watch would
+ * notice as well, but its heartbeats would wake a target at rest, which
+ * --idle measures.
  */
 bool peer_gone(void)
 {
-    enum ferry_peer_state state;
-    ferry_rmem_t *r = NULL;
-    int ret;
+    ferry_peer_t *p;
 
-    if (g_probe_peer != NULL)
-        return ferry_peer_state(g_probe_peer, &state, NULL, 0) != 0 ||
-               state == FERRY_PEER_DEAD || state == FERRY_PEER_UNREACHABLE;
-    if (g_probe_conn == NULL)
+    if (g_probe_meta == NULL)
         return false;
-    ret = ferry_oob_lookup(g_probe_conn, ALIVE_PROBE_NAME,
-                           g_probe_timeout_ms, &r);
-    if (ret == 0)
-        ferry_rmem_close(r);
-    return ret == FERRY_ECONNRESET ||
-           (ret == FERRY_ETIMEDOUT && g_probe_timeout_ms > 0);
+    return ferry_meta_peer(g_probe_meta, g_probe_name, 0, &p) != 0 ||
+           p != g_probe_peer;
 }
 
 /*
@@ -275,9 +260,9 @@ static int wait_for(struct side *s, const uint64_t *ids, size_t nids,
                             what);
         if (t >= next_probe) {
             if (peer_gone())
-                return complain("the peer closed the bootstrap connection "
-                                "(it stopped or failed; its own message "
-                                "says why) while this side waited for %s",
+                return complain("the peer left (it stopped or failed; its "
+                                "own message says why) while this side "
+                                "waited for %s",
                                 what);
             next_probe = t + PROBE_NS;
         }
@@ -341,9 +326,9 @@ int send_ctl(struct side *s, ferry_peer_t *peer, uint64_t id,
     while ((ret = ferry_req_wait(req, 100)) == FERRY_EAGAIN) {
         if (peer_gone()) {
             ferry_req_close(req);
-            return complain("the peer closed the bootstrap connection (it "
-                            "stopped or failed; its own message says why) "
-                            "while this side sent it a control message");
+            return complain("the peer left (it stopped or failed; its own "
+                            "message says why) while this side sent it a "
+                            "control message");
         }
     }
     ferry_req_close(req);

@@ -58,9 +58,9 @@ int side_fill(struct side *s, enum pattern p);
 uint8_t *side_view(struct side *s);
 void side_close(struct side *s);
 int mbox_pump(struct side *s);
-void set_probe(ferry_oob_conn_t *conn, bool accepted);
-/* The peer whose state says whether it is gone (metadata service). */
-void set_probe_peer(ferry_peer_t *peer);
+/* The peer that peer_gone asks about: name in meta, which gave peer (NULL
+ * meta: none).  name must outlive the probe. */
+void set_probe(ferry_meta_t *meta, const char *name, ferry_peer_t *peer);
 bool peer_gone(void);
 int mbox_wait(struct side *s, const uint64_t *ids, size_t nids,
               uint64_t deadline, const char *what,

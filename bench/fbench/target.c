@@ -15,14 +15,14 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 struct target {
     struct side s;
-    ferry_oob_t *lis;
-    ferry_oob_conn_t *conn;
-    ferry_meta_t *meta;      /* --metadata: instead of lis and conn */
+    ferry_meta_t *meta;
     ferry_peer_t *peer;
+    char initiator[160];     /* its name in meta */
     ferry_rmem_t *pong_rmem; /* --pingpong: the initiator's buffer */
     uint64_t deadline;       /* of the whole session */
     bool loud;               /* print a line per run (two-machine mode) */
@@ -396,71 +396,59 @@ static void announce(struct target *t, const char *where_text)
     fflush(stdout);
 }
 
-/* Listens, publishes the buffer, accepts the initiator (the bootstrap).
- * *report_fd >= 0 (loopback): the port goes there, then it is closed. */
-static int target_meet_oob(struct target *t, const struct options *o,
-                           int *report_fd)
+/*
+ * Joins the metadata service as --name: --metadata, or else the
+ * bootstrap at --port, whose hub this side becomes unless the initiator
+ * came first (*report_fd >= 0, loopback: on 127.0.0.1 only, any free
+ * port unless --port given, and the URL the initiator opens goes there,
+ * then it is closed).  Publishes the buffer and waits for the initiator,
+ * which joins as NAME-initiator.
+ */
+static int target_meet(struct target *t, const struct options *o,
+                       int *report_fd)
 {
-    char where[32], text[48];
-    int ret, port;
+    char boot[48], text[FBENCH_URL_MAX + 200];
+    const char *url = o->metadata, *have;
+    int ret;
 
-    if (*report_fd >= 0) /* loopback: this host only; any free port */
-        snprintf(where, sizeof(where), "127.0.0.1:%u",
-                 o->port_set ? o->port : 0);
-    else
-        snprintf(where, sizeof(where), ":%u", o->port);
-    if ((ret = ferry_oob_listen(t->s.ctx, where, &t->lis)))
-        return fail("ferry_oob_listen", ret);
-    if ((ret = ferry_oob_publish(t->lis, REGION_NAME, t->s.mem)))
-        return fail("ferry_oob_publish", ret);
-    port = ferry_oob_port(t->lis);
+    if (url == NULL) {
+        if (*report_fd >= 0)
+            snprintf(boot, sizeof(boot), "bootstrap://127.0.0.1:%u",
+                     o->port_set ? o->port : 0);
+        else
+            snprintf(boot, sizeof(boot), "bootstrap://:%u", o->port);
+        url = boot;
+    }
+    snprintf(t->initiator, sizeof(t->initiator), "%s-initiator", o->name);
+    if ((ret = ferry_meta_open(t->s.ctx, url, o->name, &t->meta)))
+        return fail("ferry_meta_open", ret);
+    if ((ret = ferry_meta_publish(t->meta, REGION_NAME, t->s.mem)))
+        return fail("ferry_meta_publish", ret);
+    /* With port 0, the URL names the port the hub got. */
+    have = ferry_meta_url(t->meta);
     if (*report_fd >= 0) {
-        if (write(*report_fd, &port, sizeof(port)) != sizeof(port))
+        char msg[FBENCH_URL_MAX] = "";
+
+        snprintf(msg, sizeof(msg), "%s", have);
+        if (write(*report_fd, msg, sizeof(msg)) != sizeof(msg))
             return 1;
         close(*report_fd);
         *report_fd = -1;
     } else {
-        snprintf(text, sizeof(text), "on port %d", port);
+        if (o->metadata != NULL)
+            snprintf(text, sizeof(text), "as \"%s\" in %s", o->name, have);
+        else
+            snprintf(text, sizeof(text), "on port %s", strrchr(have, ':') + 1);
         announce(t, text);
     }
-    if ((ret = ferry_oob_accept(t->lis, t->loud ? -1 : CONNECT_TIMEOUT_MS,
-                                &t->conn)))
-        return fail("ferry_oob_accept", ret);
-    t->peer = ferry_oob_conn_peer(t->conn);
-    set_probe(t->conn, true);
-    /* The initiator offers it right after connecting. */
-    if (o->pingpong &&
-        (ret = ferry_oob_lookup(t->conn, PONG_REGION_NAME, 10000,
-                                &t->pong_rmem)))
-        return fail("looking up the initiator's buffer (--pingpong on both "
-                    "sides?)",
-                    ret);
-    return 0;
-}
-
-/* Joins the metadata service as --name, publishes the buffer, and waits
- * for the initiator, which joins as NAME-initiator. */
-static int target_meet_meta(struct target *t, const struct options *o)
-{
-    char initiator[160], text[200];
-    int ret;
-
-    snprintf(initiator, sizeof(initiator), "%s-initiator", o->name);
-    if ((ret = ferry_meta_open(t->s.ctx, o->metadata, o->name, &t->meta)))
-        return fail("ferry_meta_open", ret);
-    if ((ret = ferry_meta_publish(t->meta, REGION_NAME, t->s.mem)))
-        return fail("ferry_meta_publish", ret);
-    snprintf(text, sizeof(text), "as \"%s\" in %s", o->name, o->metadata);
-    announce(t, text);
-    if ((ret = ferry_meta_peer(t->meta, initiator,
+    if ((ret = ferry_meta_peer(t->meta, t->initiator,
                                t->loud ? -1 : CONNECT_TIMEOUT_MS, &t->peer)))
         return fail("waiting for the initiator", ret);
-    /* Nothing else waits on the initiator while it drives the runs. */
-    ferry_peer_watch(t->peer, 1);
-    set_probe_peer(t->peer);
+    set_probe(t->meta, t->initiator, t->peer);
+    /* The initiator publishes it right after joining. */
     if (o->pingpong &&
-        (ret = ferry_meta_lookup(t->meta, initiator, PONG_REGION_NAME, 10000,
-                                 &t->pong_rmem)))
+        (ret = ferry_meta_lookup(t->meta, t->initiator, PONG_REGION_NAME,
+                                 10000, &t->pong_rmem)))
         return fail("looking up the initiator's buffer (--pingpong on both "
                     "sides?)",
                     ret);
@@ -468,8 +456,8 @@ static int target_meet_meta(struct target *t, const struct options *o)
 }
 
 /*
- * The target process.  report_fd >= 0 (loopback): the port goes there
- * once it listens, and the initiator prints everything.
+ * The target process.  report_fd >= 0 (loopback): the bootstrap's URL
+ * goes there once it listens, and the initiator prints everything.
  */
 int target_main(const struct options *o, int report_fd)
 {
@@ -483,19 +471,15 @@ int target_main(const struct options *o, int report_fd)
         setup_buffer(&t.s, o->buffer, PAT_A,
                      FERRY_ACCESS_REMOTE_READ | FERRY_ACCESS_REMOTE_WRITE))
         goto out;
-    if ((o->metadata != NULL ? target_meet_meta(&t, o)
-                             : target_meet_oob(&t, o, &report_fd)) != 0)
+    if (target_meet(&t, o, &report_fd))
         goto out;
     code = target_session(&t, o->pingpong);
 out:
     if (report_fd >= 0)
         close(report_fd);
-    set_probe(NULL, false);
+    set_probe(NULL, NULL, NULL);
     if (t.pong_rmem != NULL)
         ferry_rmem_close(t.pong_rmem);
-    set_probe_peer(NULL);
-    ferry_oob_disconnect(t.conn);
-    ferry_oob_close(t.lis);
     ferry_meta_close(t.meta);
     side_close(&t.s);
     return code;
