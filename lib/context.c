@@ -14,6 +14,7 @@
 #include "fan/fan.h"
 #include "progress/part.h"
 #include "progress/progress.h"
+#include "telemetry.h"
 #include "reg/mem.h"
 #include "reg/monitor.h"
 #include "reg/peer.h"
@@ -155,6 +156,12 @@ int ferry_context_create(const struct ferry_config *cfg,
         context_free(ctx);
         return ret;
     }
+    ret = ferry__telemetry_start(ctx, fab->cfg.telemetry_dir,
+                                 fab->cfg.telemetry_interval_ms);
+    if (ret != 0) {
+        context_free(ctx);
+        return ret;
+    }
     FERRY_LOG_INFO("%s", fab->why);
     siblings_join(ctx);
     *out = ctx;
@@ -166,6 +173,8 @@ static void context_free(ferry_context_t *ctx)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
 
+    /* Telemetry first: its thread reads the metrics of every part. */
+    ferry__telemetry_stop(ctx);
     siblings_leave(ctx);
     /* Metadata handles first: their threads use the context. */
     ferry__owned_release(&fab->owned, FERRY__OWN_FIRST);
@@ -262,52 +271,5 @@ int ferry_context_info(ferry_context_t *ctx, struct ferry_context_info *info)
     }
     /* Only as much as the caller's struct holds. */
     ferry__hand_back(info, &out, sizeof(out));
-    return 0;
-}
-
-int ferry_context_stats(ferry_context_t *ctx, struct ferry_stats *stats)
-{
-    struct ferry__xfer *x = ferry__xfer_of(ctx);
-    struct ferry__rc_stats rc;
-    struct ferry_stats out;
-    int ret;
-
-    ferry__error_clear();
-    if ((ret = ferry__check_ctx(ctx, "ferry_context_stats")))
-        return ret;
-    if (stats == NULL || stats->size == 0)
-        return ferry__error(FERRY_EINVAL,
-                            "ferry_context_stats: stats is NULL or "
-                            "stats->size is 0 (use FERRY_STATS_INIT)");
-    memset(&out, 0, sizeof(out));
-    ferry__rcache_stats(x->reg.rcache, &rc);
-    out.rcache_hits = rc.hits;
-    out.rcache_misses = rc.misses;
-    out.rcache_invalidations = rc.invalidations;
-    out.rcache_evictions = rc.evictions;
-    out.rcache_entries = rc.entries;
-    out.rcache_bytes = rc.bytes;
-    ferry__lock_acquire(&x->reg.fab.lock);
-    out.oneshot_registrations = x->req.oneshot_registrations;
-    out.notifications_received = x->notify.received;
-    out.notifications_unqueued = x->notify.unqueued;
-    for (unsigned i = 0;
-         i < x->reg.fab.nrails && i < FERRY__ARRAY_LEN(out.bytes_posted);
-         i++) {
-        out.bytes_posted[i] = x->req.tx[i].bytes_posted;
-        out.rma_ops_posted[i] = x->req.tx[i].rma_ops_posted;
-    }
-    out.staged_bytes = x->stage.bytes;
-    out.staged_chunks = x->stage.chunks;
-    out.staged_max_in_flight = x->stage.max_in_flight;
-    out.mirror_syncs = x->stage.mirror_syncs;
-    out.notifications_in_writes = x->req.notifications_in_writes;
-    out.heartbeats = x->live.heartbeats;
-    out.peers_declared = x->live.peers_declared;
-    out.ops_interrupted = x->live.interrupted;
-    out.ops_posted_again = x->live.reposted;
-    ferry__lock_release(&x->reg.fab.lock);
-    /* Only as much as the caller's struct holds. */
-    ferry__hand_back(stats, &out, sizeof(out));
     return 0;
 }

@@ -14,6 +14,8 @@ packages=(
 	pandoc groff-base man-db
 	gdb # a test about to time out prints its stacks (test/api/watchdog.c)
 	valgrind strace # bench/opcount.sh counts what an operation costs (test/opcount.sh)
+	prometheus python3-prometheus-client # metrics: promtool checks them (test/metrics.sh), Python's collector
+	gnuplot-nox # plots of ferry_bench --sweep and bench/compare.sh
 	debhelper dh-python fakeroot lintian
 )
 

@@ -207,6 +207,15 @@ struct ferry_config {
      * peer got and why.  FERRY_SHM_PEERS sets it.
      */
     int shm_peers;
+    /*
+     * A directory (made if missing) the context writes its metrics to
+     * every telemetry_interval_ms (default 1000), as
+     * DIR/ferry-PID-N.prom, for ferry_stat(1); NULL (default): none.
+     * FERRY_TELEMETRY and FERRY_TELEMETRY_INTERVAL_MS set them.  The
+     * string must outlive ferry_context_create only.
+     */
+    const char *telemetry_dir;
+    unsigned telemetry_interval_ms;
 };
 
 /*
@@ -248,15 +257,17 @@ struct ferry_config {
     X(metadata_ttl_s, UINT, 10, "FERRY_METADATA_TTL")                        \
     X(metadata_timeout_ms, INT, 5000, "")                                    \
     X(endpoints_per_domain, UINT, 0, "FERRY_ENDPOINTS_PER_DOMAIN")           \
-    X(shm_peers, INT, -1, "FERRY_SHM_PEERS")
+    X(shm_peers, INT, -1, "FERRY_SHM_PEERS")                                 \
+    X(telemetry_dir, STR, NULL, "FERRY_TELEMETRY")                           \
+    X(telemetry_interval_ms, UINT, 1000, "FERRY_TELEMETRY_INTERVAL_MS")
 
 /*
  * Fills cfg with defaults, then applies FERRY_PROVIDER, FERRY_DOMAIN,
  * FERRY_PEER_HOST, FERRY_LIVENESS_MS, FERRY_METADATA, FERRY_METADATA_TTL,
  * FERRY_OOB_INSECURE, FERRY_MAX_RAILS, FERRY_ENDPOINTS_PER_DOMAIN,
  * FERRY_TIMEOUT_MS, FERRY_STAGING_BUFFERS, FERRY_STAGING_CHUNK,
- * FERRY_RCACHE_MAX_ENTRIES, FERRY_RCACHE_MAX_BYTES and FERRY_SHM_PEERS
- * from the environment, and checks FERRY_KEEP_FI_MR_CACHE (below).
+ * FERRY_RCACHE_MAX_ENTRIES, FERRY_RCACHE_MAX_BYTES, FERRY_SHM_PEERS,
+ * FERRY_TELEMETRY and FERRY_TELEMETRY_INTERVAL_MS from the environment, and checks FERRY_KEEP_FI_MR_CACHE (below).
  * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed
  * (the sentence names the variable, its value and what it accepts).
  */
@@ -588,6 +599,21 @@ struct ferry_stats {
 /* Returns 0, or FERRY_EINVAL for NULL arguments or stats->size 0. */
 FERRY_API int ferry_context_stats(ferry_context_t *ctx,
                                   struct ferry_stats *stats);
+
+/*
+ * The context's metrics as Prometheus text (exposition format 0.0.4),
+ * into buf (len bytes; NUL-terminated whenever len > 0), for any HTTP
+ * server the application runs to serve: bytes and operations per peer,
+ * rail and direction; requests ended per peer, kind and outcome; request
+ * durations and sizes (histograms); requests in flight; peer liveness;
+ * the registration cache, staging, notifications and fan-outs.  Always
+ * counted: there is nothing to turn on.  *need (may be NULL) gets the
+ * bytes the whole text needs, its NUL included.  Returns 0, FERRY_ENOSPC
+ * (buf too small: call again with *need bytes; a little more, as the
+ * text grows with the peers), FERRY_EINVAL or FERRY_ENOMEM.
+ */
+FERRY_API int ferry_metrics_text(ferry_context_t *ctx, char *buf, size_t len,
+                                 size_t *need);
 
 /*
  * Registers [addr, addr + len) with every rail of the context.

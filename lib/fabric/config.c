@@ -113,6 +113,12 @@ int ferry_config_init(struct ferry_config *cfg)
     cfg->domain = env_text("FERRY_DOMAIN");
     cfg->peer_host = env_text("FERRY_PEER_HOST");
     cfg->metadata = env_text("FERRY_METADATA");
+    cfg->telemetry_dir = env_text("FERRY_TELEMETRY");
+    ret = env_uint("FERRY_TELEMETRY_INTERVAL_MS", 100, INT_MAX, &n);
+    if (ret < 0)
+        return ret;
+    if (ret > 0)
+        cfg->telemetry_interval_ms = (unsigned)n;
     ret = env_uint("FERRY_MAX_RAILS", 1, FERRY__MAX_RAILS, &n);
     if (ret < 0)
         return ret;

@@ -568,6 +568,9 @@ static void source_progress(struct ferry_fanout *f)
         f->status = FERRY_ETIMEDOUT;
     if (f->status == FERRY_EINPROGRESS || f->fin_sent)
         return;
+    f->ctx->fan->outcomes[ferry__outcome_of(f->status)]++;
+    f->ctx->fan->reached += f->plan.n - missing - pending;
+    f->ctx->fan->missed += missing + pending;
     f->fin_sent = true;
     for (uint32_t i = 1; i <= f->plan.n; i++)
         if (!f->dead[i])
@@ -1150,6 +1153,7 @@ int ferry_fanout(ferry_mem_t *src, uint64_t offset, size_t len,
         ferry_peer_watch(f->peer[i], 1);
     }
     pthread_mutex_lock(&ctx->fan->run);
+    ctx->fan->started++;
     link_node(ctx, f);
     drive(f);
     pthread_mutex_unlock(&ctx->fan->run);
@@ -1243,6 +1247,9 @@ int ferry_fanout_close(ferry_fanout_t *f)
     f->magic = FERRY__MAGIC_DEAD;
     f->finished = true;
     cancel_all(f);
+    /* A source closed before its end: the metrics count it cancelled. */
+    if (f->me == 0 && !f->fin_sent)
+        ctx->fan->outcomes[ferry__outcome_of(FERRY_ECANCELED)]++;
     if (!f->fin_sent)
         for (uint32_t i = 1; i <= f->plan.n; i++)
             if (!f->dead[i])

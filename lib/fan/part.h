@@ -35,6 +35,10 @@ struct ferry__fan_part {
     /* Whether there is anything to drive: nodes or events (a hint read
      * without either lock, so progress costs nothing without fan-outs). */
     atomic_uint work;
+    /* Metrics (lib/metrics.c), under run: the fan-outs this context
+     * started, those that ended by outcome (reg/traffic.h's slots), and
+     * the receivers they reached and missed. */
+    uint64_t started, outcomes[FERRY__OUTCOMES], reached, missed;
 };
 
 #endif /* FERRY_FAN_PART_H */

@@ -34,11 +34,14 @@ struct ferry__progress_part {
 /* fan/: the fan-outs this context sends or forwards (fan/part.h), made
  * by ferry__fan_init; a pointer, since the fan-out is a layer above. */
 struct ferry__fan_part;
+/* telemetry.c: its snapshots' writer, or NULL (config.telemetry_dir). */
+struct ferry__telemetry;
 
 struct ferry_context {
     struct ferry__xfer xfer; /* first: ferry__xfer_of & co. cast to it */
     struct ferry__progress_part progress;
     struct ferry__fan_part *fan;
+    struct ferry__telemetry *telemetry;
     /* context.c: the next context of this process (its list's lock). */
     struct ferry_context *next_in_process;
 };

@@ -10,6 +10,7 @@
 
 #include "fabric/devpath.h"
 #include "fabric/fabric.h"
+#include "reg/traffic.h"
 
 struct ferry__rcache;
 
@@ -43,6 +44,8 @@ struct ferry__reg {
     struct ferry__mem_part mem;
     struct ferry_peer *peers;     /* peer.c: singly linked, under the lock */
     struct ferry__rcache *rcache; /* rcache.c: NULL when disabled */
+    /* peer.c: the traffic of the peers closed so far (traffic.h). */
+    struct ferry__traffic closed_peers;
 };
 
 static inline struct ferry__reg *ferry__reg_of(ferry_context_t *ctx)

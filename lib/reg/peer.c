@@ -473,6 +473,19 @@ void ferry__peer_drop_addresses(struct ferry__reg *reg,
     }
 }
 
+void ferry__traffic_add(struct ferry__traffic *into,
+                        const struct ferry__traffic *from)
+{
+    /* The struct is nothing but counters: add it word by word. */
+    uint64_t *to = (uint64_t *)(void *)into;
+    const uint64_t *add = (const uint64_t *)(const void *)from;
+
+    _Static_assert(sizeof(*into) % sizeof(uint64_t) == 0,
+                   "struct ferry__traffic holds only uint64_t counters");
+    for (size_t i = 0; i < sizeof(*into) / sizeof(uint64_t); i++)
+        to[i] += add[i];
+}
+
 void ferry__peer_free(struct ferry__reg *reg, struct ferry_peer *peer)
 {
     for (struct ferry_peer **p = &reg->peers; *p != NULL; p = &(*p)->next) {
@@ -482,6 +495,7 @@ void ferry__peer_free(struct ferry__reg *reg, struct ferry_peer *peer)
         }
     }
     ferry__peer_ring_leave(&peer->live.in_line);
+    ferry__traffic_add(&reg->closed_peers, &peer->traffic);
     ferry__peer_drop_addresses(reg, peer);
     ferry__pulse_release(&reg->fab, &peer->pulse);
     peer->magic = FERRY__MAGIC_DEAD;

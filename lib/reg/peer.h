@@ -125,6 +125,7 @@ struct ferry_peer {
      * provider writes it (fi_av_straddr): "rig-h2 at
      * fi_sockaddr_in://10.0.0.2:40123". */
     char label[FERRY__ADDR_MAX + FERRY__HOST_NAME_MAX + 4];
+    struct ferry__traffic traffic; /* what moved (traffic.h) */
 };
 
 /* The peer whose in_line link is on a ring of peers waiting in line. */

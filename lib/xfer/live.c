@@ -46,8 +46,10 @@ void ferry__live_heard(struct ferry__xfer *x, struct ferry_peer *peer)
     peer->live.pings = 0;
     /* Over a new connection, if its old one dropped (the pass recounts). */
     peer->live.dropped = false;
-    if (peer->live.state == FERRY_PEER_CONNECTING)
+    if (peer->live.state == FERRY_PEER_CONNECTING) {
         peer->live.state = FERRY_PEER_UP;
+        peer->traffic.became[FERRY_PEER_UP]++;
+    }
 }
 
 /* Whether a dropped connection to peer may be judged by its answer over a
@@ -107,6 +109,7 @@ void ferry__live_declare(struct ferry__xfer *x, struct ferry_peer *peer,
     peer->live.dropped = false;
     peer->live.state = peer->live.last_heard_ns != 0 ? FERRY_PEER_DEAD
                                                       : FERRY_PEER_UNREACHABLE;
+    peer->traffic.became[peer->live.state]++;
     va_start(ap, fmt);
     vsnprintf(peer->live.why, sizeof(peer->live.why), fmt, ap);
     va_end(ap);

@@ -165,6 +165,11 @@ static void req_end_v(struct ferry_req *req, size_t item, int status,
     req->ended_ns = ferry__now_ns();
     req->failed_item = status != 0 ? item : FERRY__NO_ITEM;
     ferry__xfer_of(req->ctx)->req.ended++;
+    if (req->kind <= FERRY__OP_SEND) {
+        req->peer->traffic.ended[req->kind][ferry__outcome_of(status)]++;
+        ferry__hist_add(&ferry__xfer_of(req->ctx)->req.hist[req->kind],
+                        req->ended_ns - req->posted_ns, req->bytes);
+    }
     if (fmt != NULL)
         vsnprintf(req->errmsg, sizeof(req->errmsg), fmt, ap);
 }

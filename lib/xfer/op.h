@@ -187,6 +187,19 @@ static inline void ferry__op_pushed_back(struct ferry__xfer *x,
 void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
                     struct ferry_req *req, struct ferry_peer *peer,
                     enum ferry__op_kind kind, size_t len);
+/* An RMA of req's handed to the provider on rail: its peer's traffic
+ * (reg/traffic.h).  Under the lock. */
+static inline void ferry__traffic_posted(struct ferry_req *req,
+                                         const struct ferry__rail *rail,
+                                         size_t len)
+{
+    enum ferry__dir d = req->kind == FERRY__OP_WRITE ? FERRY__DIR_WRITE
+                                                     : FERRY__DIR_READ;
+
+    req->peer->traffic.bytes[rail->index][d] += len;
+    req->peer->traffic.ops[rail->index][d]++;
+}
+
 /* Gives op's slot back to its rail: its operation came back.  The last
  * operation of a peer removed meanwhile frees it (reg/peer.h). */
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op);

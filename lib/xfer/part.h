@@ -10,6 +10,7 @@
 
 #include "reg/part.h"
 #include "reg/peer.h"
+#include "xfer/hist.h"
 
 struct ferry__op;
 struct ferry__recv;
@@ -72,6 +73,9 @@ struct ferry__req_part {
     struct ferry__txq tx[FERRY__MAX_RAILS];
     uint64_t oneshot_registrations;   /* statistics */
     uint64_t notifications_in_writes; /* sent as a write's CQ data */
+    /* Metrics (lib/metrics.c): the ended requests' durations and sizes,
+     * by kind (FERRY__OP_WRITE, _READ, _SEND: a notification alone). */
+    struct ferry__req_hist hist[FERRY__REQ_KINDS];
 };
 
 struct ferry__notify_queue {

@@ -327,6 +327,7 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
     }
     ferry__op_take(tx, op, req, req->peer, req->kind, slot->len);
     tx->bytes_posted += slot->len;
+    ferry__traffic_posted(req, rail, slot->len);
     op->slot = slot;
     slot->state = SLOT_RMA;
     return true;

@@ -964,6 +964,7 @@ void ferry__req_post_pending(struct ferry_req *req)
             x->req.notifications_in_writes++;
         }
         tx->bytes_posted += run.len;
+        ferry__traffic_posted(req, rail, run.len);
         req->rail_pending = -1;
         req->cur_iov = run.end_iov;
         req->cur_off = run.end_off;

@@ -197,6 +197,8 @@ START_TEST(test_config_env_listed_are_read)
                        strcmp(cfg.peer_host, "eleven") == 0;
             checked += strcmp(listed[i].name, "metadata") == 0 &&
                        strcmp(cfg.metadata, "eleven") == 0;
+            checked += strcmp(listed[i].name, "telemetry_dir") == 0 &&
+                       strcmp(cfg.telemetry_dir, "eleven") == 0;
         } else {
             ck_assert_msg(ferry_config_init(&cfg) == FERRY_EINVAL &&
                               strstr(ferry_last_error(), listed[i].var),
@@ -206,8 +208,8 @@ START_TEST(test_config_env_listed_are_read)
         }
         unsetenv(listed[i].var);
     }
-    /* Every listed variable was seen to act: 4 texts, 11 numbers. */
-    ck_assert_uint_eq(checked, 15);
+    /* Every listed variable was seen to act: 5 texts, 12 numbers. */
+    ck_assert_uint_eq(checked, 17);
 }
 END_TEST
 
