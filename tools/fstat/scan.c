@@ -1,0 +1,213 @@
+/*
+ * ferry_stat: the snapshots of a directory, and which are live.
+ *
+ * A snapshot's pid alone cannot say it: after its process died, the pid
+ * may have been given to another.  So the start time its writer put in
+ * the header is compared with the running process's.
+ */
+#include "scan.h"
+
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Whether name is ferry-PID-N.prom, with its PID and N.  Temporary files
+ * (a writer's, before the rename) have other names. */
+static bool snapshot_name(const char *name, long *pid, unsigned long *n)
+{
+    char *end;
+
+    if (strncmp(name, "ferry-", 6) != 0 || name[6] < '0' || name[6] > '9')
+        return false;
+    *pid = strtol(name + 6, &end, 10);
+    if (end[0] != '-' || end[1] < '0' || end[1] > '9')
+        return false;
+    *n = strtoul(end + 1, &end, 10);
+    return strcmp(end, ".prom") == 0;
+}
+
+/*
+ * The start time of process pid (field 22 of /proc/PID/stat, clock ticks
+ * since boot).  False when there is no such process, or only its zombie:
+ * it died, and its snapshot will never change again.
+ */
+static bool process_start(pid_t pid, unsigned long long *start)
+{
+    char path[64], buf[1024], *p;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return false;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name (field 2) may hold spaces and ')': fields are
+     * counted from its last ')', each after a space, field 3 (the state)
+     * the first. */
+    if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ' || p[2] == 'Z' ||
+        p[2] == 'X')
+        return false;
+    for (int field = 3; field <= 22 && p != NULL; field++)
+        p = strchr(p + 1, ' ');
+    if (p == NULL)
+        return false;
+    *start = strtoull(p + 1, NULL, 10);
+    return true;
+}
+
+bool scan_problem(struct scan *sc, const char *fmt, ...)
+{
+    char **more = grow(sc->problems, &sc->cap_problems, sc->nproblems,
+                       sizeof(*more));
+    va_list ap;
+    int n;
+
+    if (more == NULL)
+        return false;
+    sc->problems = more;
+    va_start(ap, fmt);
+    n = vasprintf(&more[sc->nproblems], fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return false;
+    sc->nproblems++;
+    return true;
+}
+
+/* Live or stale; a stale one removed with clean. */
+static void judge(struct scan *sc, struct snapshot *s, bool clean)
+{
+    unsigned long long start;
+
+    s->live = process_start(s->pid, &start) && start == s->starttime;
+    if (s->live || !clean)
+        return;
+    if (unlink(s->path) == 0 || errno == ENOENT)
+        s->removed = true;
+    else
+        scan_problem(sc, "cannot remove the stale %s: %s", s->path,
+                     strerror(errno));
+}
+
+/* The directory entry `name`, when a snapshot: 0 or -ENOMEM. */
+static int add_snapshot(struct scan *sc, const char *name, bool clean)
+{
+    char path[4096], err[1024];
+    struct snapshot *s, **more;
+    unsigned long n;
+    long pid;
+    int ret;
+
+    if (!snapshot_name(name, &pid, &n))
+        return 0;
+    snprintf(path, sizeof(path), "%s/%s", sc->dir, name);
+    ret = snap_load(path, &s, err, sizeof(err));
+    if (ret == -ENOENT) /* its context closed since readdir */
+        return 0;
+    if (ret != 0)
+        return ret != -ENOMEM && scan_problem(sc, "%s", err) ? 0 : -ENOMEM;
+    if (s->pid != pid || s->context != n) {
+        ret = scan_problem(sc, "%s: its header says pid %ld, context %u: "
+                               "not those of its name",
+                           path, (long)s->pid, s->context)
+                  ? 0
+                  : -ENOMEM;
+        snap_free(s);
+        return ret;
+    }
+    judge(sc, s, clean);
+    if ((more = grow(sc->snaps, &sc->cap_snaps, sc->nsnaps,
+                     sizeof(*more))) == NULL) {
+        snap_free(s);
+        return -ENOMEM;
+    }
+    sc->snaps = more;
+    more[sc->nsnaps++] = s;
+    return 0;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+    const struct snapshot *x = *(struct snapshot *const *)a;
+    const struct snapshot *y = *(struct snapshot *const *)b;
+
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->context < y->context ? -1 : x->context > y->context;
+}
+
+int scan_dir(const char *dir, bool clean, struct scan *sc, char *err,
+             size_t errlen)
+{
+    struct dirent *e;
+    DIR *d;
+    int ret = 0;
+
+    *sc = (struct scan){.dir = dir};
+    if ((d = opendir(dir)) == NULL) {
+        ret = -errno;
+        snprintf(err, errlen, "cannot read the directory %s: %s", dir,
+                 strerror(errno));
+        return ret;
+    }
+    while (ret == 0 && (e = readdir(d)) != NULL)
+        ret = add_snapshot(sc, e->d_name, clean);
+    closedir(d);
+    if (ret != 0) {
+        snprintf(err, errlen, "reading %s: out of memory", dir);
+        return ret;
+    }
+    if (sc->nsnaps > 1)
+        qsort(sc->snaps, sc->nsnaps, sizeof(*sc->snaps), by_pid);
+    return 0;
+}
+
+void scan_free(struct scan *sc)
+{
+    for (size_t i = 0; i < sc->nsnaps; i++)
+        snap_free(sc->snaps[i]);
+    for (size_t i = 0; i < sc->nproblems; i++)
+        free(sc->problems[i]);
+    free(sc->snaps);
+    free(sc->problems);
+    *sc = (struct scan){.dir = sc->dir};
+}
+
+static bool same_context(const struct snapshot *a, const struct snapshot *b)
+{
+    return a->pid == b->pid && a->starttime == b->starttime &&
+           a->context == b->context;
+}
+
+void scan_take_bases(struct scan *now, struct scan *before)
+{
+    for (size_t i = 0; i < now->nsnaps; i++) {
+        struct snapshot *s = now->snaps[i];
+
+        for (size_t j = 0; j < before->nsnaps; j++) {
+            struct snapshot *b = before->snaps[j];
+
+            if (b == NULL || !same_context(s, b))
+                continue;
+            if (b->written < s->written) {
+                /* b is the version before s: only it is kept. */
+                snap_free(b->base);
+                b->base = NULL;
+                s->base = b;
+                before->snaps[j] = NULL;
+            } else if (b->written == s->written) {
+                s->base = b->base;
+                b->base = NULL;
+            }
+            break;
+        }
+    }
+}

@@ -1,0 +1,181 @@
+/*
+ * ferry_stat: a snapshot read (its text parsed by parse.c), freed, and
+ * asked about.
+ */
+#include "snap.h"
+
+#include "parse.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Far more than a snapshot of thousands of peers: anything bigger is not
+ * one of ferry's. */
+#define MAX_TEXT ((off_t)64 << 20)
+
+/* The file whole, NUL-terminated, into *text: a text without NULs. */
+static int read_text(const char *path, char **text, char *err, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+    struct stat st;
+    size_t have = 0;
+    char *buf;
+
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        ret = -errno;
+        snprintf(err, len, "%s: %s", path, strerror(errno));
+    } else if (st.st_size > MAX_TEXT) {
+        ret = -EFBIG;
+        snprintf(err, len, "%s: %lld bytes, too big for a snapshot", path,
+                 (long long)st.st_size);
+    } else if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+        ret = -ENOMEM;
+        snprintf(err, len, "%s: out of memory", path);
+    } else {
+        ssize_t n;
+
+        char *nul;
+
+        while (have < (size_t)st.st_size &&
+               (n = read(fd, buf + have, (size_t)st.st_size - have)) > 0)
+            have += (size_t)n;
+        buf[have] = '\0';
+        *text = buf;
+        if ((nul = memchr(buf, '\0', have)) != NULL) {
+            size_t line = 1;
+
+            for (char *c = buf; c < nul; c++)
+                line += *c == '\n';
+            ret = -EINVAL;
+            snprintf(err, len, "%s:%zu: a NUL byte: not a text snapshot",
+                     path, line);
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return ret;
+}
+
+int snap_load(const char *path, struct snapshot **out, char *err,
+              size_t errlen)
+{
+    struct snapshot *s = calloc(1, sizeof(*s));
+    int ret;
+
+    if (s == NULL || (s->path = strdup(path)) == NULL) {
+        free(s);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    ret = read_text(path, &s->text, err, errlen);
+    if (ret == 0)
+        ret = snap_parse(s, err, errlen);
+    if (ret != 0) {
+        snap_free(s);
+        return ret;
+    }
+    *out = s;
+    return 0;
+}
+
+void snap_free(struct snapshot *s)
+{
+    if (s == NULL)
+        return;
+    snap_free(s->base);
+    free(s->families);
+    free(s->samples);
+    free(s->labels);
+    free(s->text);
+    free(s->path);
+    free(s);
+}
+
+bool series_of(const char *name, const char *family, const char *type)
+{
+    size_t n = strlen(family);
+    const char *suffix = name + n;
+    bool histogram = type != NULL && strcmp(type, "histogram") == 0;
+    bool summary = type != NULL && strcmp(type, "summary") == 0;
+
+    if (strncmp(name, family, n) != 0)
+        return false;
+    if (strcmp(suffix, "_sum") == 0 || strcmp(suffix, "_count") == 0)
+        return histogram || summary;
+    return histogram && strcmp(suffix, "_bucket") == 0;
+}
+
+const char *sample_label(const struct snapshot *s, const struct sample *x,
+                         const char *name)
+{
+    for (size_t i = 0; i < x->nlabels; i++)
+        if (strcmp(s->labels[x->label0 + i].name, name) == 0)
+            return s->labels[x->label0 + i].value;
+    return NULL;
+}
+
+static bool matches(const struct snapshot *s, const struct sample *x,
+                    const char *const *match)
+{
+    for (size_t i = 0; match != NULL && match[i] != NULL; i += 2) {
+        const char *v = sample_label(s, x, match[i]);
+
+        if (v == NULL || strcmp(v, match[i + 1]) != 0)
+            return false;
+    }
+    return true;
+}
+
+bool snap_sum(const struct snapshot *s, const char *name,
+              const char *const *match, double *sum)
+{
+    bool found = false;
+
+    *sum = 0;
+    for (size_t i = 0; s != NULL && i < s->nsamples; i++)
+        if (strcmp(s->samples[i].name, name) == 0 &&
+            matches(s, &s->samples[i], match)) {
+            *sum += s->samples[i].v;
+            found = true;
+        }
+    return found;
+}
+
+static bool listed(const char **values, size_t n, const char *v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(values[i], v) == 0)
+            return true;
+    return false;
+}
+
+int snap_values(const struct snapshot *s, const char *name, const char *label,
+                const char *const *match, const char ***values, size_t *n)
+{
+    const char **out = NULL;
+    size_t cap = 0, count = 0;
+
+    for (size_t i = 0; i < s->nsamples; i++) {
+        const struct sample *x = &s->samples[i];
+        const char *v = sample_label(s, x, label), **more;
+
+        if (v == NULL || (name != NULL && strcmp(x->name, name) != 0) ||
+            !matches(s, x, match) || listed(out, count, v))
+            continue;
+        if ((more = grow(out, &cap, count, sizeof(*out))) == NULL) {
+            free(out);
+            return -ENOMEM;
+        }
+        out = more;
+        out[count++] = v;
+    }
+    *values = out;
+    *n = count;
+    return 0;
+}
