@@ -9,6 +9,8 @@ memories of machines, over libfabric.
 
 Every call raises a ferry.Error subclass carrying ferry's code and its
 sentence; waits release the GIL; a Request is awaitable in asyncio.
+ctx.metrics_text() is Prometheus text, and ferry.prometheus (which alone
+needs prometheus_client) serves it through prometheus_client.
 See docs/python.md.
 """
 from ferry._ferry import *  # noqa: F401,F403  (the C extension is the API)

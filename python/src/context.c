@@ -1,6 +1,6 @@
 /*
  * ferry.Context: a ferry context, the peers it knows, and the calls that
- * take no other object (counters, notifications, statistics).
+ * take no other object (counters, notifications, statistics, metrics).
  */
 #include "pyferry.h"
 
@@ -166,6 +166,52 @@ static PyObject *context_stats(PyfContext *self, PyObject *unused)
         "peers_declared", st.peers_declared, "rma_ops_posted", ops,
         "ops_interrupted", st.ops_interrupted, "ops_posted_again",
         st.ops_posted_again);
+}
+
+/* Tries at a size before giving up: the text only outgrows the size the
+ * last call asked for when peers come meanwhile, so a second try nearly
+ * always fits. */
+#define METRICS_TRIES 8
+
+static PyObject *context_metrics_text(PyfContext *self, PyObject *unused)
+{
+    /* The last scrape's size and some room: one call, as a rule. */
+    size_t cap = self->metrics_len > 0 ? self->metrics_len + 4096 : 32768;
+
+    (void)unused;
+    for (int tries = 0;; tries++) {
+        size_t need = 0;
+        PyObject *text;
+        char *buf;
+        int ret;
+
+        /* At every try, beside the use of the handle: nothing closes it
+         * between tries (the GIL is held), but that is this loop's
+         * shape, not a promise. */
+        if (pyf_ctx_alive(self, "Context.metrics_text") != 0)
+            return NULL;
+        if ((buf = PyMem_Malloc(cap)) == NULL)
+            return PyErr_NoMemory();
+        /* The scrape copies every peer's counters under the context lock
+         * and formats them: other threads run meanwhile. */
+        PYF_WITHOUT_GIL(self, ret = ferry_metrics_text(self->handle, buf,
+                                                       cap, &need));
+        if (ret == 0) {
+            self->metrics_len = need;
+            /* need counts the NUL.  Labels hold host and domain names;
+             * "replace" keeps an odd byte among them from failing the
+             * whole scrape. */
+            text = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)(need - 1),
+                                        "replace");
+            PyMem_Free(buf);
+            return text;
+        }
+        PyMem_Free(buf);
+        if (ret != FERRY_ENOSPC || tries + 1 == METRICS_TRIES)
+            return pyf_raise(ret, "Context.metrics_text");
+        /* Grown between the calls (peers added): room for more. */
+        cap = need + need / 4;
+    }
 }
 
 static PyObject *context_progress(PyfContext *self, PyObject *unused)
@@ -408,6 +454,12 @@ static PyMethodDef context_methods[] = {
      "memory is registered, and why)."},
     {"stats", (PyCFunction)context_stats, METH_NOARGS,
      "stats() -> dict of the context's counters (ferry_context_stats)."},
+    {"metrics_text", (PyCFunction)context_metrics_text, METH_NOARGS,
+     "metrics_text() -> str: the context's metrics in Prometheus text "
+     "exposition format 0.0.4 (ferry_metrics_text): bytes, operations and "
+     "requests per peer, request durations and sizes, peer liveness, the "
+     "registration cache, staging, notifications, fan-outs.  Serve it, or "
+     "register ferry.prometheus.FerryCollector(ctx) with prometheus_client."},
     {"progress", (PyCFunction)context_progress, METH_NOARGS,
      "progress() -> int: completions handled."},
     {"fd", (PyCFunction)context_fd, METH_NOARGS,

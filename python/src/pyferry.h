@@ -43,6 +43,8 @@ typedef struct {
     PyObject *peers;         /* {handle address: weakref to its Peer} */
     int waiting;             /* calls running without the GIL */
     PyObject *weakrefs;      /* asyncio's reactors key on it (_aio.py) */
+    size_t metrics_len;      /* bytes the last metrics_text took: the next
+                                starts there, so a scrape is one call */
 } PyfContext;
 
 typedef struct {

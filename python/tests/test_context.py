@@ -42,6 +42,8 @@ PLAUSIBLE = {
     "metadata_timeout_ms": 1000,
     "endpoints_per_domain": 2,
     "shm_peers": 1,
+    "telemetry_dir": "TMP",  # the test's own directory (tmp_path)
+    "telemetry_interval_ms": 200,
 }
 
 
@@ -53,9 +55,11 @@ def test_config_fields_match_the_header():
 
 
 @pytest.mark.parametrize("field", ferrytest.config_fields()[1:])
-def test_every_config_field_is_a_keyword(field):
+def test_every_config_field_is_a_keyword(field, tmp_path):
     cfg = dict(TCP)
     cfg[field] = PLAUSIBLE[field]
+    if cfg[field] == "TMP":
+        cfg[field] = str(tmp_path)
     with ferry.Context(**cfg) as ctx:
         assert ctx.info()["provider"] == "tcp;ofi_rxm"
         # Each context works with the field set: a write to itself.
@@ -274,7 +278,8 @@ def test_close_is_idempotent_and_final():
     ctx.close()
     ctx.close()
     assert ctx.closed
-    for call in (ctx.address, ctx.info, ctx.stats, ctx.progress,
+    for call in (ctx.address, ctx.info, ctx.stats, ctx.metrics_text,
+                 ctx.progress,
                  lambda: ctx.add_peer(b"x" * 32),
                  lambda: ctx.register(bytearray(8)),
                  lambda: ctx.metadata("x", "bootstrap://127.0.0.1:1"),

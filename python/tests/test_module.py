@@ -89,7 +89,8 @@ def test_public_surface_is_what_the_tests_cover():
     """Every public method the tests call: a method added later without a
     test makes this fail, and the list below says where to add one."""
     surface = {
-        "Context": {"close", "address", "info", "stats", "progress", "fd",
+        "Context": {"close", "address", "info", "stats", "metrics_text",
+                    "progress", "fd",
                     "arm", "add_peer", "register", "metadata",
                     "counter_get", "counter_wait", "counter_reset",
                     "notify_poll", "notify_wait", "notifications", "closed"},
