@@ -6,8 +6,8 @@
 #
 #   bench/compare.sh [-n RUNS] [-t SECONDS] [-d DEPTH] [-f FOOTPRINT | -1]
 #                    [-c GROUPS] [-P PROVIDERS] [-O OPS] [-s SIZES]
-#                    [-b FERRY_BENCH] [-o FILE] [-m FILE]
-#   bench/compare.sh -R FILE [-m FILE]
+#                    [-b FERRY_BENCH] [-o FILE] [-m FILE] [-g DIR]
+#   bench/compare.sh -R FILE [-m FILE] [-g DIR]
 #
 #   -n RUNS       rounds of each row (default 5): medians, min-max spreads
 #   -t SECONDS    measured seconds of each throughput run (1; ping-pongs
@@ -42,6 +42,14 @@
 #                 for docs/performance.md (they are printed in any case)
 #   -R FILE       runs nothing: the tables again from the raw runs of an
 #                 earlier run (its -o FILE), with its settings and method
+#   -g DIR        plots too (gnuplot, via bench/plot-sweep.sh): the stream
+#                 group's GB/s against the block size, one line per tool
+#                 (the medians), in DIR/stream-PROVIDER-OP.svg for each
+#                 provider and op; without gnuplot it says so and goes on
+#
+# On a terminal a progress line says which row of how many is running,
+# how long the whole has taken and about how long the rest will take; in
+# a log each row is a line of dots, one per round.
 #
 # The columns.  tcp is "tcp;ofi_rxm" on domain lo (UCX: UCX_TLS=tcp,
 # UCX_NET_DEVICES=lo); shm is libfabric's shm and UCX's shared memory
@@ -106,7 +114,7 @@ me=compare.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 runs=5 secs=1 depth=16 footprint='' one_block='' groups=stream,pingpong,small
 provs=tcp,shm ops=write,read sizes=4K,16K,64K,256K,1M,4M,16M
-bench=${FERRY_BENCH:-} out='' md='' reread=''
+bench=${FERRY_BENCH:-} out='' md='' reread='' plot_dir=''
 all_groups=stream,pingpong,small,iperf,batch,staged
 
 usage() {
@@ -115,7 +123,7 @@ usage() {
 }
 bad() { echo "$me: $*" >&2; exit 2; }
 
-while getopts n:t:d:f:1c:P:O:s:b:o:m:R:h opt; do
+while getopts n:t:d:f:1c:P:O:s:b:o:m:R:g:h opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	t) secs=$OPTARG ;;
@@ -130,6 +138,7 @@ while getopts n:t:d:f:1c:P:O:s:b:o:m:R:h opt; do
 	o) out=$OPTARG ;;
 	m) md=$OPTARG ;;
 	R) reread=$OPTARG ;;
+	g) plot_dir=$OPTARG ;;
 	*) usage ;;
 	esac
 done
@@ -222,6 +231,11 @@ fi
 : > "$out" || { echo "$me: cannot write $out" >&2; exit 1; }
 if [[ -n $md ]]; then
 	: > "$md" || { echo "$me: cannot write $md" >&2; exit 1; }
+fi
+if [[ -n $plot_dir ]]; then
+	if ! mkdir -p "$plot_dir" || [[ ! -w $plot_dir ]]; then
+		bad "-g $plot_dir: cannot write there"
+	fi
 fi
 tmp=$(mktemp -d) || exit 1
 # Servers are started inside $(...): their pids go to a file, so that an
@@ -395,26 +409,71 @@ declare -A vals=() # [ROW COLUMN] -> the values of the runs, x for a failure
 declare -A first=() # [COLUMN] -> its first value in the current row
 declare -A misses=() # [COLUMN] -> its runs in the current row with no value
 
+# The progress line, on a terminal only: redrawn in place before every
+# run, and replaced by the row's line of dots once the row is done.
+tty_line='' row_no=0 rows_total=0 est_total=0 drawn=0
+[[ -t 2 ]] && tty_line=1
+
+# "42 s", "3 min 05 s", "1 h 02 min"
+fmt_secs() {
+	local s=$1
+	if ((s < 60)); then echo "$s s"
+	elif ((s < 3600)); then printf '%d min %02d s\n' $((s / 60)) $((s % 60))
+	else printf '%d h %02d min\n' $((s / 3600)) $((s % 3600 / 60)); fi
+}
+
+# Before run RUN of the row, its K-th tool of N (from 0): the share of the
+# rows done so far gives the time left at the pace so far; before there
+# is any, the estimate made at the start.
+progress_line() { # ROW RUN K N COLUMN
+	local el left line cols
+	el=$(($(date +%s) - t_start))
+	left=$(awk -v r="$row_no" -v n="$rows_total" -v i="$2" -v k="$3" \
+		-v nc="$4" -v runs="$runs" -v el="$el" -v est="$est_total" 'BEGIN {
+		f = (r - 1 + (i - 1 + k / nc) / runs) / n
+		left = f > 0 && el >= 5 ? el * (1 - f) / f : est - el
+		printf "%d\n", (left > 0 ? left + 0.5 : 0) }')
+	line="$me: row $row_no/$rows_total ($(fmt_secs "$el"), about $(fmt_secs "$left") left): $1, run $2/$runs, $5"
+	# Longer than the terminal, it would wrap, and \r goes back to the
+	# start of its last row only: the end goes.
+	cols=$(stty size 2> /dev/null < /dev/tty | cut -d' ' -f2)
+	[[ $cols =~ ^[0-9]+$ ]] && ((cols > 1)) || cols=80
+	line=${line:0:cols-1}
+	printf '\r%s%*s' "$line" $((drawn > ${#line} ? drawn - ${#line} : 0)) '' >&2
+	drawn=${#line}
+}
+
 measure_row() { # ROW-NAME COLUMN...
-	local row=$1 i c v
+	local row=$1 i c v k
 	shift
 	local cols=("$@") order
 	raw "" "== $row: ${cols[*]}"
-	printf '%s: %-28s' "$me" "$row" >&2
+	row_no=$((row_no + 1))
+	[[ -n $tty_line ]] || printf '%s: %-28s' "$me" "$row" >&2
 	first=() misses=()
 	for ((i = 1; i <= runs; i++)); do
 		raw "run $i (load $(load))"
 		order=("${cols[@]}")
 		((i % 2)) || mapfile -t order < <(printf '%s\n' "${cols[@]}" | tac)
+		k=0
 		for c in "${order[@]}"; do
+			[[ -z $tty_line ]] || progress_line "$row" "$i" "$k" "${#order[@]}" "$c"
+			k=$((k + 1))
 			v=$($c)
 			[[ -n $v && -z ${first[$c]:-} ]] && first[$c]=$v
 			[[ -n $v ]] || misses[$c]=$((${misses[$c]:-0} + 1))
 			vals[$row $c]+="${v:-x} "
 		done
-		printf '.' >&2
+		[[ -n $tty_line ]] || printf '.' >&2
 	done
-	printf '\n' >&2
+	if [[ -n $tty_line ]]; then
+		# Over the progress line, the row's line as a log has it.
+		printf '\r%*s\r%s: %-28s%s\n' "$drawn" '' "$me" "$row" \
+			"$(printf "%${runs}s" '' | tr ' ' .)" >&2
+		drawn=0
+	else
+		printf '\n' >&2
+	fi
 	for c in "${cols[@]}"; do raw "$c: ${vals[$row $c]}"; done
 }
 
@@ -644,6 +703,46 @@ reread_values() { # FILE
 		fi
 	done < "$1"
 }
+
+# -g DIR: the stream group's medians as one CSV per tool in ferry_bench
+# --csv's form, named as the tool (plot-sweep.sh makes the file name the
+# line's title), then a picture per provider and op.
+plots() {
+	local p op tool c label f size m n
+	local tools=(s_ferry:ferry s_ferry_polled:"ferry, target polls" s_raw:rma_raw
+		s_raw_fd:"rma_raw -f" s_ucx:UCX s_ucx_sysv:"UCX sysv" s_memcpy:memcpy)
+	if ! want stream; then
+		echo "$me: -g $plot_dir: only the stream group has plots, and it was not in -c" >&2
+		return 0
+	fi
+	if ! command -v "${GNUPLOT:-gnuplot}" > /dev/null; then
+		echo "$me: gnuplot is not installed: no plots in $plot_dir (apt-get install gnuplot-nox)" >&2
+		return 0
+	fi
+	for p in ${provs//,/ }; do
+		for op in ${ops//,/ }; do
+			rm -rf "$tmp/plot" && mkdir "$tmp/plot" || return 1
+			local csvs=()
+			for tool in "${tools[@]}"; do
+				c=${tool%%:*} label=${tool#*:}
+				f=$tmp/plot/$label.csv n=0
+				echo "size_bytes,gb_per_s,ops_per_s,p50_us,p99_us,p999_us,mean_us" > "$f"
+				for size in "${size_list[@]}"; do
+					m=$(median "stream $p $op $size" "$c")
+					[[ $m == - ]] && continue
+					echo "$size,$m,,,,," >> "$f"
+					n=$((n + 1))
+				done
+				((n == 0)) || csvs+=("$f")
+			done
+			((${#csvs[@]} > 0)) || continue
+			sh "$src_dir/plot-sweep.sh" -o "$plot_dir/stream-$p-$op.svg" \
+				-t "compare.sh: one-way $op over $p, $depth blocks in flight, GB/s (medians of $runs runs)" \
+				"${csvs[@]}" >&2 || return 1
+		done
+	done
+}
+
 if [[ -n $reread ]]; then
 	reread_values "$reread"
 	measure_row() { :; } # the pair table's rows, without running them
@@ -652,8 +751,18 @@ if [[ -n $reread ]]; then
 	# shellcheck source=bench/compare-table.sh
 	. "$src_dir/compare-table.sh"
 	tables | tee "${md:-/dev/null}"
+	[[ -z $plot_dir ]] || plots || exit 1
 	exit 0
 fi
+
+# The raw file's first three lines say what runs (-R reads them back), so
+# they come before anything else is written there.
+load0=$(load) t_start=$(date +%s)
+raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
+fp_desc="-f ${footprint:-block x depth}"
+[[ -n $one_block ]] && fp_desc="-1 (one block)"
+raw "ferry_bench: $bench; rma_raw: $rma; -n $runs -t $secs -d $depth $fp_desc"
+raw "groups $groups; providers $provs; ops $ops; sizes $sizes; load average at start: $load0"
 
 have_ucx='' have_fipp=''
 if want stream || want pingpong; then
@@ -678,13 +787,20 @@ estimate_seconds() {
 	echo "$t"
 }
 
-load0=$(load) t_start=$(date +%s)
-raw "compare.sh $(date -Is) on $(hostname) ($(nproc) CPUs), $(uname -sr)"
-fp_desc="-f ${footprint:-block x depth}"
-[[ -n $one_block ]] && fp_desc="-1 (one block)"
-raw "ferry_bench: $bench; rma_raw: $rma; -n $runs -t $secs -d $depth $fp_desc"
-raw "groups $groups; providers $provs; ops $ops; sizes $sizes; load average at start: $load0"
-echo "$me: groups $groups, about $(($(estimate_seconds) / 60 + 1)) min; raw runs in $out" >&2
+# Rows of the groups that run, for the progress line.
+count_rows() {
+	local nprov nops n=0
+	nprov=$(wc -w <<< "${provs//,/ }") nops=$(wc -w <<< "${ops//,/ }")
+	want stream && n=$((n + nprov * nops * ${#size_list[@]}))
+	want pingpong && n=$((n + nprov * 2))
+	want small && n=$((n + nprov * 4))
+	want iperf && command -v iperf3 > /dev/null && n=$((n + 2))
+	want batch && n=$((n + 2))
+	want staged && n=$((n + 4))
+	echo "$n"
+}
+est_total=$(estimate_seconds) rows_total=$(count_rows)
+echo "$me: groups $groups, about $((est_total / 60 + 1)) min; raw runs in $out" >&2
 
 want stream && stream_group
 want pingpong && pingpong_group
@@ -701,3 +817,4 @@ cat "$tmp/tables.md"
 cat "$tmp/tables.md" >> "$out"
 [[ -z $md ]] || cp "$tmp/tables.md" "$md"
 echo "raw runs: $out${md:+; markdown: $md}"
+[[ -z $plot_dir ]] || plots || exit 1

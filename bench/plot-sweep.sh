@@ -1,20 +1,24 @@
 #!/bin/sh
 # plot-sweep.sh: GB/s against block size from `ferry_bench --sweep LO:HI
-# --csv FILE` output, as a PNG (gnuplot; log2 x axis).
+# --csv FILE` output, as a PNG or an SVG (gnuplot; log2 x axis).
 #
-#   bench/plot-sweep.sh [-o OUT.png] [-t TITLE] [-y gbps|ops|p50|p99] SWEEP.csv...
+#   bench/plot-sweep.sh [-o OUT.png|OUT.svg] [-t TITLE] [-y gbps|ops|p50|p99] SWEEP.csv...
 #
 # Several CSV files become several lines on one plot, each labelled with
-# its file name (without .csv).  The default output is the first file with
-# .png in place of .csv.  Without gnuplot it says so and exits 0, so that
-# scripts calling it keep going (apt-get install gnuplot-nox).
+# its file name (without .csv); bench/compare.sh -g writes one per tool.
+# The default output is the first file with .png in place of .csv; a name
+# ending in .svg gives an SVG.  (One sweep's GB/s and latency together:
+# ferry_bench --sweep LO:HI --plot FILE.svg.)  Without gnuplot ($GNUPLOT
+# if set) it says so and exits 0, so that scripts calling it keep going
+# (apt-get install gnuplot-nox).
 set -eu
 
 me=plot-sweep.sh
 out= title="ferry_bench sweep" what=gbps
+gnuplot=${GNUPLOT:-gnuplot}
 
 usage() {
-    echo "usage: $me [-o OUT.png] [-t TITLE] [-y gbps|ops|p50|p99] SWEEP.csv..." >&2
+    echo "usage: $me [-o OUT.png|OUT.svg] [-t TITLE] [-y gbps|ops|p50|p99] SWEEP.csv..." >&2
     exit 2
 }
 
@@ -55,8 +59,13 @@ for f in "$@"; do
 done
 
 [ -n "$out" ] || out=${1%.csv}.png
+case $out in
+*.svg) terminal="svg size 1000,600 dynamic noenhanced font 'sans,11' background '#ffffff'" ;;
+*.png) terminal="pngcairo size 1000,600 noenhanced" ;;
+*) echo "$me: -o $out: name a .png or .svg file" >&2; exit 2 ;;
+esac
 
-if ! command -v gnuplot > /dev/null 2>&1; then
+if ! command -v "$gnuplot" > /dev/null 2>&1; then
     echo "$me: gnuplot is not installed; skipping the plot" \
          "(apt-get install gnuplot-nox)" >&2
     exit 0
@@ -65,25 +74,40 @@ fi
 # gnuplot strings are single-quoted: double any quote in names and titles.
 q() { printf "%s" "$1" | sed "s/'/''/g"; }
 
+# A tic at every block size of the files, named as --sweep takes it
+# ("4K", "16M"), and a little room at both ends: gnuplot drops a tic that
+# falls on the end of a log axis.
+sizes=$(for f in "$@"; do tail -n +2 "$f" | cut -d, -f1; done | grep -E '^[0-9]+$' | sort -nu)
+xrange="[$(echo "$sizes" | head -n 1) / 1.2:$(echo "$sizes" | tail -n 1) * 1.2]"
+tics=$(echo "$sizes" | awk '
+    {
+        n = $1; u = ""
+        if (n >= 1073741824 && n % 1073741824 == 0) { n /= 1073741824; u = "G" }
+        else if (n >= 1048576 && n % 1048576 == 0) { n /= 1048576; u = "M" }
+        else if (n >= 1024 && n % 1024 == 0) { n /= 1024; u = "K" }
+        printf "%s\"%d%s\" %s", sep, n, u, $1; sep = ", "
+    }')
+
 plots=
 for f in "$@"; do
     name=$(basename "$f" .csv)
     [ -z "$plots" ] || plots="$plots, "
-    plots="$plots'$(q "$f")' using 1:$col every ::1 with linespoints title '$(q "$name")'"
+    plots="$plots'$(q "$f")' using 1:$col every ::1 with linespoints lw 2 title '$(q "$name")'"
 done
 
-gnuplot <<EOF
-set terminal pngcairo size 1000,600 noenhanced
+"$gnuplot" <<EOF
+set terminal $terminal
 set output '$(q "$out")'
 set datafile separator ','
 set title '$(q "$title")'
 set logscale x 2
-set format x '%.0b%B'
+set xrange $xrange
+set xtics ($tics)
 set xlabel 'block size (bytes, log2)'
 set ylabel '$ylabel'
 $yscale
 set grid
-set key top left
+set key below Left reverse width 2
 plot $plots
 EOF
 echo "$me: wrote $out"

@@ -1,7 +1,8 @@
 /*
  * What the example programs share: error reporting, sizes with K/M/G, the
  * config of a context for two processes on one host, where peers meet,
- * and how a demo starts the other side.  Header-only, so each example is
+ * the progress line of a long transfer, and how a demo starts the other
+ * side.  Header-only, so each example is
  * still built from its own file plus this one.
  */
 #ifndef FERRY_EXAMPLE_H
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Prints "who: what failed: <code> (<ferry's sentence>)"; returns 1. */
@@ -115,6 +117,98 @@ static inline const char *ex_url(const char *where, char *buf, size_t len)
         return where;
     snprintf(buf, len, "bootstrap://%s", where);
     return buf;
+}
+
+/*
+ * A progress line for a long transfer: on stderr, redrawn in place with
+ * '\r' at most four times a second, and only when stderr is a terminal,
+ * so that logs and tests see nothing of it.  ex_progress_start, then
+ * ex_progress as often as convenient, then ex_progress_end before
+ * printing anything else.
+ */
+struct ex_progress {
+    bool on;           /* stderr is a terminal */
+    double t0, next;   /* the start; the earliest next redraw */
+    int drawn;         /* characters on the terminal now */
+};
+
+static inline double ex_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void ex_progress_start(struct ex_progress *p)
+{
+    p->on = isatty(STDERR_FILENO) == 1;
+    p->t0 = ex_clock();
+    p->next = 0;
+    p->drawn = 0;
+}
+
+/* "12.5 MiB", "1.2 GiB" */
+static inline const char *ex_bytes(char *buf, size_t len, double v)
+{
+    if (v >= (double)(1ull << 30))
+        snprintf(buf, len, "%.1f GiB", v / (double)(1ull << 30));
+    else
+        snprintf(buf, len, "%.1f MiB", v / (double)(1u << 20));
+    return buf;
+}
+
+/*
+ * "what: 1.2 GiB of 4.0 GiB, 2.1 GB/s, 1.3 s left": done of total bytes,
+ * the rate and the time left at the rate since the start; with total 0
+ * (nothing to count) "what: 3.2 s", the time so far.
+ */
+static inline void ex_progress(struct ex_progress *p, const char *what,
+                               double done, double total)
+{
+    char line[200], b1[32], b2[32];
+    double t = ex_clock(), secs = t - p->t0;
+    int n;
+
+    if (!p->on || t < p->next)
+        return;
+    p->next = t + 0.25;
+    if (total > 0 && done > 0 && secs > 0)
+        n = snprintf(line, sizeof(line),
+                     "%s: %s of %s, %.2f GB/s, %.1f s left", what,
+                     ex_bytes(b1, sizeof(b1), done),
+                     ex_bytes(b2, sizeof(b2), total), done / secs / 1e9,
+                     (total - done) / (done / secs));
+    else
+        n = snprintf(line, sizeof(line), "%s: %.1f s", what, secs);
+    if (n < 0)
+        return;
+    if (n >= (int)sizeof(line))
+        n = (int)sizeof(line) - 1;
+    /* Spaces over the rest of a longer line drawn before. */
+    fprintf(stderr, "\r%s%*s", line, p->drawn > n ? p->drawn - n : 0, "");
+    p->drawn = n;
+}
+
+/* Blanks the line, so that what is printed next starts at the margin. */
+static inline void ex_progress_end(struct ex_progress *p)
+{
+    if (p->on && p->drawn > 0)
+        fprintf(stderr, "\r%*s\r", p->drawn, "");
+    p->drawn = 0;
+}
+
+/* ferry_req_wait(req, -1), drawing p first and redrawing it meanwhile
+ * (what, done and total as ex_progress's). */
+static inline int ex_req_wait(ferry_req_t *req, struct ex_progress *p,
+                              const char *what, double done, double total)
+{
+    int ret;
+
+    ex_progress(p, what, done, total);
+    while ((ret = ferry_req_wait(req, 250)) == FERRY_EAGAIN)
+        ex_progress(p, what, done, total);
+    return ret;
 }
 
 /*

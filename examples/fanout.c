@@ -126,12 +126,16 @@ out:
     return rc;
 }
 
-/* Every copy written by the sender: all at once, or one after another. */
+/* Every copy written by the sender: all at once, or one after another
+ * (the progress line counts the copies done). */
 static int send_naive(ferry_mem_t *mem, uint8_t *buf, ferry_peer_t **peers,
-                      ferry_rmem_t **dst, size_t n, bool parallel)
+                      ferry_rmem_t **dst, size_t n, bool parallel,
+                      struct ex_progress *pg)
 {
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
     ferry_req_t *reqs[MAX_RECEIVERS] = {0};
+    double total = (double)n * (double)opt_size;
+    char what[64];
     int ret = 0;
 
     opts.flags = FERRY_XFER_NOTIFY;
@@ -142,28 +146,44 @@ static int send_naive(ferry_mem_t *mem, uint8_t *buf, ferry_peer_t **peers,
         struct ferry_iov iov = {
             .local = buf, .lmem = mem, .rmem = dst[i], .len = opt_size};
 
+        snprintf(what, sizeof(what), "send: copy %zu of %zu", i + 1, n);
         if ((ret = ferry_write(peers[i], &iov, 1, &opts, &reqs[i])))
             ex_fail("send", "ferry_write", ret);
-        else if (!parallel && (ret = ferry_req_wait(reqs[i], -1)))
+        else if (!parallel &&
+                 (ret = ex_req_wait(reqs[i], pg, what,
+                                    (double)i * (double)opt_size, total))) {
+            ex_progress_end(pg);
             ex_fail("send", "a copy", ret);
+        }
     }
+    /* In parallel the copies end about together: copy i waited for means
+     * at least i done. */
+    snprintf(what, sizeof(what), "send: %zu copies at once", n);
     for (size_t i = 0; i < n; i++) {
-        int r = reqs[i] != NULL ? ferry_req_wait(reqs[i], -1) : 0;
+        int r = reqs[i] != NULL
+                    ? ex_req_wait(reqs[i], pg, what,
+                                  (double)i * (double)opt_size, total)
+                    : 0;
 
-        if (r != 0 && ret == 0)
+        if (r != 0 && ret == 0) {
+            ex_progress_end(pg);
             ret = ex_fail("send", "a copy", r);
+        }
         ferry_req_close(reqs[i]);
     }
     return ret;
 }
 
+/* ferry tells how a fan-out ends, not how far it has come: its progress
+ * line counts the seconds. */
 static int send_fanout(ferry_mem_t *mem, ferry_peer_t **peers,
-                       ferry_rmem_t **dst, size_t n)
+                       ferry_rmem_t **dst, size_t n, struct ex_progress *pg)
 {
     struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
     ferry_fanout_t *f;
     size_t missing[MAX_RECEIVERS];
     size_t nmissing;
+    char what[128], b1[32];
     int ret;
 
     opts.chunk = opt_chunk;
@@ -172,7 +192,12 @@ static int send_fanout(ferry_mem_t *mem, ferry_peer_t **peers,
     opts.timeout_ms = opt_timeout_s * 1000;
     if ((ret = ferry_fanout(mem, 0, opt_size, peers, dst, n, &opts, &f)))
         return ex_fail("send", "ferry_fanout", ret);
-    ret = ferry_fanout_wait(f, -1);
+    snprintf(what, sizeof(what), "send: fan-out of %s to %zu receivers",
+             ex_bytes(b1, sizeof(b1), (double)opt_size), n);
+    ex_progress(pg, what, 0, 0);
+    while ((ret = ferry_fanout_wait(f, 250)) == FERRY_EAGAIN)
+        ex_progress(pg, what, 0, 0);
+    ex_progress_end(pg);
     nmissing = ferry_fanout_missing(f, missing, MAX_RECEIVERS);
     for (size_t i = 0; i < nmissing && i < MAX_RECEIVERS; i++)
         fprintf(stderr, "send: receiver %zu did not get the data\n",
@@ -190,6 +215,7 @@ static int send_all(char **where, size_t n)
     ferry_context_t *ctx;
     ferry_mem_t *mem;
     uint8_t *buf;
+    struct ex_progress pg;
     double t0, secs;
     int ret = 1;
 
@@ -225,11 +251,13 @@ static int send_all(char **where, size_t n)
     printf("send: every receiver reached; the transfer starts\n");
     fflush(stdout);
     t0 = now_s();
+    ex_progress_start(&pg);
     if (strcmp(opt_mode, "fanout") == 0)
-        ret = send_fanout(mem, peers, dst, n);
+        ret = send_fanout(mem, peers, dst, n, &pg);
     else
         ret = send_naive(mem, buf, peers, dst, n,
-                         strcmp(opt_mode, "parallel") == 0);
+                         strcmp(opt_mode, "parallel") == 0, &pg);
+    ex_progress_end(&pg);
     secs = now_s() - t0;
     if (ret == 0)
         printf("send: %zu bytes to %zu receivers (%s) in %.3f s: %.2f GB/s "

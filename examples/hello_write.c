@@ -155,7 +155,10 @@ static int client_write(struct client *c)
     ferry_peer_t *peer;
     ferry_rmem_t *rmem;
     ferry_req_t *req;
+    struct ex_progress pg;
     double t0, first = 0, warm = 0;
+    double total = (double)opt_iterations * (double)opt_size;
+    char what[64];
     int ret;
 
     t0 = now_s();
@@ -182,21 +185,29 @@ static int client_write(struct client *c)
     opts.notify_id = NOTIFY_ID;
     opts.notify_value = 1;
     opts.timeout_ms = TIMEOUT_MS;
+    ex_progress_start(&pg);
     for (unsigned it = 0; it < opt_iterations; it++) {
         struct ferry_iov iov = {c->buf, c->mem, rmem, 0, opt_size};
+        double done = (double)it * (double)opt_size;
 
+        snprintf(what, sizeof(what), "client: write %u of %u", it + 1,
+                 opt_iterations);
+        ex_progress(&pg, what, done, total);
         for (size_t i = 0; i < opt_size; i++)
             c->buf[i] = pattern(i, it);
         t0 = now_s();
         if ((ret = ferry_write(peer, &iov, 1, &opts, &req)) ||
-            (ret = ferry_req_wait(req, -1)))
+            (ret = ex_req_wait(req, &pg, what, done, total))) {
+            ex_progress_end(&pg);
             return ex_fail("client", "ferry_write", ret);
+        }
         if (it == 0)
             first = now_s() - t0;
         else
             warm += now_s() - t0;
         ferry_req_close(req);
     }
+    ex_progress_end(&pg);
     /* The first write pays for whatever is cold on both sides (the
      * connection, the provider's buffers); the others show the rate. */
     printf("client: provider %s: first write of %.1f MiB in %.3f s: %.2f "

@@ -35,6 +35,55 @@ runs "verified on the device: OK" "$ex/gpu_write" --size 8M --iterations 2
 FERRY_PROVIDER=tcp runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2
 FERRY_PROVIDER=shm runs "gpu_write: OK" "$ex/gpu_write" --size 3M --iterations 2
 
+# ---- the progress line --------------------------------------------------
+
+# A long transfer draws a line in place ('\r') on a terminal (script(1)
+# gives the demo a pseudo-terminal), and none into a log.
+cr=$(printf '\r')
+# on_tty WORDS CMD...: CMD, run on a pseudo-terminal, exits 0 and writes
+# WORDS there.
+on_tty() {
+	words=$1
+	shift
+	cmd=
+	for a in "$@"; do
+		cmd="$cmd '$a'"
+	done
+	rc=0
+	timeout 300 script -qec "$cmd" /dev/null </dev/null >"$tmp/out" 2>&1 || rc=$?
+	if [ "$rc" -eq 0 ] && grep -F -- "$words" "$tmp/out" >/dev/null; then
+		pass "$* on a terminal (exit 0, a CR, then \"${words#"$cr"}\")"
+	else
+		cat -A "$tmp/out"
+		echo "FAIL: $* on a terminal (exit $rc; expected 0, and a CR, then \"${words#"$cr"}\")"
+		status=1
+	fi
+}
+# no_progress WHAT: the output of the last command ($tmp/out) has no '\r'.
+no_progress() {
+	if grep -F "$cr" "$tmp/out" >/dev/null; then
+		fail "$1 into a file: a progress line (CR) is there"
+	else
+		pass "$1 into a file: no progress line"
+	fi
+}
+if command -v script >/dev/null 2>&1; then
+	# The first draw comes at once; the next ones four times a second at
+	# most, which transfers this short may not last.
+	on_tty "${cr}client: write 1 of 3: " \
+		"$ex/hello_write" demo --size 8M --iterations 3
+	on_tty "${cr}send: fan-out of 8.0 MiB to 2 receivers: " \
+		"$ex/fanout" demo --receivers 2 --size 8M
+	on_tty "${cr}send: copy 1 of 2: " \
+		"$ex/fanout" demo --receivers 2 --size 4M --mode sequential
+else
+	echo "not run: the progress lines on a terminal (no script(1): apt-get install bsdutils)"
+fi
+runs "demo: OK" "$ex/hello_write" demo --size 8M --iterations 3
+no_progress "hello_write demo"
+runs "fanout: OK" "$ex/fanout" demo --receivers 2 --size 4M --mode sequential
+no_progress "fanout demo --mode sequential"
+
 # ---- two commands -------------------------------------------------------
 
 # started NAME CMD...: CMD in the background for at most 120 s, its pid in

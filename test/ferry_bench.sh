@@ -42,6 +42,25 @@ expect 0 "result       OK" --provider shm --op read --validate --threads 2 \
 expect 0 "pings" --provider shm --pingpong $short
 expect 0 '"ok":true}' --provider shm --sweep 4K:16K --json $short
 FERRY_BENCH_CORRUPT=100 expect 1 "FAILED" --provider shm --validate $short
+# --metrics: both sides' metrics in one file, each sample with its side;
+# at least what the run reported moving (the metrics count the warmup
+# too), and valid Prometheus text where promtool is installed.
+expect 0 '"ok":true}' --provider shm --block-size 64K --json \
+	--metrics "$tmp/run.prom" $short
+moved=$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$tmp/out" | head -n 1)
+counted=$(awk '/^ferry_bytes_total[{]side="initiator".*op="write"/ { s += $NF }
+	END { printf "%.0f", s }' "$tmp/run.prom")
+if grep -q '^ferry_requests_total{side="target",' "$tmp/run.prom" &&
+	grep -q '^ferry_info{side="initiator",' "$tmp/run.prom" &&
+	[ -n "$moved" ] && [ "$counted" -ge "$moved" ] &&
+	[ "$(grep -c '^# TYPE ferry_bytes_total ' "$tmp/run.prom")" -eq 1 ] &&
+	{ ! command -v promtool >/dev/null || promtool check metrics <"$tmp/run.prom"; }; then
+	echo "PASS: --metrics: both sides, $counted bytes counted for $moved moved"
+else
+	cat "$tmp/run.prom"
+	echo "FAIL: --metrics: sides, families or counts wrong ($counted counted, $moved moved)"
+	status=1
+fi
 # --mem cuda on the simulated device (this machine has no GPU; with one,
 # FERRY_SIM_DEVICES still selects the simulation): staged GPU memory on
 # both sides, every byte checked on the device.
@@ -137,6 +156,77 @@ expect 2 "--idle does not go with --pingpong" --idle 1 --pingpong
 expect 2 "--idle does not go with --inflight" --idle 1 --inflight 4
 expect 2 "--idle-gaps and --gap-length go with --idle SECONDS" --idle-gaps 3
 expect 2 "--idle: 0.05 s is too short" --idle 0.05
+
+# The progress line of a sweep: on a terminal (script(1) gives the run a
+# pseudo-terminal) a line redrawn in place with '\r' per block size, and
+# in a log nothing of it.
+cr=$(printf '\r')
+# on_tty OUT CMD...: CMD on a pseudo-terminal, everything it wrote there
+# into OUT; returns its exit status.
+on_tty() {
+	out=$1
+	shift
+	cmd=
+	for a in "$@"; do
+		cmd="$cmd '$a'"
+	done
+	timeout 300 script -qec "$cmd" /dev/null </dev/null >"$out" 2>&1
+}
+sweep="--provider shm --sweep 4K:8K --duration 0.2 --warmup 0.3"
+if command -v script >/dev/null 2>&1; then
+	rc=0
+	on_tty "$tmp/tty" "$prog" $sweep || rc=$?
+	if [ "$rc" -eq 0 ] && grep -F "${cr}sweep 1/2: 4K" "$tmp/tty" >/dev/null &&
+		grep -F "${cr}sweep 2/2: 8K" "$tmp/tty" >/dev/null &&
+		grep -E "$cr +8 KiB +[0-9.]+ .* OK" "$tmp/tty" >/dev/null; then
+		echo "PASS: --sweep on a terminal: CR sweep 1/2: 4K, CR sweep 2/2: 8K, then each row from the margin"
+	else
+		cat -A "$tmp/tty"
+		echo "FAIL: --sweep on a terminal (exit $rc): no line redrawn after a CR per size, or a row not at the margin"
+		status=1
+	fi
+else
+	echo "not run: the progress line on a terminal (no script(1): apt-get install bsdutils)"
+fi
+expect 0 "8 KiB" $sweep
+if grep -F "$cr" "$tmp/out" >/dev/null || grep -F "sweep 1/2" "$tmp/out" >/dev/null; then
+	cat -A "$tmp/out"
+	echo "FAIL: --sweep into a file: the progress line is there"
+	status=1
+else
+	echo "PASS: --sweep into a file: no progress line"
+fi
+
+# compare.sh's progress line: which row of how many, the time so far and
+# left, on a terminal only; a log keeps its line of dots per row.
+compare=${abs_top_srcdir:-$(dirname "$0")/..}/bench/compare.sh
+cmp_args="-n 1 -t 1 -c batch -b $prog"
+if command -v script >/dev/null 2>&1; then
+	rc=0
+	on_tty "$tmp/cmp-tty" bash "$compare" $cmp_args -o "$tmp/cmp1.txt" || rc=$?
+	if [ "$rc" -eq 0 ] &&
+		grep -E "${cr}compare.sh: row 1/2 \([0-9]+ s, about [0-9]+ s left\): tcp 4 KiB batch 64 vs 1, run 1/1" "$tmp/cmp-tty" >/dev/null &&
+		grep -E "${cr}compare.sh: row 2/2 \(.*\): shm 4 KiB batch 64 vs 1" "$tmp/cmp-tty" >/dev/null &&
+		grep -E "${cr}compare.sh: shm 4 KiB batch 64 vs 1 +\.$cr?\$" "$tmp/cmp-tty" >/dev/null; then
+		echo "PASS: compare.sh on a terminal: CR compare.sh: row 1/2 ..., then the row's line"
+	else
+		cat -A "$tmp/cmp-tty"
+		echo "FAIL: compare.sh on a terminal (exit $rc): no progress line with the row of how many"
+		status=1
+	fi
+else
+	echo "not run: compare.sh on a terminal (no script(1): apt-get install bsdutils)"
+fi
+rc=0
+bash "$compare" $cmp_args -o "$tmp/cmp2.txt" >"$tmp/cmp-log" 2>&1 || rc=$?
+if [ "$rc" -eq 0 ] && ! grep -F "$cr" "$tmp/cmp-log" >/dev/null &&
+	grep -E "^compare.sh: tcp 4 KiB batch 64 vs 1 +\.\$" "$tmp/cmp-log" >/dev/null; then
+	echo "PASS: compare.sh into a file: its rows' lines, no progress line"
+else
+	cat -A "$tmp/cmp-log"
+	echo "FAIL: compare.sh into a file (exit $rc): a CR in the log, or no row line"
+	status=1
+fi
 
 prog=$abs_top_builddir/bench/rma_raw
 expect 2 "usage: rma_raw -p PROVIDER" -s 8

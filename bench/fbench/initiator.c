@@ -7,6 +7,7 @@
 
 #include "fbench.h"
 #include "idle.h"
+#include "metrics.h"
 #include "options.h"
 #include "pingpong.h"
 #include "report.h"
@@ -125,6 +126,7 @@ int initiator_main(const struct options *o, const char *url,
         struct result *r = &rs[done];
 
         result_init(r);
+        report_start_run(o, done);
         if (o->idle > 0      ? run_idle(&in, block_of_run(o, done), r)
             : o->pingpong ? run_pingpong(&in, block_of_run(o, done), r)
                           : run_throughput(&in, block_of_run(o, done), r))
@@ -139,7 +141,10 @@ int initiator_main(const struct options *o, const char *url,
         goto out;
     if (o->json)
         print_json(o, &in.s.info, rs, nruns, ok);
-    failed = !ok;
+    /* The plot even of a failed check: it shows the numbers there were. */
+    failed = report_sweep_done(o, in.s.info.provider, rs, nruns) || !ok;
+    if (o->metrics != NULL && metrics_write(&in.s, o->metrics))
+        failed = 1;
 out:
     initiator_close(&in);
     free(rs);

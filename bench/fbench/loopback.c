@@ -6,6 +6,7 @@
 
 #include "fbench.h"
 #include "initiator.h"
+#include "metrics.h"
 #include "options.h"
 #include "target.h"
 #include "util.h"
@@ -211,6 +212,12 @@ int loopback_main(const struct options *o, double bound_s, FILE *csv)
         complain("the target process %s",
                  describe_status(st, sizeof(st), status));
         return 1;
+    }
+    if (o->metrics != NULL) {
+        char target[4096];
+
+        metrics_target_path(o->metrics, target, sizeof(target));
+        return metrics_merge(o->metrics, target);
     }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "loopback.h"
 #include "memcpy.h"
 #include "options.h"
+#include "plot.h"
 #include "report.h"
 #include "target.h"
 #include "util.h"
@@ -43,7 +44,8 @@ int main(int argc, char **argv)
     double bound_s;
     int code;
 
-    if (!parse_args(argc, argv, &o) || !resolve_options(&o))
+    if (!parse_args(argc, argv, &o) || !resolve_options(&o) ||
+        !plot_writable(&o))
         return EXIT_USAGE;
     g_out = o.json ? stderr : stdout;
     if (o.csv != NULL) {

@@ -87,6 +87,7 @@ int memcpy_main(const struct options *o, FILE *csv)
     print_header(o, NULL);
     for (size_t i = 0; i < nruns; i++) {
         result_init(&rs[i]);
+        report_start_run(o, i);
         run_memcpy(o, block_of_run(o, i), src, dst, o->buffer, &rs[i]);
         rs[i].ok = rs[i].local_check != 1;
         ok &= rs[i].ok;
@@ -94,6 +95,8 @@ int memcpy_main(const struct options *o, FILE *csv)
     }
     if (o->json)
         print_json(o, NULL, rs, nruns, ok);
+    if (report_sweep_done(o, NULL, rs, nruns))
+        ok = false;
     free(src);
     free(dst);
     free(rs);

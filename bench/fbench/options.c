@@ -158,6 +158,20 @@ static bool parse_sweep(const char *s, struct options *o)
     return true;
 }
 
+/* gnuplot's terminal follows the file's name: svg or pngcairo. */
+static bool parse_plot(const char *s, struct options *o)
+{
+    size_t n = strlen(s);
+
+    if (n < 5 || (strcmp(s + n - 4, ".svg") != 0 &&
+                  strcmp(s + n - 4, ".png") != 0)) {
+        complain("--plot %s: name a .svg or .png file", s);
+        return false;
+    }
+    o->plot = s;
+    return true;
+}
+
 /* host, cuda or cuda:N for flag (--mem, --target-mem). */
 static bool parse_mem(const char *flag, const char *s, bool *cuda,
                       unsigned *device, const char **text)
@@ -272,11 +286,17 @@ static void usage(FILE *f)
 "  --port N                bootstrap port of --target and --initiator (%d;\n"
 "                          0: the target takes a free one and prints it)\n"
 "\n"
-"Output (progress goes to stderr once a second):\n"
+"Output (progress goes to stderr once a second; a sweep on a terminal\n"
+"redraws one line in place instead):\n"
 "  --json                  one JSON object on stdout at the end (the human\n"
 "                          summary then goes to stderr)\n"
 "  --csv FILE              one row per block size: size, GB/s, ops/s, latency\n"
 "                          p50/p99/p999 in us, mean in us\n"
+"  --plot FILE.svg|FILE.png  with --sweep: GB/s and p50 latency against the\n"
+"                          block size, drawn by gnuplot once the sweep is\n"
+"                          done (without gnuplot: a message, no plot)\n"
+"  --metrics FILE          each side's metrics at the end, as Prometheus text\n"
+"                          (a loopback run: both in FILE, label side=...)\n"
 "\n"
 "ops are blocks (iovs); latency is per request, post to completion (half the\n"
 "round trip with --pingpong; with --duration one request in 8 is timed).\n"
@@ -292,7 +312,8 @@ enum flag_id {
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
     F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
-    F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_HELP,
+    F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_PLOT, F_METRICS,
+    F_HELP,
 };
 
 static const struct flag {
@@ -315,6 +336,7 @@ static const struct flag {
     {"--pin", false, F_PIN},             {"--idle-peers", true, F_IDLE_PEERS},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
     {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
+    {"--plot", true, F_PLOT},            {"--metrics", true, F_METRICS},
     {"--pingpong", false, F_PINGPONG},   {"--port", true, F_PORT},
     {"--timeout", true, F_TIMEOUT},      {"--time-limit", true, F_TIME_LIMIT},
     {"--tx-depth", true, F_TX_DEPTH},    {"--help", false, F_HELP},
@@ -414,6 +436,8 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_PINGPONG: o->pingpong = true; return true;
     case F_SWEEP: return parse_sweep(v, o);
     case F_CSV: o->csv = v; return true;
+    case F_PLOT: return parse_plot(v, o);
+    case F_METRICS: o->metrics = v; return true;
     case F_PORT:
         if (!parse_uint(f->name, v, 0, 65535, &u))
             return false;
@@ -634,9 +658,12 @@ static bool check_conflicts(const struct options *o)
     if (o->port_set && o->port == 0 && o->mode == MODE_INITIATOR)
         return !complain("--port 0 lets the target take a free port: give "
                          "the initiator the one the target printed");
-    if (o->mode == MODE_TARGET && (o->json || o->csv != NULL))
-        return !complain("--json and --csv are the initiator's; the target "
-                         "prints a line per run");
+    if (o->mode == MODE_TARGET && (o->json || o->csv != NULL ||
+                                   o->plot != NULL))
+        return !complain("--json, --csv and --plot are the initiator's; the "
+                         "target prints a line per run");
+    if (o->plot != NULL && o->sweep_lo == 0)
+        return !complain("--plot draws a sweep: give --sweep LO:HI too");
     return true;
 }
 

@@ -60,6 +60,8 @@ struct options {
     uint64_t sweep_lo, sweep_hi; /* 0: no sweep */
     const char *sweep_text;
     const char *csv;
+    const char *plot; /* --plot FILE.svg|FILE.png; NULL: none */
+    const char *metrics; /* --metrics FILE: each side's, at the end */
     int timeout_ms;
     double time_limit; /* 0: computed */
     uint64_t fanout;       /* --fanout: receivers */

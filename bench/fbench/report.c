@@ -5,6 +5,8 @@
 
 #include "fbench.h"
 #include "options.h"
+#include "plot.h"
+#include "progress.h"
 #include "stats.h"
 #include "util.h"
 
@@ -382,10 +384,25 @@ void print_json(const struct options *o,
     fflush(stdout);
 }
 
+/* Before run i of a sweep: its step of the progress line (on a terminal). */
+void report_start_run(const struct options *o, size_t i)
+{
+    char label[32];
+
+    if (o->sweep_lo == 0)
+        return;
+    if (i == 0)
+        progress_begin(sweep_count(o));
+    /* --iterations: how long a run takes is not known beforehand. */
+    progress_step(i, fmt_flag(label, sizeof(label), block_of_run(o, i)),
+                  o->iterations != 0 ? 0 : o->warmup + o->duration);
+}
+
 /* After each run: the summary (or a table row), the CSV row. */
 void report_run(const struct options *o, FILE *csv, size_t i,
                 const struct result *r)
 {
+    progress_clear(); /* the row starts at the left margin */
     if (o->idle > 0) {
         print_idle(o, r);
     } else if (o->sweep_lo == 0) {
@@ -400,4 +417,16 @@ void report_run(const struct options *o, FILE *csv, size_t i,
         }
     }
     csv_row(csv, r);
+}
+
+/* After the last run of a sweep: the progress line goes, --plot draws the
+ * n runs (over: the provider, NULL for --memcpy).  Returns 1 when the plot
+ * failed. */
+int report_sweep_done(const struct options *o, const char *over,
+                      const struct result *rs, size_t n)
+{
+    if (o->sweep_lo == 0)
+        return 0;
+    progress_end();
+    return plot_sweep(o, over, rs, n);
 }

@@ -5,6 +5,7 @@
 #include "stats.h"
 
 #include "options.h"
+#include "progress.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -96,7 +97,7 @@ void ticker_start(struct ticker *tk, uint64_t t)
 {
     memset(tk, 0, sizeof(*tk));
     tk->t0 = tk->t_last = t;
-    tk->next = t + 1000000000u;
+    tk->next = t + (progress_on() ? PROGRESS_REDRAW_NS : 1000000000u);
 }
 
 void ticker_tick(struct ticker *tk, uint64_t t, uint64_t bytes,
@@ -104,8 +105,15 @@ void ticker_tick(struct ticker *tk, uint64_t t, uint64_t bytes,
 {
     double dt;
 
+    /* Once per tick at most, so that a loop may call this every step. */
     if (t < tk->next)
         return;
+    /* A sweep on a terminal: the progress line says it in place. */
+    if (progress_on()) {
+        progress_tick(t, bytes, ops, warmup);
+        tk->next = t + PROGRESS_REDRAW_NS;
+        return;
+    }
     dt = (double)(t - tk->t_last) / 1e9;
     fprintf(stderr,
             "%s: %6.1f s  %8.3f GB/s  %12.0f ops/s  %4ld in flight%s\n",

@@ -49,7 +49,8 @@ struct reservoir {
     uint64_t seen, rng;
 };
 
-/* The once-a-second line on stderr. */
+/* The once-a-second line on stderr; in a sweep on a terminal, the
+ * progress line's redraws instead (progress.h). */
 struct ticker {
     uint64_t t0, t_last, next, bytes_last, ops_last;
 };

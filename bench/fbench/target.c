@@ -5,6 +5,7 @@
 #include "target.h"
 
 #include "fbench.h"
+#include "metrics.h"
 #include "options.h"
 #include "pattern.h"
 #include "side.h"
@@ -474,6 +475,15 @@ int target_main(const struct options *o, int report_fd)
     if (target_meet(&t, o, &report_fd))
         goto out;
     code = target_session(&t, o->pingpong);
+    if (code == 0 && o->metrics != NULL) {
+        char path[4096];
+
+        /* Loopback (not loud): beside the initiator's, which takes it
+         * in (loopback.c). */
+        if (!t.loud)
+            metrics_target_path(o->metrics, path, sizeof(path));
+        code = metrics_write(&t.s, t.loud ? o->metrics : path);
+    }
 out:
     if (report_fd >= 0)
         close(report_fd);

@@ -4,6 +4,8 @@
  */
 #include "util.h"
 
+#include "progress.h"
+
 #include <ferry.h>
 
 #include <errno.h>
@@ -61,6 +63,7 @@ int complain(const char *fmt, ...)
 {
     va_list ap;
 
+    progress_clear(); /* a message never continues the progress line */
     fprintf(stderr, "%s: ", g_role);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -72,6 +75,7 @@ int complain(const char *fmt, ...)
 /* A ferry call failed: what we were doing, the code, and ferry's sentence. */
 int fail(const char *what, int err)
 {
+    progress_clear();
     fprintf(stderr, "%s: %s: %s (%s)\n", g_role, what, ferry_strerror(err),
             ferry_last_error());
     return 1;
