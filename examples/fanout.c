@@ -194,9 +194,14 @@ static int send_fanout(ferry_mem_t *mem, ferry_peer_t **peers,
         return ex_fail("send", "ferry_fanout", ret);
     snprintf(what, sizeof(what), "send: fan-out of %s to %zu receivers",
              ex_bytes(b1, sizeof(b1), (double)opt_size), n);
-    ex_progress(pg, what, 0, 0);
-    while ((ret = ferry_fanout_wait(f, 250)) == FERRY_EAGAIN)
-        ex_progress(pg, what, 0, 0);
+    do {
+        uint64_t done = 0, total = 0;
+
+        /* The bytes the front of the chain or tree has: the rate and
+         * what is left, on a terminal. */
+        ferry_fanout_progress(f, &done, &total);
+        ex_progress(pg, what, (double)done, (double)total);
+    } while ((ret = ferry_fanout_wait(f, 250)) == FERRY_EAGAIN);
     ex_progress_end(pg);
     nmissing = ferry_fanout_missing(f, missing, MAX_RECEIVERS);
     for (size_t i = 0; i < nmissing && i < MAX_RECEIVERS; i++)

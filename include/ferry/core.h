@@ -996,6 +996,15 @@ FERRY_API int ferry_fanout_test(ferry_fanout_t *f);
 /* Waits at most timeout_ms (the rule above); returns as the test, or
  * FERRY_EAGAIN when this wait ran out (the fan-out goes on). */
 FERRY_API int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms);
+/*
+ * How far it is: *total the bytes it moves to each receiver, *done those
+ * every receiver the source sends to itself has received (the front of
+ * the chain or tree: the receivers further on follow a chunk or so per
+ * hop behind; all of them once it ended with 0).  For a progress line.
+ * Returns 0, FERRY_EINVAL or FERRY_EHANDLE.
+ */
+FERRY_API int ferry_fanout_progress(ferry_fanout_t *f, uint64_t *done,
+                                    uint64_t *total);
 /* The receivers (indices into dst) without the data, up to max of them
  * into idx (may be NULL); returns how many there are. */
 FERRY_API size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx,

@@ -1207,6 +1207,47 @@ int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms)
     return ret;
 }
 
+/* Chunks every child node x serves has been delivered (the fewest of
+ * them); the whole when it has none. */
+static uint32_t chunks_to_all_kids(struct ferry_fanout *f, uint32_t x)
+{
+    size_t nkids = kids_of(f, x, f->kids, 0);
+    uint32_t least = f->plan.nchunks;
+
+    for (size_t i = 0; i < nkids; i++) {
+        const uint8_t *sent = f->sent + (size_t)f->kids[i] * f->plan.nchunks;
+        uint32_t n = 0;
+
+        for (uint32_t k = 0; k < f->plan.nchunks; k++)
+            n += sent[k] == DELIVERED;
+        if (n < least)
+            least = n;
+    }
+    return least;
+}
+
+int ferry_fanout_progress(ferry_fanout_t *f, uint64_t *done, uint64_t *total)
+{
+    uint64_t chunks;
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_fan(f, "ferry_fanout_progress")))
+        return ret;
+    if (done == NULL || total == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_fanout_progress: done or "
+                            "total is NULL");
+    pthread_mutex_lock(&f->ctx->fan->run);
+    chunks = f->me != 0                 ? f->nhave
+             : f->status == 0           ? f->plan.nchunks
+                                        : chunks_to_all_kids(f, 0);
+    *total = f->plan.len;
+    *done = chunks * f->plan.chunk < f->plan.len ? chunks * f->plan.chunk
+                                                 : f->plan.len;
+    pthread_mutex_unlock(&f->ctx->fan->run);
+    return 0;
+}
+
 size_t ferry_fanout_missing(const ferry_fanout_t *f, size_t *idx, size_t max)
 {
     pthread_mutex_t *run;

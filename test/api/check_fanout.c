@@ -163,6 +163,7 @@ static void fan_ok(struct fan_fx *fx, size_t chunk, unsigned degree)
 {
     struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
     ferry_fanout_t *f = NULL;
+    uint64_t done = 0, total = 0, before = 0;
     int ret;
 
     opts.chunk = chunk;
@@ -171,8 +172,20 @@ static void fan_ok(struct fan_fx *fx, size_t chunk, unsigned degree)
     ret = ferry_fanout(fx->mem, 0, fx->len, fx->peers, fx->dst, fx->n,
                        &opts, &f);
     ck_assert_msg(ret == 0, "ferry_fanout: %s", ferry_last_error());
-    ret = ferry_fanout_wait(f, 30000);
+    /* Its progress only grows, up to the whole once it ended. */
+    while ((ret = ferry_fanout_wait(f, 1)) == FERRY_EAGAIN) {
+        ck_assert_int_eq(ferry_fanout_progress(f, &done, &total), 0);
+        ck_assert_uint_eq(total, fx->len);
+        ck_assert_uint_le(done, total);
+        ck_assert_uint_ge(done, before);
+        before = done;
+    }
     ck_assert_msg(ret == 0, "ferry_fanout_wait: %s", ferry_last_error());
+    ck_assert_int_eq(ferry_fanout_progress(f, &done, &total), 0);
+    ck_assert_uint_eq(done, fx->len);
+    ck_assert_uint_eq(total, fx->len);
+    TU_EXPECT_ERROR(ferry_fanout_progress(f, NULL, &total), FERRY_EINVAL,
+                    "done or total is NULL");
     ck_assert_uint_eq(ferry_fanout_missing(f, NULL, 0), 0);
     ferry_fanout_close(f);
     for (size_t i = 0; i < fx->n; i++)
@@ -288,6 +301,15 @@ START_TEST(middle_receiver_gone)
                   "%s", ferry_last_error());
     ck_assert_uint_eq(ferry_fanout_missing(f, missing, MAX_RECV), 1);
     ck_assert_uint_eq(missing[0], 0);
+    {
+        /* Ended without one receiver: its progress stays within its
+         * total. */
+        uint64_t done = 0, total = 0;
+
+        ck_assert_int_eq(ferry_fanout_progress(f, &done, &total), 0);
+        ck_assert_uint_eq(total, 2 * MiB);
+        ck_assert_uint_le(done, total);
+    }
     ferry_fanout_close(f);
     assert_received(&fx, 1);
     assert_received(&fx, 2);
