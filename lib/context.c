@@ -14,7 +14,6 @@
 #include "fan/fan.h"
 #include "progress/part.h"
 #include "progress/progress.h"
-#include "telemetry.h"
 #include "reg/mem.h"
 #include "reg/monitor.h"
 #include "reg/peer.h"
@@ -23,6 +22,8 @@
 #include "xfer/notify.h"
 #include "xfer/stage.h"
 #include "xfer/xfer.h"
+
+#include "telemetry.h"
 
 /*
  * The contexts of this process, so that one being destroyed can tell the
@@ -176,7 +177,7 @@ static void context_free(ferry_context_t *ctx)
     /* Telemetry first: its thread reads the metrics of every part. */
     ferry__telemetry_stop(ctx);
     siblings_leave(ctx);
-    /* Metadata handles first: their threads use the context. */
+    /* Metadata handles next: their threads use the context too. */
     ferry__owned_release(&fab->owned, FERRY__OWN_FIRST);
     ferry__progress_thread_stop(ctx);
     ferry__progress_fd_close(ctx);

@@ -497,19 +497,29 @@ static void forward(struct ferry_fanout *f)
     }
 }
 
-/* Whether every child the node serves holds every chunk. */
-static bool kids_served(struct ferry_fanout *f)
+/* Chunks every child node x serves has been delivered (the fewest of
+ * them); the whole when it has none. */
+static uint32_t chunks_to_all_kids(struct ferry_fanout *f, uint32_t x)
 {
-    size_t nkids = kids_of(f, f->me, f->kids, 0);
+    size_t nkids = kids_of(f, x, f->kids, 0);
+    uint32_t least = f->plan.nchunks;
 
     for (size_t i = 0; i < nkids; i++) {
         const uint8_t *sent = f->sent + (size_t)f->kids[i] * f->plan.nchunks;
+        uint32_t n = 0;
 
-        if (memchr(sent, TO_SEND, f->plan.nchunks) ||
-            memchr(sent, IN_FLIGHT, f->plan.nchunks))
-            return false;
+        for (uint32_t k = 0; k < f->plan.nchunks; k++)
+            n += sent[k] == DELIVERED;
+        if (n < least)
+            least = n;
     }
-    return true;
+    return least;
+}
+
+/* Whether every child the node serves holds every chunk. */
+static bool kids_served(struct ferry_fanout *f)
+{
+    return chunks_to_all_kids(f, f->me) == f->plan.nchunks;
 }
 
 /* Adds 1 to the application's counter, once. */
@@ -1205,25 +1215,6 @@ int ferry_fanout_wait(ferry_fanout_t *f, int timeout_ms)
         ferry__progress_pause(f->ctx, ++spins);
     }
     return ret;
-}
-
-/* Chunks every child node x serves has been delivered (the fewest of
- * them); the whole when it has none. */
-static uint32_t chunks_to_all_kids(struct ferry_fanout *f, uint32_t x)
-{
-    size_t nkids = kids_of(f, x, f->kids, 0);
-    uint32_t least = f->plan.nchunks;
-
-    for (size_t i = 0; i < nkids; i++) {
-        const uint8_t *sent = f->sent + (size_t)f->kids[i] * f->plan.nchunks;
-        uint32_t n = 0;
-
-        for (uint32_t k = 0; k < f->plan.nchunks; k++)
-            n += sent[k] == DELIVERED;
-        if (n < least)
-            least = n;
-    }
-    return least;
 }
 
 int ferry_fanout_progress(ferry_fanout_t *f, uint64_t *done, uint64_t *total)
