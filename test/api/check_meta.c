@@ -410,6 +410,18 @@ START_TEST(test_bad_args)
                     FERRY_EINVAL, "names no service ferry knows");
     TU_EXPECT_ERROR(ferry_meta_open(ctx, "etcd://", "a", &m), FERRY_EINVAL,
                     "names no endpoint");
+    {
+        /* A URL too long to keep (ferry_meta_url hands it back). */
+        char url[1100];
+
+        memset(url, 'a', sizeof(url) - 1);
+        url[sizeof(url) - 1] = '\0';
+        memcpy(url, "etcd://", 7);
+        TU_EXPECT_ERROR(ferry_meta_open(ctx, url, "a", &m), FERRY_EINVAL,
+                        "the metadata URL is 1099 characters long; at most "
+                        "1023");
+        ck_assert_ptr_null(m);
+    }
     TU_EXPECT_ERROR(ferry_meta_open(ctx, "etcd:///prefix", "a", &m),
                     FERRY_EINVAL, "names no endpoint");
     TU_EXPECT_ERROR(ferry_meta_open(ctx, "etcds://", "a", &m), FERRY_EINVAL,
