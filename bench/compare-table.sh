@@ -149,6 +149,27 @@ small_table() {
 	done
 }
 
+fabtests_table() {
+	local p size row
+	echo "One-way writes of one block, GB/s (higher is better), $depth in flight, against fabtests' fi_rma_bw"
+	echo "-o writedata -W $depth; ratio = ferry (one block) / other, and ferry cycling through the block x $depth over fi_rma_bw."
+	echo
+	echo "| provider | block | ferry, one block | fi_rma_bw | ratio | fi_rma_bw -U | ratio | rma_raw -i -e | ratio | rma_raw | ratio | ferry, cycling | ratio to fi_rma_bw |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for p in ${provs//,/ }; do
+		for size in "${size_list[@]}"; do
+			row="fabtests $p $size"
+			echo "$(md_row "$row" f_ferry_same "f_fab f_fab_dc f_raw_count f_raw" "$p" "$(size_name "$size")")" \
+				"$(cell "$row" f_ferry) | $(ratio "$row" f_ferry f_fab) |"
+		done
+	done
+	echo
+	echo "fi_rma_bw: the provider's default completion (a write completes once its buffer may be reused);"
+	echo "-U: FI_DELIVERY_COMPLETE, ferry's. rma_raw -i -e: remote CQ data on every write, the provider's default"
+	echo "completion, DEPTH in flight (what ordering notifications by counting writes at the target could reach);"
+	echo "rma_raw: FI_DELIVERY_COMPLETE, DEPTH in flight, one block."
+}
+
 pair_table() {
 	local row name unit fl rl better fc rc
 	echo "ferry_bench against one reference each; ratio = ferry / reference."
@@ -165,7 +186,9 @@ pair_table() {
 
 version_of() { # TOOL: a one-word version, or ?
 	case $1 in
-	libfabric) pkg-config --modversion libfabric 2> /dev/null || echo "?" ;;
+	libfabric) # the one the run loaded (-L), else the one it was built against
+		fi_info --version 2> /dev/null | awk '/^libfabric:/ { print $2; f = 1 } END { exit !f }' ||
+			pkg-config --modversion libfabric 2> /dev/null || echo "?" ;;
 	ucx) ucx_info -v 2> /dev/null | awk '/Version/ { print $NF; exit }' ;;
 	esac
 }
@@ -177,8 +200,9 @@ method() {
 		return
 	fi
 	local dur=$(($(date +%s) - t_start))
-	printf 'Method: \x60bench/compare.sh -n %s -t %s -d %s%s -c %s -P %s -O %s -s %s\x60, %s, on %s (%s CPUs, %s), %s' \
+	printf 'Method: \x60bench/compare.sh -n %s -t %s -d %s%s -c %s -P %s -O %s -s %s%s\x60, %s, on %s (%s CPUs, %s), %s' \
 		"$runs" "$secs" "$depth" "${footprint:+ -f $footprint}${one_block:+ -1}" "$groups" "$provs" "$ops" "$sizes" \
+		"${lf_prefix:+ -L $lf_prefix}${fab_dir:+ -F $fab_dir}" \
 		"$(date +%F)" "$(hostname)" "$(nproc)" "$(uname -r)" "libfabric $(version_of libfabric)"
 	[[ -z $have_ucx ]] || printf ', UCX %s' "$(version_of ucx)"
 	printf '. Each cell is the median of %s runs (min-max; n/%s where some failed), the tools of a row' "$runs" "$runs"
@@ -198,6 +222,7 @@ tables() {
 	if want stream; then stream_table; echo; fi
 	if want pingpong; then pingpong_table; echo; fi
 	if want small; then small_table; echo; fi
+	if want fabtests; then fabtests_table; echo; fi
 	if ((${#pairs[@]} > 0)); then pair_table; echo; fi
 	method
 }

@@ -6,6 +6,7 @@
 #
 #   bench/compare.sh [-n RUNS] [-t SECONDS] [-d DEPTH] [-f FOOTPRINT | -1]
 #                    [-c GROUPS] [-P PROVIDERS] [-O OPS] [-s SIZES]
+#                    [-L LIBFABRIC_PREFIX] [-F FABTESTS_BIN]
 #                    [-b FERRY_BENCH] [-o FILE] [-m FILE] [-g DIR]
 #   bench/compare.sh -R FILE [-m FILE] [-g DIR]
 #
@@ -31,7 +32,27 @@
 #                   iperf     tcp write 1 and 4 MiB against iperf3
 #                   batch     ferry_bench 4 KiB blocks, batch 64 against 1
 #                   staged    --mem cuda against --mem host, 4 MiB
-#   -P PROVIDERS  tcp, shm or both (tcp,shm) for stream, pingpong, small
+#                   fabtests  one-way writes of SIZES, DEPTH in flight,
+#                             against fabtests' fi_rma_bw -o writedata
+#                             (needs -F), PROVIDERS x SIZES
+#   -P PROVIDERS  comma-separated, for stream, pingpong, small, fabtests:
+#                 tcp (tcp;ofi_rxm, rxm over tcp's connected endpoints,
+#                 the only tcp for RDM in libfabric 1.17), tcpn (the
+#                 native reliable-datagram tcp provider of libfabric 1.18
+#                 and later, named "tcp"; see -L), shm (default tcp,shm)
+#   -L PREFIX     run every tool against the libfabric installed under
+#                 PREFIX (PREFIX/lib first in LD_LIBRARY_PATH, PREFIX/bin
+#                 first in PATH): a release built locally, e.g.
+#                 git checkout v2.6.0 && ./autogen.sh && ./configure
+#                 --prefix=/opt/libfabric-2.6.0 && make install.  ferry,
+#                 rma_raw and fabtests built against an older libfabric
+#                 run on it unchanged (libfabric keeps its ABI).  The
+#                 default providers are then tcpn,shm
+#   -F DIR        fabtests' binaries (fi_rma_bw), built against the same
+#                 libfabric as the run uses (fabtests/ of the libfabric
+#                 release: ./autogen.sh && ./configure
+#                 --with-libfabric=PREFIX && make); default $FABTESTS_BIN,
+#                 else fi_rma_bw on PATH
 #   -O OPS        write, read or both (write,read) for stream
 #   -s SIZES      block sizes of stream (4K,16K,64K,256K,1M,4M,16M)
 #   -b PATH       ferry_bench to run (default: $FERRY_BENCH, else a build
@@ -93,6 +114,20 @@
 #             same FOOTPRINT), for shm
 #   fi_pingpong  fabtests' msg ping-pong (libfabric-bin), in the ping-pong
 #             group when installed
+# The fabtests group's columns, all writes of one block (fabtests reuse
+# one buffer), DEPTH at a time:
+#   fi_rma_bw    fi_rma_bw -o writedata -W DEPTH -S BYTES: every write
+#             carries remote CQ data, which the target counts; DEPTH
+#             writes, then the target's acknowledgement of the window.
+#             The provider's default completion: a write completes once
+#             its buffer may be reused, not once delivered
+#   fi_rma_bw -U the same with FI_DELIVERY_COMPLETE, ferry's completion
+#   rma_raw -i -e  rma_raw's stream with remote CQ data on every write
+#             and the provider's default completion: what a design that
+#             orders notifications by counting writes at the target
+#             (instead of waiting for each write's delivery) could reach
+#   ferry     ferry_bench --same-block (one block, as fi_rma_bw), and
+#             cycling through block x DEPTH as in the stream group
 # A ratio is ferry's over the other's, the median of the rounds' ratios
 # (each of two runs seconds apart): above 1 ferry is faster for GB/s and
 # ops/s, slower for latency.  The groups tcp, shm and latency of
@@ -113,9 +148,10 @@ set -uo pipefail
 me=compare.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 runs=5 secs=1 depth=16 footprint='' one_block='' groups=stream,pingpong,small
-provs=tcp,shm ops=write,read sizes=4K,16K,64K,256K,1M,4M,16M
+provs='' ops=write,read sizes=4K,16K,64K,256K,1M,4M,16M
 bench=${FERRY_BENCH:-} out='' md='' reread='' plot_dir=''
-all_groups=stream,pingpong,small,iperf,batch,staged
+lf_prefix='' fab_dir=${FABTESTS_BIN:-}
+all_groups=stream,pingpong,small,iperf,batch,staged,fabtests
 
 usage() {
 	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
@@ -123,7 +159,7 @@ usage() {
 }
 bad() { echo "$me: $*" >&2; exit 2; }
 
-while getopts n:t:d:f:1c:P:O:s:b:o:m:R:g:h opt; do
+while getopts n:t:d:f:1c:P:O:s:L:F:b:o:m:R:g:h opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	t) secs=$OPTARG ;;
@@ -134,6 +170,8 @@ while getopts n:t:d:f:1c:P:O:s:b:o:m:R:g:h opt; do
 	P) provs=$OPTARG ;;
 	O) ops=$OPTARG ;;
 	s) sizes=$OPTARG ;;
+	L) lf_prefix=$OPTARG ;;
+	F) fab_dir=$OPTARG ;;
 	b) bench=$OPTARG ;;
 	o) out=$OPTARG ;;
 	m) md=$OPTARG ;;
@@ -193,7 +231,15 @@ if [[ -n $footprint ]]; then
 fi
 [[ $groups == all ]] && groups=$all_groups
 check_list "$groups" "$all_groups" "-c"
-check_list "$provs" tcp,shm "-P"
+if [[ -n $lf_prefix ]]; then
+	[[ -e $lf_prefix/lib/libfabric.so.1 ]] ||
+		bad "-L $lf_prefix: no lib/libfabric.so.1 there (give the --prefix a libfabric was installed under)"
+	export LD_LIBRARY_PATH=$lf_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export PATH=$lf_prefix/bin:$PATH
+fi
+[[ -n $provs ]] || provs=${lf_prefix:+tcpn,shm}
+[[ -n $provs ]] || provs=tcp,shm
+check_list "$provs" tcp,tcpn,shm "-P"
 check_list "$ops" write,read "-O"
 size_list=()
 for s in ${sizes//,/ }; do
@@ -514,6 +560,10 @@ set_provider() { # tcp|shm
 		FA=(--provider "tcp;ofi_rxm" --domain lo) RA=(-p "tcp;ofi_rxm" -D lo)
 		UCX_MAIN=tcp FIPP="tcp;ofi_rxm"
 		;;
+	tcpn)
+		FA=(--provider tcp --domain lo) RA=(-p tcp -D lo)
+		UCX_MAIN=tcp FIPP=tcp
+		;;
 	shm) FA=(--provider shm) RA=(-p shm) UCX_MAIN=posix,cma,self FIPP=shm ;;
 	esac
 }
@@ -627,6 +677,55 @@ small_group() {
 				[[ $p == tcp ]] && cols+=(b_raw_fd)
 				measure_row "small $p $size $batch" "${cols[@]}"
 			done
+		done
+	done
+}
+
+# fabtests: fi_rma_bw -o writedata, fabtests' own RMA bandwidth test, on
+# the provider FIPP names -> GB/s (its MB/sec are 10^6 bytes a second).
+# Over tcp its server listens on a port; over shm it has nothing to wait
+# for but its endpoint, which a second gives it (as fabtests' own
+# runfabtests.sh waits).
+fab_value() { # SIZE ITERATIONS ARGS...
+	local size=$1 n=$2 v a
+	shift 2
+	a=(-p "$FIPP" -o writedata -S "$size" -W "$depth" -I "$n" -s 127.0.0.1 "$@")
+	if [[ $FIPP == shm ]]; then
+		timeout -k 2 $((secs * 10 + 30)) "$fab" "${a[@]}" > "$tmp/fab-s.out" 2>&1 &
+		server_pid=$!
+		echo "$server_pid" >> "$tmp/servers"
+		sleep 1
+		timeout -k 2 $((secs * 10 + 30)) "$fab" "${a[@]}" 127.0.0.1 > "$tmp/fab-c.out" 2>&1
+	else
+		start_server "$tmp/fab-s.out" timeout -k 2 $((secs * 10 + 30)) "$fab" "${a[@]}" -B @PORT@ || return
+		timeout -k 2 $((secs * 10 + 30)) "$fab" "${a[@]}" -P "$port" 127.0.0.1 > "$tmp/fab-c.out" 2>&1
+	fi
+	raw "  fi_rma_bw $(printf '%q ' "${a[@]}")127.0.0.1 -> rc $?"
+	stop_server "$server_pid"
+	# bytes iters total time MB/sec usec/xfer Mxfers/sec
+	v=$(awk '$1 ~ /^[0-9]/ && NF >= 7 { v = $5 } END { if (v != "") printf "%.6f\n", v / 1000 }' "$tmp/fab-c.out")
+	[[ -n $v ]] || { raw "    no result: $(head -c 300 "$tmp/fab-c.out")"; return; }
+	raw "    $(tail -n 1 "$tmp/fab-c.out")"
+	echo "$v"
+}
+f_fab() { fab_value "$size" "$(iterations f_fab "$size" "$secs")"; }
+f_fab_dc() { fab_value "$size" "$(iterations f_fab_dc "$size" "$secs")" -U; }
+f_ferry_same() {
+	ferry_value 2 "${FA[@]}" --op write --block-size "$size" --inflight "$depth" --same-block "${FB[@]}"
+}
+f_ferry() {
+	ferry_value 2 "${FA[@]}" --op write --block-size "$size" --inflight "$depth" \
+		--buffer-size $((size * depth)) "${FB[@]}"
+}
+f_raw() { rma_value 3 "${RA[@]}" -b -d "$depth" -s "$size" -B "$size" -T "$secs" -w $((depth * 4)) "$@"; }
+f_raw_count() { f_raw -i -e; }
+
+fabtests_group() {
+	local p
+	for p in ${provs//,/ }; do
+		set_provider "$p"
+		for size in "${size_list[@]}"; do
+			measure_row "fabtests $p $size" f_ferry_same f_ferry f_fab f_fab_dc f_raw_count f_raw
 		done
 	done
 }
@@ -765,6 +864,17 @@ raw "ferry_bench: $bench; rma_raw: $rma; -n $runs -t $secs -d $depth $fp_desc"
 raw "groups $groups; providers $provs; ops $ops; sizes $sizes; load average at start: $load0"
 
 have_ucx='' have_fipp=''
+if want fabtests; then
+	fab=${fab_dir:+$fab_dir/fi_rma_bw}
+	fab=${fab:-$(command -v fi_rma_bw)}
+	[[ -n $fab && -x $fab ]] ||
+		bad "-c fabtests: no fi_rma_bw${fab_dir:+ in $fab_dir}: build fabtests (fabtests/ of a libfabric release) and give -F DIR"
+	raw "fi_rma_bw: $fab"
+fi
+if [[ ,$provs, == *,tcpn,* ]] && command -v fi_info > /dev/null &&
+	! fi_info -p tcp -t FI_EP_RDM 2> /dev/null | grep -qx 'provider: tcp'; then
+	bad "-P tcpn: this libfabric ($(fi_info --version 2> /dev/null | awk '/libfabric:/ { print $2 }')) has no native reliable-datagram tcp provider (1.18 and later do): give -L PREFIX of one"
+fi
 if want stream || want pingpong; then
 	have ucx_perftest "the UCX columns" ucx-utils && have_ucx=1
 fi
@@ -784,6 +894,7 @@ estimate_seconds() {
 	want iperf && t=$((t + 4 * runs * (secs + 1)))
 	want batch && t=$((t + 4 * runs * (secs + 1)))
 	want staged && t=$((t + 8 * runs * (secs + 2)))
+	want fabtests && t=$((t + nprov * ${#size_list[@]} * 6 * runs * (secs + 2)))
 	echo "$t"
 }
 
@@ -797,6 +908,7 @@ count_rows() {
 	want iperf && command -v iperf3 > /dev/null && n=$((n + 2))
 	want batch && n=$((n + 2))
 	want staged && n=$((n + 4))
+	want fabtests && n=$((n + nprov * ${#size_list[@]}))
 	echo "$n"
 }
 est_total=$(estimate_seconds) rows_total=$(count_rows)
@@ -805,6 +917,7 @@ echo "$me: groups $groups, about $((est_total / 60 + 1)) min; raw runs in $out" 
 want stream && stream_group
 want pingpong && pingpong_group
 want small && small_group
+want fabtests && fabtests_group
 pair_groups
 
 # ---- the tables ------------------------------------------------------------

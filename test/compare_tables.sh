@@ -22,7 +22,7 @@ check() { # WHAT FILE WORDS
 cat > "$tmp/raw.txt" <<'RAW'
 compare.sh 2026-11-25T00:00:00+00:00 on host (2 CPUs), Linux 6.1
 ferry_bench: build/bench/ferry_bench; rma_raw: build/bench/rma_raw; -n 3 -t 1 -d 16 -f block x depth
-groups stream,small; providers tcp; ops write; sizes 4K,16K; load average at start: 0.10 0.20 0.30
+groups stream,small,fabtests; providers tcp,shm; ops write; sizes 4K,16K; load average at start: 0.10 0.20 0.30
 
 == stream tcp write 4096: s_ferry s_raw s_ferry_polled s_raw_fd
 run 1 (load 0.10 0.20 0.30)
@@ -43,6 +43,14 @@ b_ferry: 200000 300000 400000
 b_ferry_desc: 90000 100000 110000 
 b_raw: 100000 100000 100000 
 b_raw_fd: 90000 100000 110000 
+
+== fabtests shm 4096: f_ferry_same f_ferry f_fab f_fab_dc f_raw_count f_raw
+f_ferry_same: 4 5 6 
+f_ferry: 3 x 6 
+f_fab: 5 5 4 
+f_fab_dc: 2 2 3 
+f_raw_count: 4 5 6 
+f_raw: 8 10 12 
 Method: `bench/compare.sh -n 3 -t 1`, a line from the run.
 RAW
 out=$tmp/out.md
@@ -68,6 +76,9 @@ if grep -F "7 (7-7)" "$out" > /dev/null; then
 else
 	echo "PASS: a value of a column the row did not run is ignored"
 fi
+# One block: 4/5, 5/5, 6/4 -> 1.00 to fi_rma_bw; 2, 2.5, 2 -> 2.00 to -U;
+# 0.5 each -> 0.50 to rma_raw.  Cycling: 3/5 and 6/4 (a failed run) -> 1.05.
+check "fabtests row" "$out" "| shm | 4 KiB | 5 (4-6) | 5 (4-5) | 1.00 | 2 (2-3) | 2.00 | 5 (4-6) | 1.00 | 10 (8-12) | 0.50 | 4.5 (3-6) 2/3 | 1.05 |"
 check "the run's method line" "$out" "a line from the run. Tables made again from the raw runs"
 check "-m writes the same tables" "$tmp/md" "| tcp | write | 4 KiB | 4 (1-9) | 4 (2-10) | 0.90 |"
 
@@ -84,4 +95,16 @@ rc=0
 bash "$compare" -R "$tmp/raw.txt" -o "$tmp/again.txt" > "$out" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || { echo "FAIL: -R with -o exited $rc, not 2"; status=1; }
 check "-R refuses -o" "$out" "-R runs nothing and writes no raw file"
+rc=0
+bash "$compare" -L "$tmp/nowhere" -c stream > "$out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "FAIL: -L of a directory without libfabric exited $rc, not 2"; status=1; }
+check "-L names what it needs" "$out" "-L $tmp/nowhere: no lib/libfabric.so.1 there"
+rc=0
+FABTESTS_BIN='' bash "$compare" -c fabtests -F "$tmp" -b /bin/true > "$out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "FAIL: -c fabtests without fi_rma_bw exited $rc, not 2"; status=1; }
+check "-c fabtests without fi_rma_bw says where it looked" "$out" "-c fabtests: no fi_rma_bw in $tmp"
+rc=0
+bash "$compare" -P tcp,udp -c stream > "$out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "FAIL: -P udp exited $rc, not 2"; status=1; }
+check "-P lists tcpn" "$out" "-P udp: give tcp, tcpn, shm"
 exit $status
