@@ -1,7 +1,7 @@
 #!/bin/sh
 # The manual pages (man/*.md, made into man/*.[137] by man/include.am)
 # against what they document, as `make install` installs them.  Fails
-#  (a) for a FERRY_API function of include/ferry.h or include/ferry/*.h
+#  (a) for a FERRY_API (or FERRY_INLINE) function of include/ferry.h or include/ferry/*.h
 #      that no page lists in its NAME section, whose prototype, as the
 #      header declares it, is not in that page's SYNOPSIS, or that
 #      `man FUNCTION` would not find (no link page);
@@ -79,7 +79,11 @@ norm_awk='function norm(s) {
 		n = split(text, decl, ";")
 		for (k = 1; k <= n; k++) {
 			d = decl[k]
-			if (!sub(/^.*(^|[^A-Za-z0-9_])FERRY_API[ \t]+/, "", d))
+			# FERRY_INLINE: defined in the header; its declaration
+			# ends where its body begins.
+			if (sub(/^.*(^|[^A-Za-z0-9_])FERRY_INLINE[ \t]+/, "", d))
+				sub(/[ \t]*[{].*$/, "", d)
+			else if (!sub(/^.*(^|[^A-Za-z0-9_])FERRY_API[ \t]+/, "", d))
 				continue
 			if (!match(d, /[A-Za-z_][A-Za-z0-9_]*[ \t]*\(/)) {
 				print "cannot find the name in: " d > "/dev/stderr"

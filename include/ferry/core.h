@@ -44,6 +44,9 @@ extern "C" {
 #else
 #define FERRY_API
 #endif
+/* A function of the API defined in the header itself, compiled into the
+ * caller (ferry_config_init: the caller's sizeof). */
+#define FERRY_INLINE static inline
 
 /* API version this header describes: major << 16 | minor << 8 | release. */
 #define FERRY_API_VERSION 0x010000
@@ -271,7 +274,20 @@ struct ferry_config {
  * Returns 0, or FERRY_EINVAL if cfg is NULL or a variable is malformed
  * (the sentence names the variable, its value and what it accepts).
  */
-FERRY_API int ferry_config_init(struct ferry_config *cfg);
+FERRY_API int ferry_config_init_sized(struct ferry_config *cfg, size_t size);
+
+/*
+ * ferry_config_init_sized with the size of the struct ferry_config this
+ * header declares, compiled into the caller: a program built against an
+ * older ferry 1.x header, whose struct is shorter, never has more
+ * written into it than it holds.  Fields the caller's struct lacks keep
+ * their defaults (ferry_context_create reads *size* bytes).  size must be
+ * at least sizeof(size_t) and at most this ferry's struct (FERRY_EINVAL).
+ */
+FERRY_INLINE int ferry_config_init(struct ferry_config *cfg)
+{
+    return ferry_config_init_sized(cfg, sizeof(*cfg));
+}
 
 /*
  * libfabric's own registration cache.  It can deadlock with malloc/madvise

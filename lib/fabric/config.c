@@ -100,14 +100,12 @@ static const char *env_text(const char *name)
     return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-int ferry_config_init(struct ferry_config *cfg)
+/* The whole of this ferry's config: defaults, then the environment. */
+static int config_from_env(struct ferry_config *cfg)
 {
     long n;
     int ret;
 
-    ferry__error_clear();
-    if (cfg == NULL)
-        return ferry__error(FERRY_EINVAL, "ferry_config_init: cfg is NULL");
     config_defaults(cfg);
     cfg->provider = env_text("FERRY_PROVIDER");
     cfg->domain = env_text("FERRY_DOMAIN");
@@ -185,6 +183,29 @@ int ferry_config_init(struct ferry_config *cfg)
     return ferry__env_check_keep_fi_mr_cache();
 }
 
+int ferry_config_init_sized(struct ferry_config *cfg, size_t size)
+{
+    struct ferry_config whole;
+    int ret;
+
+    ferry__error_clear();
+    if (cfg == NULL)
+        return ferry__error(FERRY_EINVAL, "ferry_config_init: cfg is NULL");
+    if (size < sizeof(cfg->size) || size > sizeof(whole))
+        return ferry__error(FERRY_EINVAL,
+                            "ferry_config_init_sized: size is %zu; give the "
+                            "sizeof(struct ferry_config) of the header the "
+                            "caller was built with, %zu to %zu for this ferry "
+                            "(ferry_config_init does)",
+                            size, sizeof(cfg->size), sizeof(whole));
+    if ((ret = config_from_env(&whole)) != 0)
+        return ret;
+    /* Only the caller's bytes: a struct from an older header is shorter. */
+    memcpy(cfg, &whole, size);
+    cfg->size = size;
+    return 0;
+}
+
 /*
  * Deadlines follow ferry's one rule (ferry(7) "Timeouts"): < 0 none, 0 the
  * default, > 0 milliseconds.  Kept as the layers below read them: the
@@ -228,7 +249,7 @@ int ferry__config_adopt(struct ferry__fabric *fab,
         return ret;
     if (user != NULL) {
         config_defaults(cfg);
-        if (user->size == 0 || user->size > sizeof(*cfg))
+        if (user->size < sizeof(user->size) || user->size > sizeof(*cfg))
             return ferry__error(
                 FERRY_EINVAL,
                 "config.size is %zu; call ferry_config_init() on the config "

@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,50 @@ END_TEST
 START_TEST(test_config_init_null)
 {
     TU_EXPECT_ERROR(ferry_config_init(NULL), FERRY_EINVAL, "cfg is NULL");
+}
+END_TEST
+
+/*
+ * A struct ferry_config from an older 1.x header is shorter: here, one
+ * that ends before telemetry_dir.  ferry_config_init_sized writes its
+ * bytes only, and a context made from it takes the defaults for the
+ * rest.  (ferry_config_init passes the caller's sizeof in the header.)
+ */
+START_TEST(test_config_init_sized_older_struct)
+{
+    union {
+        struct ferry_config cfg;
+        unsigned char bytes[sizeof(struct ferry_config) + 64];
+    } u;
+    const size_t older = offsetof(struct ferry_config, telemetry_dir);
+    struct ferry_config whole;
+    ferry_context_t *ctx = NULL;
+
+    ck_assert_int_eq(ferry_config_init(&whole), 0);
+    ck_assert_uint_eq(whole.size, sizeof(whole));
+    memset(u.bytes, 0xab, sizeof(u.bytes));
+    ck_assert_int_eq(ferry_config_init_sized(&u.cfg, older), 0);
+    ck_assert_uint_eq(u.cfg.size, older);
+    ck_assert_uint_eq(u.cfg.max_rails, whole.max_rails);
+    for (size_t i = older; i < sizeof(u.bytes); i++)
+        ck_assert_msg(u.bytes[i] == 0xab,
+                      "byte %zu of a %zu-byte config was written", i, older);
+    u.cfg.provider = TCP;
+    u.cfg.domain = "lo";
+    ck_assert_int_eq(ferry_context_create(&u.cfg, &ctx), 0);
+    ck_assert_int_eq(ferry_context_close(ctx), 0);
+}
+END_TEST
+
+START_TEST(test_config_init_sized_bad_size)
+{
+    struct ferry_config cfg[2];
+
+    TU_EXPECT_ERROR(ferry_config_init_sized(&cfg[0], 0), FERRY_EINVAL,
+                    "ferry_config_init_sized: size is 0; give the "
+                    "sizeof(struct ferry_config) of the header");
+    TU_EXPECT_ERROR(ferry_config_init_sized(&cfg[0], sizeof(cfg[0]) + 1),
+                    FERRY_EINVAL, "for this ferry");
 }
 END_TEST
 
@@ -521,6 +566,8 @@ static Suite *context_suite(void)
                         (int)TU_ARRAY_LEN(bad_env));
     tcase_add_test(tc, test_config_env_listed_are_read);
     tcase_add_test(tc, test_config_init_null);
+    tcase_add_test(tc, test_config_init_sized_older_struct);
+    tcase_add_test(tc, test_config_init_sized_bad_size);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("create");
