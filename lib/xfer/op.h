@@ -133,7 +133,6 @@ struct ferry_req {
     size_t failed_item;
     void *user_data;
     bool user_freed;      /* free once the provider is done with it */
-    char errmsg[256];
     /* FERRY_EINPROGRESS until the request retires, then its status:
      * ferry_req_test and ferry_req_close read a retired request without
      * the lock (xfer.c says how). */
@@ -143,6 +142,9 @@ struct ferry_req {
     atomic_bool freed_once;
     /* On part.h's given_back stack, then, freed, on its spare stack. */
     struct ferry_req *stack_next;
+    /* Last: a new request clears the fields before it, and of this one
+     * only the first byte (req_new, xfer.c). */
+    char errmsg[256];
 };
 
 /* The rail's operation slots (tx_depth of them), after the rail opened. */

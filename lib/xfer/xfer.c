@@ -418,10 +418,14 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
 {
     struct ferry_req *req = req_take_spare(ferry__xfer_of(peer->ctx));
 
-    if (req != NULL)
-        memset(req, 0, sizeof(*req));
-    else if ((req = calloc(1, sizeof(*req))) == NULL)
+    /* A kept request is cleared but for its sentence, of which an empty
+     * string needs one byte: 256 bytes fewer to clear per request. */
+    if (req != NULL) {
+        memset(req, 0, offsetof(struct ferry_req, errmsg));
+        req->errmsg[0] = '\0';
+    } else if ((req = calloc(1, sizeof(*req))) == NULL) {
         return NULL;
+    }
     req->ctx = peer->ctx;
     req->peer = peer;
     req->kind = kind;
