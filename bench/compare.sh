@@ -621,7 +621,7 @@ stream_group() {
 				fp=$(fp_of $((size * depth)))
 				[[ -n $one_block ]] && fp=$size
 				cols=(s_ferry s_raw)
-				[[ $p == tcp ]] && cols+=(s_ferry_polled s_raw_fd)
+				[[ $p == tcp* ]] && cols+=(s_ferry_polled s_raw_fd)
 				[[ -n $have_ucx ]] && cols+=(s_ucx)
 				[[ -n $have_ucx && $p == shm ]] && cols+=(s_ucx_sysv)
 				[[ $p == shm ]] && cols+=(s_memcpy)
@@ -674,7 +674,7 @@ small_group() {
 			for batch in 64 256; do
 				fp=$(fp_of $((size * batch)))
 				cols=(b_ferry b_ferry_desc b_raw)
-				[[ $p == tcp ]] && cols+=(b_raw_fd)
+				[[ $p == tcp* ]] && cols+=(b_raw_fd)
 				measure_row "small $p $size $batch" "${cols[@]}"
 			done
 		done
