@@ -370,8 +370,20 @@ says 2 "--interval 0: give seconds" --dir "$dir" --interval 0
 says 2 "--prometheus wants [HOST]:PORT" --dir "$dir" --prometheus 9100
 says 0 "--prometheus [HOST]:PORT" --help
 
-# --clean: the stale go, the live and the malformed stay.
+# --clean: the stale go, the live and the malformed stay; so do a
+# writer's temporary files: one a dead process left goes, a live one's
+# (a snapshot being written) stays.
+echo partial >"$dir/.ferry-$gone-3.prom.tmp"
+echo partial >"$dir/.ferry-$live1-4.prom.tmp"
 "$tool" --dir "$dir" --list --clean >"$tmp/clean" 2>/dev/null || true
+if test -e "$dir/.ferry-$gone-3.prom.tmp"; then
+	fail "--clean left the temporary file of a process gone"
+elif test -e "$dir/.ferry-$live1-4.prom.tmp"; then
+	pass "--clean removes a dead writer's temporary file, not a live one's"
+else
+	fail "--clean removed a live writer's temporary file"
+fi
+rm -f "$dir/.ferry-$live1-4.prom.tmp"
 has "$tmp/clean" "stale, removed" "--clean says what it removed"
 if test -e "$dir/ferry-$gone-1.prom" || test -e "$dir/ferry-$live2-2.prom"; then
 	ls -la "$dir"

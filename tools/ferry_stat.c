@@ -60,7 +60,8 @@ static int usage(FILE *out, int status)
             "one)\n"
             "  --interval S   seconds between two reads of the view "
             "(default 1)\n"
-            "  --clean        remove stale snapshots (of processes gone)\n"
+            "  --clean        remove stale snapshots and temporary files (of\n"
+            "                 processes gone)\n"
             "  --help         this text\n");
     return status;
 }

@@ -17,19 +17,33 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Whether name is ferry-PID-N.prom, with its PID and N.  Temporary files
- * (a writer's, before the rename) have other names. */
-static bool snapshot_name(const char *name, long *pid, unsigned long *n)
+/* Whether name is PREFIX PID-N SUFFIX, with its PID and N. */
+static bool named(const char *name, const char *prefix, const char *suffix,
+                  long *pid, unsigned long *n)
 {
+    size_t len = strlen(prefix);
     char *end;
 
-    if (strncmp(name, "ferry-", 6) != 0 || name[6] < '0' || name[6] > '9')
+    if (strncmp(name, prefix, len) != 0 || name[len] < '0' ||
+        name[len] > '9')
         return false;
-    *pid = strtol(name + 6, &end, 10);
+    *pid = strtol(name + len, &end, 10);
     if (end[0] != '-' || end[1] < '0' || end[1] > '9')
         return false;
     *n = strtoul(end + 1, &end, 10);
-    return strcmp(end, ".prom") == 0;
+    return strcmp(end, suffix) == 0;
+}
+
+/* A snapshot is ferry-PID-N.prom; its writer's temporary file before the
+ * rename .ferry-PID-N.prom.tmp (lib/telemetry.c). */
+static bool snapshot_name(const char *name, long *pid, unsigned long *n)
+{
+    return named(name, "ferry-", ".prom", pid, n);
+}
+
+static bool temporary_name(const char *name, long *pid, unsigned long *n)
+{
+    return named(name, ".ferry-", ".prom.tmp", pid, n);
 }
 
 /*
@@ -97,15 +111,36 @@ static void judge(struct scan *sc, struct snapshot *s, bool clean)
                      strerror(errno));
 }
 
+/*
+ * A writer's temporary file that its process left when it died between
+ * writing and renaming: removed with clean.  It has no header to tell a
+ * reused pid apart, so only one whose pid no process has goes.
+ */
+static void clean_temporary(struct scan *sc, const char *name)
+{
+    char path[4096];
+
+    snprintf(path, sizeof(path), "%s/%s", sc->dir, name);
+    if (unlink(path) != 0 && errno != ENOENT)
+        scan_problem(sc, "cannot remove the stale %s: %s", path,
+                     strerror(errno));
+}
+
 /* The directory entry `name`, when a snapshot: 0 or -ENOMEM. */
 static int add_snapshot(struct scan *sc, const char *name, bool clean)
 {
     char path[4096], err[1024];
     struct snapshot *s, **more;
+    unsigned long long start;
     unsigned long n;
     long pid;
     int ret;
 
+    if (clean && temporary_name(name, &pid, &n) &&
+        !process_start((pid_t)pid, &start)) {
+        clean_temporary(sc, name);
+        return 0;
+    }
     if (!snapshot_name(name, &pid, &n))
         return 0;
     snprintf(path, sizeof(path), "%s/%s", sc->dir, name);
