@@ -32,7 +32,8 @@ int ferry__error(int err, const char *fmt, ...)
 void ferry__error_clear(void);
 /* Maps a negative libfabric error (-FI_E*) to a ferry code. */
 int ferry__error_from_fi(int fi_err);
-/* The sentence and code for a handle that failed ferry__check_handle. */
+/* The sentence and code for a handle that failed ferry__check_handle
+ * (NULL, or its magic not the one asked for); never 0. */
 int ferry__handle_error(const void *handle, uint32_t magic, const char *what);
 /*
  * Checks a public handle: FERRY_EINVAL for NULL, FERRY_EHANDLE when it is

@@ -96,34 +96,43 @@ bool scan_problem(struct scan *sc, const char *fmt, ...)
     return true;
 }
 
+/* Removes a stale file; whether it is gone (a failure is a problem). */
+static bool remove_stale(struct scan *sc, const char *path)
+{
+    if (unlink(path) == 0 || errno == ENOENT)
+        return true;
+    scan_problem(sc, "cannot remove the stale %s: %s", path,
+                 strerror(errno));
+    return false;
+}
+
 /* Live or stale; a stale one removed with clean. */
 static void judge(struct scan *sc, struct snapshot *s, bool clean)
 {
     unsigned long long start;
 
     s->live = process_start(s->pid, &start) && start == s->starttime;
-    if (s->live || !clean)
-        return;
-    if (unlink(s->path) == 0 || errno == ENOENT)
-        s->removed = true;
-    else
-        scan_problem(sc, "cannot remove the stale %s: %s", s->path,
-                     strerror(errno));
+    if (!s->live && clean)
+        s->removed = remove_stale(sc, s->path);
 }
 
 /*
- * A writer's temporary file that its process left when it died between
- * writing and renaming: removed with clean.  It has no header to tell a
- * reused pid apart, so only one whose pid no process has goes.
+ * The directory entry `name`, when a writer's temporary file that its
+ * process left when it died between writing and renaming: removed.  It
+ * has no header to tell a reused pid apart, so only one whose pid no
+ * process has goes.
  */
 static void clean_temporary(struct scan *sc, const char *name)
 {
+    unsigned long long start;
     char path[4096];
+    unsigned long n;
+    long pid;
 
+    if (!temporary_name(name, &pid, &n) || process_start((pid_t)pid, &start))
+        return;
     snprintf(path, sizeof(path), "%s/%s", sc->dir, name);
-    if (unlink(path) != 0 && errno != ENOENT)
-        scan_problem(sc, "cannot remove the stale %s: %s", path,
-                     strerror(errno));
+    remove_stale(sc, path);
 }
 
 /* The directory entry `name`, when a snapshot: 0 or -ENOMEM. */
@@ -131,16 +140,10 @@ static int add_snapshot(struct scan *sc, const char *name, bool clean)
 {
     char path[4096], err[1024];
     struct snapshot *s, **more;
-    unsigned long long start;
     unsigned long n;
     long pid;
     int ret;
 
-    if (clean && temporary_name(name, &pid, &n) &&
-        !process_start((pid_t)pid, &start)) {
-        clean_temporary(sc, name);
-        return 0;
-    }
     if (!snapshot_name(name, &pid, &n))
         return 0;
     snprintf(path, sizeof(path), "%s/%s", sc->dir, name);
@@ -193,8 +196,11 @@ int scan_dir(const char *dir, bool clean, struct scan *sc, char *err,
                  strerror(errno));
         return ret;
     }
-    while (ret == 0 && (e = readdir(d)) != NULL)
+    while (ret == 0 && (e = readdir(d)) != NULL) {
+        if (clean)
+            clean_temporary(sc, e->d_name);
         ret = add_snapshot(sc, e->d_name, clean);
+    }
     closedir(d);
     if (ret != 0) {
         snprintf(err, errlen, "reading %s: out of memory", dir);
