@@ -107,4 +107,14 @@ rc=0
 bash "$compare" -P tcp,udp -c stream > "$out" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || { echo "FAIL: -P udp exited $rc, not 2"; status=1; }
 check "-P lists tcpn" "$out" "-P udp: give tcp, tcpn, shm"
+# -P tcpn on a libfabric without the native reliable-datagram tcp
+# provider (Debian's 1.17: only tcp;ofi_rxm) names what to do.
+if command -v fi_info > /dev/null && ! fi_info -p tcp -t FI_EP_RDM 2> /dev/null | grep -qx 'provider: tcp'; then
+	rc=0
+	RMA_RAW=/bin/true bash "$compare" -P tcpn -c stream -b /bin/true -o "$tmp/tcpn.txt" > "$out" 2>&1 || rc=$?
+	[ "$rc" -eq 2 ] || { echo "FAIL: -P tcpn without native tcp exited $rc, not 2"; status=1; }
+	check "-P tcpn without native tcp says to give -L" "$out" "has no native reliable-datagram tcp provider (1.18 and later do): give -L PREFIX of one"
+else
+	echo "note: fi_info is missing or this libfabric has native tcp: the -P tcpn refusal is not checked here"
+fi
 exit $status
