@@ -818,28 +818,32 @@ static bool waits_for_ops(const struct ferry_req *req)
 }
 
 /*
- * The rail the running request's next operation goes to, when that rail
- * has no slot for its peer (op.h), so that it can do nothing until the
- * rail's epoch moves; -1 otherwise.  The next operation is a chunk of its
- * data, or, once all is posted, a sync or its notification: those go on
- * rail 0 (post_message), and wait in the same line as the data, or a
- * stream of writes would leave them no slot.
+ * The rail the running request's next operation goes to, by its index in
+ * the context (a peer reached over a second transport has rails that do
+ * not start at the first, reg/peer.h), when that rail has no slot for its
+ * peer (op.h), so that it can do nothing until the rail's epoch moves; -1
+ * otherwise.  The next operation is a chunk of its data (on the peer's
+ * rail rail_pending), or, once all is posted, a sync or its notification:
+ * those go on the peer's rail 0 (post_message), and wait in the same line
+ * as the data, or a stream of writes would leave them no slot.
  */
 static int rail_waited_for(const struct ferry_req *req)
 {
-    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
-    int rail = -1;
+    int k = -1;
+    struct ferry__rail *rail;
 
     if (req->status != FERRY_EINPROGRESS || req->staged)
         return -1;
     if (req->cur_iov < req->niov)
-        rail = req->rail_pending;
+        k = req->rail_pending;
     else if (req->ops_in_flight == 0 || notification_may_go(req))
-        rail = 0;
-    if (rail < 0 ||
-        ferry__op_slot(x, req->peer, &x->reg.fab.rails[rail]) != NULL)
+        k = 0;
+    if (k < 0)
         return -1;
-    return rail;
+    rail = ferry__peer_rail(req->peer, (unsigned)k);
+    if (ferry__op_slot(ferry__xfer_of(req->ctx), req->peer, rail) != NULL)
+        return -1;
+    return (int)rail->index;
 }
 
 /*

@@ -535,6 +535,55 @@ START_TEST(test_peers_take_turns)
 END_TEST
 
 /*
+ * A peer reached over the context's second transport (shared memory
+ * beside tcp: config.shm_peers) has rails that do not start at the
+ * context's first.  A request of its that finds no slot waits in the line
+ * of the rail it waits for, by that rail's index in the context; it was
+ * taken for the first tcp rail's, which had a slot, so the request was
+ * never parked and every progress pass tried it again.
+ */
+START_TEST(test_second_transport_waits_in_its_rails_line)
+{
+    struct ferry_config cfg;
+    struct tu_fx f;
+    struct ferry__rail *shm_rail;
+    struct ferry_iov iov[2];
+    ferry_req_t *held, *waits;
+
+    tu_config(&cfg, "tcp;ofi_rxm");
+    cfg.shm_peers = 1;
+    cfg.tx_depth = 1;
+    cfg.endpoints_per_domain = 1;
+    tu_fx_open_stalled(&f, "tcp;ofi_rxm", &cfg, STUCK, STUCK, NULL);
+    shm_rail = ferry__peer_rail(f.p.peer, 0);
+    ck_assert_msg(shm_rail->index != 0, "the peer of this host is not on "
+                  "the second transport (rail %u)", shm_rail->index);
+    tu_fill(f.lbuf, 2 * 4096, 0x7171);
+    for (int i = 0; i < 2; i++)
+        iov[i] = (struct ferry_iov){f.lbuf + i * 4096, f.lmem, f.rmem,
+                                    (uint64_t)i * 4096, 4096};
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov[0], 1, NULL, &held), 0);
+    ck_assert_uint_eq(held->ops_in_flight, 1);
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov[1], 1, NULL, &waits), 0);
+    ck_assert_msg(waits->list == &f.p.peer->live.blocked[shm_rail->index],
+                  "a request without a slot on rail %u is not in its line "
+                  "(%s)", shm_rail->index,
+                  waits->list == &ferry__xfer_of(f.p.init)->req.active
+                      ? "it is active: every pass tries it"
+                      : "some other list");
+    for (int i = 0; i < 100000 && ferry_req_test(waits) == FERRY_EINPROGRESS;
+         i++)
+        drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(held, 30000), 0);
+    ck_assert_int_eq(ferry_req_wait(waits, 30000), 0);
+    tu_assert_pattern(f.tbuf, 2 * 4096, 0x7171, "tcp with shm peers");
+    ferry_req_close(held);
+    ferry_req_close(waits);
+    tu_fx_close(&f);
+}
+END_TEST
+
+/*
  * ferry_req_close of a retired request takes no lock: the request waits on
  * the given-back stack for the next progress pass.  A second free of
  * the handle before then changes nothing.
@@ -883,6 +932,7 @@ static Suite *progress_suite(void)
     tcase_add_loop_test(tc, test_waiting_requests, 0, np);
     tcase_add_loop_test(tc, test_notification_waits_in_line, 0, np);
     tcase_add_loop_test(tc, test_peers_take_turns, 0, np);
+    tcase_add_test(tc, test_second_transport_waits_in_its_rails_line);
     tcase_add_loop_test(tc, test_free_retired_without_lock, 0, np);
 
     tc = tu_tcase(s, "killed", 60);
