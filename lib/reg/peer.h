@@ -80,6 +80,13 @@ struct ferry__peer_live {
     /* The provider pushed back (-FI_EAGAIN) posting to it on a rail: it
      * posts there again once that rail's epoch moves (xfer/op.h). */
     uint64_t blocked_epoch[FERRY__MAX_RAILS];
+    /* Per rail: its operations out there, and its window, the most the
+     * provider took at once before it pushed back (0: no limit seen),
+     * with the operations that came back since the window last moved
+     * (xfer/op.h). */
+    unsigned rail_ops[FERRY__MAX_RAILS];
+    unsigned window[FERRY__MAX_RAILS];
+    unsigned window_age[FERRY__MAX_RAILS];
     /* Its requests whose next operation waits for a slot on each rail
      * (every slot out, or the provider pushed back), in order: posted
      * from the first when the rail's epoch moves (xfer/xfer.c). */

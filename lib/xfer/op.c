@@ -47,6 +47,7 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     op->req = req;
     op->peer = peer;
     peer->live.ops_out++;
+    peer->live.rail_ops[op->rail->index]++;
     op->slot = NULL;
     op->notifies = false;
     op->key_checked = false;
@@ -65,14 +66,28 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     ferry__pulse_ring(&peer->pulse);
 }
 
+/* One more of peer's operations on rail r came back: its window, if the
+ * provider set one, grows every FERRY__WINDOW_GROWS_AFTER (op.h). */
+static void window_age(struct ferry_peer *peer, unsigned r)
+{
+    if (peer->live.window[r] == 0 ||
+        ++peer->live.window_age[r] < FERRY__WINDOW_GROWS_AFTER)
+        return;
+    peer->live.window_age[r] = 0;
+    peer->live.window[r]++;
+}
+
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
 {
     struct ferry_peer *peer = op->peer;
+    unsigned r = op->rail->index;
 
     if (op->req != NULL)
         op->req->ops_in_flight--;
     op->req = NULL;
     op->peer = NULL;
+    peer->live.rail_ops[r]--;
+    window_age(peer, r);
     if (--peer->live.ops_out == 0 && peer->removed)
         ferry__peer_free(ferry__reg_of(peer->ctx), peer);
     op->next_free = tx->free_ops;

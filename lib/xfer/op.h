@@ -159,29 +159,59 @@ static inline struct ferry__txq *ferry__txq_of(struct ferry__xfer *x,
 }
 /*
  * Flow control per peer: the rail's free slot for an operation to peer,
- * or NULL when every slot is in flight or the provider pushed back
+ * or NULL when every slot is in flight, when the provider pushed back
  * (-FI_EAGAIN) posting to peer on this rail -- a full queue, or rxm still
  * making the peer's connection -- and the rail's epoch has not moved
- * since (completions came back, or a few progress calls passed).  A peer
- * pushed back never stops posting to the others.
+ * since (completions came back, or a few progress calls passed), or when
+ * the peer has its window's worth of operations out on the rail (below).
+ * A peer pushed back never stops posting to the others.
  */
 static inline struct ferry__op *ferry__op_slot(struct ferry__xfer *x,
                                                const struct ferry_peer *peer,
                                                const struct ferry__rail *rail)
 {
     struct ferry__txq *tx = ferry__txq_of(x, rail);
+    unsigned r = rail->index;
 
-    if (peer->live.blocked_epoch[rail->index] == tx->epoch)
+    if (peer->live.blocked_epoch[r] == tx->epoch)
+        return NULL;
+    if (peer->live.window[r] != 0 &&
+        peer->live.rail_ops[r] >= peer->live.window[r])
         return NULL;
     return tx->free_ops;
 }
 
-/* The provider answered -FI_EAGAIN posting to peer on rail. */
+/*
+ * A peer's window on a rail grows by one operation for every
+ * FERRY__WINDOW_GROWS_AFTER that come back: a provider that pushed back
+ * because its queue was full for a moment gets its depth back, and one
+ * whose limit stays is asked for one operation more that often, not on
+ * every post.
+ */
+#define FERRY__WINDOW_GROWS_AFTER 32u
+
+/*
+ * The provider answered -FI_EAGAIN posting to peer on rail.  With some
+ * of the peer's operations out there, their count becomes its window: it
+ * posts no more than that on the rail until the window grows (op.c).
+ * libfabric 1.17's shm takes one write of up to 4 KiB that waits for its
+ * delivery at a time per endpoint and peer (its SAR protocol) and pushes
+ * back the next: retried after every completion, as the epoch had them,
+ * every write drew one push-back, each a call into the provider and a
+ * pass over the request (docs/performance.md).  A push-back with nothing
+ * out (a connection being made) sets no window.
+ */
 static inline void ferry__op_pushed_back(struct ferry__xfer *x,
                                          struct ferry_peer *peer,
                                          const struct ferry__rail *rail)
 {
-    peer->live.blocked_epoch[rail->index] = ferry__txq_of(x, rail)->epoch;
+    unsigned r = rail->index;
+
+    peer->live.blocked_epoch[r] = ferry__txq_of(x, rail)->epoch;
+    if (peer->live.rail_ops[r] > 0) {
+        peer->live.window[r] = peer->live.rail_ops[r];
+        peer->live.window_age[r] = 0;
+    }
 }
 
 /* Takes op, the rail's first free slot, for req (NULL: a heartbeat to

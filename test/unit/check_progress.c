@@ -583,6 +583,88 @@ START_TEST(test_second_transport_waits_in_its_rails_line)
 }
 END_TEST
 
+/* Writes len bytes at off and waits for them, the target progressing. */
+static void write_and_wait(struct tu_fx *f, size_t off, size_t len)
+{
+    struct ferry_iov iov = {f->lbuf + off, f->lmem, f->rmem, off, len};
+    ferry_req_t *req;
+
+    ck_assert_int_eq(ferry_write(f->p.peer, &iov, 1, NULL, &req), 0);
+    for (int i = 0; i < 100000 && ferry_req_test(req) == FERRY_EINPROGRESS;
+         i++)
+        ck_assert_int_ge(ferry_progress(f->p.target), 0);
+    ck_assert_int_eq(ferry_req_wait(req, 30000), 0);
+    ferry_req_close(req);
+}
+
+/*
+ * Once the provider pushed back while the peer had operations out on the
+ * rail, their count is the peer's window there: later writes wait for one
+ * to come back instead of being offered again whenever the rail's epoch
+ * moves (a few idle progress calls).  libfabric 1.17's shm takes one 4 KiB
+ * write that waits for its delivery at a time per endpoint and peer, and
+ * every write of a stream drew one futile offer.  The window grows again,
+ * by one for every FERRY__WINDOW_GROWS_AFTER operations that came back.
+ * (The push-back is the provider's answer, given here as it would be.)
+ */
+START_TEST(test_push_back_sets_a_window)
+{
+    const char *prov = tu_providers[_i];
+    struct ferry_config cfg;
+    struct tu_fx f;
+    struct ferry__xfer *x;
+    struct ferry__lock *lock;
+    struct ferry__rail *rail;
+    struct ferry__peer_live *live;
+    struct ferry_iov iov[2];
+    ferry_req_t *out, *waits;
+    unsigned back;
+
+    tu_config(&cfg, prov);
+    cfg.endpoints_per_domain = 1;
+    tu_fx_open_stalled(&f, prov, &cfg, STUCK, STUCK, NULL);
+    x = ferry__xfer_of(f.p.init);
+    lock = &ferry__fabric_of(f.p.init)->lock;
+    rail = ferry__peer_rail(f.p.peer, 0);
+    live = &f.p.peer->live;
+    tu_fill(f.lbuf, 64 * 4096, 0x5151);
+    for (int i = 0; i < 2; i++)
+        iov[i] = (struct ferry_iov){f.lbuf + i * 4096, f.lmem, f.rmem,
+                                    (uint64_t)i * 4096, 4096};
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov[0], 1, NULL, &out), 0);
+    ck_assert_uint_eq(out->ops_in_flight, 1);
+    ck_assert_uint_eq(live->window[rail->index], 0);
+    ferry__lock_acquire(lock);
+    ferry__op_pushed_back(x, f.p.peer, rail);
+    ferry__lock_release(lock);
+    ck_assert_uint_eq(live->window[rail->index], 1);
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov[1], 1, NULL, &waits), 0);
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_ge(ferry_progress(f.p.init), 0);
+    ck_assert_msg(waits->ops_in_flight == 0 &&
+                      waits->list == &live->blocked[rail->index],
+                  "%s: a write went out beyond the window of 1 the provider "
+                  "set (%zu in flight)",
+                  prov, waits->ops_in_flight);
+    /* The one out comes back: the waiting write goes. */
+    for (int i = 0; i < 100000 && ferry_req_test(waits) == FERRY_EINPROGRESS;
+         i++)
+        drain_both(f.p.init, f.p.target);
+    ck_assert_int_eq(ferry_req_wait(out, 30000), 0);
+    ck_assert_int_eq(ferry_req_wait(waits, 30000), 0);
+    ferry_req_close(out);
+    ferry_req_close(waits);
+    /* Two came back; after FERRY__WINDOW_GROWS_AFTER, one more may go. */
+    back = live->window_age[rail->index];
+    ck_assert_uint_ge(back, 2);
+    for (unsigned i = back; i < FERRY__WINDOW_GROWS_AFTER; i++)
+        write_and_wait(&f, 2 * 4096 + (i % 32) * 4096, 4096);
+    ck_assert_uint_eq(live->window[rail->index], 2);
+    tu_assert_pattern(f.tbuf, 2 * 4096, 0x5151, "%s", prov);
+    tu_fx_close(&f);
+}
+END_TEST
+
 /*
  * ferry_req_close of a retired request takes no lock: the request waits on
  * the given-back stack for the next progress pass.  A second free of
@@ -933,6 +1015,7 @@ static Suite *progress_suite(void)
     tcase_add_loop_test(tc, test_notification_waits_in_line, 0, np);
     tcase_add_loop_test(tc, test_peers_take_turns, 0, np);
     tcase_add_test(tc, test_second_transport_waits_in_its_rails_line);
+    tcase_add_loop_test(tc, test_push_back_sets_a_window, 0, np);
     tcase_add_loop_test(tc, test_free_retired_without_lock, 0, np);
 
     tc = tu_tcase(s, "killed", 60);
