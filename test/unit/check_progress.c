@@ -534,6 +534,14 @@ START_TEST(test_peers_take_turns)
 }
 END_TEST
 
+/* n iovs of a 4 KiB block each, the i-th at i x 4 KiB on both sides. */
+static void block_iovs(const struct tu_fx *f, struct ferry_iov *iov, int n)
+{
+    for (int i = 0; i < n; i++)
+        iov[i] = (struct ferry_iov){f->lbuf + i * 4096, f->lmem, f->rmem,
+                                    (uint64_t)i * 4096, 4096};
+}
+
 /*
  * A peer reached over the context's second transport (shared memory
  * beside tcp: config.shm_peers) has rails that do not start at the
@@ -559,9 +567,7 @@ START_TEST(test_second_transport_waits_in_its_rails_line)
     ck_assert_msg(shm_rail->index != 0, "the peer of this host is not on "
                   "the second transport (rail %u)", shm_rail->index);
     tu_fill(f.lbuf, 2 * 4096, 0x7171);
-    for (int i = 0; i < 2; i++)
-        iov[i] = (struct ferry_iov){f.lbuf + i * 4096, f.lmem, f.rmem,
-                                    (uint64_t)i * 4096, 4096};
+    block_iovs(&f, iov, 2);
     ck_assert_int_eq(ferry_write(f.p.peer, &iov[0], 1, NULL, &held), 0);
     ck_assert_uint_eq(held->ops_in_flight, 1);
     ck_assert_int_eq(ferry_write(f.p.peer, &iov[1], 1, NULL, &waits), 0);
@@ -628,9 +634,7 @@ START_TEST(test_push_back_sets_a_window)
     rail = ferry__peer_rail(f.p.peer, 0);
     live = &f.p.peer->live;
     tu_fill(f.lbuf, 64 * 4096, 0x5151);
-    for (int i = 0; i < 2; i++)
-        iov[i] = (struct ferry_iov){f.lbuf + i * 4096, f.lmem, f.rmem,
-                                    (uint64_t)i * 4096, 4096};
+    block_iovs(&f, iov, 2);
     ck_assert_int_eq(ferry_write(f.p.peer, &iov[0], 1, NULL, &out), 0);
     ck_assert_uint_eq(out->ops_in_flight, 1);
     ck_assert_uint_eq(live->window[rail->index], 0);
