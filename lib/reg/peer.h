@@ -81,8 +81,8 @@ struct ferry__peer_live {
      * posts there again once that rail's epoch moves (xfer/op.h). */
     uint64_t blocked_epoch[FERRY__MAX_RAILS];
     /* Per rail: its operations out there, and its window, the most the
-     * provider took at once before it pushed back (0: no limit seen),
-     * with the operations that came back since the window last moved
+     * provider took at once before it pushed back (0: no limit), with
+     * the operations that came back since the window last moved
      * (xfer/op.h). */
     unsigned rail_ops[FERRY__MAX_RAILS];
     unsigned window[FERRY__MAX_RAILS];

@@ -67,14 +67,16 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
 }
 
 /* One more of peer's operations on rail r came back: its window, if the
- * provider set one, grows every FERRY__WINDOW_GROWS_AFTER (op.h). */
+ * provider set one, doubles every FERRY__WINDOW_GROWS_AFTER (op.h). */
 static void window_age(struct ferry_peer *peer, unsigned r)
 {
-    if (peer->live.window[r] == 0 ||
+    unsigned *window = &peer->live.window[r];
+
+    if (*window == 0 ||
         ++peer->live.window_age[r] < FERRY__WINDOW_GROWS_AFTER)
         return;
     peer->live.window_age[r] = 0;
-    peer->live.window[r]++;
+    *window = *window >= FERRY__WINDOW_FORGOTTEN ? 0 : *window * 2;
 }
 
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)

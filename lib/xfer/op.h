@@ -182,13 +182,15 @@ static inline struct ferry__op *ferry__op_slot(struct ferry__xfer *x,
 }
 
 /*
- * A peer's window on a rail grows by one operation for every
- * FERRY__WINDOW_GROWS_AFTER that come back: a provider that pushed back
- * because its queue was full for a moment gets its depth back, and one
- * whose limit stays is asked for one operation more that often, not on
- * every post.
+ * A peer's window on a rail doubles for every FERRY__WINDOW_GROWS_AFTER
+ * operations that come back, and is gone past FERRY__WINDOW_FORGOTTEN:
+ * a provider that pushed back because its queue was full for a moment
+ * (shm's first 1 MiB writes to a peer met one) gets its depth back
+ * within a few hundred operations, and one whose limit stays is asked
+ * for more that often, not on every post.
  */
 #define FERRY__WINDOW_GROWS_AFTER 32u
+#define FERRY__WINDOW_FORGOTTEN 65536u
 
 /*
  * The provider answered -FI_EAGAIN posting to peer on rail.  With some
@@ -199,7 +201,7 @@ static inline struct ferry__op *ferry__op_slot(struct ferry__xfer *x,
  * back the next: retried after every completion, as the epoch had them,
  * every write drew one push-back, each a call into the provider and a
  * pass over the request (docs/performance.md).  A push-back with nothing
- * out (a connection being made) sets no window.
+ * out (rxm making a connection) sets no window.
  */
 static inline void ferry__op_pushed_back(struct ferry__xfer *x,
                                          struct ferry_peer *peer,

@@ -610,7 +610,8 @@ static void write_and_wait(struct tu_fx *f, size_t off, size_t len)
  * moves (a few idle progress calls).  libfabric 1.17's shm takes one 4 KiB
  * write that waits for its delivery at a time per endpoint and peer, and
  * every write of a stream drew one futile offer.  The window grows again,
- * by one for every FERRY__WINDOW_GROWS_AFTER operations that came back.
+ * twice as wide for every FERRY__WINDOW_GROWS_AFTER operations that came
+ * back.
  * (The push-back is the provider's answer, given here as it would be.)
  */
 START_TEST(test_push_back_sets_a_window)
@@ -658,7 +659,8 @@ START_TEST(test_push_back_sets_a_window)
     ck_assert_int_eq(ferry_req_wait(waits, 30000), 0);
     ferry_req_close(out);
     ferry_req_close(waits);
-    /* Two came back; after FERRY__WINDOW_GROWS_AFTER, one more may go. */
+    /* Two came back; after FERRY__WINDOW_GROWS_AFTER, twice as many may
+     * go. */
     back = live->window_age[rail->index];
     ck_assert_uint_ge(back, 2);
     for (unsigned i = back; i < FERRY__WINDOW_GROWS_AFTER; i++)
