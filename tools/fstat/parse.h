@@ -4,7 +4,7 @@
 #ifndef FERRY_STAT_PARSE_H
 #define FERRY_STAT_PARSE_H
 
-#include "snap.h"
+#include "model.h"
 
 #include <stddef.h>
 

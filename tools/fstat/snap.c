@@ -97,29 +97,6 @@ void snap_free(struct snapshot *s)
     free(s);
 }
 
-bool series_of(const char *name, const char *family, const char *type)
-{
-    size_t n = strlen(family);
-    const char *suffix = name + n;
-    bool histogram = type != NULL && strcmp(type, "histogram") == 0;
-    bool summary = type != NULL && strcmp(type, "summary") == 0;
-
-    if (strncmp(name, family, n) != 0)
-        return false;
-    if (strcmp(suffix, "_sum") == 0 || strcmp(suffix, "_count") == 0)
-        return histogram || summary;
-    return histogram && strcmp(suffix, "_bucket") == 0;
-}
-
-const char *sample_label(const struct snapshot *s, const struct sample *x,
-                         const char *name)
-{
-    for (size_t i = 0; i < x->nlabels; i++)
-        if (strcmp(s->labels[x->label0 + i].name, name) == 0)
-            return s->labels[x->label0 + i].value;
-    return NULL;
-}
-
 static bool matches(const struct snapshot *s, const struct sample *x,
                     const char *const *match)
 {
