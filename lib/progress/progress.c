@@ -361,7 +361,7 @@ static void ring_busy_peers(struct ferry_context *ctx, uint64_t now)
         return;
     fab->pulse.rung_ns = now;
     for (struct ferry_peer *p = ctx->xfer.reg.peers; p != NULL; p = p->next)
-        if (p->live.ops_out > 0)
+        if (ferry__peer_ops_out(p) > 0)
             ferry__pulse_ring(&p->pulse);
 }
 

@@ -518,7 +518,7 @@ int ferry_peer_close(ferry_peer_t *peer)
     ferry__lock_acquire(&reg->fab.lock);
     held = ferry__users_read(&peer->rmem_count, &reg->fab.lock);
     busy = peer->live.running + peer->live.waiters;
-    if (held == 0 && busy == 0 && peer->live.ops_out == 0) {
+    if (held == 0 && busy == 0 && ferry__peer_ops_out(peer) == 0) {
         ferry__peer_free(reg, peer);
     } else if (held == 0 && busy == 0) {
         /* Only the provider still holds something of it: not the

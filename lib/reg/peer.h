@@ -73,15 +73,15 @@ struct ferry__peer_live {
     unsigned running;       /* its requests still in progress */
     unsigned waiters;       /* ferry_counter_wait_peer calls on it */
     bool watched;           /* ferry_peer_watch */
-    unsigned ops_out;       /* its operations the provider still holds */
     bool ping_out;          /* a heartbeat is in flight */
     unsigned pings;         /* heartbeats due since it was last heard */
     uint64_t ping_due_ns;   /* when the last one was due */
     /* The provider pushed back (-FI_EAGAIN) posting to it on a rail: it
      * posts there again once that rail's epoch moves (xfer/op.h). */
     uint64_t blocked_epoch[FERRY__MAX_RAILS];
-    /* Per rail: its operations out there, and its window, the most the
-     * provider took at once before it pushed back (0: no limit), with
+    /* Per rail of the context: its operations the provider still holds
+     * there (ferry__peer_ops_out sums them), and its window, the most
+     * the provider took at once before it pushed back (0: no limit), with
      * the operations that came back since the window last moved
      * (xfer/op.h). */
     unsigned rail_ops[FERRY__MAX_RAILS];
@@ -149,6 +149,17 @@ static inline struct ferry__rail *ferry__peer_rail(struct ferry_peer *peer,
     struct ferry__fabric *fab = ferry__fabric_of(peer->ctx);
 
     return &fab->rails[peer->rail0 + k % peer->nrails];
+}
+
+/* Its operations the provider still holds, on every rail. */
+static inline unsigned ferry__peer_ops_out(const struct ferry_peer *peer)
+{
+    const struct ferry__fabric *fab = ferry__fabric_of(peer->ctx);
+    unsigned n = 0;
+
+    for (unsigned r = 0; r < fab->nrails; r++)
+        n += peer->live.rail_ops[r];
+    return n;
 }
 
 /* The transport the peer is reached over. */

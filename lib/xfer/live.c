@@ -258,7 +258,8 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
     if (ferry__live_gone(peer)) {
         /* Its addresses go once the provider holds nothing of it, so a
          * dead peer costs no connection state (docs/semantics.md). */
-        if (l->ops_out == 0 && peer->fi_addr[0] != FI_ADDR_NOTAVAIL)
+        if (ferry__peer_ops_out(peer) == 0 &&
+            peer->fi_addr[0] != FI_ADDR_NOTAVAIL)
             ferry__peer_drop_addresses(&x->reg, peer);
         return;
     }

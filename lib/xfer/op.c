@@ -46,7 +46,6 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     tx->free_ops = op->next_free;
     op->req = req;
     op->peer = peer;
-    peer->live.ops_out++;
     peer->live.rail_ops[op->rail->index]++;
     op->slot = NULL;
     op->notifies = false;
@@ -90,7 +89,7 @@ void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
     op->peer = NULL;
     peer->live.rail_ops[r]--;
     window_age(peer, r);
-    if (--peer->live.ops_out == 0 && peer->removed)
+    if (peer->removed && ferry__peer_ops_out(peer) == 0)
         ferry__peer_free(ferry__reg_of(peer->ctx), peer);
     op->next_free = tx->free_ops;
     tx->free_ops = op;
