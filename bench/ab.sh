@@ -22,7 +22,12 @@
 # Prints one line per run (GB/s, ops/s, mean latency, CPU s per GB on
 # each side, load average), then the median and min-max of each side and
 # the ratio after / before of GB/s, ops/s and mean latency: the median of
-# the rounds' ratios, each round one run of each side, seconds apart.
+# the rounds' ratios, each round one run of each side, seconds apart,
+# with their range, how many rounds had the after side higher, and the
+# sign test's two-sided p of that count: the chance that a change which
+# moves nothing would split the rounds at least as unevenly.  On a VM
+# whose runs jump between modes, a median that a p above 0.1 comes with
+# is noise until more rounds say otherwise.
 # A run that fails shows as x, with ferry_bench's last line of error on
 # stderr, as does a figure a run has not (a ping-pong's target CPU); when
 # no run gave a result the script exits 1.
@@ -83,8 +88,29 @@ for ((i = 1; i <= runs; i++)); do
 	fi
 done
 python3 - "$tmp" <<'PY'
-import statistics, sys
+import math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
+
+
+def sign_test(higher, lower):
+    """Two-sided p of rounds split `higher` above 1 and `lower` below
+    when either side is as likely as the other (rounds at exactly 1 tell
+    nothing and are left out)."""
+    n, tail = higher + lower, max(higher, lower)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, k) for k in range(tail, n + 1)) / 2 ** n)
+
+
+def ratio_summary(per):
+    if not per:
+        return "-"
+    higher, lower = sum(r > 1 for r in per), sum(r < 1 for r in per)
+    return "%.2f (%d rounds: %.2f-%.2f, %d higher and %d lower, sign test p %.2g)" % (
+        statistics.median(per), len(per), min(per), max(per), higher, lower,
+        sign_test(higher, lower))
+
+
 names = ["GB/s", "ops/s", "mean us", "CPU s/GB here", "CPU s/GB target"]
 if not any(r[1] != "x" for r in rows):
     sys.exit("ab.sh: no run gave a result (the reasons are above)")
@@ -104,7 +130,5 @@ for k, name in enumerate(names):
            and float(d["before"]) > 0 and float(d["after"]) > 0]
     print("%-16s before %.4g (%.4g-%.4g)  after %.4g (%.4g-%.4g)  after/before %s"
           % (name, b, min(v["before"]), max(v["before"]), a, min(v["after"]),
-             max(v["after"]),
-             "%.2f (%d rounds)" % (statistics.median(per), len(per))
-             if per else "-"))
+             max(v["after"]), ratio_summary(per)))
 PY

@@ -26,15 +26,18 @@ exits 1 "a run before failed: ferry_bench: --pingpong does not go with --infligh
 exits 1 "no run gave a result" \
 	bash "$ab" -a "$lib" -b "$lib" -x "$bin" -n 1 -- --provider shm --pingpong --inflight 4
 
-# Two rounds of real runs: every stream figure has both sides and a ratio.
+# Two rounds of real runs: every stream figure has both sides and a ratio,
+# the rounds' range, how they split and the sign test's p.  Two rounds
+# split 2-0 (p = 2 x 1/4) or 1-1 (p = 1), unless one is exactly even.
 exits 0 "after/before" bash "$ab" -a "$lib" -b "$lib" -x "$bin" -n 2 -- \
 	--provider shm --block-size 64K --duration 0.2 --warmup 0.05
+split='(2 higher and 0 lower, sign test p 0.5|0 higher and 2 lower, sign test p 0.5|1 higher and 1 lower, sign test p 1|[01] higher and [01] lower, sign test p 1)'
 for figure in "GB/s" "ops/s" "mean us" "CPU s/GB here" "CPU s/GB target"; do
-	if grep -E "^$figure +before [0-9.e+]+ .* after [0-9.e+]+ .* after/before [0-9.]+ \(2 rounds\)" \
+	if grep -E "^$figure +before [0-9.e+]+ .* after [0-9.e+]+ .* after/before [0-9.]+ \(2 rounds: [0-9.]+-[0-9.]+, $split\)" \
 		"$tmp/out" > /dev/null; then
-		pass "ab.sh reports $figure for both sides, with the ratio of 2 rounds"
+		pass "ab.sh reports $figure for both sides, with the ratio of 2 rounds and their sign test"
 	else
-		fail "ab.sh reports no \"$figure\" line with both sides and 2 rounds"
+		fail "ab.sh reports no \"$figure\" line with both sides, 2 rounds and their sign test"
 	fi
 done
 exit $status
