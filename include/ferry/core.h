@@ -197,9 +197,12 @@ struct ferry_config {
      * Endpoints opened on each domain, each a rail of its own (requests
      * take the rails in turn; large ones are striped over them), at most
      * 8 rails in all.  0 (default): ferry's choice, 2 on shm and 1
-     * elsewhere -- an shm endpoint moves one write of up to 4 KiB to a
-     * peer at a time, and a second endpoint lets another go meanwhile
-     * (docs/performance.md).  FERRY_ENDPOINTS_PER_DOMAIN sets it.
+     * elsewhere -- before libfabric 2.5 an shm endpoint moves one write
+     * of up to 4 KiB to a peer at a time, and a second endpoint lets
+     * another go meanwhile; from 2.5 on, shm's writes of up to its inject
+     * size keep to the first endpoint and the second serves larger
+     * transfers (docs/performance.md).  FERRY_ENDPOINTS_PER_DOMAIN sets
+     * it.
      */
     unsigned endpoints_per_domain;
     /*

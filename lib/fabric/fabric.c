@@ -172,7 +172,17 @@ static int64_t rail_weight(const struct ferry__fabric *fab, unsigned r)
  */
 #define DEFAULT_MAX_OP (1u << 20)
 
-/* What the transport's provider says of its ordering and mr_mode. */
+size_t ferry__shm_first_rail_writes(const struct fi_info *info,
+                                    unsigned endpoints, uint32_t fi_runtime)
+{
+    if (info->ep_attr->protocol != FI_PROTO_SHM || endpoints < 2 ||
+        !FI_VERSION_GE(fi_runtime, FI_VERSION(2, 5)))
+        return 0;
+    return info->tx_attr->inject_size;
+}
+
+/* What the transport's provider says of its ordering and mr_mode, and
+ * where its small writes go. */
 static void derive_transport(struct ferry__fabric *fab,
                              struct ferry__transport *t)
 {
@@ -187,6 +197,8 @@ static void derive_transport(struct ferry__fabric *fab,
     t->shm = info->ep_attr->protocol == FI_PROTO_SHM;
     t->notify_ordered = t->nrails == 1 && (order & FI_ORDER_SAW) != 0;
     t->writes_ordered = t->nrails == 1 && (order & FI_ORDER_WAW) != 0;
+    t->first_rail_writes =
+        ferry__shm_first_rail_writes(info, t->endpoints, fi_version());
 }
 
 /* The limits every rail shares: the most restrictive of them all. */
@@ -225,6 +237,30 @@ static void derive_limits(struct ferry__fabric *fab)
         fab->rails[i].weight = rail_weight(fab, i);
 }
 
+/* Why the network transport has several endpoints on each domain, and
+ * which writes keep to the first. */
+static void explain_endpoints(struct ferry__fabric *fab,
+                              const struct ferry__transport *net)
+{
+    size_t small = ferry__shm_first_rail_writes(fab->rails[net->first].info,
+                                                net->endpoints, fi_version());
+
+    ferry__appendf(fab->why, sizeof(fab->why),
+                   "; %u endpoints on each domain, each a rail (%s)",
+                   net->endpoints,
+                   fab->cfg.endpoints_per_domain != 0
+                       ? "config.endpoints_per_domain"
+                   : small != 0 ? "shm moves large transfers faster over two"
+                                : "shm moves one small write to a peer at a "
+                                  "time per endpoint");
+    if (small != 0)
+        ferry__appendf(fab->why, sizeof(fab->why),
+                       "; writes of up to %zu bytes keep to the first "
+                       "(libfabric %u.%u's shm copies each into an inject "
+                       "buffer, holding none back)",
+                       small, FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+}
+
 static void explain_choice(struct ferry__fabric *fab,
                            const struct ferry__selection *sel,
                            const char *rails_why)
@@ -257,13 +293,7 @@ static void explain_choice(struct ferry__fabric *fab,
                        r == 1 ? "; further rails: " : ", ",
                        fab->rails[r].info->domain_attr->name);
     if (net->endpoints > 1)
-        ferry__appendf(fab->why, sizeof(fab->why),
-                       "; %u endpoints on each domain, each a rail (%s)",
-                       net->endpoints,
-                       fab->cfg.endpoints_per_domain != 0
-                           ? "config.endpoints_per_domain"
-                           : "shm moves one small write to a peer at a time "
-                             "per endpoint");
+        explain_endpoints(fab, net);
 }
 
 /*
@@ -327,7 +357,10 @@ static void pick_rails(struct ferry__fabric *fab,
  * moves one write of up to 4 KiB to a peer at a time (libfabric 1.17's
  * shm sends such a write, asked to complete on delivery, through its SAR
  * protocol and pushes back the next while one is under way); a second
- * endpoint lets another go meanwhile.  docs/performance.md measures it.
+ * endpoint lets another go meanwhile.  From libfabric 2.5 such writes
+ * keep to the first endpoint (ferry__shm_first_rail_writes) and the
+ * second serves larger transfers, which still move faster over two.
+ * docs/performance.md measures both.
  */
 static unsigned endpoints_per_domain(const struct ferry__fabric *fab,
                                      const struct fi_info *info)

@@ -67,6 +67,9 @@ struct ferry__transport {
      * rail: a request's last write may carry its notification while the
      * writes before it are still in flight. */
     bool writes_ordered;
+    /* Writes of at most this many bytes take a peer's first rail instead
+     * of the rails in turn; 0: none do (ferry__shm_first_rail_writes). */
+    size_t first_rail_writes;
     struct ferry__pulse_reg pulse; /* the heartbeat table on its rail 0 */
 };
 
@@ -119,6 +122,20 @@ struct ferry__fabric {
     unsigned ntransports;
     struct ferry__transport transports[FERRY__MAX_TRANSPORTS];
 };
+
+/*
+ * On a transport of shm endpoints (info's), `endpoints` on its domain:
+ * the largest write that keeps to a peer's first endpoint, 0 for none.
+ * The second endpoint is there for libfabric 1.17-2.4's shm, which sends
+ * a small write asking for FI_DELIVERY_COMPLETE through its SAR protocol,
+ * one at a time per endpoint and peer.  From 2.5 (fi_runtime, in
+ * FI_VERSION form) shm copies such a write, up to its inject size, into
+ * an inject buffer instead: nothing holds the next one back, and a stream
+ * of them moves faster through one endpoint, while larger transfers still
+ * gain from two (docs/performance.md).
+ */
+size_t ferry__shm_first_rail_writes(const struct fi_info *info,
+                                    unsigned endpoints, uint32_t fi_runtime);
 
 /* The transport that holds rail. */
 static inline struct ferry__transport *

@@ -467,6 +467,12 @@ static size_t stripe_chunk(const struct ferry__xfer *x,
     return chunk < x->reg.fab.max_msg ? (size_t)chunk : x->reg.fab.max_msg;
 }
 
+static bool keeps_to_first_rail(const struct ferry_req *req)
+{
+    return req->kind == FERRY__OP_WRITE &&
+           req->bytes <= ferry__peer_transport(req->peer)->first_rail_writes;
+}
+
 /* Publishes the request and posts what the provider takes now; refuses
  * it (and frees it) when its peer is gone. */
 static int req_start(struct ferry_req *req, ferry_req_t **out,
@@ -485,10 +491,11 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
     ferry__live_wait_begins(req->peer);
     req->peer->live.running++;
     /* Large requests are striped over the rails; smaller ones take the
-     * rails in turn, one rail each. */
+     * rails in turn, one rail each, but for the small writes a transport
+     * keeps to the peer's first rail (fabric.h). */
     req->striped = req->peer->nrails > 1 &&
                    req->bytes >= x->reg.fab.cfg.stripe_threshold;
-    req->rail = x->req.next_rail++;
+    req->rail = keeps_to_first_rail(req) ? 0 : x->req.next_rail++;
     req->chunk = req->striped ? stripe_chunk(x, req) : x->reg.fab.max_msg;
     /* A striped request's round robin starts on its turn's rail: one
      * that goes as a single operation (a run merged up to the operation

@@ -1,13 +1,15 @@
 /*
  * provider and env modules from inside: mr_mode bit translation, the
  * candidates' rank order, and libfabric's MR cache turned off before the
- * first libfabric call.  (The choice and its refusals through the API:
+ * first libfabric call, and which of shm's writes keep to its first
+ * endpoint.  (The choice and its refusals through the API:
  * test/api/check_provider.c.)
  */
 #include "testutil.h"
 
 #include "base/text.h"
 #include "fabric/about.h"
+#include "fabric/fabric.h"
 #include "fabric/provider.h"
 #include "fabric/refusal.h"
 #include "fabric/route.h"
@@ -283,6 +285,38 @@ START_TEST(test_route_refuses_bad_host)
 }
 END_TEST
 
+/* Small writes keep to shm's first endpoint only where there is a second
+ * one and the libfabric is 2.5 or later (its shm injects them); up to
+ * shm's inject size; never on another provider. */
+START_TEST(test_shm_first_rail_writes)
+{
+    struct fi_info *info = fi_allocinfo();
+
+    ck_assert_ptr_nonnull(info);
+    info->ep_attr->protocol = FI_PROTO_SHM;
+    info->tx_attr->inject_size = 4096;
+    ck_assert_uint_eq(ferry__shm_first_rail_writes(info, 2, FI_VERSION(2, 5)),
+                      4096);
+    ck_assert_uint_eq(ferry__shm_first_rail_writes(info, 3, FI_VERSION(2, 6)),
+                      4096);
+    ck_assert_uint_eq(ferry__shm_first_rail_writes(info, 2, FI_VERSION(3, 0)),
+                      4096);
+    ck_assert_uint_eq(ferry__shm_first_rail_writes(info, 2, FI_VERSION(2, 4)),
+                      0);
+    ck_assert_uint_eq(
+        ferry__shm_first_rail_writes(info, 2, FI_VERSION(1, 17)), 0);
+    ck_assert_uint_eq(ferry__shm_first_rail_writes(info, 1, FI_VERSION(2, 6)),
+                      0);
+    info->tx_attr->inject_size = 1024;
+    ck_assert_uint_eq(ferry__shm_first_rail_writes(info, 2, FI_VERSION(2, 6)),
+                      1024);
+    info->ep_attr->protocol = FI_PROTO_RXM;
+    ck_assert_uint_eq(ferry__shm_first_rail_writes(info, 2, FI_VERSION(2, 6)),
+                      0);
+    fi_freeinfo(info);
+}
+END_TEST
+
 static Suite *provider_suite(void)
 {
     Suite *s = suite_create("provider");
@@ -293,6 +327,7 @@ static Suite *provider_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("select");
     tcase_add_test(tc, test_loopback_ranks_last);
+    tcase_add_test(tc, test_shm_first_rail_writes);
     suite_add_tcase(s, tc);
     tc = tcase_create("names");
     tcase_add_test(tc, test_fi_provider_filter);
