@@ -181,8 +181,7 @@ size_t ferry__shm_first_rail_writes(const struct fi_info *info,
     return info->tx_attr->inject_size;
 }
 
-/* What the transport's provider says of its ordering and mr_mode, and
- * where its small writes go. */
+/* What the transport's provider says of its ordering and mr_mode. */
 static void derive_transport(struct ferry__fabric *fab,
                              struct ferry__transport *t)
 {
@@ -197,8 +196,6 @@ static void derive_transport(struct ferry__fabric *fab,
     t->shm = info->ep_attr->protocol == FI_PROTO_SHM;
     t->notify_ordered = t->nrails == 1 && (order & FI_ORDER_SAW) != 0;
     t->writes_ordered = t->nrails == 1 && (order & FI_ORDER_WAW) != 0;
-    t->first_rail_writes =
-        ferry__shm_first_rail_writes(info, t->endpoints, fi_version());
 }
 
 /* The limits every rail shares: the most restrictive of them all. */
@@ -242,8 +239,7 @@ static void derive_limits(struct ferry__fabric *fab)
 static void explain_endpoints(struct ferry__fabric *fab,
                               const struct ferry__transport *net)
 {
-    size_t small = ferry__shm_first_rail_writes(fab->rails[net->first].info,
-                                                net->endpoints, fi_version());
+    size_t small = net->first_rail_writes;
 
     ferry__appendf(fab->why, sizeof(fab->why),
                    "; %u endpoints on each domain, each a rail (%s)",
@@ -371,7 +367,8 @@ static unsigned endpoints_per_domain(const struct ferry__fabric *fab,
 }
 
 /* Further endpoints on the transport's domains, each a rail of its own,
- * as many on every domain, FERRY__MAX_RAILS rails in all at most. */
+ * as many on every domain, FERRY__MAX_RAILS rails in all at most; and
+ * which writes keep to the first of them. */
 static int add_endpoint_rails(struct ferry__fabric *fab,
                               struct ferry__transport *t)
 {
@@ -382,6 +379,8 @@ static int add_endpoint_rails(struct ferry__fabric *fab,
     if (per > room / domains)
         per = room / domains;
     t->endpoints = per;
+    t->first_rail_writes = ferry__shm_first_rail_writes(
+        fab->rails[t->first].info, per, fi_version());
     for (unsigned e = 1; e < per; e++)
         for (unsigned d = 0; d < domains; d++) {
             struct fi_info *copy = fi_dupinfo(fab->rails[t->first + d].info);
