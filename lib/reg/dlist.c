@@ -414,7 +414,7 @@ int ferry_xfer_close(ferry_prep_t *prep)
         return ret;
     lock = &ferry__fabric_of(prep->peer->ctx)->lock;
     ferry__lock_acquire(lock);
-    users = ferry__users_read(&prep->users, lock);
+    users = prep->requests;
     ferry__lock_release(lock);
     if (users != 0)
         return ferry__error(FERRY_EBUSY,

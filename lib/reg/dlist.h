@@ -40,7 +40,7 @@ struct ferry_prep {
     struct ferry_dlist *local;
     struct ferry_dlist *remote;
     bool same_blocks;       /* no per-block length check needed */
-    _Atomic unsigned users; /* requests in flight */
+    unsigned requests;      /* in flight; under the lock (xfer.c) */
 };
 
 /* One block resolved to its region. */

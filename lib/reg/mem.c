@@ -576,7 +576,7 @@ int ferry_mem_close(ferry_mem_t *mem)
     ferry__lock_acquire(&reg->fab.lock);
     /* References are taken under the lock (lock.h), so the count cannot
      * rise between this check and the unlink. */
-    users = ferry__users_read(&mem->users, &reg->fab.lock);
+    users = ferry__users_read(&mem->users, &reg->fab.lock) + mem->requests;
     if (users == 0) {
         if (mem->prev)
             mem->prev->next = mem->next;
@@ -926,7 +926,7 @@ int ferry_rmem_close(ferry_rmem_t *rmem)
         return ret;
     reg = ferry__reg_of(rmem->peer->ctx);
     ferry__lock_acquire(&reg->fab.lock);
-    users = ferry__users_read(&rmem->users, &reg->fab.lock);
+    users = ferry__users_read(&rmem->users, &reg->fab.lock) + rmem->requests;
     if (users == 0) {
         if (rmem->prev)
             rmem->prev->next = rmem->next;

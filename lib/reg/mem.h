@@ -29,8 +29,11 @@ struct ferry_mem {
     uint64_t mirror_id;
     uint64_t buffer_id; /* device allocation's id (cache validation) */
     enum ferry__dev_path path; /* FERRY__DEV_NONE for host memory */
-    /* Operations and requests that still use it; deregistration waits. */
+    /* What still uses it; deregistration waits for both.  users: the
+     * descriptor lists, fan-outs and staging copies (lock.h);
+     * requests: the requests, counted under the lock (xfer.c). */
     _Atomic unsigned users;
+    unsigned requests;
     struct fid_mr *mr[FERRY__MAX_RAILS];
     void *desc[FERRY__MAX_RAILS];
     uint8_t key[FERRY__MAX_RAILS][FERRY__KEY_MAX];
@@ -63,7 +66,8 @@ struct ferry_rmem {
      * written data reaches the device when ferry says so (xfer/stage.c). */
     bool mirror;
     uint64_t mirror_id;
-    _Atomic unsigned users;
+    _Atomic unsigned users; /* as ferry_mem's */
+    unsigned requests;
     uint64_t key[FERRY__MAX_RAILS];
     bool key_mapped[FERRY__MAX_RAILS]; /* raw key mapped with fi_mr_map_raw */
     char provider[FERRY__NAME_MAX];    /* exporter's, for error sentences */

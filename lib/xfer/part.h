@@ -59,12 +59,10 @@ struct ferry__req_part {
     /* Retired requests ferry_req_close gave back without the lock, freed
      * by the next progress pass (xfer.c). */
     _Atomic(struct ferry_req *) given_back;
-    /* Freed requests kept for the next ones (xfer.c): a stack pushed
-     * under the lock and popped without it, by one thread at a time
-     * (spare_taker); spares counts it. */
-    _Atomic(struct ferry_req *) spare;
-    atomic_uint spares;
-    atomic_bool spare_taker;
+    /* Freed requests kept for the next ones (xfer.c), linked by
+     * stack_next; spares counts them.  Under the lock. */
+    struct ferry_req *spare;
+    unsigned spares;
     unsigned running;              /* requests still in progress */
     /* Requests that ended (ferry__req_end): what the context's event
      * descriptor tells of, with the notifications received (progress.c). */

@@ -178,29 +178,32 @@ static uint64_t deadline_of(const struct ferry__xfer *x,
     return now + (uint64_t)ms * 1000000u;
 }
 
-/*
- * References keep regions alive while operations may touch them.  A
- * prepared request holds its prepared transfer, whose lists hold theirs.
- * Taken with the lock held (lock.h): `take_under` is that lock; dropped
- * anywhere: `take_under` is NULL.
- */
-static void users_change(_Atomic unsigned *users,
-                         struct ferry__lock *take_under)
+/* One more request (take) or one fewer holds a region or a prepared
+ * transfer. */
+static void count_request(unsigned *requests, bool take)
 {
-    if (take_under != NULL)
-        ferry__users_take(users, take_under);
+    if (take)
+        (*requests)++;
     else
-        ferry__users_drop(users);
+        (*requests)--;
 }
 
-static void hold_regions(struct ferry_req *req, struct ferry__lock *take_under)
+/*
+ * Holds keep regions alive while operations may touch them (take), or
+ * let them go (!take).  A prepared request holds its prepared transfer,
+ * whose lists hold theirs.  The counts are plain: every take and drop is
+ * under the lock, or after the last thread left the context.  Atomic,
+ * they cost four locked instructions per request, about 4 % of shm's
+ * 4 KiB writes on libfabric 2.6 (docs/performance.md).
+ */
+static void hold_regions(struct ferry_req *req, bool take)
 {
     if (req->prep != NULL) {
-        users_change(&req->prep->users, take_under);
+        count_request(&req->prep->requests, take);
         return;
     }
     /* One hold per run of iovs in the same region, not one per iov: a
-     * batch of blocks in one region costs two atomics, not two per
+     * batch of blocks in one region costs two counts, not two per
      * block.  The iovs do not change, so dropping skips the same ones. */
     for (size_t i = 0; i < req->niov; i++) {
         const struct ferry_iov *v = &req->iov[i];
@@ -208,112 +211,84 @@ static void hold_regions(struct ferry_req *req, struct ferry__lock *take_under)
         bool same_r = i > 0 && v->rmem == v[-1].rmem;
 
         if (v->lmem != NULL && !same_l)
-            users_change(&v->lmem->users, take_under);
+            count_request(&v->lmem->requests, take);
         if (!same_r)
-            users_change(&v->rmem->users, take_under);
+            count_request(&v->rmem->requests, take);
     }
 }
 
-/* Gives back the registrations ferry found or made for iovs without lmem. */
-static void release_found(struct ferry_req *req)
+/* Gives back the registrations ferry found or made for n iovs without
+ * lmem (find_registrations), and frees the array; under the lock. */
+static void release_found(struct ferry__found *found, size_t n)
 {
-    for (size_t i = 0; req->found != NULL && i < req->niov; i++) {
-        if (req->found[i].entry != NULL)
-            ferry__rcache_put(req->found[i].entry);
-        else if (req->found[i].mem != NULL)
-            ferry__mem_close_locked(req->found[i].mem);
+    for (size_t i = 0; found != NULL && i < n; i++) {
+        if (found[i].entry != NULL)
+            ferry__rcache_put(found[i].entry);
+        else if (found[i].mem != NULL)
+            ferry__mem_close_locked(found[i].mem);
     }
-    free(req->found);
-    req->found = NULL;
+    free(found);
 }
 
-/* Frees the request's copy of its iovs or block pairs. */
+/* Gives back what the request was handed when it was made: its copy of
+ * the iovs or block pairs, and the registrations found for them. */
 static void free_items(struct ferry_req *req)
 {
+    release_found(req->found, req->niov);
     if (req->iov != req->iov_inline)
         free(req->iov);
     free(req->lidx); /* ridx shares the allocation */
+    req->found = NULL;
     req->iov = NULL;
     req->lidx = req->ridx = NULL;
 }
 
 static void req_release(struct ferry_req *req)
 {
-    hold_regions(req, NULL); /* drops them */
-    release_found(req);
+    hold_regions(req, false);
     free_items(req);
     req->prep = NULL;
     req->niov = 0;
 }
 
-/* Pushes req on a lock-free stack of requests linked by stack_next. */
-static void push_req(_Atomic(struct ferry_req *) *stack, struct ferry_req *req)
-{
-    struct ferry_req *top = atomic_load_explicit(stack, memory_order_relaxed);
-
-    /* Release: whoever takes req off the stack (acquire) sees its link. */
-    do
-        req->stack_next = top;
-    while (!atomic_compare_exchange_weak_explicit(
-        stack, &top, req, memory_order_release, memory_order_relaxed));
-}
-
 /*
- * Keeps req for req_take_spare, or frees it; under the lock.  Up to
- * FERRY__SPARE_REQS a context (op.h): calloc and free were about 430 of
- * the 4,500 instructions ferry's initiator spent on a 4 KiB shm write
- * (bench/opcount.sh).
+ * Keeps req for req_new, or frees it; under the lock, as every take is.
+ * Up to FERRY__SPARE_REQS a context (op.h): calloc and free were about
+ * 430 of the 4,500 instructions ferry's initiator spent on a 4 KiB shm
+ * write (bench/opcount.sh).  Taking them without the lock cost three
+ * atomic instructions a take and two a put, 8 % of shm's 4 KiB writes
+ * on libfabric 2.6 (docs/performance.md).
  */
 static void req_put_spare(struct ferry__xfer *x, struct ferry_req *req)
 {
-    /* Only this function adds, and the lock orders its callers, so the
-     * count cannot pass FERRY__SPARE_REQS; takers only lower it.  (One
-     * more would pass it: written so, not as ">= FERRY__SPARE_REQS",
-     * which is always true where that is 0 and then a warning.) */
-    if (atomic_load_explicit(&x->req.spares, memory_order_relaxed) + 1 >
-        FERRY__SPARE_REQS) {
+    /* One more would pass the bound: written so, not as ">=
+     * FERRY__SPARE_REQS", which is always true where that is 0 and then
+     * a warning. */
+    if (x->req.spares + 1 > FERRY__SPARE_REQS) {
         free(req);
         return;
     }
-    atomic_fetch_add_explicit(&x->req.spares, 1, memory_order_relaxed);
-    push_req(&x->req.spare, req);
+    req->stack_next = x->req.spare;
+    x->req.spare = req;
+    x->req.spares++;
 }
 
-/* A kept request, not zeroed, or NULL; with or without the lock. */
+/* A kept request, not zeroed, or NULL; under the lock. */
 static struct ferry_req *req_take_spare(struct ferry__xfer *x)
 {
-    struct ferry_req *top;
+    struct ferry_req *top = x->req.spare;
 
-    /* Another thread taking: the caller allocates instead of waiting. */
-    if (atomic_load_explicit(&x->req.spare, memory_order_relaxed) == NULL ||
-        atomic_exchange_explicit(&x->req.spare_taker, true,
-                                 memory_order_acquire))
-        return NULL;
-    /*
-     * Acquire pairs with push_req's release: top's link is visible.
-     * With one taker at a time, a request seen on top cannot be taken and
-     * put back before the exchange below (the ABA problem of such
-     * stacks); a push meanwhile only fails it, and it looks again.
-     */
-    top = atomic_load_explicit(&x->req.spare, memory_order_acquire);
-    while (top != NULL &&
-           !atomic_compare_exchange_weak_explicit(
-               &x->req.spare, &top, top->stack_next, memory_order_acquire,
-               memory_order_acquire))
-        ;
-    /* Release: the next taker's acquire sees this one done. */
-    atomic_store_explicit(&x->req.spare_taker, false, memory_order_release);
-    if (top != NULL)
-        atomic_fetch_sub_explicit(&x->req.spares, 1, memory_order_relaxed);
+    if (top != NULL) {
+        x->req.spare = top->stack_next;
+        x->req.spares--;
+    }
     return top;
 }
 
 /* Frees the kept requests, once no other thread can use the context. */
 static void free_spares(struct ferry__xfer *x)
 {
-    /* Acquire pairs with push_req's release: every link is visible. */
-    struct ferry_req *req =
-        atomic_exchange_explicit(&x->req.spare, NULL, memory_order_acquire);
+    struct ferry_req *req = x->req.spare;
 
     while (req != NULL) {
         struct ferry_req *next = req->stack_next;
@@ -321,7 +296,8 @@ static void free_spares(struct ferry__xfer *x)
         free(req);
         req = next;
     }
-    atomic_store_explicit(&x->req.spares, 0, memory_order_relaxed);
+    x->req.spare = NULL;
+    x->req.spares = 0;
 }
 
 static void req_free(struct ferry_req *req)
@@ -334,7 +310,6 @@ static void req_free(struct ferry_req *req)
 /* A request that was never published goes away whole; under the lock. */
 static void req_discard(struct ferry_req *req)
 {
-    release_found(req);
     free_items(req);
     req_free(req);
 }
@@ -347,7 +322,16 @@ static void req_discard(struct ferry_req *req)
  */
 static void give_back(struct ferry__xfer *x, struct ferry_req *req)
 {
-    push_req(&x->req.given_back, req);
+    struct ferry_req *top =
+        atomic_load_explicit(&x->req.given_back, memory_order_relaxed);
+
+    /* Release: free_given_back, taking the stack (acquire), sees req's
+     * link. */
+    do
+        req->stack_next = top;
+    while (!atomic_compare_exchange_weak_explicit(
+        &x->req.given_back, &top, req, memory_order_release,
+        memory_order_relaxed));
 }
 
 /* Frees what give_back put on the stack; under the lock, or once no
@@ -359,7 +343,7 @@ static void free_given_back(struct ferry__xfer *x)
     if (atomic_load_explicit(&x->req.given_back, memory_order_relaxed) ==
         NULL)
         return;
-    /* Acquire pairs with push_req's release: every link is visible. */
+    /* Acquire pairs with give_back's release: every link is visible. */
     req = atomic_exchange_explicit(&x->req.given_back, NULL,
                                    memory_order_acquire);
     while (req != NULL) {
@@ -377,46 +361,62 @@ void ferry__reqs_free_given_back(struct ferry__xfer *x)
 }
 
 /*
- * Registrations for iovs without lmem: from the registration cache, or
- * made for this request alone when the cache cannot keep them.  Every
- * operation then passes a desc, whether the provider asks for it or not:
- * a provider without one would register internally, uncached.
+ * Registrations for the n iovs of a request on ctx, for those without
+ * lmem: from the registration cache, or made for this request alone when
+ * the cache cannot keep them; *found is NULL when every iov has its
+ * lmem.  Every operation then passes a desc, whether the provider asks
+ * for it or not: a provider without one would register internally,
+ * uncached.  Without the lock: registering may take long.
  */
-static int find_registrations(struct ferry__xfer *x,
-                              struct ferry_req *req)
+static int find_registrations(struct ferry_context *ctx,
+                              const struct ferry_iov *iov, size_t n,
+                              struct ferry__found **found)
 {
-    for (size_t i = 0; i < req->niov; i++) {
-        struct ferry__found *f;
-        int ret;
+    struct ferry__xfer *x = ferry__xfer_of(ctx);
+    int ret = 0;
 
-        if (req->iov[i].lmem != NULL)
+    *found = NULL;
+    for (size_t i = 0; i < n && ret == 0; i++) {
+        struct ferry__found *f;
+
+        if (iov[i].lmem != NULL)
             continue;
-        if (req->found == NULL) {
-            req->found = calloc(req->niov, sizeof(*req->found));
-            if (req->found == NULL)
-                return ferry__error(FERRY_ENOMEM,
-                                    "out of memory for registrations");
-        }
-        f = &req->found[i];
-        ret = ferry__rcache_get(req->ctx, req->iov[i].local, req->iov[i].len,
-                                &f->mem, &f->entry);
+        if (*found == NULL && (*found = calloc(n, sizeof(**found))) == NULL)
+            return ferry__error(FERRY_ENOMEM,
+                                "out of memory for registrations");
+        f = &(*found)[i];
+        ret = ferry__rcache_get(ctx, iov[i].local, iov[i].len, &f->mem,
+                                &f->entry);
         if (ret != 0)
-            return ferry__error(ret, "iov[%zu]: registering the local buffer "
-                                "failed: %s", i, ferry_last_error());
-        if (f->entry == NULL) {
+            ret = ferry__error(ret, "iov[%zu]: registering the local buffer "
+                               "failed: %s", i, ferry_last_error());
+        else if (f->entry == NULL) {
             ferry__lock_acquire(&x->reg.fab.lock);
             x->req.oneshot_registrations++;
             ferry__lock_release(&x->reg.fab.lock);
         }
     }
-    return 0;
+    if (ret != 0) {
+        ferry__lock_acquire(&x->reg.fab.lock);
+        release_found(*found, n);
+        ferry__lock_release(&x->reg.fab.lock);
+        *found = NULL;
+    }
+    return ret;
 }
 
+/* A request of kind to peer, taken by ferry at taken_ns (ferry__now_ns),
+ * from the context's spares or calloc, or NULL; under the lock. */
 static struct ferry_req *req_new(struct ferry_peer *peer,
                                 enum ferry__op_kind kind,
-                                const struct ferry_xfer_opts *opts)
+                                const struct ferry_xfer_opts *opts,
+                                uint64_t taken_ns)
 {
-    struct ferry_req *req = req_take_spare(ferry__xfer_of(peer->ctx));
+    struct ferry__xfer *x = ferry__xfer_of(peer->ctx);
+    struct ferry_req *req;
+
+    FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
+    req = req_take_spare(x);
 
     /* A kept request is cleared but for its sentence, of which an empty
      * string needs one byte: 256 bytes fewer to clear per request. */
@@ -433,9 +433,8 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     atomic_init(&req->outcome, FERRY_EINPROGRESS);
     req->rail_pending = -1;
     /* One clock reading: the request's start, and its deadline from it. */
-    req->posted_ns = ferry__now_ns();
-    req->deadline_ns =
-        deadline_of(ferry__xfer_of(peer->ctx), opts, req->posted_ns);
+    req->posted_ns = taken_ns;
+    req->deadline_ns = deadline_of(x, opts, taken_ns);
     req->failed_item = FERRY__NO_ITEM;
     /* A caller built with an older header has a shorter opts. */
     if (opts != NULL &&
@@ -474,17 +473,15 @@ static bool keeps_to_first_rail(const struct ferry_req *req)
 }
 
 /* Publishes the request and posts what the provider takes now; refuses
- * it (and frees it) when its peer is gone. */
+ * it (and frees it) when its peer is gone.  Under the lock. */
 static int req_start(struct ferry_req *req, ferry_req_t **out,
                      const char *call)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
     int ret;
 
-    ferry__lock_acquire(&x->reg.fab.lock);
     if ((ret = ferry__live_check_peer(req->peer, call)) != 0) {
         req_discard(req);
-        ferry__lock_release(&x->reg.fab.lock);
         return ret;
     }
     req->magic = FERRY__MAGIC_REQ;
@@ -506,11 +503,10 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
      * what they wrote (post_syncs); only contexts that imported one look. */
     req->sync_mirrors =
         req->kind == FERRY__OP_WRITE && x->reg.mem.mirror_rmems > 0;
-    hold_regions(req, &x->reg.fab.lock);
+    hold_regions(req, true);
     ferry__req_list_append(&x->req.active, req);
     ferry__req_post_pending(req);
     ferry__req_settle(req);
-    ferry__lock_release(&x->reg.fab.lock);
     *out = req;
     return 0;
 }
@@ -519,41 +515,57 @@ static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
                   const struct ferry_xfer_opts *opts, ferry_req_t **out,
                   enum ferry__op_kind kind, bool own)
 {
+    struct ferry__lock *lock;
+    struct ferry_iov *long_iov = NULL;
+    struct ferry__found *found;
     struct ferry_req *req;
+    uint64_t taken_ns;
     int ret;
 
     ferry__error_clear();
     if ((ret = check_args(peer, iov, n, opts, out, kind, own)))
         return ret;
-    req = req_new(peer, kind, opts);
-    if (req != NULL)
-        req->iov = n <= FERRY__REQ_INLINE_IOVS ? req->iov_inline
-                                               : malloc(n * sizeof(*iov));
-    if (req == NULL || req->iov == NULL) {
-        free(req);
-        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    taken_ns = ferry__now_ns(); /* its deadline counts registering too */
+    /* What may take long, copying a long array and registering buffers,
+     * is done before the lock. */
+    if (n > FERRY__REQ_INLINE_IOVS) {
+        if ((long_iov = malloc(n * sizeof(*iov))) == NULL)
+            return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+        memcpy(long_iov, iov, n * sizeof(*iov));
     }
-    memcpy(req->iov, iov, n * sizeof(*iov));
-    req->niov = n;
-    for (size_t i = 0; i < n; i++)
-        req->bytes += iov[i].len; /* bounded: each iov lies in a region */
-    if ((ret = find_registrations(ferry__xfer_of(peer->ctx), req)) != 0) {
-        struct ferry__lock *lock = &ferry__fabric_of(peer->ctx)->lock;
-
-        ferry__lock_acquire(lock);
-        req_discard(req);
-        ferry__lock_release(lock);
+    if ((ret = find_registrations(peer->ctx, iov, n, &found)) != 0) {
+        free(long_iov);
         return ret;
     }
-    return req_start(req, out,
-                     kind == FERRY__OP_WRITE ? "ferry_write" : "ferry_read");
+    lock = &ferry__fabric_of(peer->ctx)->lock;
+    ferry__lock_acquire(lock);
+    if ((req = req_new(peer, kind, opts, taken_ns)) == NULL) {
+        release_found(found, n);
+        ferry__lock_release(lock);
+        free(long_iov);
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    }
+    req->iov = long_iov != NULL ? long_iov : req->iov_inline;
+    if (long_iov == NULL)
+        memcpy(req->iov_inline, iov, n * sizeof(*iov));
+    req->niov = n;
+    req->found = found;
+    for (size_t i = 0; i < n; i++)
+        req->bytes += iov[i].len; /* bounded: each iov lies in a region */
+    ret = req_start(req, out,
+                    kind == FERRY__OP_WRITE ? "ferry_write" : "ferry_read");
+    ferry__lock_release(lock);
+    return ret;
 }
 
 int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
                     const uint32_t *remote_idx, size_t n,
                     const struct ferry_xfer_opts *opts, ferry_req_t **out)
 {
+    struct ferry__lock *lock;
     struct ferry_req *req;
+    uint32_t *idx;
+    uint64_t bytes;
     int ret;
 
     ferry__error_clear();
@@ -569,21 +581,31 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
                             "many blocks", n);
     if ((ret = ferry__prep_check_indices(prep, local_idx, remote_idx, n)))
         return ret;
+    /* One allocation for both index arrays, none per block, filled
+     * before the lock. */
+    if ((idx = malloc(2 * n * sizeof(uint32_t))) == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    memcpy(idx, local_idx, n * sizeof(uint32_t));
+    memcpy(idx + n, remote_idx, n * sizeof(uint32_t));
+    bytes = ferry__prep_bytes(prep, local_idx, n);
+    lock = &ferry__fabric_of(prep->peer->ctx)->lock;
+    ferry__lock_acquire(lock);
     req = req_new(prep->peer,
                   prep->op == FERRY_OP_WRITE ? FERRY__OP_WRITE : FERRY__OP_READ,
-                  opts);
-    /* One allocation for both index arrays, none per block. */
-    if (req == NULL || (req->lidx = malloc(2 * n * sizeof(uint32_t))) == NULL) {
-        free(req);
+                  opts, ferry__now_ns());
+    if (req == NULL) {
+        ferry__lock_release(lock);
+        free(idx);
         return ferry__error(FERRY_ENOMEM, "out of memory for a request");
     }
-    req->ridx = req->lidx + n;
-    memcpy(req->lidx, local_idx, n * sizeof(uint32_t));
-    memcpy(req->ridx, remote_idx, n * sizeof(uint32_t));
+    req->lidx = idx;
+    req->ridx = idx + n;
     req->prep = prep;
     req->niov = n;
-    req->bytes = ferry__prep_bytes(prep, local_idx, n);
-    return req_start(req, out, "ferry_xfer_post");
+    req->bytes = bytes;
+    ret = req_start(req, out, "ferry_xfer_post");
+    ferry__lock_release(lock);
+    return ret;
 }
 
 static int notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
@@ -591,6 +613,7 @@ static int notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
                        bool own)
 {
     struct ferry_xfer_opts with = FERRY_XFER_OPTS_INIT;
+    struct ferry__lock *lock;
     struct ferry_req *req;
     int ret;
 
@@ -606,11 +629,16 @@ static int notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
     with.flags = FERRY_XFER_NOTIFY;
     with.notify_id = id;
     with.notify_value = value;
-    req = req_new(peer, FERRY__OP_SEND, &with);
-    if (req == NULL)
+    lock = &ferry__fabric_of(peer->ctx)->lock;
+    ferry__lock_acquire(lock);
+    if ((req = req_new(peer, FERRY__OP_SEND, &with, ferry__now_ns())) == NULL) {
+        ferry__lock_release(lock);
         return ferry__error(FERRY_ENOMEM, "out of memory for a request");
+    }
     /* no data: the notification goes at once */
-    return req_start(req, out, "ferry_notify_send");
+    ret = req_start(req, out, "ferry_notify_send");
+    ferry__lock_release(lock);
+    return ret;
 }
 
 int ferry_notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,

@@ -637,6 +637,8 @@ static void assert_nothing_posted(struct tu_fx *f, ferry_req_t *req)
     ck_assert_uint_eq(ferry__xfer_of(ctx)->req.tx[0].ops_in_flight, 0);
     ck_assert_ptr_null(ferry__xfer_of(ctx)->req.active.head);
     ck_assert_ptr_null(ferry__xfer_of(ctx)->req.done.head);
+    ck_assert_uint_eq(f->lmem->requests, 0);
+    ck_assert_uint_eq(f->rmem->requests, 0);
     ferry__lock_release(&ferry__fabric_of(ctx)->lock);
     ck_assert_uint_eq(atomic_load(&f->lmem->users), 0);
     ck_assert_uint_eq(atomic_load(&f->rmem->users), 0);
