@@ -174,16 +174,18 @@ void ferry__op_describe(const struct ferry__op *op, char *buf, size_t size)
 static void req_end_v(struct ferry_req *req, size_t item, int status,
                       const char *fmt, va_list ap)
 {
+    struct ferry__req_part *reqs = &ferry__xfer_of(req->ctx)->req;
+
     FERRY__ASSERT_LOCKED(&ferry__fabric_of(req->ctx)->lock);
     if (req->status != FERRY_EINPROGRESS)
         return;
     req->status = status;
-    req->ended_ns = ferry__now_ns();
+    req->ended_ns = reqs->batch_ns != 0 ? reqs->batch_ns : ferry__now_ns();
     req->failed_item = status != 0 ? item : FERRY__NO_ITEM;
-    ferry__xfer_of(req->ctx)->req.ended++;
+    reqs->ended++;
     if (req->kind <= FERRY__OP_SEND) {
         req->peer->traffic.ended[req->kind][ferry__outcome_of(status)]++;
-        ferry__hist_add(&ferry__xfer_of(req->ctx)->req.hist[req->kind],
+        ferry__hist_add(&reqs->hist[req->kind],
                         req->ended_ns - req->posted_ns, req->bytes);
     }
     if (fmt != NULL)

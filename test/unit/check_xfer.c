@@ -995,6 +995,38 @@ START_TEST(test_destroy_with_request_in_flight)
 }
 END_TEST
 
+/* ---- a request's end time --------------------------------------------------- */
+
+/*
+ * The requests a batch of completions ends take the clock read once for
+ * the batch (progress.c); a request that ends any other way reads it
+ * afresh.  The stalled pair's set-up writes came back in batches; then a
+ * write into the stalled target ends by its deadline, and its end must
+ * come that long after its start, not from the last batch's reading.
+ */
+START_TEST(test_end_time_outside_a_batch)
+{
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    struct ferry_req_result r = FERRY_REQ_RESULT_INIT;
+    struct ferry_iov iov;
+    struct tu_fx f;
+    ferry_req_t *req;
+
+    tu_fx_open_stalled(&f, tu_providers[_i], NULL, STUCK, STUCK, fx_drive);
+    ck_assert_uint_eq(ferry__xfer_of(f.p.init)->req.batch_ns, 0);
+    iov = (struct ferry_iov){f.lbuf, f.lmem, f.rmem, 0, f.tlen};
+    opts.timeout_ms = 50;
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, &opts, &req), 0);
+    ck_assert_int_eq(ferry_req_wait(req, 30000), FERRY_ETIMEDOUT);
+    ck_assert_int_eq(ferry_req_result(req, &r), 0);
+    ck_assert_uint_ge(r.ended_ns, r.posted_ns + 50u * 1000000u);
+    ck_assert_uint_le(r.ended_ns, tu_now_ns());
+    ferry_req_close(req);
+    drain_both(f.p.init, f.p.target);
+    tu_fx_close(&f);
+}
+END_TEST
+
 /* ---- errors name what the operation carried --------------------------------- */
 
 /*
@@ -1065,6 +1097,9 @@ static Suite *xfer_suite(void)
     tcase_add_loop_test(tc, test_busy_while_write_in_flight, 0, np);
     tcase_add_loop_test(tc, test_busy_while_read_in_flight, 0, np);
     tcase_add_loop_test(tc, test_destroy_with_request_in_flight, 0, np);
+
+    tc = tu_tcase(s, "end time", 60);
+    tcase_add_loop_test(tc, test_end_time_outside_a_batch, 0, np);
     return s;
 }
 
