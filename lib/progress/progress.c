@@ -116,10 +116,10 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
                             "fi_cq_read on domain %s failed: %s",
                             rail->info->domain_attr->name,
                             fi_strerror((int)-n));
-    /* The requests these completions end ended when the batch was read:
-     * one clock reading for all of them, where one each was 22 ns of a
-     * 4 KiB shm write's 335 (docs/performance.md). */
-    reqs->batch_ns = ferry__now_ns();
+    /* The requests these completions end share one clock reading, where
+     * one each was 22 ns of a 4 KiB shm write's 335; a batch that ends
+     * none reads no clock (op.c, docs/performance.md). */
+    reqs->in_batch = true;
     for (ssize_t i = 0; i < n; i++) {
         /* A peer's write with a notification as its CQ data (xfer.c):
          * it consumed no receive buffer (ferry does not ask for
@@ -132,6 +132,7 @@ static int poll_rail(struct ferry_context *ctx, struct ferry__rail *rail)
         else
             ferry__op_complete(e[i].op_context, 0, NULL);
     }
+    reqs->in_batch = false;
     reqs->batch_ns = 0;
     return (int)n;
 }

@@ -171,6 +171,17 @@ void ferry__op_describe(const struct ferry__op *op, char *buf, size_t size)
              op->rail->info->domain_attr->name);
 }
 
+/* When a request ends: the clock, read once for all the requests a
+ * batch of completions ends (part.h). */
+static uint64_t end_time(struct ferry__req_part *reqs)
+{
+    if (!reqs->in_batch)
+        return ferry__now_ns();
+    if (reqs->batch_ns == 0)
+        reqs->batch_ns = ferry__now_ns();
+    return reqs->batch_ns;
+}
+
 static void req_end_v(struct ferry_req *req, size_t item, int status,
                       const char *fmt, va_list ap)
 {
@@ -180,7 +191,7 @@ static void req_end_v(struct ferry_req *req, size_t item, int status,
     if (req->status != FERRY_EINPROGRESS)
         return;
     req->status = status;
-    req->ended_ns = reqs->batch_ns != 0 ? reqs->batch_ns : ferry__now_ns();
+    req->ended_ns = end_time(reqs);
     req->failed_item = status != 0 ? item : FERRY__NO_ITEM;
     reqs->ended++;
     if (req->kind <= FERRY__OP_SEND) {

@@ -67,9 +67,10 @@ struct ferry__req_part {
     /* Requests that ended (ferry__req_end): what the context's event
      * descriptor tells of, with the notifications received (progress.c). */
     uint64_t ended;
-    /* While a batch of completions is handed out (progress.c): the clock
-     * read once for the batch, when the requests they end ended; 0
-     * otherwise (op.c reads the clock itself). */
+    /* While a batch of completions is handed out (in_batch, progress.c),
+     * the requests it ends share one clock reading, taken by the first of
+     * them to end (batch_ns; 0 until then and outside a batch, op.c). */
+    bool in_batch;
     uint64_t batch_ns;
     unsigned next_rail;    /* rail of the next unstriped request */
     struct ferry__txq tx[FERRY__MAX_RAILS];

@@ -193,7 +193,7 @@ static void count_request(unsigned *requests, bool take)
  * let them go (!take).  A prepared request holds its prepared transfer,
  * whose lists hold theirs.  The counts are plain: every take and drop is
  * under the lock, or after the last thread left the context.  Atomic,
- * they cost four locked instructions per request, about 4 % of shm's
+ * they cost four locked instructions per request, about 2 % of shm's
  * 4 KiB writes on libfabric 2.6 (docs/performance.md).
  */
 static void hold_regions(struct ferry_req *req, bool take)
@@ -256,8 +256,8 @@ static void req_release(struct ferry_req *req)
  * Up to FERRY__SPARE_REQS a context (op.h): calloc and free were about
  * 430 of the 4,500 instructions ferry's initiator spent on a 4 KiB shm
  * write (bench/opcount.sh).  Taking them without the lock cost three
- * atomic instructions a take and two a put, 8 % of shm's 4 KiB writes
- * on libfabric 2.6 (docs/performance.md).
+ * atomic instructions a take and two a put, 1-2 % of shm's 4 KiB
+ * writes on libfabric 2.6 (docs/performance.md).
  */
 static void req_put_spare(struct ferry__xfer *x, struct ferry_req *req)
 {
@@ -545,9 +545,12 @@ static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
         free(long_iov);
         return ferry__error(FERRY_ENOMEM, "out of memory for a request");
     }
-    req->iov = long_iov != NULL ? long_iov : req->iov_inline;
-    if (long_iov == NULL)
+    if (long_iov != NULL) {
+        req->iov = long_iov;
+    } else {
+        req->iov = req->iov_inline;
         memcpy(req->iov_inline, iov, n * sizeof(*iov));
+    }
     req->niov = n;
     req->found = found;
     for (size_t i = 0; i < n; i++)
@@ -565,7 +568,7 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
     struct ferry__lock *lock;
     struct ferry_req *req;
     uint32_t *idx;
-    uint64_t bytes;
+    uint64_t bytes, taken_ns;
     int ret;
 
     ferry__error_clear();
@@ -581,6 +584,7 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
                             "many blocks", n);
     if ((ret = ferry__prep_check_indices(prep, local_idx, remote_idx, n)))
         return ret;
+    taken_ns = ferry__now_ns();
     /* One allocation for both index arrays, none per block, filled
      * before the lock. */
     if ((idx = malloc(2 * n * sizeof(uint32_t))) == NULL)
@@ -592,7 +596,7 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
     ferry__lock_acquire(lock);
     req = req_new(prep->peer,
                   prep->op == FERRY_OP_WRITE ? FERRY__OP_WRITE : FERRY__OP_READ,
-                  opts, ferry__now_ns());
+                  opts, taken_ns);
     if (req == NULL) {
         ferry__lock_release(lock);
         free(idx);
@@ -615,6 +619,7 @@ static int notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
     struct ferry_xfer_opts with = FERRY_XFER_OPTS_INIT;
     struct ferry__lock *lock;
     struct ferry_req *req;
+    uint64_t taken_ns;
     int ret;
 
     ferry__error_clear();
@@ -629,9 +634,10 @@ static int notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
     with.flags = FERRY_XFER_NOTIFY;
     with.notify_id = id;
     with.notify_value = value;
+    taken_ns = ferry__now_ns();
     lock = &ferry__fabric_of(peer->ctx)->lock;
     ferry__lock_acquire(lock);
-    if ((req = req_new(peer, FERRY__OP_SEND, &with, ferry__now_ns())) == NULL) {
+    if ((req = req_new(peer, FERRY__OP_SEND, &with, taken_ns)) == NULL) {
         ferry__lock_release(lock);
         return ferry__error(FERRY_ENOMEM, "out of memory for a request");
     }

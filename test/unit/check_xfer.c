@@ -1013,6 +1013,7 @@ START_TEST(test_end_time_outside_a_batch)
     ferry_req_t *req;
 
     tu_fx_open_stalled(&f, tu_providers[_i], NULL, STUCK, STUCK, fx_drive);
+    ck_assert(!ferry__xfer_of(f.p.init)->req.in_batch);
     ck_assert_uint_eq(ferry__xfer_of(f.p.init)->req.batch_ns, 0);
     iov = (struct ferry_iov){f.lbuf, f.lmem, f.rmem, 0, f.tlen};
     opts.timeout_ms = 50;
