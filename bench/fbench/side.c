@@ -8,10 +8,10 @@
 #include "options.h"
 #include "pattern.h"
 #include "util.h"
+#include "base/yield.h"
 
 #include <ferry.h>
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,6 +246,7 @@ static int wait_for(struct side *s, const uint64_t *ids, size_t nids,
 {
     uint64_t next_probe = now_ns() + PROBE_NS;
     unsigned spins = 0;
+    struct ferry__yield yield = {0};
 
     for (;;) {
         if (mbox_pump(s))
@@ -273,7 +274,7 @@ static int wait_for(struct side *s, const uint64_t *ids, size_t nids,
             if (mbox_sleep(s, (int)((until - t) / 1000000u) + 1))
                 return 1;
         } else if (++spins % 16 == 0)
-            sched_yield();
+            ferry__yield(&yield);
     }
 }
 

@@ -10,11 +10,11 @@
 #include "pattern.h"
 #include "side.h"
 #include "util.h"
+#include "base/yield.h"
 
 #include <ferry.h>
 
 #include <inttypes.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -124,6 +124,8 @@ static int check_notified(struct target *t, struct target_run *r)
  */
 static int wait_ping(struct target *t, uint64_t n, uint64_t *v)
 {
+    struct ferry__yield yield = {0};
+
     for (unsigned spins = 1;; spins++) {
         int ret = ferry_counter_get(t->s.ctx, ID_PING, v);
 
@@ -132,7 +134,7 @@ static int wait_ping(struct target *t, uint64_t n, uint64_t *v)
         if (*v >= n)
             return 0;
         if (spins % 64 == 0)
-            sched_yield(); /* the initiator may share this CPU */
+            ferry__yield(&yield); /* the initiator may share this CPU */
         if (spins % 65536 != 0)
             continue;
         if (now_ns() >= t->deadline)

@@ -11,12 +11,12 @@
 #include "side.h"
 #include "stats.h"
 #include "util.h"
+#include "base/yield.h"
 
 #include <ferry.h>
 
 #include <inttypes.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +208,7 @@ static void *worker_main(void *arg)
     struct run *r = w->run;
     uint64_t active = 0;
     unsigned idle = 0;
+    struct ferry__yield yield = {0};
 
     for (uint64_t k = 0; k < r->g.inflight && may_post(w); k++) {
         if (worker_post(w, k))
@@ -239,7 +240,7 @@ static void *worker_main(void *arg)
         }
         /* Busy polling, but let the target run on a small machine. */
         if (!any && ++idle % 64 == 0)
-            sched_yield();
+            ferry__yield(&yield);
     }
 out:
     for (uint64_t k = 0; k < r->g.inflight; k++)

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 
 #include <rdma/fi_eq.h>
 
+#include "base/yield.h"
 #include "fabric/rails.h"
 #include "xfer/live.h"
 #include "xfer/notify.h"
@@ -24,6 +24,9 @@
 #include "xfer/xfer.h"
 
 #define CQ_BATCH 32
+/* The yields of this thread's polls: a waiter's, or the progress
+ * thread's spin. */
+static _Thread_local struct ferry__yield my_yield;
 /* Progress calls without completions after which a rail's epoch moves
  * anyway, so that peers the provider pushed back try again (live.h). */
 #define EPOCH_IDLE_POLLS 4
@@ -37,16 +40,16 @@
 #define IDLE_FD_SPIN_MAX_NS (1000u * 1000u)
 /* Longest sleep on the CQ descriptors: bounds how late a stop is seen. */
 #define IDLE_WAIT_MS 20
-/* Empty polls of a spin (either kind) between two sched_yield calls.  A
+/* Empty polls of a spin (either kind) between two yields (base/yield.h).  A
  * tcp target taking a stream of writes polls 140-730 k times a second
  * (16-256 KiB blocks); yielding after every poll made a third of the
  * thread's system calls and cost 16 KiB writes ~7 % of their rate
  * (docs/performance.md).  Every 16th poll still lets anyone runnable on
- * the CPU in promptly. */
+ * the CPU in promptly, unless yields there have turned long. */
 #define SPIN_YIELD_EVERY 16u
 /* Without descriptors (shm), the wait between two empty polls while
  * regions are exposed: 8 pause hints on the CPU (26 ns each on this
- * machine's), with a sched_yield every SPIN_YIELD_EVERY polls.  A
+ * machine's), with a yield every SPIN_YIELD_EVERY polls.  A
  * sched_yield after every poll (350 ns of system call here) served
  * shm's 16 KiB reads 9 % slower; yields alone every 16th poll cost shm's
  * 4 KiB writes 10 %, 8 pauses between polls 2 % (and 4 KiB reads 4 %),
@@ -247,10 +250,11 @@ void ferry__progress_pause(struct ferry_context *ctx, unsigned spins)
     /* A waiter without a progress thread forwards fan-out chunks too. */
     after_pass(ctx);
     /* Without a progress thread the waiter is the one polling: it lets
-     * the peer's process run now and then on a busy machine. */
+     * a peer's process on its CPU run now and then, while that pays
+     * (base/yield.h). */
     if (!ctx->progress.started) {
         if (spins % 64 == 0)
-            sched_yield();
+            ferry__yield(&my_yield);
         return;
     }
     /* With one, the waiter sleeps until the thread has handled events.
@@ -875,7 +879,7 @@ static bool can_sleep(const struct ferry__fabric *fab)
 static void spin_turn(unsigned *spins)
 {
     if (++*spins % SPIN_YIELD_EVERY == 0)
-        sched_yield();
+        ferry__yield(&my_yield);
 }
 
 static void *progress_main(void *arg)

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# busy.sh: small writes on a busy machine, ferry_bench against raw
+# libfabric (rma_raw) in the same rounds.  A CPU-bound loop runs on each
+# of CPUs 0 and 1 (where ferry_bench --pin puts its initiator and its
+# target) while both tools stream one-way writes of one block, 16 in
+# flight; the loops are stopped after every round.
+#
+#   bench/busy.sh [-n ROUNDS] [-p shm|tcp] [-s BYTES] [-b FERRY_BENCH]
+#                 [-L LIBDIR]
+#
+#   -n ROUNDS  rounds, the tools taking turns, the order reversed every
+#              other round (5)
+#   -p         the provider: shm, or tcp (libfabric's native tcp over lo)
+#              (shm)
+#   -s BYTES   block size (4096)
+#   -b PATH    ferry_bench (default: build/bench/ferry_bench beside this
+#              script); rma_raw is taken from beside it
+#   -L DIR     a libfabric to run both against (its lib/), e.g. a release
+#              built into /opt; default: the system's
+#
+# Prints each round's GB/s and, at the end, each tool's median and the
+# median of the rounds' ratios ferry / rma_raw.  rma_raw's two processes
+# are not pinned (taskset -c 0,1), so the scheduler places them.
+set -uo pipefail
+
+me=busy.sh
+src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+rounds=5 prov=shm size=4096 libdir=''
+bench=$src_dir/../build/bench/ferry_bench
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+while getopts n:p:s:b:L:h opt; do
+	case $opt in
+	n) rounds=$OPTARG ;;
+	p) prov=$OPTARG ;;
+	s) size=$OPTARG ;;
+	b) bench=$OPTARG ;;
+	L) libdir=$OPTARG ;;
+	*) usage ;;
+	esac
+done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "$me: -n $rounds: give a whole number of rounds, e.g. 5" >&2; exit 2; }
+[[ $size =~ ^[1-9][0-9]*$ ]] || { echo "$me: -s $size: give the block size in bytes, e.g. 4096" >&2; exit 2; }
+case $prov in
+shm) FA=(--provider shm) RA=(-p shm) ;;
+tcp) FA=(--provider tcp --domain lo) RA=(-p tcp -D lo) ;;
+*) echo "$me: -p $prov: give shm or tcp" >&2; exit 2 ;;
+esac
+[[ -x $bench ]] || { echo "$me: no ferry_bench at $bench: build it (make bench/ferry_bench) or pass -b PATH" >&2; exit 2; }
+raw=$(dirname "$(dirname "$bench")")/rma_raw
+[[ $bench == */.libs/* ]] || raw=$(dirname "$bench")/rma_raw
+[[ -x $raw ]] || { echo "$me: no rma_raw at $raw: build it (make bench/rma_raw)" >&2; exit 2; }
+(($(nproc) >= 2)) || { echo "$me: needs 2 CPUs, this machine has $(nproc)" >&2; exit 2; }
+lib_env=()
+if [[ -n $libdir ]]; then
+	[[ -d $libdir ]] || { echo "$me: -L $libdir: no such directory" >&2; exit 2; }
+	lib_env=(env "LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+fi
+
+loops=()
+stop_loops() {
+	((${#loops[@]})) && kill "${loops[@]}" 2> /dev/null
+	wait "${loops[@]}" 2> /dev/null
+	loops=()
+}
+trap stop_loops EXIT
+start_loops() {
+	for c in 0 1; do
+		taskset -c "$c" timeout 120 sh -c 'while :; do :; done' &
+		loops+=($!)
+	done
+	sleep 0.3 # the loops own their CPUs before the tools start
+}
+
+ferry_run() {
+	"${lib_env[@]}" timeout -k 5 60 "$bench" --loopback --pin "${FA[@]}" --op write \
+		--inflight 16 --block-size "$size" --same-block --duration 1 --warmup 0.3 2>&1 |
+		awk '/^  moved/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "GB/s,") print $i }'
+}
+raw_run() {
+	"${lib_env[@]}" timeout -k 5 60 taskset -c 0,1 "$raw" "${RA[@]}" -s "$size" -b -d 16 \
+		-B "$size" -T 1 -w 64 2> /dev/null | awk 'NF == 4 { print $3 }'
+}
+
+f_all=() r_all=()
+echo "round ferry_GB/s rma_raw_GB/s ratio"
+for ((i = 1; i <= rounds; i++)); do
+	start_loops
+	if ((i % 2)); then f=$(ferry_run) r=$(raw_run); else r=$(raw_run) f=$(ferry_run); fi
+	stop_loops
+	[[ -n $f ]] || { f=x; echo "$me: round $i: ferry_bench gave no result" >&2; }
+	[[ -n $r ]] || { r=x; echo "$me: round $i: rma_raw gave no result" >&2; }
+	ratio=x
+	[[ $f != x && $r != x ]] && ratio=$(awk -v f="$f" -v r="$r" 'BEGIN { printf "%.3f", f / r }')
+	echo "$i $f $r $ratio"
+	f_all+=("$f") r_all+=("$r")
+done
+python3 - "${f_all[*]}" "${r_all[*]}" "$prov" "$size" <<'PY'
+import statistics, sys
+f = sys.argv[1].split(); r = sys.argv[2].split()
+pairs = [(float(a), float(b)) for a, b in zip(f, r) if a != "x" and b != "x" and float(b) > 0]
+if not pairs:
+    sys.exit("busy.sh: no round gave both results")
+med = lambda v: statistics.median(v)
+print("%s %s B, a busy loop on CPUs 0 and 1: ferry %.3g GB/s (%.3g-%.3g), rma_raw %.3g (%.3g-%.3g), "
+      "ferry / rma_raw %.2f (median of %d rounds)" % (
+          sys.argv[3], sys.argv[4], med([a for a, _ in pairs]), min(a for a, _ in pairs),
+          max(a for a, _ in pairs), med([b for _, b in pairs]), min(b for _, b in pairs),
+          max(b for _, b in pairs), med([a / b for a, b in pairs]), len(pairs)))
+PY
