@@ -5,13 +5,14 @@
 # target) while both tools stream one-way writes of one block, 16 in
 # flight; the loops are stopped after every round.
 #
-#   bench/busy.sh [-n ROUNDS] [-p shm|tcp] [-s BYTES] [-b FERRY_BENCH]
+#   bench/busy.sh [-n ROUNDS] [-p shm|tcp|rxm] [-s BYTES] [-b FERRY_BENCH]
 #                 [-L LIBDIR]
 #
 #   -n ROUNDS  rounds, the tools taking turns, the order reversed every
 #              other round (5)
-#   -p         the provider: shm, or tcp (libfabric's native tcp over lo)
-#              (shm)
+#   -p         the provider: shm, tcp (libfabric's native tcp, 1.18 and
+#              later) or rxm (tcp;ofi_rxm, as libfabric 1.17 has it), over
+#              lo for the last two (shm)
 #   -s BYTES   block size (4096)
 #   -b PATH    ferry_bench (default: build/bench/ferry_bench beside this
 #              script); rma_raw is taken from beside it
@@ -43,7 +44,8 @@ done
 case $prov in
 shm) FA=(--provider shm) RA=(-p shm) ;;
 tcp) FA=(--provider tcp --domain lo) RA=(-p tcp -D lo) ;;
-*) echo "$me: -p $prov: give shm or tcp" >&2; exit 2 ;;
+rxm) FA=(--provider "tcp;ofi_rxm" --domain lo) RA=(-p "tcp;ofi_rxm" -D lo) ;;
+*) echo "$me: -p $prov: give shm, tcp or rxm" >&2; exit 2 ;;
 esac
 [[ -x $bench ]] || { echo "$me: no ferry_bench at $bench: build it (make bench/ferry_bench) or pass -b PATH" >&2; exit 2; }
 raw=$(dirname "$(dirname "$bench")")/rma_raw

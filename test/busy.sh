@@ -13,7 +13,7 @@ scratch busy
 
 bin=$abs_top_builddir/bench/ferry_bench
 exits 2 "-n 0: give a whole number of rounds" bash "$busy" -n 0 -b "$bin"
-exits 2 "-p verbs: give shm or tcp" bash "$busy" -p verbs -b "$bin"
+exits 2 "-p verbs: give shm, tcp or rxm" bash "$busy" -p verbs -b "$bin"
 exits 2 "no ferry_bench at $tmp/none" bash "$busy" -b "$tmp/none"
 if [ "$(nproc)" -lt 2 ]; then
 	echo "SKIP: busy.sh puts a busy loop on CPUs 0 and 1; this machine has $(nproc) CPU"
