@@ -9,12 +9,30 @@
 
 #include "base/ferry-internal.h"
 
-void ferry__keyalloc_init(struct ferry__keyalloc *ka, size_t key_bytes)
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+void ferry__keyalloc_init(struct ferry__keyalloc *ka, size_t key_bytes,
+                          uint64_t first)
 {
     ka->mask = key_bytes >= 8 ? UINT64_MAX
                               : (((uint64_t)1 << (8 * key_bytes)) - 1);
-    /* Key 0 is left out: it is what an uninitialised key looks like. */
-    atomic_init(&ka->next, 1);
+    /* Key 0 is left out (ferry__keyalloc_next skips it): it is what an
+     * uninitialised key looks like. */
+    atomic_init(&ka->next, first);
+}
+
+uint64_t ferry__random_u64(void)
+{
+    struct timespec ts;
+    uint64_t v;
+
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+        return v;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+           (uint64_t)getpid() << 40;
 }
 
 uint64_t ferry__keyalloc_next(struct ferry__keyalloc *ka)

@@ -121,7 +121,7 @@ static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
         return rail_fail(ret, rail, "fi_cq_open");
     if ((ret = endpoint_open(rail)))
         return ret;
-    ferry__keyalloc_init(&rail->keys, fab->key_size);
+    ferry__keyalloc_init(&rail->keys, fab->key_size, ferry__random_u64());
     return 0;
 }
 

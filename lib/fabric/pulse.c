@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,19 +20,6 @@
 #define TABLE_LEN ((FERRY__PULSE_HEADER + FERRY__PULSE_SLOTS) * 8u)
 #define TABLE_PREFIX "ferry-pulse-"
 #define BELL_PREFIX "ferry-bell-"
-
-/* A value no earlier process at this address is likely to have had. */
-static uint64_t new_incarnation(void)
-{
-    struct timespec ts;
-    uint64_t v;
-
-    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
-        return v;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-           (uint64_t)getpid() << 40;
-}
 
 /* Reads the registration's key into reg. */
 static int read_key(const struct ferry__fabric *fab,
@@ -143,7 +129,8 @@ static _Atomic uint64_t *table_in_shm(struct ferry__fabric *fab,
  * slot free; false when there is no memory for it. */
 static bool table_open(struct ferry__fabric *fab)
 {
-    uint64_t incarnation = new_incarnation();
+    /* A value no earlier process at this address is likely to have had. */
+    uint64_t incarnation = ferry__random_u64();
 
     sweep_leftovers();
     fab->pulse.words = table_in_shm(fab, incarnation);
@@ -167,6 +154,12 @@ static bool table_open(struct ferry__fabric *fab)
     for (uint32_t i = 0; i < FERRY__PULSE_SLOTS; i++)
         fab->pulse.free_slots[i] = FERRY__PULSE_SLOTS - 1 - i;
     fab->pulse.nfree = FERRY__PULSE_SLOTS;
+    /* Generations go on from a random value, not from 1: a process that
+     * restarts at its predecessor's address (same keys, same slots) then
+     * never holds a generation the predecessor's blobs carry, and a peer
+     * that checks a slot after its connection dropped finds the region
+     * gone instead of writing into the successor's (xfer/resume.c). */
+    fab->pulse.generation = ferry__random_u64();
     atomic_store(&fab->pulse.words[FERRY__PULSE_OWNER], (uint64_t)getpid());
     atomic_store(&fab->pulse.words[FERRY__PULSE_INCARNATION], incarnation);
     return true;
@@ -318,7 +311,10 @@ uint32_t ferry__pulse_slot_take(struct ferry__fabric *fab, uint64_t *gen)
     if (!fab->pulse.slots || fab->pulse.nfree == 0)
         return FERRY__PULSE_NO_SLOT;
     slot = fab->pulse.free_slots[--fab->pulse.nfree];
-    *gen = ++fab->pulse.generation;
+    /* 0 is a gone region's word: never a generation. */
+    if (++fab->pulse.generation == 0)
+        ++fab->pulse.generation;
+    *gen = fab->pulse.generation;
     atomic_store_explicit(&fab->pulse.words[FERRY__PULSE_HEADER + slot], *gen,
                           memory_order_relaxed);
     return slot;

@@ -155,7 +155,7 @@ START_TEST(test_keys_one_byte_wrap)
 {
     struct ferry__keyalloc ka;
 
-    ferry__keyalloc_init(&ka, 1);
+    ferry__keyalloc_init(&ka, 1, 1);
     ck_assert_uint_eq(ferry__keyalloc_space(&ka), 255);
     for (uint64_t want = 1; want <= 255; want++)
         ck_assert_uint_eq(ferry__keyalloc_next(&ka), want);
@@ -171,7 +171,7 @@ START_TEST(test_keys_fit_every_width)
         uint64_t limit = bytes == 8 ? UINT64_MAX
                                     : ((uint64_t)1 << (8 * bytes)) - 1;
 
-        ferry__keyalloc_init(&ka, bytes);
+        ferry__keyalloc_init(&ka, bytes, 1);
         ck_assert_uint_eq(ferry__keyalloc_space(&ka), limit);
         /* Jump near the top to see the wrap at this width. */
         atomic_store(&ka.next, limit - 1);

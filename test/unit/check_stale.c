@@ -12,6 +12,7 @@
  */
 #include "testutil.h"
 
+#include "reg/mem.h"
 #include "reg/peer.h"
 
 #include <stdio.h>
@@ -241,6 +242,53 @@ START_TEST(test_stale_write_with_notification)
 }
 END_TEST
 
+/*
+ * A process that restarts at its predecessor's address registers its
+ * first region as the predecessor did.  Its key on every rail and its
+ * pulse generation must still differ from the predecessor's: a peer's
+ * write through the old blob then meets an unknown key, and its check of
+ * the slot after a dropped connection finds the region gone, instead of
+ * either landing in the successor's memory.  Here a context closed and a
+ * new one opened in its place stand for the two processes.
+ */
+START_TEST(test_successor_shares_no_key)
+{
+    uint8_t key[FERRY__MAX_RAILS][FERRY__KEY_MAX];
+    size_t key_len[FERRY__MAX_RAILS], len = 4096;
+    uint64_t generation = 0;
+    unsigned nrails = 0;
+
+    for (int round = 0; round < 2; round++) {
+        ferry_context_t *ctx = tu_context(TCP);
+        uint8_t *buf = tu_alloc_buf(len);
+        ferry_mem_t *mem = tu_register(ctx, buf, len, RW);
+
+        ck_assert_uint_ne(mem->slot, FERRY__PULSE_NO_SLOT);
+        ck_assert_uint_ne(mem->generation, 0);
+        if (round == 0) {
+            generation = mem->generation;
+            nrails = tu_info(ctx).nrails;
+            memcpy(key, mem->key, sizeof(key));
+            memcpy(key_len, mem->key_len, sizeof(key_len));
+        } else {
+            ck_assert_msg(mem->generation != generation,
+                          "the successor's first region has the "
+                          "predecessor's generation %llu",
+                          (unsigned long long)generation);
+            for (unsigned r = 0; r < nrails; r++)
+                ck_assert_msg(mem->key_len[r] != key_len[r] ||
+                                  memcmp(mem->key[r], key[r], key_len[r]),
+                              "rail %u: the successor's first region has "
+                              "the predecessor's key",
+                              r);
+        }
+        ck_assert_int_eq(ferry_mem_close(mem), 0);
+        ck_assert_int_eq(ferry_context_close(ctx), 0);
+        tu_free_buf(buf, len);
+    }
+}
+END_TEST
+
 static Suite *stale_suite(void)
 {
     Suite *s = suite_create("stale (remote check)");
@@ -249,6 +297,7 @@ static Suite *stale_suite(void)
     tcase_add_test(tc, test_stale_then_live);
     tcase_add_test(tc, test_stale_beside_writes_in_flight);
     tcase_add_test(tc, test_stale_write_with_notification);
+    tcase_add_test(tc, test_successor_shares_no_key);
     return s;
 }
 
