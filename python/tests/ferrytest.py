@@ -143,8 +143,10 @@ def dead_region(**cfg):
     a RemoteMemory there, and a local Memory: requests stay in flight."""
     gone = ferry.Context(**TCP)
     addr, blob = gone.address(), gone.register(bytearray(4096)).export()
-    gone.close()
+    # Opened before gone closes, so that it cannot be given gone's port:
+    # its peer would then be itself, and answer.
     ctx = ferry.Context(**TCP, **cfg)
+    gone.close()
     peer = ctx.add_peer(addr)
     return ctx, peer, peer.import_region(blob), ctx.register(bytearray(4096))
 
