@@ -24,9 +24,6 @@
 #include "xfer/xfer.h"
 
 #define CQ_BATCH 32
-/* The yields of this thread's polls: a waiter's, or the progress
- * thread's spin. */
-static _Thread_local struct ferry__yield my_yield;
 /* Progress calls without completions after which a rail's epoch moves
  * anyway, so that peers the provider pushed back try again (live.h). */
 #define EPOCH_IDLE_POLLS 4
@@ -55,6 +52,10 @@ static _Thread_local struct ferry__yield my_yield;
  * 4 KiB writes 10 %, 8 pauses between polls 2 % (and 4 KiB reads 4 %),
  * 16 pauses lost the reads' gain (docs/performance.md). */
 #define NOFD_BACKOFF_PAUSES 8u
+
+/* The yields of this thread's polls: a waiter's, or the progress
+ * thread's spin. */
+static _Thread_local struct ferry__yield my_yield;
 
 /*
  * The ferry code for an operation that came back with an error.  ferry
