@@ -64,7 +64,7 @@ stop_loops() {
 	wait "${loops[@]}" 2> /dev/null
 	loops=()
 }
-trap stop_loops EXIT
+trap 'stop_loops; rm -f "${err:-}"' EXIT
 start_loops() {
 	for c in 0 1; do
 		taskset -c "$c" timeout 120 sh -c 'while :; do :; done' &
@@ -73,24 +73,36 @@ start_loops() {
 	sleep 0.3 # the loops own their CPUs before the tools start
 }
 
+err=$(mktemp) || exit 1
+# ferry_bench's GB/s from its --json; its last line of error stays in $err.
 ferry_run() {
 	"${lib_env[@]}" timeout -k 5 60 "$bench" --loopback --pin "${FA[@]}" --op write \
-		--inflight 16 --block-size "$size" --same-block --duration 1 --warmup 0.3 2>&1 |
-		awk '/^  moved/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "GB/s,") print $i }'
+		--inflight 16 --block-size "$size" --same-block --duration 1 --warmup 0.3 \
+		--json 2> "$err" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["gb_per_s"])' 2> /dev/null
 }
+# rma_raw's result line: "BYTES ITERATIONS GB/S OPS/S".
 raw_run() {
 	"${lib_env[@]}" timeout -k 5 60 taskset -c 0,1 "$raw" "${RA[@]}" -s "$size" -b -d 16 \
-		-B "$size" -T 1 -w 64 2> /dev/null | awk 'NF == 4 { print $3 }'
+		-B "$size" -T 1 -w 64 2> "$err" | awk 'NF == 4 { print $3 }'
+}
+# VALUE TOOL ROUND: VALUE, or x with the tool's last line of error.
+or_x() {
+	[[ -n $1 ]] && { echo "$1"; return; }
+	echo "$me: round $3: $2 gave no result: $(tail -n 1 "$err")" >&2
+	echo x
 }
 
 f_all=() r_all=()
 echo "round ferry_GB/s rma_raw_GB/s ratio"
 for ((i = 1; i <= rounds; i++)); do
 	start_loops
-	if ((i % 2)); then f=$(ferry_run) r=$(raw_run); else r=$(raw_run) f=$(ferry_run); fi
+	if ((i % 2)); then
+		f=$(or_x "$(ferry_run)" ferry_bench "$i") r=$(or_x "$(raw_run)" rma_raw "$i")
+	else
+		r=$(or_x "$(raw_run)" rma_raw "$i") f=$(or_x "$(ferry_run)" ferry_bench "$i")
+	fi
 	stop_loops
-	[[ -n $f ]] || { f=x; echo "$me: round $i: ferry_bench gave no result" >&2; }
-	[[ -n $r ]] || { r=x; echo "$me: round $i: rma_raw gave no result" >&2; }
 	ratio=x
 	[[ $f != x && $r != x ]] && ratio=$(awk -v f="$f" -v r="$r" 'BEGIN { printf "%.3f", f / r }')
 	echo "$i $f $r $ratio"
