@@ -5,8 +5,8 @@
 # target) while both tools stream one-way writes of one block, 16 in
 # flight; the loops are stopped after every round.
 #
-#   bench/busy.sh [-n ROUNDS] [-p shm|tcp|rxm] [-s BYTES] [-b FERRY_BENCH]
-#                 [-L LIBDIR]
+#   bench/busy.sh [-n ROUNDS] [-p shm|tcp|rxm] [-s BYTES] [-t SECONDS]
+#                 [-b FERRY_BENCH] [-L LIBDIR]
 #
 #   -n ROUNDS  rounds, the tools taking turns, the order reversed every
 #              other round (5)
@@ -14,6 +14,7 @@
 #              later) or rxm (tcp;ofi_rxm, as libfabric 1.17 has it), over
 #              lo for the last two (shm)
 #   -s BYTES   block size (4096)
+#   -t SECONDS measured time of each tool's run (1), after its warmup
 #   -b PATH    ferry_bench (default: build/bench/ferry_bench beside this
 #              script); rma_raw is taken from beside it
 #   -L DIR     a libfabric to run both against (its lib/), e.g. a release
@@ -26,14 +27,15 @@ set -uo pipefail
 
 me=busy.sh
 src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-rounds=5 prov=shm size=4096 libdir=''
+rounds=5 prov=shm size=4096 secs=1 libdir=''
 bench=$src_dir/../build/bench/ferry_bench
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while getopts n:p:s:b:L:h opt; do
+while getopts n:p:s:t:b:L:h opt; do
 	case $opt in
 	n) rounds=$OPTARG ;;
 	p) prov=$OPTARG ;;
 	s) size=$OPTARG ;;
+	t) secs=$OPTARG ;;
 	b) bench=$OPTARG ;;
 	L) libdir=$OPTARG ;;
 	*) usage ;;
@@ -41,6 +43,8 @@ while getopts n:p:s:b:L:h opt; do
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "$me: -n $rounds: give a whole number of rounds, e.g. 5" >&2; exit 2; }
 [[ $size =~ ^[1-9][0-9]*$ ]] || { echo "$me: -s $size: give the block size in bytes, e.g. 4096" >&2; exit 2; }
+[[ $secs =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk -v t="$secs" 'BEGIN { exit !(t >= 0.1 && t <= 60) }' ||
+	{ echo "$me: -t $secs: give the seconds of each run, from 0.1 to 60, e.g. 1" >&2; exit 2; }
 case $prov in
 shm) FA=(--provider shm) RA=(-p shm) ;;
 tcp) FA=(--provider tcp --domain lo) RA=(-p tcp -D lo) ;;
@@ -77,14 +81,17 @@ err=$(mktemp) || exit 1
 # ferry_bench's GB/s from its --json; its last line of error stays in $err.
 ferry_run() {
 	"${lib_env[@]}" timeout -k 5 60 "$bench" --loopback --pin "${FA[@]}" --op write \
-		--inflight 16 --block-size "$size" --same-block --duration 1 --warmup 0.3 \
+		--inflight 16 --block-size "$size" --same-block --duration "$secs" --warmup 0.3 \
 		--json 2> "$err" |
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["gb_per_s"])' 2> /dev/null
 }
-# rma_raw's result line: "BYTES ITERATIONS GB/S OPS/S".
+# rma_raw's result line is "BYTES ITERATIONS GB/S OPS/S": GB/s from the
+# first and last, since its own column's three decimals read 0.000 below
+# 0.5 MB/s (a starved run, which is a result: 0 when it moved nothing).
 raw_run() {
 	"${lib_env[@]}" timeout -k 5 60 taskset -c 0,1 "$raw" "${RA[@]}" -s "$size" -b -d 16 \
-		-B "$size" -T 1 -w 64 2> "$err" | awk 'NF == 4 { print $3 }'
+		-B "$size" -T "$secs" -w 64 2> "$err" |
+		awk 'NF == 4 { printf "%.6g\n", $1 * $4 / 1e9 }'
 }
 # VALUE TOOL ROUND: VALUE, or x with the tool's last line of error.
 or_x() {
@@ -103,21 +110,21 @@ for ((i = 1; i <= rounds; i++)); do
 		r=$(or_x "$(raw_run)" rma_raw "$i") f=$(or_x "$(ferry_run)" ferry_bench "$i")
 	fi
 	stop_loops
-	ratio=x
-	[[ $f != x && $r != x ]] && ratio=$(awk -v f="$f" -v r="$r" 'BEGIN { printf "%.3f", f / r }')
+	ratio=$(awk -v f="$f" -v r="$r" 'BEGIN { if (f != "x" && r != "x" && r > 0) printf "%.3f", f / r; else print "x" }')
 	echo "$i $f $r $ratio"
 	f_all+=("$f") r_all+=("$r")
 done
 python3 - "${f_all[*]}" "${r_all[*]}" "$prov" "$size" <<'PY'
 import statistics, sys
 f = sys.argv[1].split(); r = sys.argv[2].split()
-pairs = [(float(a), float(b)) for a, b in zip(f, r) if a != "x" and b != "x" and float(b) > 0]
-if not pairs:
-    sys.exit("busy.sh: no round gave both results")
-med = lambda v: statistics.median(v)
-print("%s %s B, a busy loop on CPUs 0 and 1: ferry %.3g GB/s (%.3g-%.3g), rma_raw %.3g (%.3g-%.3g), "
-      "ferry / rma_raw %.2f (median of %d rounds)" % (
-          sys.argv[3], sys.argv[4], med([a for a, _ in pairs]), min(a for a, _ in pairs),
-          max(a for a, _ in pairs), med([b for _, b in pairs]), min(b for _, b in pairs),
-          max(b for _, b in pairs), med([a / b for a, b in pairs]), len(pairs)))
+fv = [float(a) for a in f if a != "x"]
+rv = [float(b) for b in r if b != "x"]
+if not fv or not rv:
+    sys.exit("busy.sh: no round gave a result of %s" % ("ferry_bench" if not fv else "rma_raw"))
+ratios = [float(a) / float(b) for a, b in zip(f, r) if a != "x" and b != "x" and float(b) > 0]
+rate = lambda v: "%.3g GB/s (%.3g-%.3g)" % (statistics.median(v), min(v), max(v))
+print("%s %s B, a busy loop on CPUs 0 and 1: ferry %s, rma_raw %s, ferry / rma_raw %s" % (
+    sys.argv[3], sys.argv[4], rate(fv), rate(rv),
+    "%.2f (median of %d rounds)" % (statistics.median(ratios), len(ratios)) if ratios
+    else "- (rma_raw moved nothing in any round)"))
 PY
