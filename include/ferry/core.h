@@ -787,7 +787,10 @@ struct ferry_req_result {
     int status;          /* 0, FERRY_EINPROGRESS while it runs, or its error */
     uint64_t bytes;      /* the bytes of all its iovs */
     uint64_t bytes_done; /* of them, delivered (completed by the provider) */
-    uint64_t posted_ns;  /* CLOCK_MONOTONIC: when ferry took the request */
+    /* CLOCK_MONOTONIC: when ferry took the request (where Linux keeps
+     * that clock on the CPU's time stamp counter, read through the
+     * counter: within about a microsecond of clock_gettime's) */
+    uint64_t posted_ns;
     uint64_t ended_ns;   /* when it ended; 0 while it runs */
     /* The first iov (or prepared block pair) whose operation failed, or
      * FERRY_NO_IOV: success, or an end that is not one iov's (deadline,

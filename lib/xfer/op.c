@@ -12,6 +12,8 @@
 
 #include <rdma/fi_rma.h>
 
+#include "base/clock.h"
+
 int ferry__txq_open(struct ferry__xfer *x, struct ferry__rail *rail)
 {
     struct ferry__txq *tx = ferry__txq_of(x, rail);
@@ -176,9 +178,9 @@ void ferry__op_describe(const struct ferry__op *op, char *buf, size_t size)
 static uint64_t end_time(struct ferry__req_part *reqs)
 {
     if (!reqs->in_batch)
-        return ferry__now_ns();
+        return ferry__clock_ns();
     if (reqs->batch_ns == 0)
-        reqs->batch_ns = ferry__now_ns();
+        reqs->batch_ns = ferry__clock_ns();
     return reqs->batch_ns;
 }
 
@@ -192,6 +194,10 @@ static void req_end_v(struct ferry_req *req, size_t item, int status,
         return;
     req->status = status;
     req->ended_ns = end_time(reqs);
+    /* Taken by another thread, its start may be read a little ahead of
+     * this thread's clock (base/clock.h). */
+    if (req->ended_ns < req->posted_ns)
+        req->ended_ns = req->posted_ns;
     req->failed_item = status != 0 ? item : FERRY__NO_ITEM;
     reqs->ended++;
     if (req->kind <= FERRY__OP_SEND) {

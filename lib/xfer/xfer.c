@@ -11,6 +11,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "base/clock.h"
 #include "reg/dlist.h"
 #include "reg/rcache.h"
 #include "xfer/live.h"
@@ -525,7 +526,7 @@ static int submit(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
     ferry__error_clear();
     if ((ret = check_args(peer, iov, n, opts, out, kind, own)))
         return ret;
-    taken_ns = ferry__now_ns(); /* its deadline counts registering too */
+    taken_ns = ferry__clock_ns(); /* its deadline counts registering too */
     /* What may take long, copying a long array and registering buffers,
      * is done before the lock. */
     if (n > FERRY__REQ_INLINE_IOVS) {
@@ -584,7 +585,7 @@ int ferry_xfer_post(ferry_prep_t *prep, const uint32_t *local_idx,
                             "many blocks", n);
     if ((ret = ferry__prep_check_indices(prep, local_idx, remote_idx, n)))
         return ret;
-    taken_ns = ferry__now_ns();
+    taken_ns = ferry__clock_ns();
     /* One allocation for both index arrays, none per block, filled
      * before the lock. */
     if ((idx = malloc(2 * n * sizeof(uint32_t))) == NULL)
@@ -634,7 +635,7 @@ static int notify_send(ferry_peer_t *peer, uint64_t id, uint64_t value,
     with.flags = FERRY_XFER_NOTIFY;
     with.notify_id = id;
     with.notify_value = value;
-    taken_ns = ferry__now_ns();
+    taken_ns = ferry__clock_ns();
     lock = &ferry__fabric_of(peer->ctx)->lock;
     ferry__lock_acquire(lock);
     if ((req = req_new(peer, FERRY__OP_SEND, &with, taken_ns)) == NULL) {
