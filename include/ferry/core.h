@@ -789,7 +789,7 @@ struct ferry_req_result {
     uint64_t bytes_done; /* of them, delivered (completed by the provider) */
     /* CLOCK_MONOTONIC: when ferry took the request (where Linux keeps
      * that clock on the CPU's time stamp counter, read through the
-     * counter: within about a microsecond of clock_gettime's) */
+     * counter: within a few microseconds of clock_gettime's) */
     uint64_t posted_ns;
     uint64_t ended_ns;   /* when it ended; 0 while it runs */
     /* The first iov (or prepared block pair) whose operation failed, or

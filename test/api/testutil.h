@@ -168,6 +168,10 @@ void tu_assert_same(const uint8_t *got, const uint8_t *want, size_t len,
                     const char *what);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t tu_now_ns(void);
+/* How far a request's times (ferry_req_result) may stand from
+ * tu_now_ns's clock: ferry reads them through the CPU's time stamp
+ * counter, within a few microseconds of clock_gettime (base/clock.h). */
+#define TU_REQ_CLOCK_SLACK_NS (20u * 1000u)
 /* Milliseconds since t0, a tu_now_ns() time. */
 uint64_t tu_ms_since(uint64_t t0);
 
