@@ -141,9 +141,10 @@ static void at_the_same_address(ferry_peer_t *a, ferry_peer_t *b)
  * A process restarted at its predecessor's address.  The first child
  * exports its address and region and exits; a second starts on the same
  * port (the same tcp address; its blob differs only in what ferry adds,
- * such as the incarnation) and registers a region as the first did.  A process that kept the first one's blobs
- * (say, from a metadata service that had not caught up) then writes
- * through them: the write must not land in the second child's region.
+ * such as the incarnation) and registers a region as the first did.  A
+ * process that kept the first one's blobs (say, from a metadata service
+ * that had not caught up) then writes through them: the write must not
+ * land in the second child's region.
  * This process opens its context only after both children started, so
  * that they, not it, read the port settings.
  */
