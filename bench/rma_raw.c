@@ -46,6 +46,11 @@
  * ferry does not: tcp then leaves Nagle's algorithm on (no TCP_NODELAY).
  * fi_rma_bw -o writedata -W W -S BYTES is therefore rma_raw -W W -a -i -c
  * -B BYTES -s BYTES, and with -U, rma_raw -W W -a -c -B BYTES -s BYTES.
+ * -C times, on a stream's initiator, each call that posts (fi_write,
+ * fi_writedata, fi_read) and each fi_cq_read of the measured blocks, and
+ * prints after the result a line splitting an op's time between them and
+ * the rest, as ferry_bench --call-times splits a request's
+ * (bench/calltick.h; the readings slow the run a little).
  * -f opens the target's CQ with a file descriptor (FI_WAIT_FD), as a CQ
  * must be for a thread to sleep on it, as ferry's progress thread does on
  * a target (with -x both sides are targets); it still busy polls.  It
@@ -56,6 +61,8 @@
  * that a gap between ferry and those can be split into what the
  * provider's RMA costs and what ferry adds.
  */
+#include "calltick.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -100,6 +107,7 @@ struct run {
     bool wait_fd;        /* -f */
     enum mode mode;
     bool read, every, ack, both; /* -r, -e, -a, -x */
+    bool call_times;             /* -C */
     size_t size, op;
     size_t depth; /* blocks in flight (-d) or in a window (-W) */
     size_t slots; /* blocks the region holds */
@@ -131,6 +139,9 @@ struct side {
     uint64_t peer_addr, peer_key;
     uint8_t *buf;
     struct tally n;
+    /* -C: the calls timed, once the measured blocks began */
+    bool timing;
+    struct call_sum posts, reads;
 };
 
 /* What the two sides swap over the socket pair before the first write. */
@@ -256,7 +267,11 @@ static int side_meet(struct side *s, int fd)
 static int reap(struct side *s)
 {
     struct fi_cq_data_entry e[16];
+    uint64_t t0 = s->timing ? call_ticks() : 0;
     ssize_t n = fi_cq_read(s->cq, e, 16);
+
+    if (s->timing)
+        call_note(&s->reads, t0);
 
     if (n == -FI_EAGAIN)
         return 0;
@@ -301,6 +316,8 @@ static int post(struct side *s, bool read, size_t off, size_t len,
     ssize_t ret;
 
     for (;;) {
+        uint64_t t0 = s->timing ? call_ticks() : 0;
+
         if (read)
             ret = fi_read(s->ep, local, len, s->desc, s->peer, raddr,
                           s->peer_key, NULL);
@@ -310,6 +327,8 @@ static int post(struct side *s, bool read, size_t off, size_t len,
         else
             ret = fi_write(s->ep, local, len, s->desc, s->peer, raddr,
                            s->peer_key, NULL);
+        if (s->timing)
+            call_note(&s->posts, t0);
         if (ret != -FI_EAGAIN)
             break;
         if (reap(s))
@@ -420,16 +439,38 @@ static int make_room(struct side *s, const struct run *r, uint64_t b)
  * tells the target with a write of its own that it is over.  Prints the
  * result when told to.
  */
+/* -C: an op's time split between posting it, reading the CQ and the
+ * rest, over the ops of the measured blocks. */
+static void print_calls(const struct side *s, uint64_t ops,
+                        struct call_mark from, struct call_mark to)
+{
+    double rate = call_rate(from, to), op_ns, post_ns, read_ns;
+
+    if (ops == 0 || rate <= 0)
+        return;
+    op_ns = (double)(to.ns - from.ns) / (double)ops;
+    post_ns = (double)s->posts.ticks / rate / (double)ops;
+    read_ns = (double)s->reads.ticks / rate / (double)ops;
+    fprintf(stderr, "calls: per op of %.0f ns: posting %.0f ns, fi_cq_read "
+            "%.0f ns (%.2f reads per op, %.0f ns each), the rest %.0f ns\n",
+            op_ns, post_ns, read_ns, (double)s->reads.n / (double)ops,
+            call_ns_each(&s->reads, rate), op_ns - post_ns - read_ns);
+}
+
 static int initiate(struct side *s, const struct run *r, bool print)
 {
     uint64_t b, t0 = 0, ns;
+    struct call_mark from = {0, 0}, to;
     bool last = false;
 
     for (b = 0; !last; b++) {
         if (make_room(s, r, b))
             return 1;
-        if (b == r->warmup)
+        if (b == r->warmup) {
+            from = call_mark_now();
             t0 = now_ns();
+            s->timing = r->call_times;
+        }
         last = !more(r, b + 1, t0);
         if (post_block(s, r, b, last))
             return 1;
@@ -437,6 +478,8 @@ static int initiate(struct side *s, const struct run *r, bool print)
     if (settle(s, r, b))
         return 1;
     ns = now_ns() - t0;
+    to = call_mark_now();
+    s->timing = false;
     if (r->read && (post(s, false, 0, 1, DATA_END) ||
                     poll_until(s, &s->n.done, s->n.posted)))
         return 1;
@@ -444,6 +487,9 @@ static int initiate(struct side *s, const struct run *r, bool print)
         printf("%zu %" PRIu64 " %.3f %.0f\n", r->size, b - r->warmup,
                (double)(b - r->warmup) * (double)r->size / (double)ns,
                (double)(b - r->warmup) * 1e9 / (double)ns);
+    fflush(stdout); /* the result line before the calls' */
+    if (print && r->call_times)
+        print_calls(s, (b - r->warmup) * ops_per_block(r), from, to);
     return 0;
 }
 
@@ -530,7 +576,8 @@ static int usage(void)
             "WINDOW; at most %u)]\n"
             "         [-r: reads] [-e: CQ data on every write] [-a: the "
             "target answers windows]\n"
-            "         [-x: both ways at once]\n"
+            "         [-x: both ways at once] [-C: time the initiator's "
+            "calls]\n"
             "  [-P: the initiator on CPU 0, the target on CPU 1]\n",
             MAX_SIZE, MAX_DEPTH, MAX_WINDOW, MAX_REGION);
     return 2;
@@ -601,8 +648,8 @@ static int shape(struct run *r, const struct given *g, long long depth,
         return refuse("-t asks for FI_TRANSMIT_COMPLETE, -i for no level: "
                       "give one");
     if (r->mode == PINGPONG && g->stream_only)
-        return refuse("-d, -o, -B, -r, -e, -a and -x shape the streams: "
-                      "give -b or -W as well");
+        return refuse("-d, -o, -B, -r, -e, -a, -x and -C shape or time the "
+                      "streams: give -b or -W as well");
     if (r->mode == WINDOW && g->d)
         return refuse("-d is the depth of -b: -W WINDOW sets the window");
     if (r->read && (r->every || r->ack))
@@ -639,7 +686,7 @@ int main(int argc, char **argv)
     int fds[2], opt, status, ret;
     pid_t child;
 
-    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticfbd:W:o:B:reaxP")) != -1) {
+    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticfbd:W:o:B:reaxPC")) != -1) {
         switch (opt) {
         case 'p': r.prov = optarg; break;
         case 'D': r.domain = optarg; break;
@@ -685,6 +732,7 @@ int main(int argc, char **argv)
         case 'a': r.ack = g.stream_only = true; break;
         case 'x': r.both = g.stream_only = true; break;
         case 'P': pin = true; break;
+        case 'C': r.call_times = g.stream_only = true; break;
         default: return usage();
         }
         if (bad) {

@@ -157,6 +157,42 @@ expect 2 "--idle does not go with --inflight" --idle 1 --inflight 4
 expect 2 "--idle-gaps and --gap-length go with --idle SECONDS" --idle-gaps 3
 expect 2 "--idle: 0.05 s is too short" --idle 0.05
 
+# --call-times: a request's time split into ferry's calls and the rest.
+# The split is the benchmark's; checked here is that every part is there,
+# above zero, and that the parts do not add up to more than the whole (a
+# clock read at the wrong rate, or calls counted twice, would).
+# parts_fit FILE: the call_ns object of FILE's JSON holds sane numbers.
+parts_fit() {
+	sed -n 's/.*"call_ns":{\([^}]*\)}.*/\1/p' "$1" | tr ',' '\n' |
+		sed 's/"//g; s/:/ /' | awk '
+		{ v[$1] = $2 + 0; n++ }
+		END {
+			if (n != 6) exit 1
+			if (v["post"] <= 0 || v["test"] <= 0 || v["close"] <= 0) exit 1
+			if (v["running_tests"] < 0) exit 1
+			if (v["post"] + v["test"] + v["close"] > 1.1 * v["request"]) exit 1
+		}'
+}
+for op in write read; do
+	expect 0 '"ok":true}' --provider shm --op "$op" --block-size 4K \
+		--inflight 8 --call-times --json $short
+	if parts_fit "$tmp/out"; then
+		echo "PASS: --call-times --op $op: post, test and close above 0, within the request's time"
+	else
+		echo "FAIL: --call-times --op $op: call_ns missing, not above 0, or its parts above the whole"
+		status=1
+	fi
+done
+expect 0 "per request of" --provider shm --op read --call-times $short
+grep -Eq "calls +per request of $num [nmu]?s: ferry_read $num [nmu]?s, ferry_req_test $num [nmu]?s \($num tests found it running, ($num [nmu]?s|-) each\), ferry_req_close $num [nmu]?s; the rest -?$num [nmu]?s" "$tmp/out" &&
+	echo "PASS: --call-times names ferry_read's share and the rest" || {
+	echo "FAIL: --call-times's line is not there or not numbers"
+	status=1
+}
+expect 2 "--call-times does not go with --pingpong" --call-times --pingpong
+expect 2 "--call-times does not go with --sweep" --call-times --sweep 4K:8K
+expect 2 "--call-times does not go with --target" --target --call-times
+
 # The progress line of a sweep: on a terminal (script(1) gives the run a
 # pseudo-terminal) a line redrawn in place with '\r' per block size, and
 # in a log nothing of it.
@@ -241,6 +277,17 @@ expect 0 "8 2000 " -p shm -t -n 2000 -w 100
 expect 0 "1048576 200 " -p "tcp;ofi_rxm" -D lo -b -s 1048576 -n 200 -w 10
 expect 0 "1048576 200 " -p shm -b -s 1048576 -o 65536 -d 2 -n 200 -w 10
 expect 2 "-d 65 is not a whole number in range" -p shm -b -d 65
+expect 2 "-C shape or time the streams" -p shm -C
+# -C: an op's time split between posting, reading the CQ and the rest;
+# the parts are above zero and fit in the whole.
+expect 0 "4096 2000 " -p shm -b -s 4096 -d 8 -n 2000 -w 100 -C
+if sed -n 's/^calls: per op of \([0-9.]*\) ns: posting \([0-9.]*\) ns, fi_cq_read \([0-9.]*\) ns (\([0-9.]*\) reads per op, \([0-9.]*\) ns each), the rest \(-\{0,1\}[0-9.]*\) ns$/\1 \2 \3 \4/p' "$tmp/out" |
+	awk 'NF == 4 && $2 > 0 && $3 > 0 && $4 > 0 && $2 + $3 <= 1.1 * $1 { ok = 1 } END { exit !ok }'; then
+	echo "PASS: rma_raw -C: posting and fi_cq_read above 0, within an op's time"
+else
+	echo "FAIL: rma_raw -C: no calls line, or its parts are not above 0 or above the whole"
+	status=1
+fi
 expect 0 "16384 200 " -p "tcp;ofi_rxm" -D lo -b -s 16384 -f -n 200 -w 10
 expect 1 "fi_cq_open with a file descriptor (-f) failed" -p shm -b -f -n 10
 expect 1 "fi_getinfo failed" -p no-such-provider -n 10

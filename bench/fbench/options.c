@@ -264,6 +264,10 @@ static void usage(FILE *f)
 "  --idle-peers N          the initiator also adds N peers that carry nothing\n"
 "                          (its own address), as a context serving many peers\n"
 "                          has them: what they cost the busy one (0)\n"
+"  --call-times            a stream's time per request split: inside\n"
+"                          ferry_write/read, ferry_req_test and\n"
+"                          ferry_req_close, and the rest (rma_raw -C splits\n"
+"                          raw libfabric's the same way)\n"
 "\n"
 "Length of a run:\n"
 "  --duration SECONDS      measured time (5; with --sweep the total, split over\n"
@@ -313,7 +317,7 @@ enum flag_id {
     F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
     F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_PLOT, F_METRICS,
-    F_HELP,
+    F_CALL_TIMES, F_HELP,
 };
 
 static const struct flag {
@@ -334,6 +338,7 @@ static const struct flag {
     {"--same-block", false, F_SAME_BLOCK},
     {"--target-polls", false, F_TARGET_POLLS},
     {"--pin", false, F_PIN},             {"--idle-peers", true, F_IDLE_PEERS},
+    {"--call-times", false, F_CALL_TIMES},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
     {"--sweep", true, F_SWEEP},          {"--csv", true, F_CSV},
     {"--plot", true, F_PLOT},            {"--metrics", true, F_METRICS},
@@ -424,6 +429,7 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_SAME_BLOCK: o->same_block = true; return true;
     case F_TARGET_POLLS: o->target_polls = true; return true;
     case F_PIN: o->pin = true; return true;
+    case F_CALL_TIMES: o->call_times = true; return true;
     case F_IDLE_PEERS:
         return parse_uint(f->name, v, 0, MAX_IDLE_PEERS, &o->idle_peers);
     case F_IDLE: return parse_seconds(f->name, v, false, &o->idle);
@@ -585,11 +591,37 @@ static bool check_idle(const struct options *o)
     return true;
 }
 
+/* --call-times times the initiator's streams of requests only. */
+static bool check_call_times(const struct options *o)
+{
+    const char *bad = NULL;
+
+    if (!o->call_times)
+        return true;
+    if (o->mode == MODE_TARGET)
+        bad = "--target (the initiator times its calls)";
+    else if (o->mode == MODE_MEMCPY)
+        bad = "--memcpy";
+    else if (o->mode == MODE_FANOUT)
+        bad = "--fanout";
+    else if (o->pingpong)
+        bad = "--pingpong";
+    else if (o->idle > 0)
+        bad = "--idle";
+    else if (o->sweep_lo != 0)
+        bad = "--sweep (time one --block-size)";
+    if (bad != NULL)
+        return !complain("--call-times does not go with %s: it splits the "
+                         "time of a stream of writes or reads",
+                         bad);
+    return true;
+}
+
 static bool check_conflicts(const struct options *o)
 {
     const char *bad = NULL;
 
-    if (!check_idle(o))
+    if (!check_idle(o) || !check_call_times(o))
         return false;
 
     if (o->pingpong) {

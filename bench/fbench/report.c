@@ -152,6 +152,28 @@ void print_session(const struct result *r)
             r->conn_ms);
 }
 
+/* --call-times: a request's time split into ferry's calls and the rest. */
+static void print_calls(const struct options *o, const struct call_numbers *c)
+{
+    char b[6][32];
+    double rest = c->request_ns - c->post_ns - c->test_ns - c->close_ns;
+
+    if (!c->present)
+        return;
+    fprintf(g_out, "  calls        per request of %s: %s %s, ferry_req_test "
+            "%s (%.2f tests found it running, %s each), ferry_req_close %s; "
+            "the rest %s (the bench's loop and clock readings)\n",
+            fmt_ns(b[0], sizeof(b[0]), c->request_ns),
+            o->read ? "ferry_read" : "ferry_write",
+            fmt_ns(b[1], sizeof(b[1]), c->post_ns),
+            fmt_ns(b[2], sizeof(b[2]), c->test_ns), c->running_tests,
+            c->running_test_ns < 0
+                ? "-"
+                : fmt_ns(b[3], sizeof(b[3]), c->running_test_ns),
+            fmt_ns(b[4], sizeof(b[4]), c->close_ns),
+            fmt_ns(b[5], sizeof(b[5]), rest));
+}
+
 static void print_long(const struct options *o, const struct result *r)
 {
     char b1[32], b2[32], b3[32], b4[32];
@@ -178,6 +200,7 @@ static void print_long(const struct options *o, const struct result *r)
         fprintf(g_out, ", %.3f s per GB at the target",
                 per_gb(r->cpu_target_s, r->bytes));
     fprintf(g_out, "\n");
+    print_calls(o, &r->calls);
     print_checks(o, r);
     fprintf(g_out, "  result       %s\n", r->ok ? "OK" : "FAILED");
     fflush(g_out);
@@ -298,6 +321,19 @@ static void json_idle(const struct options *o, const struct result *r)
     json_num("first_over_warm_p50", id->first_p50_us / r->p50_us, "},");
 }
 
+static void json_calls(const struct call_numbers *c)
+{
+    if (!c->present)
+        return;
+    printf("\"call_ns\":{");
+    json_num("request", c->request_ns, ",");
+    json_num("post", c->post_ns, ",");
+    json_num("test", c->test_ns, ",");
+    json_num("running_tests", c->running_tests, ",");
+    json_num("running_test", c->running_test_ns, ",");
+    json_num("close", c->close_ns, "},");
+}
+
 static void json_run(const struct options *o, const struct result *r,
                      const char *sep)
 {
@@ -319,6 +355,7 @@ static void json_run(const struct options *o, const struct result *r,
            r->measured);
     if (o->idle > 0)
         json_idle(o, r);
+    json_calls(&r->calls);
     printf("\"cpu_s_per_gb\":{");
     json_num("initiator", per_gb(r->cpu_here_s, r->bytes), ",");
     json_num("target", per_gb(r->cpu_target_s, r->bytes), "},");

@@ -23,6 +23,18 @@ struct idle_numbers {
     uint64_t first_samples;
 };
 
+/* --call-times: ns inside ferry's calls (calls.h), per request unless
+ * said; < 0: none was timed. */
+struct call_numbers {
+    bool present;
+    double post_ns;         /* per ferry_write / ferry_read */
+    double test_ns;         /* all ferry_req_test calls, per request */
+    double running_tests;   /* tests per request that found it running */
+    double running_test_ns; /* per such test */
+    double close_ns;        /* per ferry_req_close */
+    double request_ns;      /* a request's share of a worker's window */
+};
+
 struct result {
     uint64_t block;
     double seconds;
@@ -39,6 +51,7 @@ struct result {
     unsigned verdict;
     int local_check; /* read validation here: 0 ok, 1 failed, -1 not done */
     struct idle_numbers idle;
+    struct call_numbers calls;
     bool ok;
 };
 

@@ -4,6 +4,7 @@
  */
 #include "throughput.h"
 
+#include "calls.h"
 #include "fbench.h"
 #include "options.h"
 #include "pattern.h"
@@ -60,7 +61,9 @@ struct run {
     struct initiator *in;
     struct grid g;
     bool read, notify, descending;
+    bool call_times; /* --call-times: the workers time ferry's calls */
     uint64_t iterations; /* measured requests per thread; 0: a duration */
+    struct call_tally calls; /* the workers', summed by gather */
     _Atomic int phase;
     _Atomic bool abort;
 };
@@ -83,6 +86,7 @@ struct worker {
     /* measured */
     uint64_t bytes, ops, reqs, lat_sum, lat_n, t_last;
     uint64_t measured_posts;
+    struct call_tally calls; /* --call-times, in the measured window */
     uint64_t completed; /* every request, warmup included */
     /* read by the main thread while the worker runs */
     _Atomic uint64_t live_bytes, live_ops, inflight;
@@ -118,6 +122,14 @@ static void own_add(_Atomic uint64_t *counter, int64_t delta)
     atomic_store_explicit(counter, v + (uint64_t)delta, memory_order_relaxed);
 }
 
+/* Whether the worker times the call it makes now (--call-times). */
+static bool timing(const struct run *r)
+{
+    return r->call_times && atomic_load_explicit(&r->phase,
+                                                 memory_order_relaxed) ==
+                                PH_MEASURE;
+}
+
 static bool may_post(const struct worker *w)
 {
     const struct run *r = w->run;
@@ -138,6 +150,8 @@ static int worker_post(struct worker *w, uint64_t k)
         g->same_block ? 0 : k + (ln->posts % lane_slots(g, k)) * g->inflight;
     uint64_t off = slot_offset(g, w->index, slot);
     struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    bool timed = timing(r);
+    uint64_t t0;
     int ret;
 
     for (uint64_t b = 0; b < g->batch; b++) {
@@ -156,9 +170,12 @@ static int worker_post(struct worker *w, uint64_t k)
     ln->sampled = r->iterations != 0 || ln->posts % LAT_SAMPLE_EVERY == 0;
     if (ln->sampled)
         ln->t_post = now_ns();
+    t0 = timed ? call_ticks() : 0;
     ret = r->read ? ferry_read(r->in->peer, ln->iov, g->batch, &opts, &ln->req)
                   : ferry_write(r->in->peer, ln->iov, g->batch, &opts,
                                 &ln->req);
+    if (timed)
+        call_note(&w->calls.post, t0);
     if (ret != 0) {
         ln->req = NULL;
         return worker_error(w, r->read ? "ferry_read" : "ferry_write", ret);
@@ -179,8 +196,12 @@ static void worker_complete(struct worker *w, uint64_t k)
      * counts the requests posted in it. */
     bool count = r->iterations != 0 ? ln->counted
                                     : atomic_load(&r->phase) == PH_MEASURE;
+    bool timed = timing(r);
+    uint64_t t0 = timed ? call_ticks() : 0;
 
     ferry_req_close(ln->req);
+    if (timed)
+        call_note(&w->calls.close, t0);
     ln->req = NULL;
     own_add(&w->inflight, -1);
     w->completed++;
@@ -220,11 +241,19 @@ static void *worker_main(void *arg)
 
         for (uint64_t k = 0; k < r->g.inflight; k++) {
             struct lane *ln = &w->lanes[k];
+            bool timed;
+            uint64_t t0;
             int ret;
 
             if (ln->req == NULL)
                 continue;
+            timed = timing(r);
+            t0 = timed ? call_ticks() : 0;
             ret = ferry_req_test(ln->req);
+            if (timed)
+                call_note(ret == FERRY_EINPROGRESS ? &w->calls.test_running
+                                                   : &w->calls.test_ended,
+                          t0);
             if (ret == FERRY_EINPROGRESS)
                 continue;
             if (ret != 0) {
@@ -438,6 +467,7 @@ static int gather(struct run *r, struct worker *ws, struct result *res,
 
     *written = *completed = 0;
     for (uint64_t i = 0; i < g->threads; i++) {
+        call_tally_add(&r->calls, &ws[i].calls);
         res->bytes += ws[i].bytes;
         res->ops += ws[i].ops;
         res->reqs += ws[i].reqs;
@@ -496,9 +526,11 @@ int run_throughput(struct initiator *in, uint64_t block,
     const struct options *o = in->o;
     struct run r = {.in = in, .read = o->read, .notify = o->notify,
                     .descending = o->descending,
+                    .call_times = o->call_times,
                     .iterations = o->iterations};
     struct window win = {0};
     struct worker *ws;
+    struct call_mark from, to;
     uint64_t written, completed;
     int failed;
 
@@ -512,6 +544,7 @@ int run_throughput(struct initiator *in, uint64_t block,
     failed = start_run(in, run_flags(o), block);
     if (!failed && o->warmup <= 0)
         failed = begin_measure(&r, &win);
+    from = call_mark_now();
     if (!failed)
         failed = start_workers(ws, r.g.threads);
     if (!failed)
@@ -519,9 +552,13 @@ int run_throughput(struct initiator *in, uint64_t block,
     if (failed)
         atomic_store(&r.abort, true);
     failed |= join_workers(ws, r.g.threads);
+    to = call_mark_now();
     res->block = block;
     if (!failed)
         failed = gather(&r, ws, res, &written, &completed);
+    if (!failed && r.call_times)
+        call_numbers_fill(&res->calls, &r.calls, res->reqs, r.g.threads,
+                          (double)(win.t_end - win.t_start), from, to);
     if (!failed && o->validate && o->read)
         check_read_back(&r, ws, res); /* reported; the exchange goes on */
     if (!failed)
