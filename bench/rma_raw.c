@@ -158,14 +158,6 @@ static int fail(const char *what, int ret)
     return 1;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Opens everything and registers a buffer of len bytes; the CQ of the
  * side that starts has a descriptor only with -f -x. */
 static int side_open(struct side *s, const struct run *r, size_t len,
@@ -352,7 +344,7 @@ static bool more(const struct run *r, uint64_t next, uint64_t t0)
         return true;
     if (r->ns == 0)
         return next < r->warmup + r->iters;
-    return now_ns() - t0 < r->ns;
+    return call_clock_ns() - t0 < r->ns;
 }
 
 /* The side that starts each round trip times them; the other answers
@@ -364,7 +356,7 @@ static int pingpong(struct side *s, const struct run *r, bool starts)
 
     for (i = 0; !last; i++) {
         if (i == r->warmup)
-            t0 = now_ns();
+            t0 = call_clock_ns();
         if (starts) {
             last = !more(r, i + 1, t0);
             if (post(s, false, 0, r->size, last ? DATA_END : DATA_OP) ||
@@ -378,7 +370,7 @@ static int pingpong(struct side *s, const struct run *r, bool starts)
                 return 1;
         }
     }
-    ns = now_ns() - t0;
+    ns = call_clock_ns() - t0;
     if (starts)
         printf("%zu %" PRIu64 " %.3f\n", r->size, i - r->warmup,
                (double)ns / (double)(i - r->warmup) / 2 / 1e3);
@@ -434,11 +426,6 @@ static int make_room(struct side *s, const struct run *r, uint64_t b)
     return 0;
 }
 
-/*
- * Streams blocks until more() says stop, then settles; a read stream then
- * tells the target with a write of its own that it is over.  Prints the
- * result when told to.
- */
 /* -C: an op's time split between posting it, reading the CQ and the
  * rest, over the ops of the measured blocks. */
 static void print_calls(const struct side *s, uint64_t ops,
@@ -457,6 +444,11 @@ static void print_calls(const struct side *s, uint64_t ops,
             call_ns_each(&s->reads, rate), op_ns - post_ns - read_ns);
 }
 
+/*
+ * Streams blocks until more() says stop, then settles; a read stream then
+ * tells the target with a write of its own that it is over.  Prints the
+ * result when told to.
+ */
 static int initiate(struct side *s, const struct run *r, bool print)
 {
     uint64_t b, t0 = 0, ns;
@@ -468,7 +460,7 @@ static int initiate(struct side *s, const struct run *r, bool print)
             return 1;
         if (b == r->warmup) {
             from = call_mark_now();
-            t0 = now_ns();
+            t0 = from.ns;
             s->timing = r->call_times;
         }
         last = !more(r, b + 1, t0);
@@ -477,19 +469,21 @@ static int initiate(struct side *s, const struct run *r, bool print)
     }
     if (settle(s, r, b))
         return 1;
-    ns = now_ns() - t0;
     to = call_mark_now();
+    ns = to.ns - t0;
     s->timing = false;
     if (r->read && (post(s, false, 0, 1, DATA_END) ||
                     poll_until(s, &s->n.done, s->n.posted)))
         return 1;
-    if (print)
-        printf("%zu %" PRIu64 " %.3f %.0f\n", r->size, b - r->warmup,
-               (double)(b - r->warmup) * (double)r->size / (double)ns,
-               (double)(b - r->warmup) * 1e9 / (double)ns);
-    fflush(stdout); /* the result line before the calls' */
-    if (print && r->call_times)
+    if (!print)
+        return 0;
+    printf("%zu %" PRIu64 " %.3f %.0f\n", r->size, b - r->warmup,
+           (double)(b - r->warmup) * (double)r->size / (double)ns,
+           (double)(b - r->warmup) * 1e9 / (double)ns);
+    if (r->call_times) {
+        fflush(stdout); /* the result line before the calls' */
         print_calls(s, (b - r->warmup) * ops_per_block(r), from, to);
+    }
     return 0;
 }
 
