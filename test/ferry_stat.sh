@@ -277,6 +277,9 @@ print(r.status if hasattr(r, "status") else r.code)' "$1" "$2" 2>/dev/null || ec
 if ! command -v curl >/dev/null 2>&1 && ! command -v python3 >/dev/null 2>&1; then
 	echo "SKIP part: neither curl nor python3 to fetch /metrics with"
 else
+	# The file exists before the server starts: the shell opens it in the
+	# background child, which may not have run when the loop first reads.
+	: >"$tmp/serve.err"
 	"$tool" --dir "$dir" --prometheus 127.0.0.1:0 2>"$tmp/serve.err" &
 	server=$!
 	started="$started $server"
