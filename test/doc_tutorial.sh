@@ -212,12 +212,17 @@ start() {
 	# Now, not in the background: nothing may read an earlier run's files.
 	rm -f "$tmp/$name.pid" "$tmp/$name.code"
 	: >"$tmp/$name.out"
+	# The pid and the code appear whole (written aside, then renamed):
+	# stop and ends read them as soon as they exist, which could be
+	# between the background shell's creating the file and writing it.
 	(
 		timeout 60 "$@" >"$tmp/$name.out" 2>&1 &
-		echo $! >"$tmp/$name.pid"
+		echo $! >"$tmp/$name.pid.new"
+		mv "$tmp/$name.pid.new" "$tmp/$name.pid"
 		code=0
 		wait $! || code=$?
-		echo "$code" >"$tmp/$name.code"
+		echo "$code" >"$tmp/$name.code.new"
+		mv "$tmp/$name.code.new" "$tmp/$name.code"
 	) &
 }
 

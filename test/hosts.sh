@@ -10,7 +10,7 @@
 #    is there but refuses);
 #  - docs/tutorial.md: every line that starts "X$ " (X a host), stage by
 #    stage; `scp` is a stand-in that copies, since the rig's hosts share
-#    one file system;
+#    one file system, and its /tmp is a directory of this run's own;
 #  - python/examples: the two roles of weights.py and kv_disagg.py, as
 #    their docstrings print them.
 #
@@ -42,9 +42,15 @@ passed=0 failed=0
 ok() { echo "PASS: $1"; passed=$((passed + 1)); }
 not_ok() { echo "FAIL: $1"; failed=$((failed + 1)); }
 
+# The documents' /tmp, this run's own: two runs at once (make check and
+# make distcheck on one machine) would share, and remove, the same files
+# in the real one.
+doc_tmp=$tmp/tmp
+mkdir "$doc_tmp"
+
 # documented FILE FRAGMENT: the first line of FILE that contains FRAGMENT,
-# with the prompt ("B$ ") and a trailing comment taken off; fails the test
-# when the document has no such line any more.
+# with the prompt ("B$ ") and a trailing comment taken off, and /tmp made
+# $doc_tmp; fails the test when the document has no such line any more.
 documented() {
 	local line
 	line=$(grep -m1 -F -- "$2" "$1" | sed 's/^ *\([A-Z]\$ \)\{0,1\}//; s/ *# .*$//')
@@ -52,7 +58,7 @@ documented() {
 		not_ok "${1#"$src"/} no longer prints a line with \"$2\""
 		return 1
 	fi
-	printf '%s\n' "$line"
+	printf '%s\n' "${line//\/tmp/$doc_tmp}"
 }
 
 # start NAME HOST CMD: the command line CMD on rig host HOST, in the
@@ -126,7 +132,10 @@ fi
 if server=$(documented "$readme" "hello_write server --metadata etcd://") &&
 	client=$(documented "$readme" "hello_write client kv0 --metadata etcd://"); then
 	run="README, etcd"
-	url=$(rig_etcd 5) || not_ok "$run: etcd on host 5"
+	# Not in $(...): rig_bg records etcd's pid in this shell, to stop it
+	# below (a subshell's record was lost, and etcd outlived the test).
+	rig_etcd 5 >/dev/null || not_ok "$run: etcd on host 5"
+	readme_etcd=$rig_pid
 	start server 3 "$server --size 16M"
 	if says server "published as"; then
 		start client 4 "$client --size 16M"
@@ -135,7 +144,9 @@ if server=$(documented "$readme" "hello_write server --metadata etcd://") &&
 	fi
 	ends server "bytes verified: OK"
 	network server
-	kill "$rig_pid" 2>/dev/null
+	# Gone before the tutorial's etcd listens at the same address.
+	kill "$readme_etcd" 2>/dev/null
+	wait "$readme_etcd" 2>/dev/null
 fi
 
 # ---- docs/tutorial.md ---------------------------------------------------
@@ -150,7 +161,6 @@ if sh "$src/test/doc_tutorial.sh" --build-only "$tmp/tutorial" >"$tmp/build.log"
 	export PATH=$bin:$PATH
 	written="prefill: sequence 7: 32 blocks written into"
 	verified="sequence 7: checked 32 slots with blocks and 224 without: OK"
-	rm -rf /tmp/kv /tmp/decode.addr /tmp/kv.key /tmp/kv-etcd
 
 	# decode_then_prefill DECODE READY PREFILL [BETWEEN]: decode's command
 	# on host B until it says READY, then BETWEEN on B (the blobs' copy),
@@ -199,7 +209,6 @@ if sh "$src/test/doc_tutorial.sh" --build-only "$tmp/tutorial" >"$tmp/build.log"
 		ends decode1 "decode-1: $verified"
 		kill "$etcd_pid" 2>/dev/null
 	fi
-	rm -rf /tmp/kv /tmp/decode.addr /tmp/kv.key /tmp/kv-etcd
 	cd "$tmp" || exit 1
 else
 	cat "$tmp/build.log"

@@ -18,7 +18,9 @@
 #                       is in $rig_pid, and rig_down kills what is left.
 #   rig_addr I          prints host I's address.
 #   rig_etcd I          starts an etcd on host I (client port 2379) and
-#                       waits until it answers; prints its URL.
+#                       waits until it answers; prints its URL.  Its pid
+#                       is in $rig_pid: call it in this shell, not in
+#                       $(...), whose record of it rig_down never sees.
 #   rig_down            kills what rig_bg started, the hosts' holders, and
 #                       deletes the namespaces (rig_up traps EXIT to it).
 #
@@ -39,7 +41,7 @@ rig_skip() {
 }
 
 rig_up() {
-	local n=$1 rate=${2:-} i t ns addr hosts cmd
+	local n=$1 rate=${2:-} i t ns addr hosts cmd holder
 	[ "$(id -u)" -eq 0 ] || { rig_skip "needs root (network and mount namespaces)"; return; }
 	for cmd in ip unshare nsenter mount; do
 		command -v "$cmd" >/dev/null || { rig_skip "needs $cmd"; return; }
@@ -85,9 +87,13 @@ rig_up() {
 		rig_holders+=($!)
 		echo $! >"$rig_dir/h$i.pid"
 	done
+	# Up to 60 s, while the holder runs: on a loaded machine its start
+	# (ip netns exec, unshare, two mounts) can take seconds.
 	for ((i = 1; i <= n; i++)); do
-		for ((t = 0; t < 100; t++)); do
+		holder=$(cat "$rig_dir/h$i.pid")
+		for ((t = 0; t < 1200; t++)); do
 			[ -f "$rig_dir/h$i.up" ] && break
+			kill -0 "$holder" 2>/dev/null || break
 			sleep 0.05
 		done
 		[ -f "$rig_dir/h$i.up" ] || { echo "rig: host $i did not come up"; return 1; }
