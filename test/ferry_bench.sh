@@ -90,6 +90,21 @@ expect 2 "does not fit in --buffer-size 64 KiB" --block-size 64K \
 expect 0 "result       OK" --provider "tcp;ofi_rxm" --target-polls \
 	--validate $short
 expect 2 "--target-mem is for --loopback" --target --target-mem host
+# --initiator-thread: the initiator's context runs a progress thread while
+# its workers test; writes and reads land whole, the run says so; the
+# modes it does not fit are refused.
+for op in write read; do
+	expect 0 "result       OK" --provider shm --initiator-thread --op "$op" \
+		--validate --block-size 4K --inflight 16 $short
+done
+expect 0 "(the initiator runs a progress thread)" --provider "tcp;ofi_rxm" \
+	--initiator-thread --validate $short
+expect 0 '"initiator_thread":true' --provider shm --initiator-thread --json \
+	$short
+expect 2 "--initiator-thread does not go with --pingpong" --pingpong \
+	--initiator-thread
+expect 2 "--initiator-thread does not go with --target" --target \
+	--initiator-thread
 # --idle-peers: peers that carry nothing beside the busy one; the data
 # still lands, and the run says they were there.
 expect 0 "(and 200 idle peers)" --provider shm --idle-peers 200 \

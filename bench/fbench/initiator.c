@@ -116,7 +116,7 @@ int initiator_main(const struct options *o, const char *url,
     atomic_init(&in.t_first, 0);
     if (rs == NULL)
         return complain("out of memory");
-    if (open_context(o, false, &in.s) ||
+    if (open_context(o, o->initiator_thread, &in.s) ||
         setup_buffer(&in.s, o->buffer, PAT_B,
                      o->pingpong ? FERRY_ACCESS_REMOTE_WRITE : 0) ||
         initiator_connect(&in, url, bound_s))

@@ -258,6 +258,9 @@ static void usage(FILE *f)
 "  --target-polls          the target's own thread busy-polls for progress, as\n"
 "                          rma_raw's does, instead of ferry's progress thread\n"
 "                          (which sleeps on the CQ's descriptor when idle)\n"
+"  --initiator-thread      the initiator's context runs ferry's progress thread\n"
+"                          too, as one that is also a target, or waits on\n"
+"                          ferry_context_fd, does\n"
 "  --pin                   --loopback: the initiator on CPU 0, the target on\n"
 "                          CPU 1 (and their threads), as rma_raw -P: the\n"
 "                          scheduler cannot put both sides on one CPU\n"
@@ -314,7 +317,7 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
-    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_PIN, F_MAX_OP,
+    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_INITIATOR_THREAD, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
     F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_PLOT, F_METRICS,
     F_CALL_TIMES, F_HELP,
@@ -337,6 +340,7 @@ static const struct flag {
     {"--notify", false, F_NOTIFY},       {"--descending", false, F_DESCENDING},
     {"--same-block", false, F_SAME_BLOCK},
     {"--target-polls", false, F_TARGET_POLLS},
+    {"--initiator-thread", false, F_INITIATOR_THREAD},
     {"--pin", false, F_PIN},             {"--idle-peers", true, F_IDLE_PEERS},
     {"--call-times", false, F_CALL_TIMES},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
@@ -428,6 +432,7 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_DESCENDING: o->descending = true; return true;
     case F_SAME_BLOCK: o->same_block = true; return true;
     case F_TARGET_POLLS: o->target_polls = true; return true;
+    case F_INITIATOR_THREAD: o->initiator_thread = true; return true;
     case F_PIN: o->pin = true; return true;
     case F_CALL_TIMES: o->call_times = true; return true;
     case F_IDLE_PEERS:
@@ -617,11 +622,35 @@ static bool check_call_times(const struct options *o)
     return true;
 }
 
+/* --initiator-thread: the initiator's streams only. */
+static bool check_initiator_thread(const struct options *o)
+{
+    const char *bad = NULL;
+
+    if (!o->initiator_thread)
+        return true;
+    if (o->mode == MODE_TARGET)
+        bad = "--target (the target runs one already)";
+    else if (o->mode == MODE_MEMCPY)
+        bad = "--memcpy";
+    else if (o->mode == MODE_FANOUT)
+        bad = "--fanout";
+    else if (o->pingpong)
+        bad = "--pingpong";
+    else if (o->idle > 0)
+        bad = "--idle (it measures the target)";
+    if (bad != NULL)
+        return !complain("--initiator-thread does not go with %s: it gives "
+                         "the initiator of a stream a progress thread",
+                         bad);
+    return true;
+}
+
 static bool check_conflicts(const struct options *o)
 {
     const char *bad = NULL;
 
-    if (!check_idle(o) || !check_call_times(o))
+    if (!check_idle(o) || !check_call_times(o) || !check_initiator_thread(o))
         return false;
 
     if (o->pingpong) {

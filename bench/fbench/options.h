@@ -55,6 +55,7 @@ struct options {
     bool descending; /* a request's iovs from its last block to its first */
     bool same_block; /* every request moves the same blocks (slot 0) */
     bool target_polls; /* the target polls itself: no progress thread */
+    bool initiator_thread; /* the initiator runs a progress thread */
     bool pin;          /* --loopback: initiator on CPU 0, target on CPU 1 */
     bool call_times;   /* time ferry's calls in the initiator's workers */
     uint64_t idle_peers; /* peers the initiator adds and never uses */
