@@ -445,7 +445,7 @@ static void settle(struct ferry_fanout *f)
 
     for (size_t i = 0; i < f->nreqs; i++) {
         struct fan_req r = f->reqs[i];
-        int ret = ferry_req_test(r.req);
+        int ret = ferry__req_look(r.req);
         char why[256] = "";
 
         if (ret == FERRY_EINPROGRESS) {

@@ -35,6 +35,16 @@
  * thread sooner than the spin lasted (see progress_main). */
 #define IDLE_FD_SPIN_MIN_NS (50u * 1000u)
 #define IDLE_FD_SPIN_MAX_NS (1000u * 1000u)
+/* The thread stands aside while callers of ferry_req_test progress in
+ * its place (progress_test): until none has passed for TESTER_QUIET_NS,
+ * longer than a busy tester's pass; yielding the CPU for the first
+ * TESTER_YIELD_NS, then napping, the first nap doubled while they go on,
+ * up to the last, which bounds how late the thread takes over once they
+ * stop (one that arms the descriptor to sleep on it hands back at once). */
+#define TESTER_QUIET_NS (5u * 1000u)
+#define TESTER_YIELD_NS (50u * 1000u)
+#define TESTER_NAP_MIN_NS (20u * 1000u)
+#define TESTER_NAP_MAX_NS (320u * 1000u)
 /* Longest sleep on the CQ descriptors: bounds how late a stop is seen. */
 #define IDLE_WAIT_MS 20
 /* Empty polls of a spin (either kind) between two yields (base/yield.h).  A
@@ -243,6 +253,86 @@ static void after_pass(struct ferry_context *ctx)
         ctx->progress.after_pass(ctx);
 }
 
+static void wake_waiters(struct ferry_context *ctx);
+
+/*
+ * Progress for a caller that tests in a loop (ferry_req_test); under the
+ * lock.  With a progress thread the caller polls too, in its place: two
+ * threads polling one context only take the lock from each other, and
+ * where CPUs are few (the caller, the thread and a target's thread on
+ * two) the thread's turns are the caller's lost.  An initiator with a
+ * thread moved a tenth of what one without moved (docs/performance.md).
+ * So the caller does what the thread would do with a pass (waking the
+ * waiters), and counts it: the thread naps while the count moves.
+ */
+static int progress_test(struct ferry_context *ctx)
+{
+    struct ferry__progress_part *pp = &ctx->progress;
+    int n = ferry__progress_locked(ctx);
+
+    if (!pp->started)
+        return n;
+    if (n > 0)
+        wake_waiters(ctx);
+    /* Relaxed, loads and stores: only callers holding the lock store
+     * them, and the thread only looks at them to stand aside. */
+    atomic_store_explicit(
+        &pp->tester_passes,
+        atomic_load_explicit(&pp->tester_passes, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    if (atomic_load_explicit(&pp->tester_armed, memory_order_relaxed))
+        atomic_store_explicit(&pp->tester_armed, false, memory_order_relaxed);
+    return n;
+}
+
+/* The progress thread's view of the testers. */
+struct aside {
+    uint64_t seen;     /* tester_passes at the last look */
+    uint64_t moved_ns; /* when the thread last saw it move */
+    uint64_t since_ns; /* when the thread stood aside; 0: it does not */
+    uint64_t nap_ns;   /* its next nap */
+};
+
+/*
+ * Whether the progress thread stays out of the testers' way for now: one
+ * passed within TESTER_QUIET_NS and none armed the descriptor since.  It
+ * then yields the CPU, or naps once they have gone on for
+ * TESTER_YIELD_NS.  Without the lock.
+ */
+static bool stand_aside(struct ferry_context *ctx, struct aside *a)
+{
+    struct ferry__progress_part *pp = &ctx->progress;
+    uint64_t passes =
+        atomic_load_explicit(&pp->tester_passes, memory_order_relaxed);
+    uint64_t now;
+
+    if (passes == a->seen && a->since_ns == 0)
+        return false;
+    now = ferry__now_ns();
+    if (passes != a->seen) {
+        a->seen = passes;
+        a->moved_ns = now;
+        if (a->since_ns == 0)
+            a->since_ns = now;
+    }
+    if (now - a->moved_ns >= TESTER_QUIET_NS ||
+        atomic_load_explicit(&pp->tester_armed, memory_order_relaxed)) {
+        a->since_ns = 0;
+        a->nap_ns = TESTER_NAP_MIN_NS;
+        return false;
+    }
+    if (now - a->since_ns < TESTER_YIELD_NS) {
+        ferry__yield(&my_yield);
+    } else {
+        struct timespec t = {0, (long)a->nap_ns};
+
+        nanosleep(&t, NULL);
+        if (a->nap_ns < TESTER_NAP_MAX_NS)
+            a->nap_ns *= 2;
+    }
+    return true;
+}
+
 void ferry__progress_pause(struct ferry_context *ctx, unsigned spins)
 {
     struct ferry__fabric *fab = ferry__fabric_of(ctx);
@@ -344,6 +434,10 @@ int ferry_context_arm(ferry_context_t *ctx)
     pp->armed = now == pp->armed_events;
     pp->armed_events = now;
     ret = pp->armed ? 0 : FERRY_EAGAIN;
+    /* Who arms is about to sleep on the descriptor: the thread, standing
+     * aside for its tests, takes over now (stand_aside). */
+    if (pp->armed)
+        atomic_store_explicit(&pp->tester_armed, true, memory_order_relaxed);
     ferry__lock_release(&ctx->xfer.reg.fab.lock);
     /* EAGAIN is not an error: events came since the last arm, look
      * again. */
@@ -443,30 +537,50 @@ static int report(const struct ferry_req *req, int status)
                                                      : ferry_strerror(status));
 }
 
-int ferry_req_test(ferry_req_t *req)
+/* One look at a checked request, progressing first while it runs: as a
+ * tester (progress_test) or as a waiter (progress_poll). */
+static int test_once(ferry_req_t *req, bool tester)
 {
-    struct ferry_context *ctx;
-    struct ferry__fabric *fab;
-    int ret, status;
+    struct ferry_context *ctx = req->ctx;
+    struct ferry__fabric *fab = ferry__fabric_of(ctx);
+    int ret = 0, status;
 
-    ferry__error_clear();
-    if ((ret = ferry__check_req(req, "ferry_req_test")))
-        return ret;
     /* A retired request's outcome is final: no lock, no progress.
      * Acquire pairs with the release that published it (xfer.c). */
     status = atomic_load_explicit(&req->outcome, memory_order_acquire);
     if (status != FERRY_EINPROGRESS)
         return report(req, status);
-    ctx = req->ctx;
-    fab = ferry__fabric_of(ctx);
     ferry__lock_acquire(&fab->lock);
     if (req->status == FERRY_EINPROGRESS)
-        ret = progress_poll(ctx);
+        ret = tester ? progress_test(ctx) : progress_poll(ctx);
     status = req->status;
     ferry__lock_release(&fab->lock);
+    /* In the thread's place, the tester forwards fan-out chunks too. */
+    if (tester && ctx->progress.started)
+        after_pass(ctx);
     if (ret < 0 && status == FERRY_EINPROGRESS)
         return ret;
     return report(req, status);
+}
+
+static int test_req(ferry_req_t *req, bool tester)
+{
+    int ret;
+
+    ferry__error_clear();
+    if ((ret = ferry__check_req(req, "ferry_req_test")))
+        return ret;
+    return test_once(req, tester);
+}
+
+int ferry_req_test(ferry_req_t *req)
+{
+    return test_req(req, true);
+}
+
+int ferry__req_look(ferry_req_t *req)
+{
+    return test_req(req, false);
 }
 
 uint64_t ferry__wait_until(int timeout_ms)
@@ -492,11 +606,14 @@ int ferry_req_wait(ferry_req_t *req, int timeout_ms)
     unsigned spins = 0;
     int ret;
 
+    ferry__error_clear();
     if ((ret = ferry__check_req(req, "ferry_req_wait")))
         return ret;
     until = ferry__wait_until(timeout_ms);
     for (;;) {
-        ret = ferry_req_test(req);
+        /* A waiter, not a tester: with a thread it sleeps between looks
+         * and relies on the thread, which must not step aside for it. */
+        ret = test_once(req, false);
         if (ret != FERRY_EINPROGRESS)
             return ret;
         if (ferry__wait_over(until))
@@ -891,6 +1008,7 @@ static void *progress_main(void *arg)
     const struct timespec nap = {0, IDLE_NAP_NS};
     bool fd_wait = can_sleep(fab);
     uint64_t fd_spin = IDLE_FD_SPIN_MIN_NS;
+    struct aside aside = {.nap_ns = TESTER_NAP_MIN_NS};
     unsigned idle_spins = 0;
 
     /* Near the NIC it drives, when the topology said which CPUs those are. */
@@ -905,6 +1023,10 @@ static void *progress_main(void *arg)
         int n;
         bool busy;
 
+        if (stand_aside(ctx, &aside)) {
+            last_work = ferry__now_ns();
+            continue;
+        }
         ferry__lock_acquire(&fab->lock);
         n = ferry__progress_locked(ctx);
         /* Requests that ended but wait for operations a dead peer will

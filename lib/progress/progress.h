@@ -20,6 +20,10 @@ void ferry__progress_fd_close(struct ferry_context *ctx);
  * progresses above (after_pass), then yields, naps or sleeps until the
  * progress thread has handled events. */
 void ferry__progress_pause(struct ferry_context *ctx, unsigned spins);
+/* ferry_req_test for ferry's own callers (the fan-out's driver, which
+ * the progress thread runs too): with a progress thread, it leaves the
+ * progress to the thread instead of taking its place. */
+int ferry__req_look(ferry_req_t *req);
 /* When a wait of timeout_ms ends (0: never, for timeout_ms < 0; 0 ms:
  * after one look, ferry.h's rule), and whether that time has come. */
 uint64_t ferry__wait_until(int timeout_ms);

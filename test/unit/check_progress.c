@@ -8,7 +8,8 @@
  * because they can only wait (parked, or blocked in line for a slot, a
  * notification too), and retired requests freed without the lock;
  * several threads posting while
- * another drives progress; a progress thread on the initiator.  (Ended
+ * another drives progress; a progress thread on the initiator, and a
+ * caller testing in its place.  (Ended
  * requests, handle checks, a stopped child and a peer killed after a post,
  * through the API: test/api/check_progress.c.)
  */
@@ -987,6 +988,65 @@ START_TEST(test_initiator_progress_thread)
 }
 END_TEST
 
+/*
+ * With a progress thread, a caller that tests in a loop progresses in the
+ * thread's place (the thread stands aside meanwhile), and a caller that
+ * arms the descriptor hands back to it; ferry's own looks
+ * (ferry__req_look, the fan-out's) leave the progress to the thread.
+ * Here the initiator says it has a thread but runs none, so only what
+ * the caller does moves its completions.
+ */
+START_TEST(test_tester_takes_the_threads_place)
+{
+    const char *prov = tu_providers[_i];
+    struct ferry__progress_part *pp;
+    struct ferry_iov iov;
+    struct tu_fx f;
+    ferry_req_t *req;
+    uint64_t until, passes;
+    int fd, ret;
+
+    tu_fx_open(&f, prov, NULL, 0, 1, 64 * KiB, 64 * KiB);
+    pp = &f.p.init->progress;
+    pp->started = true; /* no thread: the caller alone progresses */
+    ck_assert_int_eq(ferry_context_fd(f.p.init, &fd), 0);
+    ck_assert_int_eq(ferry_context_arm(f.p.init), 0);
+    ck_assert(atomic_load(&pp->tester_armed));
+
+    iov = (struct ferry_iov){f.lbuf, f.lmem, f.rmem, 0, 64 * KiB};
+    tu_fill(f.lbuf, 64 * KiB, 0xd100);
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
+    /* ferry's own looks leave it to the thread: nothing moves here. */
+    for (unsigned i = 0; i < 100; i++)
+        ck_assert_int_eq(ferry__req_look(req), FERRY_EINPROGRESS);
+    ck_assert_uint_eq(atomic_load(&pp->tester_passes), 0);
+    ck_assert(atomic_load(&pp->tester_armed));
+    /* A tester's passes complete it, counted; the arm is over. */
+    until = tu_now_ns() + 30000 * MS;
+    while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS)
+        ck_assert_msg(tu_now_ns() < until,
+                      "%s: a tester did not progress in the thread's place",
+                      prov);
+    ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
+    passes = atomic_load(&pp->tester_passes);
+    ck_assert_uint_gt(passes, 0);
+    ck_assert(!atomic_load(&pp->tester_armed));
+    ferry_req_close(req);
+    tu_assert_pattern(f.tbuf, 64 * KiB, 0xd100, "%s", prov);
+
+    /* A waiter relies on the thread: its looks are not a tester's. */
+    ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
+    ck_assert_int_eq(ferry_req_wait(req, 50), FERRY_EAGAIN);
+    ck_assert_uint_eq(atomic_load(&pp->tester_passes), passes);
+    while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS)
+        ck_assert_msg(tu_now_ns() < until, "%s: the second write", prov);
+    ck_assert_int_eq(ret, 0);
+    ferry_req_close(req);
+    pp->started = false; /* no thread to stop at close */
+    tu_fx_close(&f);
+}
+END_TEST
+
 /* ---- suite ------------------------------------------------------------------ */
 
 static Suite *progress_suite(void)
@@ -1022,6 +1082,7 @@ static Suite *progress_suite(void)
     tc = tu_tcase(s, "threads", 60);
     tcase_add_loop_test(tc, test_threads_post_while_one_progresses, 0, np);
     tcase_add_loop_test(tc, test_initiator_progress_thread, 0, np);
+    tcase_add_loop_test(tc, test_tester_takes_the_threads_place, 0, np);
     tcase_add_test(tc, test_idle_shm_target_sleeps_and_wakes);
     return s;
 }
