@@ -101,6 +101,17 @@ expect 0 "(the initiator runs a progress thread)" --provider "tcp;ofi_rxm" \
 	--initiator-thread --validate $short
 expect 0 '"initiator_thread":true' --provider shm --initiator-thread --json \
 	$short
+# --event-loop: the worker sleeps on ferry_context_fd between passes.
+for provider in shm "tcp;ofi_rxm"; do
+	expect 0 "and sleeps on ferry_context_fd" --provider "$provider" \
+		--initiator-thread --event-loop --validate --block-size 4K \
+		--inflight 4 $short
+done
+expect 0 '"event_loop":true' --provider shm --initiator-thread --event-loop \
+	--json $short
+expect 2 "--event-loop goes with --initiator-thread" --event-loop
+expect 2 "--event-loop waits in one thread" --initiator-thread --event-loop \
+	--threads 2
 expect 2 "--initiator-thread does not go with --pingpong" --pingpong \
 	--initiator-thread
 expect 2 "--initiator-thread does not go with --target" --target \

@@ -261,6 +261,10 @@ static void usage(FILE *f)
 "  --initiator-thread      the initiator's context runs ferry's progress thread\n"
 "                          too, as one that is also a target, or waits on\n"
 "                          ferry_context_fd, does\n"
+"  --event-loop            with --initiator-thread: when no request has ended,\n"
+"                          the initiator arms ferry_context_fd and sleeps on\n"
+"                          it, as an event loop does, instead of testing\n"
+"                          again (one thread)\n"
 "  --pin                   --loopback: the initiator on CPU 0, the target on\n"
 "                          CPU 1 (and their threads), as rma_raw -P: the\n"
 "                          scheduler cannot put both sides on one CPU\n"
@@ -317,7 +321,7 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
-    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_INITIATOR_THREAD, F_PIN, F_MAX_OP,
+    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_INITIATOR_THREAD, F_EVENT_LOOP, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
     F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_PLOT, F_METRICS,
     F_CALL_TIMES, F_HELP,
@@ -341,6 +345,7 @@ static const struct flag {
     {"--same-block", false, F_SAME_BLOCK},
     {"--target-polls", false, F_TARGET_POLLS},
     {"--initiator-thread", false, F_INITIATOR_THREAD},
+    {"--event-loop", false, F_EVENT_LOOP},
     {"--pin", false, F_PIN},             {"--idle-peers", true, F_IDLE_PEERS},
     {"--call-times", false, F_CALL_TIMES},
     {"--validate", false, F_VALIDATE},   {"--json", false, F_JSON},
@@ -433,6 +438,7 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_SAME_BLOCK: o->same_block = true; return true;
     case F_TARGET_POLLS: o->target_polls = true; return true;
     case F_INITIATOR_THREAD: o->initiator_thread = true; return true;
+    case F_EVENT_LOOP: o->event_loop = true; return true;
     case F_PIN: o->pin = true; return true;
     case F_CALL_TIMES: o->call_times = true; return true;
     case F_IDLE_PEERS:
@@ -545,8 +551,9 @@ static const char *one_write_conflict(const struct options *o)
     return NULL;
 }
 
-/* What an idle run cannot take besides those. */
-static const char *idle_conflict(const struct options *o)
+/* The modes that are neither the initiator's streams nor an idle run, as
+ * an error names them; NULL: none. */
+static const char *other_mode(const struct options *o)
 {
     if (o->mode == MODE_MEMCPY)
         return "--memcpy";
@@ -554,6 +561,16 @@ static const char *idle_conflict(const struct options *o)
         return "--fanout";
     if (o->pingpong)
         return "--pingpong";
+    return NULL;
+}
+
+/* What an idle run cannot take besides those. */
+static const char *idle_conflict(const struct options *o)
+{
+    const char *bad = other_mode(o);
+
+    if (bad != NULL)
+        return bad;
     if (o->target_polls)
         return "--target-polls (which stops the target's progress thread)";
     if (o->same_block)
@@ -596,24 +613,26 @@ static bool check_idle(const struct options *o)
     return true;
 }
 
+/* What keeps a run from being one of the initiator's streams, as an
+ * error names it (target: what to say of --target); NULL: nothing. */
+static const char *not_a_stream(const struct options *o, const char *target)
+{
+    if (o->mode == MODE_TARGET)
+        return target;
+    if (o->idle > 0)
+        return "--idle";
+    return other_mode(o);
+}
+
 /* --call-times times the initiator's streams of requests only. */
 static bool check_call_times(const struct options *o)
 {
-    const char *bad = NULL;
+    const char *bad;
 
     if (!o->call_times)
         return true;
-    if (o->mode == MODE_TARGET)
-        bad = "--target (the initiator times its calls)";
-    else if (o->mode == MODE_MEMCPY)
-        bad = "--memcpy";
-    else if (o->mode == MODE_FANOUT)
-        bad = "--fanout";
-    else if (o->pingpong)
-        bad = "--pingpong";
-    else if (o->idle > 0)
-        bad = "--idle";
-    else if (o->sweep_lo != 0)
+    bad = not_a_stream(o, "--target (the initiator times its calls)");
+    if (bad == NULL && o->sweep_lo != 0)
         bad = "--sweep (time one --block-size)";
     if (bad != NULL)
         return !complain("--call-times does not go with %s: it splits the "
@@ -622,23 +641,20 @@ static bool check_call_times(const struct options *o)
     return true;
 }
 
-/* --initiator-thread: the initiator's streams only. */
+/* --initiator-thread: the initiator's streams only; --event-loop: with
+ * it, in one thread. */
 static bool check_initiator_thread(const struct options *o)
 {
-    const char *bad = NULL;
+    const char *bad;
 
+    if (o->event_loop && !o->initiator_thread)
+        return !complain("--event-loop goes with --initiator-thread: the "
+                         "context's descriptor needs its progress thread");
+    if (o->event_loop && o->threads_set && o->threads != 1)
+        return !complain("--event-loop waits in one thread: drop --threads");
     if (!o->initiator_thread)
         return true;
-    if (o->mode == MODE_TARGET)
-        bad = "--target (the target runs one already)";
-    else if (o->mode == MODE_MEMCPY)
-        bad = "--memcpy";
-    else if (o->mode == MODE_FANOUT)
-        bad = "--fanout";
-    else if (o->pingpong)
-        bad = "--pingpong";
-    else if (o->idle > 0)
-        bad = "--idle (it measures the target)";
+    bad = not_a_stream(o, "--target (the target runs one already)");
     if (bad != NULL)
         return !complain("--initiator-thread does not go with %s: it gives "
                          "the initiator of a stream a progress thread",

@@ -56,6 +56,7 @@ struct options {
     bool same_block; /* every request moves the same blocks (slot 0) */
     bool target_polls; /* the target polls itself: no progress thread */
     bool initiator_thread; /* the initiator runs a progress thread */
+    bool event_loop;       /* ... and sleeps on ferry_context_fd */
     bool pin;          /* --loopback: initiator on CPU 0, target on CPU 1 */
     bool call_times;   /* time ferry's calls in the initiator's workers */
     uint64_t idle_peers; /* peers the initiator adds and never uses */

@@ -68,7 +68,8 @@ void print_header(const struct options *o,
     if (o->target_polls)
         fprintf(g_out, " (the target polls, no progress thread)");
     if (o->initiator_thread)
-        fprintf(g_out, " (the initiator runs a progress thread)");
+        fprintf(g_out, " (the initiator runs a progress thread%s)",
+                o->event_loop ? " and sleeps on ferry_context_fd" : "");
     if (o->pin)
         fprintf(g_out, " (initiator on CPU 0, target on CPU 1)");
     if (o->idle_peers != 0)
@@ -402,11 +403,13 @@ void print_json(const struct options *o,
     json_num("warmup_s", o->warmup, ",");
     printf("\"notify\":%s,\"validate\":%s,\"pingpong\":%s,"
            "\"descending\":%s,\"same_block\":%s,\"target_polls\":%s,"
-           "\"initiator_thread\":%s,\"pin\":%s,\"idle_peers\":%" PRIu64 ",",
+           "\"initiator_thread\":%s,\"event_loop\":%s,\"pin\":%s,"
+           "\"idle_peers\":%" PRIu64 ",",
            o->notify ? "true" : "false", o->validate ? "true" : "false",
            o->pingpong ? "true" : "false", o->descending ? "true" : "false",
            o->same_block ? "true" : "false", o->target_polls ? "true" : "false",
-           o->initiator_thread ? "true" : "false", o->pin ? "true" : "false",
+           o->initiator_thread ? "true" : "false",
+           o->event_loop ? "true" : "false", o->pin ? "true" : "false",
            o->idle_peers);
     if (n > 0 && o->mode != MODE_MEMCPY) {
         printf("\"registration_ms\":{");

@@ -17,6 +17,7 @@
 #include <ferry.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,6 +65,7 @@ struct run {
     bool call_times; /* --call-times: the workers time ferry's calls */
     uint64_t iterations; /* measured requests per thread; 0: a duration */
     struct call_tally calls; /* the workers', summed by gather */
+    int event_fd; /* --event-loop: the context's descriptor; else -1 */
     _Atomic int phase;
     _Atomic bool abort;
 };
@@ -222,6 +224,27 @@ static void worker_complete(struct worker *w, uint64_t k)
     reservoir_add(&w->lat, lat);
 }
 
+/* --event-loop: the longest sleep on the descriptor, which bounds how late
+ * an abort is seen (the requests in flight end the sleep otherwise). */
+#define EVENT_WAIT_MS 100
+
+/* A pass over the lanes found nothing ended.  With --event-loop: arm the
+ * context's descriptor and sleep on it, as an event loop does (the arm
+ * refuses when a request ended since the last: look again).  Else poll
+ * again, letting the target run now and then on a small machine. */
+static void rest(const struct run *r, unsigned *idle, struct ferry__yield *y)
+{
+    if (r->event_fd >= 0) {
+        struct pollfd p = {.fd = r->event_fd, .events = POLLIN};
+
+        if (ferry_context_arm(r->in->s.ctx) == 0)
+            (void)poll(&p, 1, EVENT_WAIT_MS);
+        return;
+    }
+    if (++*idle % 64 == 0)
+        ferry__yield(y);
+}
+
 /* Keeps the lanes busy until told to stop, then lets them drain. */
 static void *worker_main(void *arg)
 {
@@ -267,9 +290,8 @@ static void *worker_main(void *arg)
             else if (worker_post(w, k))
                 goto out;
         }
-        /* Busy polling, but let the target run on a small machine. */
-        if (!any && ++idle % 64 == 0)
-            ferry__yield(&yield);
+        if (!any)
+            rest(r, &idle, &yield);
     }
 out:
     for (uint64_t k = 0; k < r->g.inflight; k++)
@@ -527,14 +549,17 @@ int run_throughput(struct initiator *in, uint64_t block,
     struct run r = {.in = in, .read = o->read, .notify = o->notify,
                     .descending = o->descending,
                     .call_times = o->call_times,
-                    .iterations = o->iterations};
+                    .iterations = o->iterations, .event_fd = -1};
     struct window win = {0};
     struct worker *ws;
     struct call_mark from, to;
     uint64_t written, completed;
-    int failed;
+    int failed, ret;
 
     grid_init(&r.g, o, block, in->s.len);
+    if (o->event_loop && (ret = ferry_context_fd(in->s.ctx, &r.event_fd)))
+        return complain("ferry_context_fd: %s (%s)", ferry_strerror(ret),
+                        ferry_last_error());
     atomic_init(&r.phase, o->warmup > 0 ? PH_WARMUP : PH_MEASURE);
     atomic_init(&r.abort, false);
     if ((ws = workers_new(&r)) == NULL)
