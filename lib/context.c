@@ -119,6 +119,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     ferry__lock_init(&fab->lock);
     ferry__owned_init(&fab->owned);
     pthread_cond_init(&ctx->progress.progressed, NULL);
+    pthread_cond_init(&ctx->progress.handed_back, NULL);
     ret = ferry__fan_init(ctx);
     if (ret == 0)
         ret = ferry__config_adopt(fab, cfg);
@@ -127,6 +128,7 @@ int ferry_context_create(const struct ferry_config *cfg,
     if (ret != 0) {
         ferry__fan_destroy(ctx);
         pthread_cond_destroy(&ctx->progress.progressed);
+        pthread_cond_destroy(&ctx->progress.handed_back);
         ferry__owned_fini(&fab->owned);
         ferry__lock_destroy(&fab->lock);
         free(ctx);
@@ -203,6 +205,7 @@ static void context_free(ferry_context_t *ctx)
     ferry__fabric_close(fab);
     fab->magic = FERRY__MAGIC_DEAD;
     pthread_cond_destroy(&ctx->progress.progressed);
+    pthread_cond_destroy(&ctx->progress.handed_back);
     ferry__owned_fini(&fab->owned);
     ferry__lock_destroy(&fab->lock);
     free(ctx);

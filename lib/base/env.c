@@ -173,18 +173,23 @@ uint64_t ferry__now_ns(void)
     return clock_ns(CLOCK_MONOTONIC);
 }
 
-struct timespec ferry__realtime_after(uint64_t ms)
+struct timespec ferry__realtime_after_ns(uint64_t ns)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000u);
-    ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec += (long)(ns % 1000000000u);
     if (ts.tv_nsec >= 1000000000L) {
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
+}
+
+struct timespec ferry__realtime_after(uint64_t ms)
+{
+    return ferry__realtime_after_ns(ms * 1000000u);
 }
 
 uint64_t ferry__now_coarse_ns(void)

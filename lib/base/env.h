@@ -26,9 +26,10 @@ int ferry__env_check_keep_fi_mr_cache(void);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t ferry__now_ns(void);
-/* The CLOCK_REALTIME time ms from now, as pthread_cond_timedwait takes
- * its deadline. */
+/* The CLOCK_REALTIME time ms (ns) from now, as pthread_cond_timedwait
+ * takes its deadline. */
 struct timespec ferry__realtime_after(uint64_t ms);
+struct timespec ferry__realtime_after_ns(uint64_t ns);
 /*
  * The same clock at the kernel tick's resolution (a few ms behind at
  * most), read without a time source access: for deadlines, checked on

@@ -23,13 +23,16 @@ struct ferry__progress_part {
     pthread_cond_t progressed; /* the thread handled events; under lock */
     unsigned waiters;          /* threads waiting on it; under lock */
     atomic_bool stopping;
-    /* Passes made by callers of ferry_req_test while the thread runs,
-     * and whether one armed the descriptor since the last: the thread
-     * stands aside while the count moves and none is armed
-     * (stand_aside).  Stored under the lock, read by the thread without
-     * it. */
-    _Atomic uint64_t tester_passes;
+    /* Tests of running requests made while the thread runs, whether one
+     * armed the descriptor since the last, and whether the thread stands
+     * aside for them, so that they progress in its place (stand_aside).
+     * The first two are stored under the lock and read by the thread
+     * without it; the thread stores the third. */
+    _Atomic uint64_t tester_calls;
     atomic_bool tester_armed;
+    atomic_bool thread_aside;
+    /* The thread's naps while it stands aside; an arm ends them. */
+    pthread_cond_t handed_back;
     /* ferry_context_fd: an eventfd written when, armed (ferry_context_arm),
      * the events counted since the arm (requests ended, notifications
      * received) change; under the lock.  has_fd: made. */

@@ -16,6 +16,7 @@
 #include <rdma/fi_eq.h>
 
 #include "base/yield.h"
+#include "progress/aside.h"
 #include "fabric/rails.h"
 #include "xfer/live.h"
 #include "xfer/notify.h"
@@ -35,16 +36,6 @@
  * thread sooner than the spin lasted (see progress_main). */
 #define IDLE_FD_SPIN_MIN_NS (50u * 1000u)
 #define IDLE_FD_SPIN_MAX_NS (1000u * 1000u)
-/* The thread stands aside while callers of ferry_req_test progress in
- * its place (progress_test): until none has passed for TESTER_QUIET_NS,
- * longer than a busy tester's pass; yielding the CPU for the first
- * TESTER_YIELD_NS, then napping, the first nap doubled while they go on,
- * up to the last, which bounds how late the thread takes over once they
- * stop (one that arms the descriptor to sleep on it hands back at once). */
-#define TESTER_QUIET_NS (5u * 1000u)
-#define TESTER_YIELD_NS (50u * 1000u)
-#define TESTER_NAP_MIN_NS (20u * 1000u)
-#define TESTER_NAP_MAX_NS (320u * 1000u)
 /* Longest sleep on the CQ descriptors: bounds how late a stop is seen. */
 #define IDLE_WAIT_MS 20
 /* Empty polls of a spin (either kind) between two yields (base/yield.h).  A
@@ -256,80 +247,70 @@ static void after_pass(struct ferry_context *ctx)
 static void wake_waiters(struct ferry_context *ctx);
 
 /*
- * Progress for a caller that tests in a loop (ferry_req_test); under the
- * lock.  With a progress thread the caller polls too, in its place: two
- * threads polling one context only take the lock from each other, and
- * where CPUs are few (the caller, the thread and a target's thread on
- * two) the thread's turns are the caller's lost.  An initiator with a
- * thread moved a tenth of what one without moved (docs/performance.md).
- * So the caller does what the thread would do with a pass (waking the
- * waiters), and counts it: the thread naps while the count moves.
+ * Progress for a caller that tests (ferry_req_test); under the lock.
+ * With a progress thread, the test is counted, and progresses only while
+ * the thread stands aside for such tests (aside.h); in its place, the
+ * caller wakes the waiters as the thread would.
  */
 static int progress_test(struct ferry_context *ctx)
 {
     struct ferry__progress_part *pp = &ctx->progress;
-    int n = ferry__progress_locked(ctx);
+    int n;
 
     if (!pp->started)
-        return n;
-    if (n > 0)
-        wake_waiters(ctx);
+        return ferry__progress_locked(ctx);
     /* Relaxed, loads and stores: only callers holding the lock store
-     * them, and the thread only looks at them to stand aside. */
+     * these, and the thread only looks at them to stand aside. */
     atomic_store_explicit(
-        &pp->tester_passes,
-        atomic_load_explicit(&pp->tester_passes, memory_order_relaxed) + 1,
+        &pp->tester_calls,
+        atomic_load_explicit(&pp->tester_calls, memory_order_relaxed) + 1,
         memory_order_relaxed);
     if (atomic_load_explicit(&pp->tester_armed, memory_order_relaxed))
         atomic_store_explicit(&pp->tester_armed, false, memory_order_relaxed);
+    if (!atomic_load_explicit(&pp->thread_aside, memory_order_relaxed))
+        return 0;
+    if ((n = ferry__progress_locked(ctx)) > 0)
+        wake_waiters(ctx);
     return n;
 }
 
-/* The progress thread's view of the testers. */
-struct aside {
-    uint64_t seen;     /* tester_passes at the last look */
-    uint64_t moved_ns; /* when the thread last saw it move */
-    uint64_t since_ns; /* when the thread stood aside; 0: it does not */
-    uint64_t nap_ns;   /* its next nap */
-};
+/* The thread hands back to the testers, or takes over from them. */
+static void set_aside(struct ferry__progress_part *pp, bool on)
+{
+    if (atomic_load_explicit(&pp->thread_aside, memory_order_relaxed) != on)
+        atomic_store_explicit(&pp->thread_aside, on, memory_order_relaxed);
+}
 
 /*
- * Whether the progress thread stays out of the testers' way for now: one
- * passed within TESTER_QUIET_NS and none armed the descriptor since.  It
- * then yields the CPU, or naps once they have gone on for
- * TESTER_YIELD_NS.  Without the lock.
+ * Whether the progress thread leaves the progress to the testers for now
+ * (aside.h says when); it then naps, until an arm or the nap's end.
+ * Without the lock but to nap.
  */
-static bool stand_aside(struct ferry_context *ctx, struct aside *a)
+static bool stand_aside(struct ferry_context *ctx, struct ferry__aside *a)
 {
     struct ferry__progress_part *pp = &ctx->progress;
-    uint64_t passes =
-        atomic_load_explicit(&pp->tester_passes, memory_order_relaxed);
-    uint64_t now;
+    uint64_t calls =
+        atomic_load_explicit(&pp->tester_calls, memory_order_relaxed);
+    struct ferry__lock *lock = &ferry__fabric_of(ctx)->lock;
+    struct timespec until;
+    uint64_t nap;
 
-    if (passes == a->seen && a->since_ns == 0)
+    if (calls == a->seen && a->since_ns == 0)
+        return false; /* no test since the last look: no clock reading */
+    nap = ferry__aside_look(
+        a, calls,
+        atomic_load_explicit(&pp->tester_armed, memory_order_relaxed),
+        ferry__now_ns());
+    set_aside(pp, nap != 0);
+    if (nap == 0)
         return false;
-    now = ferry__now_ns();
-    if (passes != a->seen) {
-        a->seen = passes;
-        a->moved_ns = now;
-        if (a->since_ns == 0)
-            a->since_ns = now;
-    }
-    if (now - a->moved_ns >= TESTER_QUIET_NS ||
-        atomic_load_explicit(&pp->tester_armed, memory_order_relaxed)) {
-        a->since_ns = 0;
-        a->nap_ns = TESTER_NAP_MIN_NS;
-        return false;
-    }
-    if (now - a->since_ns < TESTER_YIELD_NS) {
-        ferry__yield(&my_yield);
-    } else {
-        struct timespec t = {0, (long)a->nap_ns};
-
-        nanosleep(&t, NULL);
-        if (a->nap_ns < TESTER_NAP_MAX_NS)
-            a->nap_ns *= 2;
-    }
+    /* A caller that arms next sleeps on the descriptor until the thread
+     * writes it: the arm ends the nap (ferry_context_arm). */
+    until = ferry__realtime_after_ns(nap);
+    ferry__lock_acquire(lock);
+    if (!atomic_load_explicit(&pp->tester_armed, memory_order_relaxed))
+        ferry__lock_wait(lock, &pp->handed_back, &until);
+    ferry__lock_release(lock);
     return true;
 }
 
@@ -435,9 +416,11 @@ int ferry_context_arm(ferry_context_t *ctx)
     pp->armed_events = now;
     ret = pp->armed ? 0 : FERRY_EAGAIN;
     /* Who arms is about to sleep on the descriptor: the thread, standing
-     * aside for its tests, takes over now (stand_aside). */
-    if (pp->armed)
+     * aside for its tests, takes over now (stand_aside), from a nap too. */
+    if (pp->armed) {
         atomic_store_explicit(&pp->tester_armed, true, memory_order_relaxed);
+        pthread_cond_signal(&pp->handed_back);
+    }
     ferry__lock_release(&ctx->xfer.reg.fab.lock);
     /* EAGAIN is not an error: events came since the last arm, look
      * again. */
@@ -556,7 +539,9 @@ static int test_once(ferry_req_t *req, bool tester)
     status = req->status;
     ferry__lock_release(&fab->lock);
     /* In the thread's place, the tester forwards fan-out chunks too. */
-    if (tester && ctx->progress.started)
+    if (tester && ctx->progress.started &&
+        atomic_load_explicit(&ctx->progress.thread_aside,
+                             memory_order_relaxed))
         after_pass(ctx);
     if (ret < 0 && status == FERRY_EINPROGRESS)
         return ret;
@@ -1008,7 +993,7 @@ static void *progress_main(void *arg)
     const struct timespec nap = {0, IDLE_NAP_NS};
     bool fd_wait = can_sleep(fab);
     uint64_t fd_spin = IDLE_FD_SPIN_MIN_NS;
-    struct aside aside = {.nap_ns = TESTER_NAP_MIN_NS};
+    struct ferry__aside aside = FERRY__ASIDE_INIT;
     unsigned idle_spins = 0;
 
     /* Near the NIC it drives, when the topology said which CPUs those are. */

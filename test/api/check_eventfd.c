@@ -2,10 +2,12 @@
  * ferry_context_fd and ferry_context_arm: a descriptor event loops wait
  * on.  It becomes readable when, armed, a request ends or a notification
  * arrives; arming refuses (FERRY_EAGAIN) when something came since the
- * last arm; it stays quiet when nothing happens.
+ * last arm; it stays quiet when nothing happens; after a caller's tests
+ * stood in for the thread, an arm hands back to it.
  */
 #include "testutil.h"
 
+#include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <string.h>
@@ -82,6 +84,70 @@ START_TEST(test_request_ends)
 }
 END_TEST
 
+/*
+ * A caller that tests in a loop long enough for the progress thread to
+ * stand aside (its tests then progress in the thread's place), then an
+ * event loop on the descriptor: the thread takes over again at the arm,
+ * and every byte lands either way.
+ */
+START_TEST(test_tester_then_event_loop)
+{
+    enum { BLOCK = 4 * KiB, SLOTS = 64, DEPTH = 8, WRITES = 4000 };
+    const char *prov = tu_providers[_i];
+    ferry_req_t *req[DEPTH] = {0};
+    uint64_t posted = 0, done = 0;
+    struct tu_fx f;
+    int fd, ret;
+
+    tu_fx_open(&f, prov, NULL, 1, 1, SLOTS * BLOCK, SLOTS * BLOCK);
+    ck_assert_int_eq(ferry_context_fd(f.p.init, &fd), 0);
+    tu_fill(f.lbuf, SLOTS * BLOCK, 0x7e57);
+    /* Lane k writes slot (k + n * DEPTH) % SLOTS: every slot, again and
+     * again, from the same source bytes. */
+    while (done < WRITES) {
+        for (unsigned k = 0; k < DEPTH; k++) {
+            if (req[k] != NULL) {
+                if ((ret = ferry_req_test(req[k])) == FERRY_EINPROGRESS)
+                    continue;
+                ck_assert_msg(ret == 0, "%s: write %" PRIu64 ": %s", prov,
+                              done, ferry_last_error());
+                ferry_req_close(req[k]);
+                req[k] = NULL;
+                done++;
+            }
+            if (posted < WRITES) {
+                size_t off = (size_t)(posted % SLOTS) * BLOCK;
+                struct ferry_iov iov = {f.lbuf + off, f.lmem, f.rmem, off,
+                                        BLOCK};
+
+                ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL,
+                                             &req[k]),
+                                 0);
+                posted++;
+            }
+        }
+    }
+    tu_assert_pattern(f.tbuf, SLOTS * BLOCK, 0x7e57, "%s: tested", prov);
+    for (unsigned round = 0; round < 3; round++) {
+        struct ferry_iov iov = {f.lbuf, f.lmem, f.rmem, 0, SLOTS * BLOCK};
+        ferry_req_t *r;
+
+        tu_fill(f.lbuf, SLOTS * BLOCK, 0x7e60 + round);
+        arm(f.p.init);
+        ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &r), 0);
+        ck_assert_msg(readable_within(fd, 30000),
+                      "%s: round %u: after the tests, the thread did not "
+                      "take over and end the request",
+                      prov, round);
+        ck_assert_int_eq(ferry_req_test(r), 0);
+        ferry_req_close(r);
+        tu_assert_pattern(f.tbuf, SLOTS * BLOCK, 0x7e60 + round,
+                          "%s: round %u", prov, round);
+    }
+    tu_fx_close(&f);
+}
+END_TEST
+
 /* The target's notifications: the descriptor says when one arrived. */
 START_TEST(test_notification_arrives)
 {
@@ -124,6 +190,7 @@ static Suite *eventfd_suite(void)
     tcase_add_loop_test(tc, test_refusals, 0, np);
     tcase_add_loop_test(tc, test_request_ends, 0, np);
     tcase_add_loop_test(tc, test_notification_arrives, 0, np);
+    tcase_add_loop_test(tc, test_tester_then_event_loop, 0, np);
     return s;
 }
 

@@ -15,6 +15,7 @@
  */
 #include "progressutil.h"
 
+#include "progress/aside.h"
 #include "progress/progress.h"
 #include "fabric/pulse.h"
 #include "xfer/op.h"
@@ -989,12 +990,63 @@ START_TEST(test_initiator_progress_thread)
 END_TEST
 
 /*
- * With a progress thread, a caller that tests in a loop progresses in the
- * thread's place (the thread stands aside meanwhile), and a caller that
- * arms the descriptor hands back to it; ferry's own looks
- * (ferry__req_look, the fan-out's) leave the progress to the thread.
- * Here the initiator says it has a thread but runs none, so only what
- * the caller does moves its completions.
+ * When the progress thread stands aside for callers that test (aside.h),
+ * look by look on a made-up clock: not for a round of tests shorter than
+ * TESTER_SUSTAIN_NS; for tests that keep coming, with naps that double
+ * up to TESTER_NAP_MAX_NS; never once they pause for TESTER_QUIET_NS or
+ * a caller arms; and from the start again after that.
+ */
+START_TEST(test_aside_policy)
+{
+    struct ferry__aside a = FERRY__ASIDE_INIT;
+    uint64_t t = 1000, calls = 0, nap, last = 0;
+
+    ck_assert_uint_eq(ferry__aside_look(&a, calls, false, t), 0);
+    /* A round of 10 tests, one a microsecond, then an arm. */
+    for (unsigned i = 0; i < 10; i++)
+        ck_assert_uint_eq(ferry__aside_look(&a, ++calls, false, t += 1000),
+                          0);
+    ck_assert_uint_eq(ferry__aside_look(&a, calls, true, t += 500), 0);
+    /* Tests that keep coming: aside once TESTER_SUSTAIN_NS have passed. */
+    for (uint64_t from = t; t - from < TESTER_SUSTAIN_NS;)
+        ck_assert_uint_eq(ferry__aside_look(&a, ++calls, false, t += 1000),
+                          0);
+    nap = ferry__aside_look(&a, ++calls, false, t += 1000);
+    ck_assert_uint_eq(nap, TESTER_NAP_MIN_NS);
+    /* Still coming after each nap: the naps double, up to the bound. */
+    for (unsigned i = 0; i < 8; i++) {
+        last = nap;
+        nap = ferry__aside_look(&a, ++calls, false, t += nap);
+        ck_assert_uint_eq(nap, last * 2 > TESTER_NAP_MAX_NS
+                                   ? TESTER_NAP_MAX_NS
+                                   : last * 2);
+    }
+    ck_assert_uint_eq(nap, TESTER_NAP_MAX_NS);
+    /* No test during a nap: the thread takes over. */
+    ck_assert_uint_eq(ferry__aside_look(&a, calls, false, t += nap), 0);
+    /* Coming again, it starts over, and an arm hands back at once. */
+    ck_assert_uint_eq(ferry__aside_look(&a, ++calls, false, t += 1000), 0);
+    for (uint64_t from = t; t - from < TESTER_SUSTAIN_NS;)
+        ferry__aside_look(&a, ++calls, false, t += 1000);
+    ck_assert_uint_eq(ferry__aside_look(&a, ++calls, false, t += 1000),
+                      TESTER_NAP_MIN_NS * 2);
+    ck_assert_uint_eq(ferry__aside_look(&a, calls, true, t += 100), 0);
+    /* A pause shorter than TESTER_QUIET_NS is not the end of them. */
+    for (uint64_t from = t; t - from <= TESTER_SUSTAIN_NS;)
+        ferry__aside_look(&a, ++calls, false, t += 1000);
+    ck_assert_uint_ne(ferry__aside_look(&a, calls, false,
+                                        t += TESTER_QUIET_NS - 1),
+                      0);
+}
+END_TEST
+
+/*
+ * With a progress thread, a caller's tests are counted and, while the
+ * thread stands aside for them, progress in its place; a caller that
+ * arms the descriptor hands back; waiters and ferry's own looks
+ * (ferry__req_look, the fan-out's) are not counted and leave the
+ * progress to the thread.  Here the initiator says it has a thread but
+ * runs none, so only what the caller does moves its completions.
  */
 START_TEST(test_tester_takes_the_threads_place)
 {
@@ -1003,7 +1055,7 @@ START_TEST(test_tester_takes_the_threads_place)
     struct ferry_iov iov;
     struct tu_fx f;
     ferry_req_t *req;
-    uint64_t until, passes;
+    uint64_t until, calls;
     int fd, ret;
 
     tu_fx_open(&f, prov, NULL, 0, 1, 64 * KiB, 64 * KiB);
@@ -1016,28 +1068,33 @@ START_TEST(test_tester_takes_the_threads_place)
     iov = (struct ferry_iov){f.lbuf, f.lmem, f.rmem, 0, 64 * KiB};
     tu_fill(f.lbuf, 64 * KiB, 0xd100);
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
-    /* ferry's own looks leave it to the thread: nothing moves here. */
+    /* ferry's own looks leave it to the thread, uncounted. */
     for (unsigned i = 0; i < 100; i++)
         ck_assert_int_eq(ferry__req_look(req), FERRY_EINPROGRESS);
-    ck_assert_uint_eq(atomic_load(&pp->tester_passes), 0);
+    ck_assert_uint_eq(atomic_load(&pp->tester_calls), 0);
     ck_assert(atomic_load(&pp->tester_armed));
-    /* A tester's passes complete it, counted; the arm is over. */
+    /* Tests while the thread works: counted, and they leave it to it. */
+    for (unsigned i = 0; i < 100; i++)
+        ck_assert_int_eq(ferry_req_test(req), FERRY_EINPROGRESS);
+    ck_assert_uint_eq(atomic_load(&pp->tester_calls), 100);
+    ck_assert(!atomic_load(&pp->tester_armed));
+    /* The thread stands aside: the tests complete it. */
+    atomic_store(&pp->thread_aside, true);
     until = tu_now_ns() + 30000 * MS;
     while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS)
         ck_assert_msg(tu_now_ns() < until,
                       "%s: a tester did not progress in the thread's place",
                       prov);
     ck_assert_msg(ret == 0, "%s: %s", prov, ferry_last_error());
-    passes = atomic_load(&pp->tester_passes);
-    ck_assert_uint_gt(passes, 0);
-    ck_assert(!atomic_load(&pp->tester_armed));
+    calls = atomic_load(&pp->tester_calls);
     ferry_req_close(req);
     tu_assert_pattern(f.tbuf, 64 * KiB, 0xd100, "%s", prov);
 
-    /* A waiter relies on the thread: its looks are not a tester's. */
+    /* A waiter relies on the thread: it is not counted, and does not
+     * stand in for it. */
     ck_assert_int_eq(ferry_write(f.p.peer, &iov, 1, NULL, &req), 0);
     ck_assert_int_eq(ferry_req_wait(req, 50), FERRY_EAGAIN);
-    ck_assert_uint_eq(atomic_load(&pp->tester_passes), passes);
+    ck_assert_uint_eq(atomic_load(&pp->tester_calls), calls);
     while ((ret = ferry_req_test(req)) == FERRY_EINPROGRESS)
         ck_assert_msg(tu_now_ns() < until, "%s: the second write", prov);
     ck_assert_int_eq(ret, 0);
@@ -1083,6 +1140,7 @@ static Suite *progress_suite(void)
     tcase_add_loop_test(tc, test_threads_post_while_one_progresses, 0, np);
     tcase_add_loop_test(tc, test_initiator_progress_thread, 0, np);
     tcase_add_loop_test(tc, test_tester_takes_the_threads_place, 0, np);
+    tcase_add_test(tc, test_aside_policy);
     tcase_add_test(tc, test_idle_shm_target_sleeps_and_wakes);
     return s;
 }
