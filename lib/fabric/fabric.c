@@ -11,6 +11,7 @@
 #include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,21 +68,77 @@ static int name_shm_endpoint(struct ferry__rail *rail)
     return 0;
 }
 
-/* The rail's endpoint, bound to its address vector and CQ, enabled. */
-static int endpoint_open(struct ferry__rail *rail)
+/* Tries at an endpoint whose provider found its address in use, where
+ * the kernel chose the port (endpoint_open). */
+#define ENDPOINT_TRIES 4
+
+/* Whether the endpoint's listener takes a port the kernel chooses: an IP
+ * source address without one (tcp, and rxm over it, bind their listening
+ * socket there, with SO_REUSEADDR). */
+static bool port_from_kernel(const struct fi_info *info)
+{
+    const struct sockaddr *sa = info->src_addr;
+
+    if (sa == NULL || info->src_addrlen < sizeof(struct sockaddr_in))
+        return false;
+    if (sa->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)sa)->sin_port == 0;
+    return sa->sa_family == AF_INET6 &&
+           info->src_addrlen >= sizeof(struct sockaddr_in6) &&
+           ((const struct sockaddr_in6 *)sa)->sin6_port == 0;
+}
+
+/* fi_endpoint to fi_enable: libfabric's code, the failed call in *call. */
+static int endpoint_try(struct ferry__rail *rail, const char **call)
 {
     int ret;
 
+    rail->ep = NULL;
+    *call = "fi_endpoint";
+    if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
+        return ret;
+    *call = "fi_ep_bind(av)";
+    if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
+        return ret;
+    *call = "fi_ep_bind(cq)";
+    if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV)))
+        return ret;
+    *call = "fi_enable";
+    return fi_enable(rail->ep);
+}
+
+/*
+ * The rail's endpoint, bound to its address vector and CQ, enabled.  A
+ * port the kernel chose for its listener can be refused: two listeners
+ * given one port by bind() with SO_REUSEADDR, where listen() refuses the
+ * second (seen once in CI as fi_enable's "Address already in use"), or
+ * no port left in the ephemeral range.  Another try gets another port.
+ */
+static int endpoint_open(struct ferry__rail *rail)
+{
+    char hint[160] = "";
+    const char *call;
+    int ret, tries = 1;
+
     if ((ret = name_shm_endpoint(rail)))
         return ret;
-    if ((ret = fi_endpoint(rail->domain, rail->info, &rail->ep, NULL)))
-        return rail_fail(ret, rail, "fi_endpoint");
-    if ((ret = fi_ep_bind(rail->ep, &rail->av->fid, 0)))
-        return rail_fail(ret, rail, "fi_ep_bind(av)");
-    if ((ret = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV)))
-        return rail_fail(ret, rail, "fi_ep_bind(cq)");
-    if ((ret = fi_enable(rail->ep)))
-        return rail_fail(ret, rail, "fi_enable");
+    while ((ret = endpoint_try(rail, &call)) == -FI_EADDRINUSE &&
+           port_from_kernel(rail->info) && tries < ENDPOINT_TRIES) {
+        FERRY_LOG_INFO("%s on provider %s: address in use (try %d of %d); "
+                       "trying another port",
+                       call, rail->info->fabric_attr->prov_name, tries,
+                       ENDPOINT_TRIES);
+        if (rail->ep != NULL)
+            fi_close(&rail->ep->fid);
+        tries++;
+    }
+    if (ret == -FI_EADDRINUSE && tries > 1)
+        snprintf(hint, sizeof(hint),
+                 " (%d tries, each on a port the kernel chose: are the "
+                 "ephemeral ports, net.ipv4.ip_local_port_range, all taken?)",
+                 tries);
+    if (ret != 0)
+        return rail_fail_hint(ret, rail, call, hint);
     return ferry__shm_region_reserve_own(rail->info, rail->ep);
 }
 

@@ -5,16 +5,23 @@
  * is declared dead within the liveness, and after the link is back the
  * same process is reached again through a new handle), and the target's
  * end of the pair is deleted (the peer is declared dead, and nothing
- * hangs).  Needs root and iproute2; exits 77 (skip) otherwise, saying why.
+ * hangs).  And a namespace whose one ephemeral port is taken: the tcp
+ * provider's listener finds its port in use on every try, and creating a
+ * context says so and how often it tried.  Needs root and iproute2;
+ * exits 77 (skip) otherwise, saying why.
  */
 #include "peerutil.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,6 +313,63 @@ static const char *cannot_run(void)
     return NULL;
 }
 
+/* A listening socket on 127.0.0.1:port, address reuse on, as the tcp
+ * provider's own listeners are. */
+static int listen_on(unsigned port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+                                sizeof(one)),
+                     0);
+    ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+                      listen(fd, 1) == 0,
+                  "port %u: %s", port, strerror(errno));
+    return fd;
+}
+
+/*
+ * In a namespace of this test's own, the ephemeral range is one port and
+ * a listener holds it: the provider's listener, bound to a port the
+ * kernel chooses, finds it in use on every try (endpoint_open tries
+ * again), and ferry_context_create says so.  With the port free, the
+ * same context opens.
+ */
+START_TEST(test_ports_taken)
+{
+    enum { PORT = 40123 };
+    struct ferry_config cfg;
+    ferry_context_t *ctx = NULL;
+    const char *err;
+    int fd, ret;
+
+    ck_assert_msg(unshare(CLONE_NEWNET) == 0, "unshare: %s", strerror(errno));
+    sh_ok("ip link set lo up");
+    sh_ok("echo '%d %d' >/proc/sys/net/ipv4/ip_local_port_range", PORT,
+          PORT);
+    fd = listen_on(PORT);
+    tu_config(&cfg, PROV);
+    ret = ferry_context_create(&cfg, &ctx);
+    err = ferry_last_error();
+    ck_assert_msg(ret != 0 && ctx == NULL,
+                  "a context opened with every port taken");
+    ck_assert_msg(strstr(err, "Address already in use") != NULL &&
+                      strstr(err, "4 tries, each on a port the kernel "
+                                  "chose") != NULL &&
+                      strstr(err, "ip_local_port_range") != NULL,
+                  "the error does not say the ports were taken, tried 4 "
+                  "times: %s",
+                  err);
+    close(fd);
+    ctx = tu_context_cfg(&cfg);
+    ferry_context_close(ctx);
+}
+END_TEST
+
 static Suite *netns_suite(void)
 {
     Suite *s = suite_create("netns");
@@ -314,6 +378,8 @@ static Suite *netns_suite(void)
     tc = tu_tcase(s, "link", 120);
     tcase_add_test(tc, test_link_down);
     tcase_add_test(tc, test_veth_deleted);
+    tc = tu_tcase(s, "ports", 60);
+    tcase_add_test(tc, test_ports_taken);
     return s;
 }
 
