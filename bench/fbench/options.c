@@ -321,7 +321,8 @@ enum flag_id {
     F_RAILS, F_OP, F_BLOCK, F_BATCH, F_THREADS, F_INFLIGHT, F_DURATION,
     F_ITERATIONS, F_WARMUP, F_BUFFER, F_MEM, F_NOTIFY, F_VALIDATE, F_JSON,
     F_SWEEP, F_CSV, F_PINGPONG, F_PORT, F_TIMEOUT, F_TIME_LIMIT, F_TX_DEPTH,
-    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS, F_INITIATOR_THREAD, F_EVENT_LOOP, F_PIN, F_MAX_OP,
+    F_TARGET_MEM, F_DESCENDING, F_SAME_BLOCK, F_TARGET_POLLS,
+    F_INITIATOR_THREAD, F_EVENT_LOOP, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
     F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_PLOT, F_METRICS,
     F_CALL_TIMES, F_HELP,
@@ -585,11 +586,18 @@ static const char *idle_conflict(const struct options *o)
     return one_write_conflict(o);
 }
 
+/* True when bad is NULL; else says that option does not go with bad, and
+ * why, and returns false. */
+static bool goes_with(const char *option, const char *bad, const char *why)
+{
+    if (bad == NULL)
+        return true;
+    return !complain("%s does not go with %s: %s", option, bad, why);
+}
+
 /* --idle: a plain target at rest, then single writes into it. */
 static bool check_idle(const struct options *o)
 {
-    const char *bad;
-
     if (o->mode == MODE_TARGET &&
         (o->idle > 0 || o->idle_gaps != 0 || o->gap_length != 0))
         return !complain("--idle, --idle-gaps and --gap-length are the "
@@ -606,11 +614,9 @@ static bool check_idle(const struct options *o)
         return !complain("--idle: %.3g s is too short to measure a rest; "
                          "give at least %.1f s",
                          o->idle, MIN_IDLE_S);
-    if ((bad = idle_conflict(o)) != NULL)
-        return !complain("--idle does not go with %s: it measures a target "
-                         "at rest, and single writes into it",
-                         bad);
-    return true;
+    return goes_with("--idle", idle_conflict(o),
+                     "it measures a target at rest, and single writes into "
+                     "it");
 }
 
 /* What keeps a run from being one of the initiator's streams, as an
@@ -634,19 +640,14 @@ static bool check_call_times(const struct options *o)
     bad = not_a_stream(o, "--target (the initiator times its calls)");
     if (bad == NULL && o->sweep_lo != 0)
         bad = "--sweep (time one --block-size)";
-    if (bad != NULL)
-        return !complain("--call-times does not go with %s: it splits the "
-                         "time of a stream of writes or reads",
-                         bad);
-    return true;
+    return goes_with("--call-times", bad,
+                     "it splits the time of a stream of writes or reads");
 }
 
 /* --initiator-thread: the initiator's streams only; --event-loop: with
  * it, in one thread. */
 static bool check_initiator_thread(const struct options *o)
 {
-    const char *bad;
-
     if (o->event_loop && !o->initiator_thread)
         return !complain("--event-loop goes with --initiator-thread: the "
                          "context's descriptor needs its progress thread");
@@ -654,12 +655,10 @@ static bool check_initiator_thread(const struct options *o)
         return !complain("--event-loop waits in one thread: drop --threads");
     if (!o->initiator_thread)
         return true;
-    bad = not_a_stream(o, "--target (the target runs one already)");
-    if (bad != NULL)
-        return !complain("--initiator-thread does not go with %s: it gives "
-                         "the initiator of a stream a progress thread",
-                         bad);
-    return true;
+    return goes_with("--initiator-thread",
+                     not_a_stream(o, "--target (the target runs one "
+                                     "already)"),
+                     "it gives the initiator of a stream a progress thread");
 }
 
 static bool check_conflicts(const struct options *o)
@@ -671,10 +670,9 @@ static bool check_conflicts(const struct options *o)
 
     if (o->pingpong) {
         bad = o->mode == MODE_MEMCPY ? "--memcpy" : one_write_conflict(o);
-        if (bad != NULL)
-            return !complain("--pingpong does not go with %s: it has one "
-                             "write in flight each way",
-                             bad);
+        if (!goes_with("--pingpong", bad,
+                       "it has one write in flight each way"))
+            return false;
     }
     if (o->mode == MODE_MEMCPY) {
         if (o->threads_set && o->threads != 1)
