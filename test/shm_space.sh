@@ -55,12 +55,17 @@ expect() {
 
 expect "an 8 MiB /dev/shm refuses shm, saying how much is free" 1 \
 	"shm: /dev/shm has only 8 MiB free of 8 MiB" 8m --provider shm --local
-# shm beside the network provider that then fails to open (here a
-# read-only /dev/shm: the region cannot be made) leaves the context on the
-# network provider alone, saying why; it used to fail the whole context.
+# A /dev/shm where the provider cannot make its region files: refused
+# before any endpoint opens (libfabric 2.2-2.6 would die of SIGSEGV in
+# fi_enable), and the default context stays on the network provider,
+# saying why; it used to fail the whole context.
+expect "a read-only /dev/shm is refused, named as such" 1 \
+	"shm: /dev/shm is mounted read-only" 200m,ro --provider shm --local
 expect "a read-only /dev/shm leaves the default context on the network" 0 \
-	"shared memory did not open (fi_enable on provider shm, domain shm failed: Read-only file system)" \
+	"shared memory is not available (no libfabric provider offers reliable-datagram RMA read/write here with provider=shm: shm: /dev/shm is mounted read-only" \
 	200m,ro
+expect "a /dev/shm without free inodes is refused" 1 \
+	"/dev/shm can hold only" 200m,nr_inodes=8 --provider shm --local
 # Room for libfabric's own check (it offers shm) but not for ferry's: the
 # region could not grow, so ferry refuses it all the same.
 expect "a 40 MiB /dev/shm refuses shm too" 1 \

@@ -15,18 +15,53 @@
 
 #include <rdma/fi_cm.h>
 
-bool ferry__shm_space_ok(uint64_t free_bytes, uint64_t total_bytes,
-                         char *why, size_t len)
+/* The sentence for a /dev/shm where no file can be made, or false.  Each
+ * is one format string, as docs/troubleshooting.md quotes it. */
+static bool no_files(const struct ferry__shm_state *s, char *why, size_t len)
+{
+    if (s->write_errno == EROFS)
+        snprintf(why, len,
+                 "%s is mounted read-only; libfabric's shm provider makes a "
+                 "region file there for each endpoint: mount it read-write "
+                 "(mount -o remount,rw %s) or choose another provider "
+                 "(FERRY_PROVIDER=tcp)",
+                 FERRY__SHM_DIR, FERRY__SHM_DIR);
+    else if (s->write_errno != 0)
+        snprintf(why, len,
+                 "%s is not writable by this process (%s); libfabric's shm "
+                 "provider makes a region file there for each endpoint: give "
+                 "it the mode Linux mounts it with (chmod 1777 %s) or choose "
+                 "another provider (FERRY_PROVIDER=tcp)",
+                 FERRY__SHM_DIR, strerror(s->write_errno), FERRY__SHM_DIR);
+    else if (s->total_files != 0 && s->free_files < FERRY__SHM_NEED_FILES)
+        snprintf(why, len,
+                 "%s can hold only %llu more files (inodes) of %llu; "
+                 "libfabric's shm provider makes a region file there for "
+                 "each endpoint, and ferry its pulse table and bell: free at "
+                 "least %u (remove stale files, or mount -o "
+                 "remount,nr_inodes=... %s)",
+                 FERRY__SHM_DIR, (unsigned long long)s->free_files,
+                 (unsigned long long)s->total_files, FERRY__SHM_NEED_FILES,
+                 FERRY__SHM_DIR);
+    else
+        return false;
+    return true;
+}
+
+bool ferry__shm_space_ok(const struct ferry__shm_state *s, char *why,
+                         size_t len)
 {
     char f[32], t[32], need[32];
 
-    if (free_bytes == UINT64_MAX) {
+    if (s->free_bytes == UINT64_MAX) {
         snprintf(why, len, "%s cannot be examined", FERRY__SHM_DIR);
         return true; /* libfabric will say what is wrong with it */
     }
-    ferry__bytes_words(free_bytes, f, sizeof(f));
-    ferry__bytes_words(total_bytes, t, sizeof(t));
-    if (free_bytes >= FERRY__SHM_NEED) {
+    if (no_files(s, why, len))
+        return false;
+    ferry__bytes_words(s->free_bytes, f, sizeof(f));
+    ferry__bytes_words(s->total_bytes, t, sizeof(t));
+    if (s->free_bytes >= FERRY__SHM_NEED) {
         snprintf(why, len, "%s has %s free of %s", FERRY__SHM_DIR, f, t);
         return true;
     }
@@ -44,14 +79,21 @@ bool ferry__shm_space_ok(uint64_t free_bytes, uint64_t total_bytes,
 
 bool ferry__shm_space_check(char *why, size_t len)
 {
+    struct ferry__shm_state s = {.free_bytes = UINT64_MAX};
     struct statvfs st;
 
     if (statvfs(FERRY__SHM_DIR, &st) != 0) {
         FERRY_LOG_DEBUG("statvfs(%s): %s", FERRY__SHM_DIR, strerror(errno));
-        return ferry__shm_space_ok(UINT64_MAX, 0, why, len);
+        return ferry__shm_space_ok(&s, why, len);
     }
-    return ferry__shm_space_ok((uint64_t)st.f_bavail * st.f_frsize,
-                               (uint64_t)st.f_blocks * st.f_frsize, why, len);
+    s.free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
+    s.total_bytes = (uint64_t)st.f_blocks * st.f_frsize;
+    s.free_files = st.f_favail;
+    s.total_files = st.f_files;
+    /* The effective ids, as the provider's shm_open will use them. */
+    if (faccessat(AT_FDCWD, FERRY__SHM_DIR, W_OK | X_OK, AT_EACCESS) != 0)
+        s.write_errno = errno;
+    return ferry__shm_space_ok(&s, why, len);
 }
 
 /* The region file of the shm endpoint whose address is addr (len bytes:

@@ -5,7 +5,8 @@
  * with ftruncate and maps, and the first write into a page tmpfs cannot
  * back kills the process with SIGBUS -- the initiator's too, whose
  * commands and bounce copies land in the target's region.  So shm is
- * refused up front when /dev/shm is nearly full, and every region is
+ * refused up front when /dev/shm is nearly full or cannot hold its files
+ * (ferry__shm_space_ok), and every region is
  * committed whole as soon as it exists: a /dev/shm that fills up later
  * can no longer reach a page of it.
  */
@@ -17,14 +18,27 @@
 #define FERRY__SHM_DIR "/dev/shm"
 /* Refused below this many free bytes: the region, its growth and a peer's. */
 #define FERRY__SHM_NEED (64ull << 20)
+/* Refused below this many free inodes: a context makes a region file per
+ * shm endpoint, its pulse table and its bell. */
+#define FERRY__SHM_NEED_FILES 16u
+
+/* What statvfs and access say of /dev/shm. */
+struct ferry__shm_state {
+    uint64_t free_bytes, total_bytes; /* free_bytes UINT64_MAX: unread */
+    uint64_t free_files, total_files; /* total_files 0: no inode limit */
+    int write_errno; /* 0, or why this process cannot make files there */
+};
 
 /*
- * Whether /dev/shm has room for shm, given its free and total bytes
- * (statvfs; free_bytes UINT64_MAX when it could not be read), with the
- * sentence that says so into why: "/dev/shm has 11.7 GiB free of 12 GiB".
+ * Whether /dev/shm can hold shm's regions, with the sentence that says so
+ * into why: "/dev/shm has 11.7 GiB free of 12 GiB".  Refused where the
+ * provider could not make its files (read-only, not writable, no inode
+ * left): libfabric 1.17-2.1 then fails fi_enable, but 2.2 to at least
+ * 2.6 go on with no region and die of SIGSEGV in it (smr_ep_ctrl), so
+ * ferry says so before any endpoint is opened.
  */
-bool ferry__shm_space_ok(uint64_t free_bytes, uint64_t total_bytes,
-                         char *why, size_t len);
+bool ferry__shm_space_ok(const struct ferry__shm_state *s, char *why,
+                         size_t len);
 
 /* The same for the live /dev/shm. */
 bool ferry__shm_space_check(char *why, size_t len);

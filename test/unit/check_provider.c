@@ -171,22 +171,61 @@ END_TEST
 
 START_TEST(test_shm_space)
 {
+    struct ferry__shm_state s = {.free_bytes = 8ull << 30,
+                                 .total_bytes = 12ull << 30};
     char why[512];
 
-    ck_assert(ferry__shm_space_ok(8ull << 30, 12ull << 30, why, sizeof(why)));
+    ck_assert(ferry__shm_space_ok(&s, why, sizeof(why)));
     ck_assert_str_eq(why, "/dev/shm has 8 GiB free of 12 GiB");
     /* Nearly full: refused with the numbers and what to do. */
-    ck_assert(!ferry__shm_space_ok(5ull << 20, 64ull << 20, why, sizeof(why)));
+    s.free_bytes = 5ull << 20;
+    s.total_bytes = 64ull << 20;
+    ck_assert(!ferry__shm_space_ok(&s, why, sizeof(why)));
     ck_assert_ptr_nonnull(strstr(why, "/dev/shm has only 5 MiB free of 64 MiB"));
     ck_assert_ptr_nonnull(strstr(why, "SIGBUS"));
     ck_assert_ptr_nonnull(strstr(why, "free at least 64 MiB"));
-    ck_assert(!ferry__shm_space_ok(0, 1ull << 30, why, sizeof(why)));
+    s.free_bytes = 0;
+    ck_assert(!ferry__shm_space_ok(&s, why, sizeof(why)));
     /* At the bound exactly: enough. */
-    ck_assert(ferry__shm_space_ok(FERRY__SHM_NEED, 1ull << 30, why,
-                                  sizeof(why)));
+    s.free_bytes = FERRY__SHM_NEED;
+    s.total_bytes = 1ull << 30;
+    ck_assert(ferry__shm_space_ok(&s, why, sizeof(why)));
     /* Unreadable: left to libfabric, but said. */
-    ck_assert(ferry__shm_space_ok(UINT64_MAX, 0, why, sizeof(why)));
+    s.free_bytes = UINT64_MAX;
+    ck_assert(ferry__shm_space_ok(&s, why, sizeof(why)));
     ck_assert_ptr_nonnull(strstr(why, "cannot be examined"));
+}
+END_TEST
+
+/* Room in bytes, but no file can be made: refused, saying which way. */
+START_TEST(test_shm_no_files)
+{
+    struct ferry__shm_state s = {.free_bytes = 1ull << 30,
+                                 .total_bytes = 1ull << 30,
+                                 .write_errno = EROFS};
+    char why[512];
+
+    ck_assert(!ferry__shm_space_ok(&s, why, sizeof(why)));
+    ck_assert_ptr_nonnull(strstr(why, "/dev/shm is mounted read-only"));
+    ck_assert_ptr_nonnull(strstr(why, "remount,rw"));
+    s.write_errno = EACCES;
+    ck_assert(!ferry__shm_space_ok(&s, why, sizeof(why)));
+    ck_assert_ptr_nonnull(strstr(why, "not writable by this process "
+                                      "(Permission denied)"));
+    ck_assert_ptr_nonnull(strstr(why, "chmod 1777"));
+    /* One inode short of the bound, then at it. */
+    s.write_errno = 0;
+    s.total_files = 100;
+    s.free_files = FERRY__SHM_NEED_FILES - 1;
+    ck_assert(!ferry__shm_space_ok(&s, why, sizeof(why)));
+    ck_assert_ptr_nonnull(strstr(why, "can hold only 15 more files (inodes) "
+                                      "of 100"));
+    s.free_files = FERRY__SHM_NEED_FILES;
+    ck_assert(ferry__shm_space_ok(&s, why, sizeof(why)));
+    /* No inode limit at all (tmpfs's nr_inodes=0): statvfs says 0 of 0. */
+    s.free_files = s.total_files = 0;
+    ck_assert(ferry__shm_space_ok(&s, why, sizeof(why)));
+    ck_assert_str_eq(why, "/dev/shm has 1 GiB free of 1 GiB");
 }
 END_TEST
 
@@ -334,6 +373,7 @@ static Suite *provider_suite(void)
     tcase_add_test(tc, test_nearest_name);
     tcase_add_test(tc, test_provider_about);
     tcase_add_test(tc, test_shm_space);
+    tcase_add_test(tc, test_shm_no_files);
     tcase_add_test(tc, test_shm_region_reserved);
     tcase_add_test(tc, test_bytes_words);
     suite_add_tcase(s, tc);
