@@ -6,9 +6,9 @@
  * back kills the process with SIGBUS -- the initiator's too, whose
  * commands and bounce copies land in the target's region.  So shm is
  * refused up front when /dev/shm is nearly full or cannot hold its files
- * (ferry__shm_space_ok), and every region is
- * committed whole as soon as it exists: a /dev/shm that fills up later
- * can no longer reach a page of it.
+ * (ferry__shm_space_ok), and every region is committed whole as soon as
+ * it exists: a /dev/shm that fills up later can no longer reach a page
+ * of it.
  */
 #ifndef FERRY_FABRIC_SHM_SPACE_H
 #define FERRY_FABRIC_SHM_SPACE_H
