@@ -19,7 +19,8 @@
 /* Refused below this many free bytes: the region, its growth and a peer's. */
 #define FERRY__SHM_NEED (64ull << 20)
 /* Refused below this many free inodes: a context makes a region file per
- * shm endpoint, its pulse table and its bell. */
+ * shm endpoint, its pulse table and its bell (4 files with two
+ * endpoints), and a few contexts may start on one host. */
 #define FERRY__SHM_NEED_FILES 16u
 
 /* What statvfs and access say of /dev/shm. */
