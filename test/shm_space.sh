@@ -35,6 +35,7 @@ in_small_shm() {
 }
 
 status=0
+run_as= # a command ferry_info runs under (setpriv, below), or none
 
 # expect NAME CODE WORDS SIZE ARGS...: ferry_info ARGS, with a SIZE tmpfs
 # over /dev/shm, exits with CODE and prints WORDS.
@@ -42,7 +43,8 @@ expect() {
 	name=$1 want=$2 words=$3 size=$4
 	shift 4
 	code=0
-	in_small_shm "$size" "$tool" "$@" >"$tmp/out" 2>&1 || code=$?
+	# shellcheck disable=SC2086 # run_as is a command and its words
+	in_small_shm "$size" $run_as "$tool" "$@" >"$tmp/out" 2>&1 || code=$?
 	if test "$code" -eq "$want" && grep -F -- "$words" "$tmp/out" >/dev/null; then
 		echo "PASS: $name"
 	else
@@ -66,6 +68,17 @@ expect "a read-only /dev/shm leaves the default context on the network" 0 \
 	200m,ro
 expect "a /dev/shm without free inodes is refused" 1 \
 	"/dev/shm can hold only" 200m,nr_inodes=8 --provider shm --local
+# One this process may not write into (mode 0755, run as nobody).
+nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+if $nobody "$tool" --local >/dev/null 2>&1; then
+	run_as=$nobody
+	expect "a /dev/shm this process cannot write is refused" 1 \
+		"shm: /dev/shm is not writable by this process (Permission denied)" \
+		200m,mode=0755 --provider shm --local
+	run_as=
+else
+	echo "SKIP: a /dev/shm this process cannot write: user nobody cannot run $tool here"
+fi
 # Room for libfabric's own check (it offers shm) but not for ferry's: the
 # region could not grow, so ferry refuses it all the same.
 expect "a 40 MiB /dev/shm refuses shm too" 1 \
