@@ -22,6 +22,9 @@
 /* What a pointer is, as the backend sees it. */
 struct ferry__hmem_ptr {
     bool device;        /* device memory of this backend; else host */
+    /* Managed (unified) memory, whose pages the driver moves between host
+     * and device: device memory, but not device-only (FI_HMEM_DEVICE_ONLY). */
+    bool managed;
     int ordinal;        /* its device */
     uint64_t buffer_id; /* unique per allocation, never reused */
     uintptr_t base;     /* the allocation holding the pointer */

@@ -435,13 +435,15 @@ static int cuda_ptr_info(const void *ptr, struct ferry__hmem_ptr *info)
         CU_POINTER_ATTRIBUTE_BUFFER_ID,
         CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
         CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        CU_POINTER_ATTRIBUTE_IS_MANAGED,
     };
     CUmemorytype type = (CUmemorytype)0;
     int ordinal = -1;
     unsigned long long buffer_id = 0;
     CUdeviceptr start = 0;
     size_t size = 0;
-    void *data[] = {&type, &ordinal, &buffer_id, &start, &size};
+    unsigned int managed = 0; /* a bool, as the driver writes it */
+    void *data[] = {&type, &ordinal, &buffer_id, &start, &size, &managed};
     CUresult r;
 
     memset(info, 0, sizeof(*info));
@@ -467,6 +469,7 @@ static int cuda_ptr_info(const void *ptr, struct ferry__hmem_ptr *info)
                             "see (devices 0 to %d)", ptr, ordinal,
                             ndevices - 1);
     info->device = true;
+    info->managed = managed != 0;
     info->ordinal = ordinal;
     info->buffer_id = buffer_id;
     info->base = (uintptr_t)start;

@@ -165,7 +165,8 @@ static int register_va(struct ferry__reg *reg, struct ferry_mem *mem,
 
     if (iface == FI_HMEM_CUDA)
         attr.device.cuda = mem->device;
-    return register_rails(reg, mem, &attr, 0);
+    return register_rails(reg, mem, &attr,
+                          iface == FI_HMEM_CUDA ? mem->hmem_flags : 0);
 }
 
 /* Host memory [addr, +len) on every rail. */
@@ -229,7 +230,7 @@ static int register_device_dmabuf(struct ferry__reg *reg,
                                    .offset = offset,
                                    .len = mem->len,
                                    .base_addr = mem->addr - offset};
-    ret = register_rails(reg, mem, &attr, FI_MR_DMABUF);
+    ret = register_rails(reg, mem, &attr, FI_MR_DMABUF | mem->hmem_flags);
     /* The registrations hold their own reference to the buffer. */
     close(fd);
     return ret;
@@ -443,6 +444,7 @@ int ferry__mem_register_any(struct ferry_context *ctx, void *addr, size_t len,
     mem->kind = FERRY_MEM_CUDA;
     mem->device = pi.ordinal;
     mem->buffer_id = pi.buffer_id;
+    mem->hmem_flags = pi.managed ? 0 : FI_HMEM_DEVICE_ONLY;
     return mem_finish(mem, register_device(ferry__reg_of(ctx), mem), out);
 }
 

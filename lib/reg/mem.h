@@ -29,6 +29,13 @@ struct ferry_mem {
     uint64_t mirror_id;
     uint64_t buffer_id; /* device allocation's id (cache validation) */
     enum ferry__dev_path path; /* FERRY__DEV_NONE for host memory */
+    /*
+     * FI_HMEM_DEVICE_ONLY for device memory that is not managed, else 0:
+     * passed with its registrations.  shm moves device memory through
+     * CUDA IPC (the copy engines) only when the registration says so, and
+     * otherwise through its host bounce buffers, at a fraction of the rate.
+     */
+    uint64_t hmem_flags;
     /* What still uses it; deregistration waits for both.  users: the
      * descriptor lists, fan-outs and staging copies (lock.h);
      * requests: the requests, counted under the lock (xfer.c). */

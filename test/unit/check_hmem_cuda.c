@@ -16,6 +16,7 @@
 #include "testutil.h"
 
 #include "dev/hmem.h"
+#include "reg/mem.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -212,6 +213,7 @@ START_TEST(test_alloc_and_ptr_info)
 
     ck_assert_int_eq(ops->ptr_info((char *)dev + 100, &info), 0);
     ck_assert(info.device);
+    ck_assert(!info.managed);
     ck_assert_int_eq(info.ordinal, 0);
     ck_assert_uint_eq(info.base, (uintptr_t)dev);
     ck_assert_uint_ge(info.size, len);
@@ -585,6 +587,124 @@ START_TEST(test_rcache_reused_address)
 }
 END_TEST
 
+/* ---- device-only registrations -------------------------------------------- */
+
+/*
+ * Managed memory of device 0, through the driver ferry loaded
+ * (RTLD_NOLOAD), in the device's primary context, pushed and popped so
+ * the caller's context stays as it was.
+ */
+/* *fnp = the driver's call name, through the library ferry loaded. */
+static void cu_load(void *fnp, const char *name)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *p;
+
+    ck_assert_msg(lib != NULL, "libcuda.so.1 is not loaded: %s", dlerror());
+    p = dlsym(lib, name);
+    ck_assert_msg(p != NULL, "%s: %s", name, dlerror());
+    memcpy(fnp, &p, sizeof(p));
+    dlclose(lib); /* ferry's handle keeps it loaded */
+}
+
+/* len > 0: allocates *ptr; len 0: frees it.  The prototypes are cuda.h's:
+ * CUresult is an int enum, CUdevice an int, CUdeviceptr an unsigned long
+ * long. */
+static void managed_call(void **ptr, size_t len)
+{
+    int (*device_get)(int *, int);
+    int (*retain)(void **, int);
+    int (*push)(void *);
+    int (*alloc_managed)(unsigned long long *, size_t, unsigned);
+    int (*mem_free)(unsigned long long);
+    int (*pop)(void **);
+    int (*release)(int);
+    int dev = 0;
+    void *ctx = NULL, *popped = NULL;
+    unsigned long long dptr = (uintptr_t)*ptr;
+
+    cu_load(&device_get, "cuDeviceGet");
+    cu_load(&retain, "cuDevicePrimaryCtxRetain");
+    cu_load(&push, "cuCtxPushCurrent_v2");
+    cu_load(&alloc_managed, "cuMemAllocManaged");
+    cu_load(&mem_free, "cuMemFree_v2");
+    cu_load(&pop, "cuCtxPopCurrent_v2");
+    cu_load(&release, "cuDevicePrimaryCtxRelease_v2");
+    ck_assert_int_eq(device_get(&dev, 0), 0);
+    ck_assert_int_eq(retain(&ctx, dev), 0);
+    ck_assert_int_eq(push(ctx), 0);
+    if (len > 0) /* 1: CU_MEM_ATTACH_GLOBAL */
+        ck_assert_int_eq(alloc_managed(&dptr, len, 1u), 0);
+    else
+        ck_assert_int_eq(mem_free(dptr), 0);
+    ck_assert_int_eq(pop(&popped), 0);
+    ck_assert_int_eq(release(dev), 0);
+    *ptr = (void *)(uintptr_t)dptr;
+}
+
+/*
+ * Device memory is registered device-only (FI_HMEM_DEVICE_ONLY, which
+ * shm needs to move it with CUDA IPC), managed memory is not (its pages
+ * may be on the host), and a write from either carries its bytes.
+ */
+START_TEST(test_device_only_registration)
+{
+    const size_t len = 1u << 20;
+    struct ferry__hmem_ptr info;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    ferry_mem_t *hmem, *mem;
+    ferry_rmem_t *rmem;
+    void *bufs[2] = {NULL, NULL};
+    void *fill = malloc(len);
+
+    (void)cuda_ops();
+    ck_assert_int_eq(ferry_device_alloc(0, len, &bufs[0]), 0);
+    managed_call(&bufs[1], len);
+    ck_assert_int_eq(ferry__hmem()->ptr_info(bufs[1], &info), 0);
+    ck_assert_msg(info.device && info.managed,
+                  "cuMemAllocManaged's memory is %s%s to ferry",
+                  info.device ? "device memory" : "host memory",
+                  info.managed ? ", managed" : ", not managed");
+    tu_pair_open(&p, tu_providers[_i], NULL);
+    hmem = tu_register(p.target, host, len, FERRY_ACCESS_REMOTE_WRITE);
+    rmem = tu_share(hmem, p.peer);
+    for (int b = 0; b < 2; b++) {
+        struct ferry_iov iov = {.rmem = rmem, .len = len};
+        ferry_req_t *req = NULL;
+
+        ck_assert_int_eq(ferry_mem_register(p.init, bufs[b], len,
+                                            FERRY_MEM_AUTO, -1, 0, &mem), 0);
+        ck_assert_msg(mem->hmem_flags == (b == 0 ? FI_HMEM_DEVICE_ONLY : 0),
+                      "%s memory registered (%s) with flags %#llx",
+                      b == 0 ? "cuMemAlloc" : "managed", ferry_mem_path(mem),
+                      (unsigned long long)mem->hmem_flags);
+        tu_fill(fill, len, 20 + (uint64_t)b);
+        ck_assert_int_eq(ferry_device_copy(bufs[b], fill, len), 0);
+        iov.local = bufs[b];
+        iov.lmem = mem;
+        ck_assert_msg(ferry_write(p.peer, &iov, 1, NULL, &req) == 0,
+                      "write from %s memory (%s): %s",
+                      b == 0 ? "cuMemAlloc" : "managed", ferry_mem_path(mem),
+                      ferry_last_error());
+        ck_assert_msg(ferry_req_wait(req, 20000) == 0,
+                      "write from %s memory (%s): %s",
+                      b == 0 ? "cuMemAlloc" : "managed", ferry_mem_path(mem),
+                      ferry_last_error());
+        ferry_req_close(req);
+        ck_assert_uint_eq(tu_check(host, len, 20 + (uint64_t)b), SIZE_MAX);
+        ck_assert_int_eq(ferry_mem_close(mem), 0);
+    }
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(hmem), 0);
+    tu_pair_close(&p);
+    ck_assert_int_eq(ferry_device_free(bufs[0]), 0);
+    managed_call(&bufs[1], 0);
+    free(fill);
+    tu_free_buf(host, len);
+}
+END_TEST
+
 /* ---- running ------------------------------------------------------------- */
 
 /* Prints the backend and status lines (for the stub test's child). */
@@ -661,6 +781,8 @@ static Suite *hmem_cuda_suite(bool gpu)
         tcase_add_test(tc, test_threads);
         tc = tu_tcase(s, "rcache", 120);
         tcase_add_loop_test(tc, test_rcache_reused_address, 0,
+                            (int)tu_nproviders);
+        tcase_add_loop_test(tc, test_device_only_registration, 0,
                             (int)tu_nproviders);
     }
     return s;
