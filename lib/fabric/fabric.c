@@ -255,6 +255,24 @@ static void derive_transport(struct ferry__fabric *fab,
     t->writes_ordered = t->nrails == 1 && (order & FI_ORDER_WAW) != 0;
 }
 
+/* ferry__transport.device_max_op: the provider's own limit on shm. */
+static size_t device_max_op(const struct ferry__fabric *fab,
+                            const struct ferry__transport *t)
+{
+    size_t max_op = SIZE_MAX;
+
+    if (!t->shm)
+        return fab->max_msg;
+    for (unsigned i = t->first; i < t->first + t->nrails; i++) {
+        size_t rail_max = fab->rails[i].info->ep_attr->max_msg_size;
+        if (rail_max < max_op)
+            max_op = rail_max;
+    }
+    if (fab->cfg.max_msg_size != 0 && fab->cfg.max_msg_size < max_op)
+        max_op = fab->cfg.max_msg_size;
+    return max_op > fab->max_msg ? max_op : fab->max_msg;
+}
+
 /* The limits every rail shares: the most restrictive of them all. */
 static void derive_limits(struct ferry__fabric *fab)
 {
@@ -287,6 +305,9 @@ static void derive_limits(struct ferry__fabric *fab)
     fab->max_msg = max_msg ? max_msg : 1;
     fab->tx_depth = tx ? tx : 1;
     fab->key_size = key ? key : 1;
+    for (unsigned t = 0; t < fab->ntransports; t++)
+        fab->transports[t].device_max_op =
+            device_max_op(fab, &fab->transports[t]);
     for (unsigned i = 0; i < fab->nrails; i++)
         fab->rails[i].weight = rail_weight(fab, i);
 }

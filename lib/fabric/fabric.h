@@ -70,6 +70,14 @@ struct ferry__transport {
     /* Writes of at most this many bytes take a peer's first rail instead
      * of the rails in turn; 0: none do (ferry__shm_first_rail_writes). */
     size_t first_rail_writes;
+    /*
+     * The largest operation of device memory registered with the provider
+     * (not staged).  shm moves each such operation with one cudaMemcpy
+     * through CUDA IPC, a few microseconds apiece whatever the size, so it
+     * takes them as large as the provider and config.max_msg_size allow
+     * (docs/gpu.md); other transports keep max_msg.
+     */
+    size_t device_max_op;
     struct ferry__pulse_reg pulse; /* the heartbeat table on its rail 0 */
 };
 

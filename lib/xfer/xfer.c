@@ -707,8 +707,9 @@ static void req_item(const struct ferry_req *req, size_t i,
 
 /*
  * What the request's next operation covers: from its current byte, up to
- * its chunk, the rest of the current item and then as many of the items
- * after it as continue it (merge_run).  Positions are (item, offset).
+ * its chunk (op_chunk), the rest of the current item and then as many of
+ * the items after it as continue it (merge_run).  Positions are (item,
+ * offset).
  */
 struct run {
     size_t len;
@@ -739,7 +740,8 @@ static bool continues(const struct ferry_iov *item, const struct ferry_iov *next
  * the items of the operation (first and last).
  */
 static void merge_run(const struct ferry_req *req,
-                      const struct ferry_iov *item, struct run *run)
+                      const struct ferry_iov *item, size_t chunk,
+                      struct run *run)
 {
     const uint8_t *local_end = (const uint8_t *)item->local + item->len;
     uint64_t remote_end = item->roffset + item->len;
@@ -747,16 +749,16 @@ static void merge_run(const struct ferry_req *req,
 
     run->last = req->cur_iov;
     run->peeked = false;
-    if (rest > req->chunk) { /* the chunk ends inside this item */
-        run->len = req->chunk;
+    if (rest > chunk) { /* the chunk ends inside this item */
+        run->len = chunk;
         run->end_iov = req->cur_iov;
-        run->end_off = req->cur_off + req->chunk;
+        run->end_off = req->cur_off + chunk;
         return;
     }
     run->len = rest;
     run->end_iov = req->cur_iov + 1;
     run->end_off = 0;
-    while (run->len < req->chunk && run->end_iov < req->niov) {
+    while (run->len < chunk && run->end_iov < req->niov) {
         struct ferry_iov *next = &run->peek;
         size_t take;
 
@@ -765,8 +767,7 @@ static void merge_run(const struct ferry_req *req,
             run->peeked = true;
             break;
         }
-        take = next->len < req->chunk - run->len ? next->len
-                                                 : req->chunk - run->len;
+        take = next->len < chunk - run->len ? next->len : chunk - run->len;
         run->len += take;
         run->last = run->end_iov;
         if (take < next->len) {
@@ -777,6 +778,23 @@ static void merge_run(const struct ferry_req *req,
         local_end += next->len;
         remote_end += next->len;
     }
+}
+
+/*
+ * The most the operation that starts at item may cover: the request's
+ * chunk, or more for device memory its peer's transport takes whole
+ * (ferry__transport.device_max_op).
+ */
+static size_t op_chunk(const struct ferry_req *req,
+                       const struct ferry_iov *item)
+{
+    const struct ferry_mem *lmem = item->lmem;
+    size_t device_max;
+
+    if (lmem == NULL || lmem->kind != FERRY_MEM_CUDA || lmem->staged)
+        return req->chunk;
+    device_max = ferry__peer_transport(req->peer)->device_max_op;
+    return device_max > req->chunk ? device_max : req->chunk;
 }
 
 /* A staged item's len more bytes are on their way. */
@@ -971,7 +989,7 @@ void ferry__req_post_pending(struct ferry_req *req)
             break; /* every slot in flight, or the provider pushed back on
                     * this peer: progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
-        merge_run(req, &item, &run);
+        merge_run(req, &item, op_chunk(req, &item), &run);
         if (held_back(req, &item, &run))
             break;
         notifies = notify_rides(req, rail, &run);

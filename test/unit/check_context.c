@@ -218,6 +218,41 @@ START_TEST(test_info_larger_operations)
 }
 END_TEST
 
+/*
+ * Device memory registered with shm goes in operations as large as the
+ * provider and the cap allow (a cudaMemcpy each, through CUDA IPC);
+ * every other transport keeps the context's largest operation.
+ */
+START_TEST(test_device_operations_on_shm)
+{
+    const char *prov = tu_providers[_i];
+    bool shm = strcmp(prov, "shm") == 0;
+    const size_t caps[] = {0, 8 * MiB, 4096};
+
+    for (size_t c = 0; c < TU_ARRAY_LEN(caps); c++) {
+        struct ferry_config cfg;
+        ferry_context_t *ctx = NULL;
+        const struct ferry__fabric *fab;
+        size_t provider_max, want;
+
+        tu_config(&cfg, prov);
+        cfg.max_msg_size = caps[c];
+        ck_assert_msg(ferry_context_create(&cfg, &ctx) == 0, "%s",
+                      ferry_last_error());
+        fab = ferry__fabric_of(ctx);
+        provider_max = fab->rails[0].info->ep_attr->max_msg_size;
+        want = !shm ? fab->max_msg
+               : caps[c] != 0 && caps[c] < provider_max ? caps[c]
+                                                        : provider_max;
+        ck_assert_uint_eq(fab->ntransports, 1);
+        ck_assert_msg(fab->transports[0].device_max_op == want,
+                      "%s, cap %zu: device operations of %zu bytes, not %zu",
+                      prov, caps[c], fab->transports[0].device_max_op, want);
+        ferry_context_close(ctx);
+    }
+}
+END_TEST
+
 START_TEST(test_info_forced_limits)
 {
     const char *prov = tu_providers[_i];
@@ -458,6 +493,8 @@ static Suite *context_suite(void)
     tcase_add_test(tc, test_info_tcp_values);
     tcase_add_loop_test(tc, test_info_every_provider, 0, (int)tu_nproviders);
     tcase_add_loop_test(tc, test_info_larger_operations, 0, (int)tu_nproviders);
+    tcase_add_loop_test(tc, test_device_operations_on_shm, 0,
+                        (int)tu_nproviders);
     tcase_add_loop_test(tc, test_info_forced_limits, 0, (int)tu_nproviders);
     suite_add_tcase(s, tc);
 

@@ -705,6 +705,71 @@ START_TEST(test_device_only_registration)
 }
 END_TEST
 
+/* Operations the context has handed to the provider, all rails. */
+static uint64_t ops_posted(ferry_context_t *ctx)
+{
+    struct ferry_stats st = tu_stats(ctx);
+    uint64_t n = 0;
+
+    for (size_t r = 0; r < TU_ARRAY_LEN(st.rma_ops_posted); r++)
+        n += st.rma_ops_posted[r];
+    return n;
+}
+
+/*
+ * A 16 MiB write from device memory that shm registered goes as one
+ * operation (shm copies it with one cudaMemcpy through CUDA IPC, at a
+ * few microseconds an operation), not as sixteen of the context's 1 MiB;
+ * on every path its bytes arrive.
+ */
+START_TEST(test_device_writes_whole)
+{
+    const size_t len = 16u << 20;
+    struct tu_pair p;
+    uint8_t *host = tu_alloc_buf(len);
+    ferry_mem_t *hmem, *mem = NULL;
+    ferry_rmem_t *rmem;
+    ferry_req_t *req = NULL;
+    void *dev = NULL, *fill = malloc(len);
+    struct ferry_iov iov = {.len = len};
+    uint64_t before;
+    bool whole;
+
+    (void)cuda_ops();
+    ck_assert_int_eq(ferry_device_alloc(0, len, &dev), 0);
+    tu_fill(fill, len, 31);
+    ck_assert_int_eq(ferry_device_copy(dev, fill, len), 0);
+    tu_pair_open(&p, tu_providers[_i], NULL);
+    hmem = tu_register(p.target, host, len, FERRY_ACCESS_REMOTE_WRITE);
+    rmem = tu_share(hmem, p.peer);
+    ck_assert_int_eq(ferry_mem_register(p.init, dev, len, FERRY_MEM_AUTO, -1,
+                                        0, &mem), 0);
+    whole = strcmp(tu_providers[_i], "shm") == 0 && !mem->staged;
+    iov.local = dev;
+    iov.lmem = mem;
+    iov.rmem = rmem;
+    before = ops_posted(p.init);
+    ck_assert_msg(ferry_write(p.peer, &iov, 1, NULL, &req) == 0, "write: %s",
+                  ferry_last_error());
+    ck_assert_msg(ferry_req_wait(req, 20000) == 0, "wait (%s): %s",
+                  ferry_mem_path(mem), ferry_last_error());
+    ferry_req_close(req);
+    ck_assert_uint_eq(tu_check(host, len, 31), SIZE_MAX);
+    if (whole)
+        ck_assert_msg(ops_posted(p.init) - before == 1,
+                      "16 MiB of device memory (%s) over shm went as %llu "
+                      "operations, not one", ferry_mem_path(mem),
+                      (unsigned long long)(ops_posted(p.init) - before));
+    ck_assert_int_eq(ferry_mem_close(mem), 0);
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_mem_close(hmem), 0);
+    tu_pair_close(&p);
+    ck_assert_int_eq(ferry_device_free(dev), 0);
+    free(fill);
+    tu_free_buf(host, len);
+}
+END_TEST
+
 /* ---- running ------------------------------------------------------------- */
 
 /* Prints the backend and status lines (for the stub test's child). */
@@ -783,6 +848,8 @@ static Suite *hmem_cuda_suite(bool gpu)
         tcase_add_loop_test(tc, test_rcache_reused_address, 0,
                             (int)tu_nproviders);
         tcase_add_loop_test(tc, test_device_only_registration, 0,
+                            (int)tu_nproviders);
+        tcase_add_loop_test(tc, test_device_writes_whole, 0,
                             (int)tu_nproviders);
     }
     return s;
