@@ -183,6 +183,11 @@ tree_env() {
 	done
 	tenv=(PKG_CONFIG="$pkg_config" PKG_CONFIG_LIBDIR="$work/pc/$1" PKG_CONFIG_PATH=
 		CPPFLAGS="${incs[*]/#/-I}" LDFLAGS="$ldflags")
+	# The simulated device is a module of the build, not installed here;
+	# make check finds it by this variable, and so must the programs run
+	# outside it.
+	[[ $simulate == no ]] ||
+		tenv+=(FERRY_SIM_LIBRARY="$work/build-$1/lib/.libs/libferry-sim.so")
 }
 
 # build_tree TREE: configure, make, and the suites' programs.
@@ -329,7 +334,7 @@ run_bench() {
 				name="bench-$t-${p//;/-}-$s"
 				rc=0
 				step "$name" 30 in_tree "$t" bench/ferry_bench --provider "$p" --mem cuda \
-					--target-mem cuda --block-size "$s" --duration 2 --warmup 0.5 --json || rc=$?
+					--target-mem cuda --block-size "$s" --duration 2 --warmup 0.5 --validate --json || rc=$?
 				say "- $t libfabric, $p, $s: $(verdict "$rc"): $(bench_line "$logs/$name.log")"
 				[[ $rc == 0 ]] || run_failed=1
 			done
