@@ -104,7 +104,9 @@ struct ferry_config {
     unsigned mr_mode_force;
     size_t mr_key_size;  /* cap on key bytes used; 0: the provider's */
     /* Cap on one RMA operation; 0: 1 MiB, or the provider's maximum if
-     * lower (larger requests go as several operations). */
+     * lower (larger requests go as several operations).  Device memory
+     * that shm registered is capped only by this, when set, and by the
+     * provider: shm copies each operation with the device's copy engine. */
     size_t max_msg_size;
     size_t tx_depth;     /* cap on operations in flight per rail; 0: provider's */
     /* Default deadline of a request in ms: < 0 none, 0 the default
@@ -371,7 +373,9 @@ struct ferry_context_info {
     unsigned nrails;
     unsigned mr_mode; /* FERRY_MR_* bits in effect */
     size_t mr_key_size;
-    size_t max_msg_size; /* largest single RMA operation ferry posts */
+    /* Largest single RMA operation ferry posts, but of device memory
+     * that shm registered (config.max_msg_size says how). */
+    size_t max_msg_size;
     size_t tx_depth;     /* operations in flight per rail */
     size_t rx_depth;
     int hmem;                 /* the domain registers device memory */
