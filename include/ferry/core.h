@@ -609,7 +609,8 @@ struct ferry_stats {
     uint64_t heartbeats;
     uint64_t peers_declared;
     /* Writes and reads handed to the provider, per rail: a run of
-     * contiguous iovs or blocks goes as one (docs/semantics.md). */
+     * contiguous iovs or blocks goes as one (docs/semantics.md); a write
+     * sent again to cover others (shm before libfabric 2.5) counts once. */
     uint64_t rma_ops_posted[8];
     /* Operations a dropped connection flushed, held until their peer
      * answered again or was declared, and those of them posted again
@@ -790,7 +791,10 @@ struct ferry_req_result {
     size_t size;         /* sizeof(struct ferry_req_result) */
     int status;          /* 0, FERRY_EINPROGRESS while it runs, or its error */
     uint64_t bytes;      /* the bytes of all its iovs */
-    uint64_t bytes_done; /* of them, delivered (completed by the provider) */
+    /* Of them, completed by the provider: delivered, but for a small
+     * write on shm before libfabric 2.5 that a later one of the request
+     * covers, which counts once sent (docs/semantics.md). */
+    uint64_t bytes_done;
     /* CLOCK_MONOTONIC: when ferry took the request (where Linux keeps
      * that clock on the CPU's time stamp counter, read through the
      * counter: within a few microseconds of clock_gettime's) */

@@ -238,6 +238,18 @@ size_t ferry__shm_first_rail_writes(const struct fi_info *info,
     return info->tx_attr->inject_size;
 }
 
+size_t ferry__shm_covered_writes(const struct fi_info *info,
+                                 uint32_t fi_runtime)
+{
+    uint64_t order = info->tx_attr->msg_order & info->rx_attr->msg_order;
+
+    if (info->ep_attr->protocol != FI_PROTO_SHM ||
+        FI_VERSION_GE(fi_runtime, FI_VERSION(2, 5)) ||
+        !(order & FI_ORDER_WAW))
+        return 0;
+    return info->tx_attr->inject_size;
+}
+
 /* What the transport's provider says of its ordering and mr_mode. */
 static void derive_transport(struct ferry__fabric *fab,
                              struct ferry__transport *t)
@@ -253,6 +265,7 @@ static void derive_transport(struct ferry__fabric *fab,
     t->shm = info->ep_attr->protocol == FI_PROTO_SHM;
     t->notify_ordered = t->nrails == 1 && (order & FI_ORDER_SAW) != 0;
     t->writes_ordered = t->nrails == 1 && (order & FI_ORDER_WAW) != 0;
+    t->covered_writes = ferry__shm_covered_writes(info, fi_version());
 }
 
 /* ferry__transport.device_max_op: the provider's own limit on shm. */

@@ -70,6 +70,10 @@ struct ferry__transport {
     /* Writes of at most this many bytes take a peer's first rail instead
      * of the rails in turn; 0: none do (ferry__shm_first_rail_writes). */
     size_t first_rail_writes;
+    /* A request's writes of at most this many bytes, but its last, may go
+     * without waiting for their delivery: the last one's wait covers them
+     * (ferry__shm_covered_writes); 0: none may. */
+    size_t covered_writes;
     /*
      * The largest operation of device memory registered with the provider
      * (not staged).  shm moves each such operation with one cudaMemcpy
@@ -144,6 +148,20 @@ struct ferry__fabric {
  */
 size_t ferry__shm_first_rail_writes(const struct fi_info *info,
                                     unsigned endpoints, uint32_t fi_runtime);
+
+/*
+ * On a transport of shm endpoints (info's): the largest write of a
+ * request that need not wait for its own delivery, 0 for none.  libfabric
+ * 1.17-2.4's shm sends a small write that waits by its SAR protocol, one
+ * at a time per endpoint and peer, and one that does not through an
+ * inject buffer, as many as its queue holds.  Where the provider promises
+ * to place a peer's writes in order (FI_ORDER_WAW, which ferry asks shm
+ * for before 2.5: provider.c), a request's small writes on a rail are
+ * delivered once the last one on that rail is, and only that one waits
+ * (xfer.c).  From 2.5 shm injects a waiting write too: none is needed.
+ */
+size_t ferry__shm_covered_writes(const struct fi_info *info,
+                                 uint32_t fi_runtime);
 
 /* The transport that holds rail. */
 static inline struct ferry__transport *

@@ -281,6 +281,52 @@ static void select_hmem(const struct ferry_config *cfg,
 }
 
 /*
+ * Before libfabric 2.5, asks shm again for endpoints that place a peer's
+ * writes in order (FI_ORDER_WAW) and takes their fi_info instead: then a
+ * request's small writes need not each wait for their delivery
+ * (ferry__shm_covered_writes).  The ordering costs shm nothing measurable
+ * (docs/performance.md); without it 1.17-2.4's shm copies a write that
+ * does not wait with process_vm_writev from the initiator, which is
+ * slower than its inject buffers.  The ordered endpoints address remote
+ * memory by offset: not where the configuration forces virtual addresses.
+ * Nor where shm registers device memory (FI_HMEM): its CUDA IPC path was
+ * measured on the endpoints it offers unasked (docs/gpu.md).
+ */
+static void select_ordered_shm(const struct ferry_config *cfg,
+                               struct ferry__selection *sel)
+{
+    for (size_t i = 0; i < sel->ncand; i++) {
+        struct ferry__candidate *c = &sel->cand[i];
+        struct fi_info *hints, *infos = NULL;
+
+        if (c->info->ep_attr->protocol != FI_PROTO_SHM ||
+            FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)) ||
+            (c->info->caps & FI_HMEM) ||
+            (cfg->mr_mode_force & FERRY_MR_VIRT_ADDR) ||
+            (c->info->tx_attr->msg_order & FI_ORDER_WAW))
+            continue;
+        if ((hints = make_hints(cfg, c->info->fabric_attr->prov_name)) ==
+            NULL)
+            return;
+        hints->tx_attr->msg_order = FI_ORDER_WAW;
+        hints->rx_attr->msg_order = FI_ORDER_WAW;
+        if (fi_getinfo(FERRY__FI_VERSION, NULL, NULL, 0, hints, &infos) != 0)
+            infos = NULL;
+        fi_freeinfo(hints);
+        for (struct fi_info *p = infos; p != NULL; p = p->next) {
+            struct fi_info *dup;
+
+            if (!same_domain(c->info, p) || (dup = fi_dupinfo(p)) == NULL)
+                continue;
+            fi_freeinfo(c->info);
+            c->info = dup;
+            break;
+        }
+        fi_freeinfo(infos);
+    }
+}
+
+/*
  * Keeps the candidates of infos that ferry may use; shm only where peers
  * are local and /dev/shm has room for it.
  */
@@ -382,6 +428,7 @@ int ferry__provider_select(const struct ferry_config *cfg,
             sel->refused[0] ? sel->refused : "fi_getinfo returned nothing");
     }
     select_hmem(cfg, sel);
+    select_ordered_shm(cfg, sel);
     qsort(sel->cand, sel->ncand, sizeof(*sel->cand), by_rank);
     return 0;
 }

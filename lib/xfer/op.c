@@ -57,7 +57,7 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     op->kind = kind;
     op->len = len;
     op->first_item = op->last_item = FERRY__NO_ITEM;
-    if (kind == FERRY__OP_WRITE || kind == FERRY__OP_READ)
+    if ((kind == FERRY__OP_WRITE || kind == FERRY__OP_READ) && !op->cover)
         tx->rma_ops_posted++;
     tx->ops_in_flight++;
     if (req != NULL)
@@ -89,6 +89,7 @@ void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
         op->req->ops_in_flight--;
     op->req = NULL;
     op->peer = NULL;
+    op->covered = op->cover = false;
     peer->live.rail_ops[r]--;
     window_age(peer, r);
     if (peer->removed && ferry__peer_ops_out(peer) == 0)
@@ -109,6 +110,22 @@ static ssize_t rma_issue(struct ferry__op *op, size_t len)
     if (op->notifies)
         return fi_writedata(rail->ep, op->local, len, op->desc, op->data,
                             dest, raddr, key, &op->fi_ctx);
+    if (op->covered) {
+        struct iovec iov = {.iov_base = op->local, .iov_len = len};
+        struct fi_rma_iov rma = {.addr = raddr, .len = len, .key = key};
+        struct fi_msg_rma msg = {
+            .msg_iov = &iov,
+            .desc = &op->desc,
+            .iov_count = 1,
+            .addr = dest,
+            .rma_iov = &rma,
+            .rma_iov_count = 1,
+            .context = &op->fi_ctx,
+        };
+
+        /* Its flags replace the endpoint's FI_DELIVERY_COMPLETE. */
+        return fi_writemsg(rail->ep, &msg, FI_COMPLETION);
+    }
     if (op->kind == FERRY__OP_WRITE)
         return fi_write(rail->ep, op->local, len, op->desc, dest, raddr, key,
                         &op->fi_ctx);
@@ -119,13 +136,16 @@ static ssize_t rma_issue(struct ferry__op *op, size_t len)
 ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__op *op,
                         void *local, void *desc,
                         const struct ferry_rmem *rmem, uint64_t roff,
-                        size_t len, bool notifies, uint64_t data)
+                        size_t len, bool notifies, enum ferry__rma_wait wait,
+                        uint64_t data)
 {
     /* Not taken yet (ferry__op_take follows a post the provider took),
      * so its kind, peer and flag are set here for rma_issue. */
     op->peer = req->peer;
     op->kind = req->kind;
     op->notifies = notifies;
+    op->covered = wait == FERRY__RMA_COVERED;
+    op->cover = wait == FERRY__RMA_COVER;
     op->local = local;
     op->desc = desc;
     op->rmem = rmem;

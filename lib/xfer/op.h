@@ -59,6 +59,14 @@ struct ferry__op {
     const struct ferry_rmem *rmem;
     uint64_t roff;
     uint64_t data; /* the notification it carries, if notifies */
+    /* A write that did not ask to wait for its delivery: a later write of
+     * its request on its rail waits and covers it (covered_writes); its
+     * completion says nothing of the peer.  And a covered write posted
+     * again, waiting, to cover its rail's (xfer.c, post_covers): counted
+     * once already.  Set by ferry__rma_post for what it posts, cleared by
+     * give_back; read for writes only. */
+    bool covered;
+    bool cover;
     bool key_checked; /* its peer's pulse said its region lives */
     bool posted_again;
     /* A check's (FERRY__OP_CHECK) held operation. */
@@ -124,6 +132,9 @@ struct ferry_req {
      * notification, if any, goes once they are all delivered. */
     bool sync_mirrors;
     size_t sync_next;
+    /* The region whose small writes need not wait for their delivery
+     * (xfer.c), or NULL. */
+    const struct ferry_rmem *cover_rmem;
     bool staged; /* some of its local memory goes through staging */
     int status;           /* FERRY_EINPROGRESS, 0 or the error */
     /* ferry_req_result's: when it was taken and ended (ferry__now_ns),
@@ -142,7 +153,14 @@ struct ferry_req {
     atomic_bool freed_once;
     /* On part.h's given_back stack, then, freed, on its spare stack. */
     struct ferry_req *stack_next;
-    /* Last: a new request clears the fields before it, and of this one
+    /* With cover_rmem: per peer rail, the last write posted there without
+     * waiting since one that waited (len 0: none), posted again, waiting,
+     * once all else is: its delivery then covers theirs.  Not cleared
+     * with the fields above but where the request has cover_rmem. */
+    struct ferry__cover {
+        size_t first_item, last_item, off, len;
+    } cover[FERRY__MAX_RAILS];
+    /* Last: a new request clears the fields before cover, and of this one
      * only the first byte (req_new, xfer.c). */
     char errmsg[256];
 };
@@ -237,6 +255,12 @@ static inline void ferry__traffic_posted(struct ferry_req *req,
 /* Gives op's slot back to its rail: its operation came back.  The last
  * operation of a peer removed meanwhile frees it (reg/peer.h). */
 void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op);
+/* How a write waits for its delivery (FI_DELIVERY_COMPLETE). */
+enum ferry__rma_wait {
+    FERRY__RMA_WAITS,   /* as every operation does by default */
+    FERRY__RMA_COVERED, /* it does not: a later write covers it (xfer.c) */
+    FERRY__RMA_COVER,   /* it waits, sent again to cover those before it */
+};
 /* fi_write or fi_read (req->kind) of [local, +len) at roff of rmem, on
  * op's rail; a write that notifies carries the request's notification as
  * its remote CQ data (fi_writedata, data packed by the caller).  The
@@ -244,7 +268,8 @@ void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op);
 ssize_t ferry__rma_post(struct ferry_req *req, struct ferry__op *op,
                         void *local, void *desc,
                         const struct ferry_rmem *rmem, uint64_t roff,
-                        size_t len, bool notifies, uint64_t data);
+                        size_t len, bool notifies, enum ferry__rma_wait wait,
+                        uint64_t data);
 /* The same RMA again, on op's rail (taken, its connection dropped). */
 ssize_t ferry__rma_again(struct ferry__op *op);
 /* Names items first..last of req, one operation's, for its error: the

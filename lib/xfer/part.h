@@ -31,6 +31,7 @@ struct ferry__txq {
     unsigned idle_polls;
     uint64_t bytes_posted;   /* statistics */
     uint64_t rma_ops_posted; /* writes and reads */
+    uint64_t writes_covered; /* of those, writes that did not wait */
 };
 
 /* xfer.c and op.c: requests, and the operation slots of every rail. */

@@ -310,7 +310,7 @@ static bool slot_post_rma(struct ferry__stage_slot *slot)
     }
     ret = ferry__rma_post(req, op, slot->host,
                           slot->stage->mem->desc[rail->index], slot->rmem,
-                          slot->roff, slot->len, false, 0);
+                          slot->roff, slot->len, false, FERRY__RMA_WAITS, 0);
     if (ret == -FI_EAGAIN) {
         ferry__op_pushed_back(x, req->peer, rail);
         return false;

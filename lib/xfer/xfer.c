@@ -419,10 +419,11 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
     req = req_take_spare(x);
 
-    /* A kept request is cleared but for its sentence, of which an empty
-     * string needs one byte: 256 bytes fewer to clear per request. */
+    /* A kept request is cleared but for its covers (req_start clears them
+     * where it has any) and its sentence, of which an empty string needs
+     * one byte: 512 bytes fewer to clear per request. */
     if (req != NULL) {
-        memset(req, 0, offsetof(struct ferry_req, errmsg));
+        memset(req, 0, offsetof(struct ferry_req, cover));
         req->errmsg[0] = '\0';
     } else if ((req = calloc(1, sizeof(*req))) == NULL) {
         return NULL;
@@ -467,6 +468,54 @@ static size_t stripe_chunk(const struct ferry__xfer *x,
     return chunk < x->reg.fab.max_msg ? (size_t)chunk : x->reg.fab.max_msg;
 }
 
+/*
+ * The i-th piece of a request: its iov, or its pair of prepared blocks,
+ * with lmem set to the registration it uses (found in the cache or made
+ * for the request when the caller gave none).
+ */
+static void req_item(const struct ferry_req *req, size_t i,
+                     struct ferry_iov *out)
+{
+    if (req->prep == NULL) {
+        *out = req->iov[i];
+        if (out->lmem == NULL && req->found != NULL)
+            out->lmem = req->found[i].mem;
+    } else {
+        struct ferry__block lb, rb;
+
+        ferry__dlist_block(req->prep->local, req->lidx[i], &lb);
+        ferry__dlist_block(req->prep->remote, req->ridx[i], &rb);
+        out->local = lb.mem->addr + lb.offset;
+        out->lmem = lb.mem;
+        out->rmem = rb.rmem;
+        out->roffset = rb.offset;
+        out->len = lb.len;
+    }
+}
+
+/*
+ * The region whose small writes the request may post without waiting for
+ * their delivery (ferry__transport.covered_writes): its last item's, if
+ * that item is host memory.  On each rail the last write waits, or is
+ * posted again waiting (post_covers), and its delivery covers the
+ * writes before it there; NULL where the transport has no covered
+ * writes, for reads, and for writes whose peer mirrors need sync
+ * messages.
+ */
+static const struct ferry_rmem *covering_region(const struct ferry_req *req)
+{
+    struct ferry_iov last;
+
+    if (req->kind != FERRY__OP_WRITE || req->sync_mirrors ||
+        req->niov < 2 ||
+        ferry__peer_transport(req->peer)->covered_writes == 0)
+        return NULL;
+    req_item(req, req->niov - 1, &last);
+    if (last.lmem != NULL && last.lmem->kind == FERRY_MEM_CUDA)
+        return NULL;
+    return last.rmem;
+}
+
 static bool keeps_to_first_rail(const struct ferry_req *req)
 {
     return req->kind == FERRY__OP_WRITE &&
@@ -504,6 +553,8 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
      * what they wrote (post_syncs); only contexts that imported one look. */
     req->sync_mirrors =
         req->kind == FERRY__OP_WRITE && x->reg.mem.mirror_rmems > 0;
+    if ((req->cover_rmem = covering_region(req)) != NULL)
+        memset(req->cover, 0, sizeof(req->cover));
     hold_regions(req, true);
     ferry__req_list_append(&x->req.active, req);
     ferry__req_post_pending(req);
@@ -681,31 +732,6 @@ int ferry_read(ferry_peer_t *peer, const struct ferry_iov *iov, size_t n,
 }
 
 /*
- * The i-th piece of a request: its iov, or its pair of prepared blocks,
- * with lmem set to the registration it uses (found in the cache or made
- * for the request when the caller gave none).
- */
-static void req_item(const struct ferry_req *req, size_t i,
-                     struct ferry_iov *out)
-{
-    if (req->prep == NULL) {
-        *out = req->iov[i];
-        if (out->lmem == NULL && req->found != NULL)
-            out->lmem = req->found[i].mem;
-    } else {
-        struct ferry__block lb, rb;
-
-        ferry__dlist_block(req->prep->local, req->lidx[i], &lb);
-        ferry__dlist_block(req->prep->remote, req->ridx[i], &rb);
-        out->local = lb.mem->addr + lb.offset;
-        out->lmem = lb.mem;
-        out->rmem = rb.rmem;
-        out->roffset = rb.offset;
-        out->len = lb.len;
-    }
-}
-
-/*
  * What the request's next operation covers: from its current byte, up to
  * its chunk (op_chunk), the rest of the current item and then as many of
  * the items after it as continue it (merge_run).  Positions are (item,
@@ -863,6 +889,27 @@ static bool notification_may_go(const struct ferry_req *req)
 }
 
 /*
+ * The first peer rail, other than `but` (-1: any), where the request's
+ * last write did not wait for its delivery and is still to be posted
+ * again (post_covers); -1 for none.
+ */
+static int cover_owed(const struct ferry_req *req, int but)
+{
+    if (req->cover_rmem == NULL) /* nothing of it went uncovered */
+        return -1;
+    for (unsigned k = 0; k < req->peer->nrails; k++)
+        if (req->cover[k].len != 0 && (int)k != but)
+            return (int)k;
+    return -1;
+}
+
+/* Every operation of the request's data is posted, covers included. */
+static bool all_posted(const struct ferry_req *req)
+{
+    return req->cur_iov == req->niov && cover_owed(req, -1) < 0;
+}
+
+/*
  * Whether the request, running, has everything posted and waits for
  * nothing but its operations, a notification (if any) included: each
  * completion settles it (ferry__op_complete), so it is parked (part.h).
@@ -873,7 +920,7 @@ static bool notification_may_go(const struct ferry_req *req)
 static bool waits_for_ops(const struct ferry_req *req)
 {
     return req->status == FERRY_EINPROGRESS && !req->staged &&
-           req->cur_iov == req->niov && req->ops_in_flight > 0 &&
+           all_posted(req) && req->ops_in_flight > 0 &&
            !notification_may_go(req);
 }
 
@@ -896,6 +943,8 @@ static int rail_waited_for(const struct ferry_req *req)
         return -1;
     if (req->cur_iov < req->niov)
         k = req->rail_pending;
+    else if ((k = cover_owed(req, -1)) >= 0)
+        ;
     else if (req->ops_in_flight == 0 || notification_may_go(req))
         k = 0;
     if (k < 0)
@@ -912,7 +961,8 @@ static int rail_waited_for(const struct ferry_req *req)
  * a message would be two (the target sees the notification in the
  * write's own completion, after its data).  The write (run) must end the
  * request, every earlier one delivered already or ordered before
- * it (writes_ordered), no peer mirror may need its sync message first,
+ * it (writes_ordered), none on another rail waiting for its cover
+ * (post_covers), no peer mirror may need its sync message first,
  * and {id, value} must fit the rail's CQ data.
  */
 static bool notify_rides(const struct ferry_req *req,
@@ -923,32 +973,113 @@ static bool notify_rides(const struct ferry_req *req,
            run->end_iov == req->niov &&
            (req->ops_in_flight == 0 ||
             ferry__peer_transport(req->peer)->writes_ordered) &&
+           cover_owed(req, req->rail_pending) < 0 &&
            ferry__notify_fits(rail, req->notify_id, req->notify_value);
 }
 
 /*
- * Whether the request's next operation (run, in item's region) must not
- * be posted: the pulse says the region is gone (the request ends with
- * FERRY_ESTALE, naming the items), or that the peer's whole context is
- * (the request waits: liveness declares the peer at its next look).
- * Posting it would cost more than this request: tcp;ofi_rxm drops the
- * connection under every operation to the peer, shm never answers it and
- * stalls the responses behind it (fabric/pulse.h).
+ * Whether the write about to be posted (run, from item) may go without
+ * waiting for its delivery: a small one of host memory into the
+ * request's covering region, not its last nor one that notifies.  A
+ * write that waits covers those before it on its rail.
+ */
+static bool write_covered(const struct ferry_req *req,
+                          const struct ferry_iov *item, const struct run *run,
+                          bool notifies)
+{
+    return req->cover_rmem != NULL && item->rmem == req->cover_rmem &&
+           (item->lmem == NULL || item->lmem->kind != FERRY_MEM_CUDA) &&
+           run->end_iov < req->niov && !notifies &&
+           run->len <= ferry__peer_transport(req->peer)->covered_writes;
+}
+
+/*
+ * Whether the request's next operation (len bytes over items first..last,
+ * in item's region) must not be posted: the pulse says the region is gone
+ * (the request ends with FERRY_ESTALE, naming the items), or that the
+ * peer's whole context is (the request waits: liveness declares the peer
+ * at its next look).  Posting it would cost more than this request:
+ * tcp;ofi_rxm drops the connection under every operation to the peer,
+ * shm never answers it and stalls the responses behind it
+ * (fabric/pulse.h).
  */
 static bool held_back(struct ferry_req *req, const struct ferry_iov *item,
-                      const struct run *run)
+                      size_t first, size_t last, size_t len)
 {
     enum ferry__pulse_verdict v = ferry__rmem_verdict(item->rmem);
     char items[96];
 
     if (v != FERRY__PULSE_REGION_GONE)
         return v == FERRY__PULSE_CONTEXT_GONE;
-    ferry__req_items_name(req, req->cur_iov, run->last, items, sizeof(items));
-    ferry__req_end_at(req, req->cur_iov, FERRY_ESTALE,
-                      "%s of %zu bytes (%s): %s",
+    ferry__req_items_name(req, first, last, items, sizeof(items));
+    ferry__req_end_at(req, first, FERRY_ESTALE, "%s of %zu bytes (%s): %s",
                       req->kind == FERRY__OP_WRITE ? "a write" : "a read",
-                      run->len, items, ferry__rmem_gone_why());
+                      len, items, ferry__rmem_gone_why());
     return true;
+}
+
+/* Ends the request: posting its operation over items first..last, len
+ * bytes on rail, failed with ret. */
+static void post_failed(struct ferry_req *req, size_t first, size_t last,
+                        size_t len, const struct ferry__rail *rail,
+                        ssize_t ret)
+{
+    char items[96];
+
+    ferry__req_items_name(req, first, last, items, sizeof(items));
+    ferry__req_end_at(req, first, ferry__error_from_fi((int)ret),
+                      "posting %s of %zu bytes (%s) on rail %u (domain %s) "
+                      "failed: %s",
+                      req->kind == FERRY__OP_WRITE ? "a write" : "a read",
+                      len, items, rail->index, rail->info->domain_attr->name,
+                      fi_strerror((int)-ret));
+}
+
+/*
+ * Once all of the request's data is posted: on each rail whose last write
+ * did not wait for its delivery, that write again, the same bytes to the
+ * same place, waiting.  shm places a peer's writes in order, so its
+ * delivery is that of every write before it on the rail.  Stops at a
+ * rail with no slot for the peer; the request then waits for one there
+ * (rail_waited_for).
+ */
+static void post_covers(struct ferry_req *req)
+{
+    struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    int k;
+
+    while (req->status == FERRY_EINPROGRESS &&
+           (k = cover_owed(req, -1)) >= 0) {
+        struct ferry__cover *c = &req->cover[k];
+        struct ferry__rail *rail = ferry__peer_rail(req->peer, (unsigned)k);
+        struct ferry__op *op = ferry__op_slot(x, req->peer, rail);
+        struct ferry_iov item;
+        ssize_t ret;
+
+        if (op == NULL)
+            return;
+        req_item(req, c->first_item, &item);
+        if (held_back(req, &item, c->first_item, c->last_item, c->len))
+            return;
+        ret = ferry__rma_post(
+            req, op, (uint8_t *)item.local + c->off,
+            item.lmem != NULL ? item.lmem->desc[rail->index] : NULL,
+            item.rmem, item.roffset + c->off, c->len, false,
+            FERRY__RMA_COVER, 0);
+        if (ret == -FI_EAGAIN) {
+            ferry__op_pushed_back(x, req->peer, rail);
+            return;
+        }
+        if (ret != 0) {
+            post_failed(req, c->first_item, c->last_item, c->len, rail, ret);
+            return;
+        }
+        ferry__op_take(ferry__txq_of(x, rail), op, req, req->peer,
+                       FERRY__OP_WRITE, c->len);
+        op->first_item = c->first_item;
+        op->last_item = c->last_item;
+        c->len = 0;
+    }
 }
 
 void ferry__req_post_pending(struct ferry_req *req)
@@ -963,7 +1094,7 @@ void ferry__req_post_pending(struct ferry_req *req)
         struct ferry__txq *tx;
         struct ferry__op *op;
         void *desc;
-        bool notifies;
+        bool notifies, covered;
         uint64_t data;
         ssize_t ret;
 
@@ -990,16 +1121,19 @@ void ferry__req_post_pending(struct ferry_req *req)
                     * this peer: progress will post the rest */
         desc = item.lmem != NULL ? item.lmem->desc[rail->index] : NULL;
         merge_run(req, &item, op_chunk(req, &item), &run);
-        if (held_back(req, &item, &run))
+        if (held_back(req, &item, req->cur_iov, run.last, run.len))
             break;
         notifies = notify_rides(req, rail, &run);
         data = notifies ? ferry__notify_pack(rail, req->notify_id,
                                              req->notify_value)
                         : 0;
+        covered = write_covered(req, &item, &run, notifies);
         ret = ferry__rma_post(req, op,
                               (uint8_t *)item.local + req->cur_off, desc,
                               item.rmem, item.roffset + req->cur_off, run.len,
-                              notifies, data);
+                              notifies,
+                              covered ? FERRY__RMA_COVERED : FERRY__RMA_WAITS,
+                              data);
         /* A full provider queue, or a connection still being made: this
          * peer posts on this rail again once the rail's epoch moves
          * (op.h); other peers go on. */
@@ -1008,35 +1142,31 @@ void ferry__req_post_pending(struct ferry_req *req)
             break;
         }
         if (ret != 0) {
-            char items[96];
-
-            ferry__req_items_name(req, req->cur_iov, run.last, items,
-                                  sizeof(items));
-            ferry__req_end_at(req, req->cur_iov,
-                              ferry__error_from_fi((int)ret),
-                              "posting %s of %zu bytes (%s) on rail %u "
-                              "(domain %s) failed: %s",
-                              req->kind == FERRY__OP_WRITE ? "a write"
-                                                           : "a read",
-                              run.len, items, rail->index,
-                              rail->info->domain_attr->name,
-                              fi_strerror((int)-ret));
+            post_failed(req, req->cur_iov, run.last, run.len, rail, ret);
             break;
         }
         ferry__op_take(tx, op, req, req->peer, req->kind, run.len);
         op->first_item = req->cur_iov;
         op->last_item = run.last;
+        if (req->cover_rmem != NULL)
+            req->cover[req->rail_pending] =
+                covered ? (struct ferry__cover){req->cur_iov, run.last,
+                                                req->cur_off, run.len}
+                        : (struct ferry__cover){0, 0, 0, 0};
         if (notifies) {
             op->notifies = true;
             req->notify = FERRY__NOTIFY_SENT;
             x->req.notifications_in_writes++;
         }
         tx->bytes_posted += run.len;
+        tx->writes_covered += covered;
         ferry__traffic_posted(req, rail, run.len);
         req->rail_pending = -1;
         req->cur_iov = run.end_iov;
         req->cur_off = run.end_off;
     }
+    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov)
+        post_covers(req);
 }
 
 /*
@@ -1184,7 +1314,7 @@ void ferry__req_settle(struct ferry_req *req)
     /* Once every write has come back (FI_DELIVERY_COMPLETE: the data is
      * visible at the target), the syncs of staged remote memory go; the
      * notification after them, when notification_may_go says. */
-    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov) {
+    if (req->status == FERRY_EINPROGRESS && all_posted(req)) {
         if (syncs_left && req->ops_in_flight == 0)
             post_syncs(req);
         else if (!syncs_left && notification_may_go(req))
@@ -1193,7 +1323,7 @@ void ferry__req_settle(struct ferry_req *req)
     /* The request ends once everything, its notification included, has
      * come back. */
     syncs_left = req->sync_mirrors && req->sync_next < req->niov;
-    if (req->status == FERRY_EINPROGRESS && req->cur_iov == req->niov &&
+    if (req->status == FERRY_EINPROGRESS && all_posted(req) &&
         req->ops_in_flight == 0 && req->notify != FERRY__NOTIFY_PENDING &&
         !syncs_left)
         ferry__req_end(req, 0, NULL);
@@ -1226,6 +1356,7 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     struct ferry__rail *rail = op->rail;
     struct ferry__xfer *x = ferry__xfer_of(op->peer->ctx);
     bool staged = op->slot != NULL;
+    bool cover = op->cover; /* give_back clears it */
     char what[192];
     size_t item;
 
@@ -1246,9 +1377,10 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
         ferry__resume_hold(x, op);
         return;
     }
-    if (err == 0)
+    /* A covered write completes once it is on its way: no sign of life. */
+    if (err == 0 && !(op->kind == FERRY__OP_WRITE && op->covered))
         ferry__live_heard(x, op->peer);
-    else
+    else if (err != 0)
         ferry__live_op_failed(x, op->peer, err, why);
     /* Named now: giving the slot back takes its request from it. */
     if (err != 0 && op->kind != FERRY__OP_ABORT)
@@ -1262,7 +1394,7 @@ void ferry__op_complete(struct ferry__op *op, int err, const char *why)
     } else if (op->kind == FERRY__OP_SEND)
         req->notify = FERRY__NOTIFY_DONE;
     else if (op->kind != FERRY__OP_SYNC) {
-        req->bytes_done += op->len;
+        req->bytes_done += cover ? 0 : op->len;
         if (op->notifies)
             req->notify = FERRY__NOTIFY_DONE;
     }

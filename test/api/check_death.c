@@ -6,7 +6,8 @@
  * or waits on a counter for it; and a live peer left alone for longer
  * than the liveness, which is no death; and a target restarted behind the
  * same bootstrap address, reached again through a new handle.  The targets are forked children
- * (tu_child_start) on "tcp;ofi_rxm" over loopback.  (The liveness machinery
+ * (tu_child_start) on "tcp;ofi_rxm" over loopback, but one on shm killed
+ * under a request of small writes that mostly do not wait.  (The liveness machinery
  * between two contexts of one process: test/api/check_live.c.)
  */
 #include "peerutil.h"
@@ -104,6 +105,20 @@ static void kill_stopped_child(void)
 {
     if (stopped_child > 0)
         kill(stopped_child, SIGKILL);
+}
+
+/* Closes what a test used with a peer that died: each close may be
+ * refused (busy) while the provider still holds the peer's operations. */
+static void close_after_death(ferry_context_t *ctx, ferry_peer_t *peer,
+                              ferry_rmem_t *rmem, ferry_mem_t *lmem)
+{
+    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_close of the dead "
+                                              "peer's region");
+    retry_busy(ctx, deregister_fn, lmem, 5000, "ferry_mem_close of the "
+                                               "written buffer");
+    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_close of the "
+                                                "dead peer");
+    ferry_context_close(ctx);
 }
 
 /* ---- 1: kill -9 in the middle of large writes ----------------------------- */
@@ -221,14 +236,76 @@ START_TEST(test_kill_mid_transfer)
 
     for (size_t i = 0; i < NWRITES; i++)
         ferry_req_close(req[i]);
-    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_close of the dead "
-                                              "peer's region");
-    retry_busy(ctx, deregister_fn, lmem, 5000, "ferry_mem_close of the "
-                                               "written buffer");
-    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_close of the "
-                                                "dead peer");
-    ferry_context_close(ctx);
+    close_after_death(ctx, peer, rmem, lmem);
     tu_free_buf(lbuf, total);
+}
+END_TEST
+
+/*
+ * The same on shm with a request of 64 small blocks, which shm before
+ * libfabric 2.5 sends mostly without waiting for their delivery (covered
+ * by the request's waiting writes): the target is stopped, so the
+ * request cannot have ended, then killed; the request must fail, within
+ * the liveness, and never succeed on the writes that did not wait.
+ */
+START_TEST(test_kill_mid_covered_writes)
+{
+    enum { N = 64, B = 4096 };
+    struct tu_child c;
+    struct ferry_config cfg;
+    struct ferry_iov iov[N];
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    ferry_mem_t *lmem;
+    ferry_req_t *req;
+    uint8_t *lbuf = tu_alloc_buf(N * B);
+    uint64_t t_kill, t0, ms;
+    int ret;
+
+    tu_child_start(&c, "shm", N * B, 0xd200);
+    tu_config(&cfg, "shm");
+    cfg.timeout_ms = 60000; /* liveness must end it, not the deadline */
+    ctx = tu_context_cfg(&cfg);
+    peer = add_peer(ctx, &c);
+    rmem = import_child(peer, &c, N * B);
+    lmem = tu_register(ctx, lbuf, N * B, 0);
+    tu_fill(lbuf, B, 0xd201);
+    write_ok(peer, lbuf, lmem, rmem, B, "warm-up write");
+
+    stopped_child = c.pid;
+    ck_assert_int_eq(kill(c.pid, SIGSTOP), 0);
+    tu_fill(lbuf, N * B, 0xd202);
+    for (size_t i = 0; i < N; i++)
+        iov[i] = (struct ferry_iov){lbuf + (N - 1 - i) * B, lmem, rmem,
+                                    (N - 1 - i) * B, B};
+    ret = ferry_write(peer, iov, N, NULL, &req);
+    ck_assert_msg(ret == 0, "%s", ferry_last_error());
+    for (t0 = tu_now_ns(); tu_ms_since(t0) < 50;)
+        ck_assert_int_ge(ferry_progress(ctx), 0);
+    ck_assert_msg(ferry_req_test(req) == FERRY_EINPROGRESS,
+                  "the request to the stopped target ended (%s) before the "
+                  "kill", ferry_last_error());
+
+    t_kill = kill_child(&c);
+    stopped_child = 0;
+    ret = ferry_req_wait(req, -1);
+    ms = tu_ms_since(t_kill);
+    ck_assert_msg(ret == FERRY_EPEERDEAD || ret == FERRY_ECONNRESET,
+                  "the request ended with %s (%s) %llu ms after the kill; "
+                  "expected FERRY_EPEERDEAD or FERRY_ECONNRESET",
+                  ret == 0 ? "success" : ferry_strerror(ret),
+                  ferry_last_error(), (unsigned long long)ms);
+    ck_assert_msg(ms < 3000,
+                  "the request ended (%s) %llu ms after the kill, expected "
+                  "under 3000 ms with liveness_ms 2000",
+                  ferry_strerror(ret), (unsigned long long)ms);
+    printf("death: kill -9 on shm: a request of %d small writes ended with "
+           "%s after %llu ms\n",
+           N, ferry_strerror(ret), (unsigned long long)ms);
+    ferry_req_close(req);
+    close_after_death(ctx, peer, rmem, lmem);
+    tu_free_buf(lbuf, N * B);
 }
 END_TEST
 
@@ -934,6 +1011,7 @@ static Suite *death_suite(void)
 
     tc = tu_tcase(s, "kill", 60);
     tcase_add_test(tc, test_kill_mid_transfer);
+    tcase_add_test(tc, test_kill_mid_covered_writes);
     tc = tu_tcase(s, "stop", 60);
     tcase_add_test(tc, test_stopped_past_liveness);
     tc = tu_tcase(s, "restart", 300);

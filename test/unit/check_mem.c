@@ -510,8 +510,9 @@ END_TEST
 /* ---- mr_mode paths ----------------------------------------------------- */
 
 /* VIRT_ADDR follows the exporter: base + offset, or the offset alone.
- * _i: 0 = shm offered VIRT_ADDR (takes it), 1 = shm not offered it,
- * 2 = tcp (never asks for it). */
+ * _i: 0 = shm forced VIRT_ADDR (takes it; offered, it takes it only from
+ * libfabric 2.5, where ferry asks for no ordered writes), 1 = shm not
+ * offered it, 2 = tcp (never asks for it). */
 START_TEST(test_virt_addr)
 {
     const char *prov = _i == 2 ? TCP : "shm";
@@ -524,6 +525,8 @@ START_TEST(test_virt_addr)
     ferry_rmem_t *rmem;
 
     tu_config(&cfg, prov);
+    if (_i == 0)
+        cfg.mr_mode_force |= FERRY_MR_VIRT_ADDR;
     if (_i == 1)
         cfg.mr_mode_offer &= ~FERRY_MR_VIRT_ADDR;
     tu_pair_open(&p, prov, &cfg);

@@ -324,6 +324,36 @@ START_TEST(test_route_refuses_bad_host)
 }
 END_TEST
 
+/* A request's small writes go without waiting, covered by a later one,
+ * only on shm before libfabric 2.5 and where it places writes in order
+ * (FI_ORDER_WAW, on both sides); up to its inject size. */
+START_TEST(test_shm_covered_writes)
+{
+    struct fi_info *info = fi_allocinfo();
+
+    ck_assert_ptr_nonnull(info);
+    info->ep_attr->protocol = FI_PROTO_SHM;
+    info->tx_attr->inject_size = 4096;
+    info->tx_attr->msg_order = FI_ORDER_WAW | FI_ORDER_SAS;
+    info->rx_attr->msg_order = FI_ORDER_WAW;
+    ck_assert_uint_eq(ferry__shm_covered_writes(info, FI_VERSION(1, 17)),
+                      4096);
+    ck_assert_uint_eq(ferry__shm_covered_writes(info, FI_VERSION(2, 4)),
+                      4096);
+    ck_assert_uint_eq(ferry__shm_covered_writes(info, FI_VERSION(2, 5)), 0);
+    ck_assert_uint_eq(ferry__shm_covered_writes(info, FI_VERSION(3, 0)), 0);
+    info->rx_attr->msg_order = FI_ORDER_SAS; /* the unordered endpoints */
+    ck_assert_uint_eq(ferry__shm_covered_writes(info, FI_VERSION(1, 17)), 0);
+    info->rx_attr->msg_order = FI_ORDER_WAW;
+    info->tx_attr->inject_size = 1024;
+    ck_assert_uint_eq(ferry__shm_covered_writes(info, FI_VERSION(1, 17)),
+                      1024);
+    info->ep_attr->protocol = FI_PROTO_SOCK_TCP;
+    ck_assert_uint_eq(ferry__shm_covered_writes(info, FI_VERSION(1, 17)), 0);
+    fi_freeinfo(info);
+}
+END_TEST
+
 /* Small writes keep to shm's first endpoint only where there is a second
  * one and the libfabric is 2.5 or later (its shm injects them); up to
  * shm's inject size; never on another provider. */
@@ -367,6 +397,7 @@ static Suite *provider_suite(void)
     tc = tcase_create("select");
     tcase_add_test(tc, test_loopback_ranks_last);
     tcase_add_test(tc, test_shm_first_rail_writes);
+    tcase_add_test(tc, test_shm_covered_writes);
     suite_add_tcase(s, tc);
     tc = tcase_create("names");
     tcase_add_test(tc, test_fi_provider_filter);

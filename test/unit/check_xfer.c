@@ -234,6 +234,105 @@ START_TEST(test_small_tx_depth_read)
 }
 END_TEST
 
+/* Writes posted without waiting for their delivery, on every rail. */
+static uint64_t writes_covered(ferry_context_t *ctx)
+{
+    uint64_t n = 0;
+
+    for (unsigned r = 0; r < ferry__fabric_of(ctx)->nrails; r++)
+        n += ferry__xfer_of(ctx)->req.tx[r].writes_covered;
+    return n;
+}
+
+/*
+ * 64 blocks of 4 KiB in descending order (none continues the one before,
+ * so each is an operation) into one region, with a notification: on shm
+ * before libfabric 2.5 all but the last go without waiting for their
+ * delivery, each rail's last such write is posted again waiting (and not
+ * counted again in rma_ops_posted), and the
+ * notification reaches the target after every byte (it looks at them
+ * the moment the counter moves); elsewhere none is covered, nor where
+ * shm registers device memory (FI_HMEM) or virtual addresses are forced.
+ * A request whose last block goes to another region covers none.
+ */
+START_TEST(test_covered_writes)
+{
+    enum { N = 64, B = 4096 };
+    const char *prov = tu_providers[_i];
+    struct ferry_xfer_opts opts = {.size = sizeof(opts),
+                                   .flags = FERRY_XFER_NOTIFY,
+                                   .notify_id = 77,
+                                   .notify_value = 1};
+    struct ferry_iov iov[N];
+    uint8_t *other = tu_alloc_buf(B);
+    ferry_mem_t *omem;
+    ferry_rmem_t *ormem;
+    struct tu_fx f;
+    ferry_req_t *req;
+    uint64_t covered, ops;
+    size_t small;
+    bool covers;
+
+    tu_fx_open(&f, prov, NULL, 1, 1, N * B, N * B);
+    covers = strcmp(prov, "shm") == 0 &&
+             !FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)) &&
+             !(ferry__fabric_of(f.p.init)->rails[0].info->caps & FI_HMEM);
+    small = ferry__fabric_of(f.p.init)->transports[0].covered_writes;
+    ck_assert_msg(covers ? small >= B : small == 0,
+                  "%s: writes of up to %zu bytes covered", prov, small);
+    for (size_t i = 0; i < N; i++)
+        iov[i] = (struct ferry_iov){f.lbuf + (N - 1 - i) * B, f.lmem, f.rmem,
+                                    (N - 1 - i) * B, B};
+    tu_fill(f.lbuf, N * B, 0xc0);
+    covered = writes_covered(f.p.init);
+    ops = tu_ops_posted(f.p.init);
+    ck_assert_msg(ferry_write(f.p.peer, iov, N, &opts, &req) == 0, "%s: %s",
+                  prov, ferry_last_error());
+    ck_assert_msg(ferry_counter_wait(f.p.target, 77, 1, 20000) == 0,
+                  "%s: %s", prov, ferry_last_error());
+    tu_assert_pattern(f.tbuf, N * B, 0xc0, "%s: at the notification", prov);
+    ck_assert_msg(ferry_req_wait(req, 20000) == 0, "%s: %s", prov,
+                  ferry_last_error());
+    ferry_req_close(req);
+    covered = writes_covered(f.p.init) - covered;
+    ops = tu_ops_posted(f.p.init) - ops;
+    ck_assert_uint_eq(covered, covers ? N - 1 : 0);
+    /* Every block once: a cover repeats a write and counts once. */
+    ck_assert_uint_eq(ops, N);
+
+    /* The last block into another region: its write covers nothing. */
+    omem = tu_register(f.p.target, other, B, FERRY_ACCESS_REMOTE_WRITE);
+    ormem = tu_share(omem, f.p.peer);
+    iov[N - 1] = (struct ferry_iov){f.lbuf, f.lmem, ormem, 0, B};
+    tu_fill(f.lbuf, N * B, 0xc1);
+    covered = writes_covered(f.p.init);
+    ck_assert_msg(ferry_write(f.p.peer, iov, N, NULL, &req) == 0, "%s: %s",
+                  prov, ferry_last_error());
+    ck_assert_msg(ferry_req_wait(req, 20000) == 0, "%s: %s", prov,
+                  ferry_last_error());
+    ferry_req_close(req);
+    ck_assert_uint_eq(writes_covered(f.p.init) - covered, 0);
+    tu_assert_pattern(other, B, 0xc1, "%s: the other region", prov);
+    ck_assert_int_eq(ferry_rmem_close(ormem), 0);
+    ck_assert_int_eq(ferry_mem_close(omem), 0);
+    tu_fx_close(&f);
+    tu_free_buf(other, B);
+
+    /* Forced virtual addresses keep shm's unordered endpoints: no cover. */
+    {
+        struct ferry_config cfg;
+        ferry_context_t *ctx = NULL;
+
+        tu_config(&cfg, prov);
+        cfg.mr_mode_force = strcmp(prov, "shm") == 0 ? FERRY_MR_VIRT_ADDR : 0;
+        ck_assert_int_eq(ferry_context_create(&cfg, &ctx), 0);
+        ck_assert_uint_eq(ferry__fabric_of(ctx)->transports[0].covered_writes,
+                          0);
+        ferry_context_close(ctx);
+    }
+}
+END_TEST
+
 /* Many requests at once against two slots: they take turns. */
 START_TEST(test_small_tx_depth_many_requests)
 {
@@ -550,6 +649,9 @@ struct addr_mode {
     unsigned offer;
     bool virt;
 };
+/* Virtual addresses on shm where ferry does not ask it for ordered writes
+ * (libfabric 2.5 and later): before, its ordered endpoints key a region
+ * by offsets (fabric/provider.c, select_ordered_shm). */
 static const struct addr_mode addr_modes[] = {
     {"shm", FERRY_MR_ALL & ~FERRY_MR_VIRT_ADDR, false},
     {"shm", FERRY_MR_ALL, true},
@@ -559,6 +661,7 @@ static const struct addr_mode addr_modes[] = {
 START_TEST(test_remote_addressing)
 {
     const struct addr_mode *m = &addr_modes[_i];
+    bool virt = m->virt && FI_VERSION_GE(fi_version(), FI_VERSION(2, 5));
     struct ferry_config cfg;
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     struct tu_pair p;
@@ -574,7 +677,7 @@ START_TEST(test_remote_addressing)
     cfg.mr_mode_offer = m->offer;
     tu_pair_open(&p, m->prov, &cfg);
     ck_assert_int_eq(ferry_context_info(p.init, &info), 0);
-    ck_assert_msg(!!(info.mr_mode & FERRY_MR_VIRT_ADDR) == m->virt,
+    ck_assert_msg(!!(info.mr_mode & FERRY_MR_VIRT_ADDR) == virt,
                   "%s with offer 0x%x: mr_mode 0x%x", m->prov, m->offer,
                   info.mr_mode);
     /* The region starts 100 bytes into the buffer, off any page boundary:
@@ -585,11 +688,11 @@ START_TEST(test_remote_addressing)
                              RW, &tmem);
     ck_assert_msg(ret == 0, "%s", ferry_last_error());
     rmem = tu_share(tmem, p.peer);
-    ck_assert(rmem->virt_addr == m->virt);
-    if (m->virt)
+    ck_assert(rmem->virt_addr == virt);
+    if (virt)
         ck_assert_uint_eq(rmem->base, (uintptr_t)(tbuf + skip));
     ck_assert_uint_eq(ferry__rma_addr(rmem, 4000),
-                      m->virt ? (uintptr_t)(tbuf + skip) + 4000 : 4000);
+                      virt ? (uintptr_t)(tbuf + skip) + 4000 : 4000);
 
     tu_fill(lbuf, 5000, 0xd1);
     iov = (struct ferry_iov){lbuf, NULL, rmem, 4000, 5000};
@@ -1074,6 +1177,7 @@ static Suite *xfer_suite(void)
     tcase_add_loop_test(tc, test_small_max_msg_write, 0, np);
     tcase_add_loop_test(tc, test_small_max_msg_read, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_write, 0, np);
+    tcase_add_loop_test(tc, test_covered_writes, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_read, 0, np);
     tcase_add_loop_test(tc, test_small_tx_depth_many_requests, 0, np);
     tcase_add_loop_test(tc, test_freed_requests_start_clean, 0, np);
