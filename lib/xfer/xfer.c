@@ -930,7 +930,8 @@ static bool waits_for_ops(const struct ferry_req *req)
  * not start at the first, reg/peer.h), when that rail has no slot for its
  * peer (op.h), so that it can do nothing until the rail's epoch moves; -1
  * otherwise.  The next operation is a chunk of its data (on the peer's
- * rail rail_pending), or, once all is posted, a sync or its notification:
+ * rail rail_pending), a cover (post_covers, on the rail it covers), or,
+ * once all is posted, a sync or its notification:
  * those go on the peer's rail 0 (post_message), and wait in the same line
  * as the data, or a stream of writes would leave them no slot.
  */
@@ -943,9 +944,8 @@ static int rail_waited_for(const struct ferry_req *req)
         return -1;
     if (req->cur_iov < req->niov)
         k = req->rail_pending;
-    else if ((k = cover_owed(req, -1)) >= 0)
-        ;
-    else if (req->ops_in_flight == 0 || notification_may_go(req))
+    else if ((k = cover_owed(req, -1)) < 0 &&
+             (req->ops_in_flight == 0 || notification_may_go(req)))
         k = 0;
     if (k < 0)
         return -1;
