@@ -261,7 +261,7 @@ START_TEST(test_kill_mid_covered_writes)
     ferry_req_t *req;
     uint8_t *lbuf = tu_alloc_buf(N * B);
     uint64_t t_kill, t0, ms;
-    int ret;
+    int ret, status = 0;
 
     tu_child_start(&c, "shm", N * B, 0xd200);
     tu_config(&cfg, "shm");
@@ -273,8 +273,13 @@ START_TEST(test_kill_mid_covered_writes)
     tu_fill(lbuf, B, 0xd201);
     write_ok(peer, lbuf, lmem, rmem, B, "warm-up write");
 
+    /* Stopped for sure before the request: running, it could take all
+     * 256 KiB in the moment a stop takes to land. */
     stopped_child = c.pid;
     ck_assert_int_eq(kill(c.pid, SIGSTOP), 0);
+    ck_assert_int_eq(waitpid(c.pid, &status, WUNTRACED), c.pid);
+    ck_assert_msg(WIFSTOPPED(status), "the target did not stop (0x%x)",
+                  status);
     tu_fill(lbuf, N * B, 0xd202);
     for (size_t i = 0; i < N; i++)
         iov[i] = (struct ferry_iov){lbuf + (N - 1 - i) * B, lmem, rmem,
