@@ -107,20 +107,6 @@ static void kill_stopped_child(void)
         kill(stopped_child, SIGKILL);
 }
 
-/* Closes what a test used with a peer that died: each close may be
- * refused (busy) while the provider still holds the peer's operations. */
-static void close_after_death(ferry_context_t *ctx, ferry_peer_t *peer,
-                              ferry_rmem_t *rmem, ferry_mem_t *lmem)
-{
-    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_close of the dead "
-                                              "peer's region");
-    retry_busy(ctx, deregister_fn, lmem, 5000, "ferry_mem_close of the "
-                                               "written buffer");
-    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_close of the "
-                                                "dead peer");
-    ferry_context_close(ctx);
-}
-
 /* ---- 1: kill -9 in the middle of large writes ----------------------------- */
 
 START_TEST(test_kill_mid_transfer)
@@ -236,7 +222,13 @@ START_TEST(test_kill_mid_transfer)
 
     for (size_t i = 0; i < NWRITES; i++)
         ferry_req_close(req[i]);
-    close_after_death(ctx, peer, rmem, lmem);
+    retry_busy(ctx, rmem_free_fn, rmem, 5000, "ferry_rmem_close of the dead "
+                                              "peer's region");
+    retry_busy(ctx, deregister_fn, lmem, 5000, "ferry_mem_close of the "
+                                               "written buffer");
+    retry_busy(ctx, peer_remove_fn, peer, 5000, "ferry_peer_close of the "
+                                                "dead peer");
+    ferry_context_close(ctx);
     tu_free_buf(lbuf, total);
 }
 END_TEST
@@ -309,7 +301,10 @@ START_TEST(test_kill_mid_covered_writes)
            "%s after %llu ms\n",
            N, ferry_strerror(ret), (unsigned long long)ms);
     ferry_req_close(req);
-    close_after_death(ctx, peer, rmem, lmem);
+    /* The context's close ends what the provider still holds: libfabric
+     * 2.6's shm never hands back the operations of a peer that died, so
+     * the region and the buffer would stay in use until then. */
+    ferry_context_close(ctx);
     tu_free_buf(lbuf, N * B);
 }
 END_TEST
