@@ -281,9 +281,10 @@ static size_t device_max_op(const struct ferry__fabric *fab,
         if (rail_max < max_op)
             max_op = rail_max;
     }
+    /* Never below max_msg: that is the least of these already. */
     if (fab->cfg.max_msg_size != 0 && fab->cfg.max_msg_size < max_op)
         max_op = fab->cfg.max_msg_size;
-    return max_op > fab->max_msg ? max_op : fab->max_msg;
+    return max_op;
 }
 
 /* The limits every rail shares: the most restrictive of them all. */

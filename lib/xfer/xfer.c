@@ -808,19 +808,20 @@ static void merge_run(const struct ferry_req *req,
 
 /*
  * The most the operation that starts at item may cover: the request's
- * chunk, or more for device memory its peer's transport takes whole
- * (ferry__transport.device_max_op).
+ * chunk, or, for device memory shm registered, what shm takes whole
+ * (ferry__transport.device_max_op, never below the chunk).  Elsewhere a
+ * striped request keeps its chunks, device memory or not.
  */
 static size_t op_chunk(const struct ferry_req *req,
                        const struct ferry_iov *item)
 {
     const struct ferry_mem *lmem = item->lmem;
-    size_t device_max;
+    const struct ferry__transport *t = ferry__peer_transport(req->peer);
 
-    if (lmem == NULL || lmem->kind != FERRY_MEM_CUDA || lmem->staged)
+    if (lmem == NULL || lmem->kind != FERRY_MEM_CUDA || lmem->staged ||
+        !t->shm)
         return req->chunk;
-    device_max = ferry__peer_transport(req->peer)->device_max_op;
-    return device_max > req->chunk ? device_max : req->chunk;
+    return t->device_max_op;
 }
 
 /* A staged item's len more bytes are on their way. */
