@@ -132,9 +132,9 @@ struct ferry_req {
      * notification, if any, goes once they are all delivered. */
     bool sync_mirrors;
     size_t sync_next;
-    /* The region whose small writes need not wait for their delivery
-     * (xfer.c), or NULL. */
-    const struct ferry_rmem *cover_rmem;
+    /* Its small writes may go without waiting for their delivery
+     * (ferry__transport.covered_writes, xfer.c's write_covered). */
+    bool covers;
     bool staged; /* some of its local memory goes through staging */
     int status;           /* FERRY_EINPROGRESS, 0 or the error */
     /* ferry_req_result's: when it was taken and ended (ferry__now_ns),
@@ -153,11 +153,13 @@ struct ferry_req {
     atomic_bool freed_once;
     /* On part.h's given_back stack, then, freed, on its spare stack. */
     struct ferry_req *stack_next;
-    /* With cover_rmem: per peer rail, the last write posted there without
-     * waiting since one that waited (len 0: none), posted again, waiting,
-     * once all else is: its delivery then covers theirs.  Not cleared
-     * with the fields above but where the request has cover_rmem. */
+    /* With covers: per peer rail, the last write posted there without
+     * waiting since one into its region (rmem) that waited (len 0: none),
+     * posted again, waiting, once all else is: its delivery then covers
+     * theirs.  Not cleared with the fields above but where the request
+     * covers. */
     struct ferry__cover {
+        const struct ferry_rmem *rmem;
         size_t first_item, last_item, off, len;
     } cover[FERRY__MAX_RAILS];
     /* Last: a new request clears the fields before cover, and of this one

@@ -494,26 +494,17 @@ static void req_item(const struct ferry_req *req, size_t i,
 }
 
 /*
- * The region whose small writes the request may post without waiting for
- * their delivery (ferry__transport.covered_writes): its last item's, if
- * that item is host memory.  On each rail the last write waits, or is
- * posted again waiting (post_covers), and its delivery covers the
- * writes before it there; NULL where the transport has no covered
- * writes, for reads, and for writes whose peer mirrors need sync
- * messages.
+ * Whether the request may post small writes without waiting for their
+ * delivery (ferry__transport.covered_writes; which ones: write_covered):
+ * a write of several items, to a peer whose transport has covered
+ * writes, and not into peer mirrors, whose sync messages go once its
+ * writes have landed.
  */
-static const struct ferry_rmem *covering_region(const struct ferry_req *req)
+static bool covers_writes(const struct ferry_req *req)
 {
-    struct ferry_iov last;
-
-    if (req->kind != FERRY__OP_WRITE || req->sync_mirrors ||
-        req->niov < 2 ||
-        ferry__peer_transport(req->peer)->covered_writes == 0)
-        return NULL;
-    req_item(req, req->niov - 1, &last);
-    if (last.lmem != NULL && last.lmem->kind == FERRY_MEM_CUDA)
-        return NULL;
-    return last.rmem;
+    return req->kind == FERRY__OP_WRITE && !req->sync_mirrors &&
+           req->niov >= 2 &&
+           ferry__peer_transport(req->peer)->covered_writes != 0;
 }
 
 static bool keeps_to_first_rail(const struct ferry_req *req)
@@ -553,7 +544,7 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
      * what they wrote (post_syncs); only contexts that imported one look. */
     req->sync_mirrors =
         req->kind == FERRY__OP_WRITE && x->reg.mem.mirror_rmems > 0;
-    if ((req->cover_rmem = covering_region(req)) != NULL)
+    if ((req->covers = covers_writes(req)))
         memset(req->cover, 0, sizeof(req->cover));
     hold_regions(req, true);
     ferry__req_list_append(&x->req.active, req);
@@ -896,7 +887,7 @@ static bool notification_may_go(const struct ferry_req *req)
  */
 static int cover_owed(const struct ferry_req *req, int but)
 {
-    if (req->cover_rmem == NULL) /* nothing of it went uncovered */
+    if (!req->covers) /* nothing of it went uncovered */
         return -1;
     for (unsigned k = 0; k < req->peer->nrails; k++)
         if (req->cover[k].len != 0 && (int)k != but)
@@ -957,41 +948,76 @@ static int rail_waited_for(const struct ferry_req *req)
 }
 
 /*
+ * Whether a write of the request's still waits for a cover that a write
+ * into rmem on its peer's rail k, waiting, would not give: on another
+ * rail, or on rail k into another region (a write that waits covers
+ * those before it on its rail into its own region).
+ */
+static bool cover_left_behind(const struct ferry_req *req, int k,
+                              const struct ferry_rmem *rmem)
+{
+    return cover_owed(req, k) >= 0 ||
+           (req->covers && req->cover[k].len != 0 &&
+            req->cover[k].rmem != rmem);
+}
+
+/*
  * Whether the request's notification can ride on the write about to be
  * posted on rail, as its remote CQ data: one operation where a write and
  * a message would be two (the target sees the notification in the
- * write's own completion, after its data).  The write (run) must end the
- * request, every earlier one delivered already or ordered before
- * it (writes_ordered), none on another rail waiting for its cover
- * (post_covers), no peer mirror may need its sync message first,
+ * write's own completion, after its data).  The write (run, from item)
+ * must end the request, every earlier one delivered already or ordered
+ * before it (writes_ordered), none waiting for a cover this one does not
+ * give (post_covers), no peer mirror may need its sync message first,
  * and {id, value} must fit the rail's CQ data.
  */
 static bool notify_rides(const struct ferry_req *req,
                          const struct ferry__rail *rail,
-                         const struct run *run)
+                         const struct ferry_iov *item, const struct run *run)
 {
     return req->notify == FERRY__NOTIFY_PENDING && plain_write(req) &&
            run->end_iov == req->niov &&
            (req->ops_in_flight == 0 ||
             ferry__peer_transport(req->peer)->writes_ordered) &&
-           cover_owed(req, req->rail_pending) < 0 &&
+           !cover_left_behind(req, req->rail_pending, item->rmem) &&
            ferry__notify_fits(rail, req->notify_id, req->notify_value);
+}
+
+/* The region of the request's next operation after run, from item;
+ * NULL after its last. */
+static const struct ferry_rmem *next_region(const struct ferry_req *req,
+                                            const struct ferry_iov *item,
+                                            const struct run *run)
+{
+    struct ferry_iov next;
+
+    if (run->end_off != 0) /* it ends inside an item that continues item */
+        return item->rmem;
+    if (run->end_iov == req->niov)
+        return NULL;
+    if (run->peeked)
+        return run->peek.rmem;
+    req_item(req, run->end_iov, &next);
+    return next.rmem;
 }
 
 /*
  * Whether the write about to be posted (run, from item) may go without
- * waiting for its delivery: a small one of host memory into the
- * request's covering region, not its last nor one that notifies.  A
- * write that waits covers those before it on its rail.
+ * waiting for its delivery: a small one of host memory that carries no
+ * notification, followed by another of the request's into the same
+ * region (which waits and covers it, or is covered in turn; the last one
+ * waits).  A KV-cache transfer whose blocks go to a region per layer, or
+ * to a K and a V region, thus waits once per run of blocks into one
+ * region, not once per block.
  */
 static bool write_covered(const struct ferry_req *req,
                           const struct ferry_iov *item, const struct run *run,
                           bool notifies)
 {
-    return req->cover_rmem != NULL && item->rmem == req->cover_rmem &&
+    return req->covers && !notifies &&
            (item->lmem == NULL || item->lmem->kind != FERRY_MEM_CUDA) &&
-           run->end_iov < req->niov && !notifies &&
-           run->len <= ferry__peer_transport(req->peer)->covered_writes;
+           run->len <= ferry__peer_transport(req->peer)->covered_writes &&
+           next_region(req, item, run) == item->rmem;
 }
 
 /*
@@ -1037,50 +1063,55 @@ static void post_failed(struct ferry_req *req, size_t first, size_t last,
 }
 
 /*
- * Once all of the request's data is posted: on each rail whose last write
- * did not wait for its delivery, that write again, the same bytes to the
- * same place, waiting.  shm places a peer's writes in order, so its
- * delivery is that of every write before it on the rail.  Stops at a
- * rail with no slot for the peer; the request then waits for one there
- * (rail_waited_for).
+ * Posts the last covered write on the peer's rail k again, the same bytes
+ * to the same place, waiting: shm places a peer's writes in order, so its
+ * delivery is that of every write before it on the rail into its region.
+ * False where it did not go: no slot for the peer (the request then waits
+ * for one there, rail_waited_for), or the request ended.
  */
-static void post_covers(struct ferry_req *req)
+static bool post_cover(struct ferry_req *req, unsigned k)
 {
     struct ferry__xfer *x = ferry__xfer_of(req->ctx);
+    struct ferry__cover *c = &req->cover[k];
+    struct ferry__rail *rail = ferry__peer_rail(req->peer, k);
+    struct ferry__op *op = ferry__op_slot(x, req->peer, rail);
+    struct ferry_iov item;
+    ssize_t ret;
+
+    if (op == NULL)
+        return false;
+    req_item(req, c->first_item, &item);
+    if (held_back(req, &item, c->first_item, c->last_item, c->len))
+        return false;
+    ret = ferry__rma_post(
+        req, op, (uint8_t *)item.local + c->off,
+        item.lmem != NULL ? item.lmem->desc[rail->index] : NULL, item.rmem,
+        item.roffset + c->off, c->len, false, FERRY__RMA_COVER, 0);
+    if (ret == -FI_EAGAIN) {
+        ferry__op_pushed_back(x, req->peer, rail);
+        return false;
+    }
+    if (ret != 0) {
+        post_failed(req, c->first_item, c->last_item, c->len, rail, ret);
+        return false;
+    }
+    ferry__op_take(ferry__txq_of(x, rail), op, req, req->peer,
+                   FERRY__OP_WRITE, c->len);
+    op->first_item = c->first_item;
+    op->last_item = c->last_item;
+    c->len = 0;
+    return true;
+}
+
+/* Once all of the request's data is posted: each rail's cover. */
+static void post_covers(struct ferry_req *req)
+{
     int k;
 
     while (req->status == FERRY_EINPROGRESS &&
-           (k = cover_owed(req, -1)) >= 0) {
-        struct ferry__cover *c = &req->cover[k];
-        struct ferry__rail *rail = ferry__peer_rail(req->peer, (unsigned)k);
-        struct ferry__op *op = ferry__op_slot(x, req->peer, rail);
-        struct ferry_iov item;
-        ssize_t ret;
-
-        if (op == NULL)
+           (k = cover_owed(req, -1)) >= 0)
+        if (!post_cover(req, (unsigned)k))
             return;
-        req_item(req, c->first_item, &item);
-        if (held_back(req, &item, c->first_item, c->last_item, c->len))
-            return;
-        ret = ferry__rma_post(
-            req, op, (uint8_t *)item.local + c->off,
-            item.lmem != NULL ? item.lmem->desc[rail->index] : NULL,
-            item.rmem, item.roffset + c->off, c->len, false,
-            FERRY__RMA_COVER, 0);
-        if (ret == -FI_EAGAIN) {
-            ferry__op_pushed_back(x, req->peer, rail);
-            return;
-        }
-        if (ret != 0) {
-            post_failed(req, c->first_item, c->last_item, c->len, rail, ret);
-            return;
-        }
-        ferry__op_take(ferry__txq_of(x, rail), op, req, req->peer,
-                       FERRY__OP_WRITE, c->len);
-        op->first_item = c->first_item;
-        op->last_item = c->last_item;
-        c->len = 0;
-    }
 }
 
 void ferry__req_post_pending(struct ferry_req *req)
@@ -1124,11 +1155,20 @@ void ferry__req_post_pending(struct ferry_req *req)
         merge_run(req, &item, op_chunk(req, &item), &run);
         if (held_back(req, &item, req->cur_iov, run.last, run.len))
             break;
-        notifies = notify_rides(req, rail, &run);
+        notifies = notify_rides(req, rail, &item, &run);
         data = notifies ? ferry__notify_pack(rail, req->notify_id,
                                              req->notify_value)
                         : 0;
         covered = write_covered(req, &item, &run, notifies);
+        /* The rail's last covered write went into another region (a
+         * striped request's rails take turns): it gets its cover first,
+         * which this write could not give. */
+        if (covered && req->cover[req->rail_pending].len != 0 &&
+            req->cover[req->rail_pending].rmem != item.rmem) {
+            if (!post_cover(req, (unsigned)req->rail_pending) ||
+                (op = ferry__op_slot(x, req->peer, rail)) == NULL)
+                break;
+        }
         ret = ferry__rma_post(req, op,
                               (uint8_t *)item.local + req->cur_off, desc,
                               item.rmem, item.roffset + req->cur_off, run.len,
@@ -1149,11 +1189,15 @@ void ferry__req_post_pending(struct ferry_req *req)
         ferry__op_take(tx, op, req, req->peer, req->kind, run.len);
         op->first_item = req->cur_iov;
         op->last_item = run.last;
-        if (req->cover_rmem != NULL)
+        /* A write that waits covers the rail's last covered one only if
+         * it goes into the same region. */
+        if (req->covers &&
+            (covered || req->cover[req->rail_pending].rmem == item.rmem))
             req->cover[req->rail_pending] =
-                covered ? (struct ferry__cover){req->cur_iov, run.last,
-                                                req->cur_off, run.len}
-                        : (struct ferry__cover){0, 0, 0, 0};
+                covered ? (struct ferry__cover){item.rmem, req->cur_iov,
+                                                run.last, req->cur_off,
+                                                run.len}
+                        : (struct ferry__cover){NULL, 0, 0, 0, 0};
         if (notifies) {
             op->notifies = true;
             req->notify = FERRY__NOTIFY_SENT;

@@ -253,8 +253,41 @@ static uint64_t writes_covered(ferry_context_t *ctx)
  * notification reaches the target after every byte (it looks at them
  * the moment the counter moves); elsewhere none is covered, nor where
  * shm registers device memory (FI_HMEM) or virtual addresses are forced.
- * A request whose last block goes to another region covers none.
+ * Over two regions (a K and a V cache), the last block of each run into
+ * one region waits: blocks in two runs leave two uncovered, blocks that
+ * alternate between the regions none covered.  Every byte lands.
  */
+/* Writes iov (n blocks, each of f's local buffer, into f's region or
+ * the other one) filled with seed; expects `covered` of them covered and
+ * every block where its item says. */
+static void two_regions(struct tu_fx *f, const char *prov,
+                        const struct ferry_iov *iov, size_t n, uint8_t seed,
+                        uint64_t covered, const uint8_t *other)
+{
+    uint64_t before = writes_covered(f->p.init);
+    ferry_req_t *req;
+
+    tu_fill(f->lbuf, n * iov[0].len, seed);
+    ck_assert_msg(ferry_write(f->p.peer, iov, n, NULL, &req) == 0, "%s: %s",
+                  prov, ferry_last_error());
+    ck_assert_msg(ferry_req_wait(req, 20000) == 0, "%s: %s", prov,
+                  ferry_last_error());
+    ferry_req_close(req);
+    ck_assert_msg(writes_covered(f->p.init) - before == covered,
+                  "%s: %llu of %zu writes covered (seed 0x%x), expected %llu",
+                  prov,
+                  (unsigned long long)(writes_covered(f->p.init) - before),
+                  n, (unsigned)seed, (unsigned long long)covered);
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *at = (iov[i].rmem == f->rmem ? f->tbuf : other) +
+                            iov[i].roffset;
+
+        ck_assert_msg(memcmp(at, iov[i].local, iov[i].len) == 0,
+                      "%s: block %zu (seed 0x%x) did not land", prov, i,
+                      (unsigned)seed);
+    }
+}
+
 START_TEST(test_covered_writes)
 {
     enum { N = 64, B = 4096 };
@@ -264,7 +297,7 @@ START_TEST(test_covered_writes)
                                    .notify_id = 77,
                                    .notify_value = 1};
     struct ferry_iov iov[N];
-    uint8_t *other = tu_alloc_buf(B);
+    uint8_t *other = tu_alloc_buf(N * B);
     ferry_mem_t *omem;
     ferry_rmem_t *ormem;
     struct tu_fx f;
@@ -300,23 +333,23 @@ START_TEST(test_covered_writes)
     /* Every block once: a cover repeats a write and counts once. */
     ck_assert_uint_eq(ops, N);
 
-    /* The last block into another region: its write covers nothing. */
-    omem = tu_register(f.p.target, other, B, FERRY_ACCESS_REMOTE_WRITE);
+    omem = tu_register(f.p.target, other, N * B, FERRY_ACCESS_REMOTE_WRITE);
     ormem = tu_share(omem, f.p.peer);
+    /* The last block into another region: the one before it waits too. */
     iov[N - 1] = (struct ferry_iov){f.lbuf, f.lmem, ormem, 0, B};
-    tu_fill(f.lbuf, N * B, 0xc1);
-    covered = writes_covered(f.p.init);
-    ck_assert_msg(ferry_write(f.p.peer, iov, N, NULL, &req) == 0, "%s: %s",
-                  prov, ferry_last_error());
-    ck_assert_msg(ferry_req_wait(req, 20000) == 0, "%s: %s", prov,
-                  ferry_last_error());
-    ferry_req_close(req);
-    ck_assert_uint_eq(writes_covered(f.p.init) - covered, 0);
-    tu_assert_pattern(other, B, 0xc1, "%s: the other region", prov);
+    two_regions(&f, prov, iov, N, 0xc1, covers ? N - 2 : 0, other);
+    /* Two runs, the second into the other region. */
+    for (size_t i = N / 2; i < N; i++)
+        iov[i].rmem = ormem;
+    two_regions(&f, prov, iov, N, 0xc2, covers ? N - 2 : 0, other);
+    /* Alternating: every block followed by one into the other region. */
+    for (size_t i = 0; i < N; i++)
+        iov[i].rmem = i % 2 ? ormem : f.rmem;
+    two_regions(&f, prov, iov, N, 0xc3, 0, other);
     ck_assert_int_eq(ferry_rmem_close(ormem), 0);
     ck_assert_int_eq(ferry_mem_close(omem), 0);
     tu_fx_close(&f);
-    tu_free_buf(other, B);
+    tu_free_buf(other, N * B);
 
     /* Forced virtual addresses keep shm's unordered endpoints: no cover. */
     {
