@@ -76,6 +76,14 @@ expect 0 "(every request the same blocks)" --provider shm --same-block \
 expect 2 "--same-block does not go with --validate" --same-block --validate
 expect 2 "--same-block does not go with --memcpy" --memcpy --same-block
 expect 2 "--same-block does not go with --pingpong" --pingpong --same-block
+# --regions: a request's blocks into two of the target's regions, every
+# byte checked; a cut that splits blocks, or a mode without a stream, is
+# refused.
+expect 0 "the rest untouched: OK" --provider shm --regions 2 --block-size 4K \
+	--batch-size 16 --inflight 1 --descending --validate $short
+expect 2 "regions that do not hold whole blocks" --regions 3 --block-size 4K \
+	--batch-size 4 --inflight 1
+expect 2 "--regions does not go with --pingpong" --pingpong --regions 2
 # --fanout: three receiver processes, a chain and a tree; every receiver
 # checks every byte; what it cannot do is refused.
 expect 0 "to 3 receivers" --fanout 3 --block-size 3M --fanout-chunk 256K \

@@ -82,6 +82,8 @@
 /* The regions the two sides publish in the metadata service. */
 #define REGION_NAME "ferry_bench"
 #define PONG_REGION_NAME "ferry_bench.pong"
+/* --regions N: region k of the target's buffer, k from 0 (printf). */
+#define SLICE_REGION_NAME "ferry_bench.region.%u"
 #define CONNECT_TIMEOUT_MS 30000
 /* Room for the service's URL (ferry keeps at most 1023 characters). */
 #define FBENCH_URL_MAX 1024

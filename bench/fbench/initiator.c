@@ -39,6 +39,14 @@ static int initiator_meet(struct initiator *in, const char *url)
     if ((ret = ferry_meta_lookup(in->meta, in->target, REGION_NAME,
                                  CONNECT_TIMEOUT_MS, &in->rmem)))
         return fail("looking up the target's buffer", ret);
+    for (unsigned k = 0; in->o->regions > 1 && k < in->o->regions; k++) {
+        snprintf(name, sizeof(name), SLICE_REGION_NAME, k);
+        if ((ret = ferry_meta_lookup(in->meta, in->target, name,
+                                     CONNECT_TIMEOUT_MS, &in->regions[k])))
+            return fail("looking up a region of the target's buffer (start "
+                        "the target with the same --regions)",
+                        ret);
+    }
     if ((ret = ferry_meta_peer(in->meta, in->target, 0, &in->peer)))
         return fail("finding the target", ret);
     set_probe(in->meta, in->target, in->peer);
@@ -83,6 +91,16 @@ static int initiator_connect(struct initiator *in, const char *url,
                         fmt_iec(b1, sizeof(b1), ferry_rmem_length(in->rmem)),
                         fmt_iec(b2, sizeof(b2), in->s.len),
                         fmt_flag(b3, sizeof(b3), in->s.len));
+    if (in->o->regions > 1) {
+        in->region_len = ferry_rmem_length(in->regions[0]);
+        if (in->region_len % in->o->block != 0)
+            return complain("the target's --regions %" PRIu64 " are %s "
+                            "each, not whole blocks of %s: give both sides "
+                            "the same --buffer-size",
+                            in->o->regions,
+                            fmt_iec(b1, sizeof(b1), in->region_len),
+                            fmt_iec(b2, sizeof(b2), in->o->block));
+    }
     /* The target gives up a little after this side would: the alarm here
      * then tells the story. */
     return send_ctl(&in->s, in->peer, ID_BOUND,
@@ -97,6 +115,9 @@ static void initiator_close(struct initiator *in)
     free(in->idle_peers);
     if (in->rmem != NULL)
         ferry_rmem_close(in->rmem);
+    for (unsigned k = 0; k < MAX_REGIONS; k++)
+        if (in->regions[k] != NULL)
+            ferry_rmem_close(in->regions[k]);
     ferry_meta_close(in->meta);
     side_close(&in->s);
 }

@@ -233,6 +233,11 @@ static void usage(FILE *f)
 "                          fi_rma_bw and ucx_perftest do (the data then stays\n"
 "                          in the CPU's caches; --buffer-size need not hold\n"
 "                          --inflight requests; not with --validate)\n"
+"  --regions N             the target registers its buffer as N regions of\n"
+"                          equal size (1) and each block goes into the one it\n"
+"                          falls in, as KV blocks go to a region per layer or\n"
+"                          to a K and a V cache: with --inflight 1 and the\n"
+"                          default buffer, a request's blocks make N runs\n"
 "  --threads N             initiator threads, each with its own slice (1)\n"
 "  --inflight N            requests kept in flight per thread (4)\n"
 "  --buffer-size SIZE      registered on each side; each thread cycles through\n"
@@ -325,7 +330,7 @@ enum flag_id {
     F_INITIATOR_THREAD, F_EVENT_LOOP, F_PIN, F_MAX_OP,
     F_METADATA, F_NAME, F_FANOUT, F_FANOUT_CHUNK, F_FANOUT_DEGREE,
     F_IDLE_PEERS, F_IDLE, F_IDLE_GAPS, F_GAP_LENGTH, F_PLOT, F_METRICS,
-    F_CALL_TIMES, F_HELP,
+    F_CALL_TIMES, F_REGIONS, F_HELP,
 };
 
 static const struct flag {
@@ -344,6 +349,7 @@ static const struct flag {
     {"--mem", true, F_MEM},              {"--target-mem", true, F_TARGET_MEM},
     {"--notify", false, F_NOTIFY},       {"--descending", false, F_DESCENDING},
     {"--same-block", false, F_SAME_BLOCK},
+    {"--regions", true, F_REGIONS},
     {"--target-polls", false, F_TARGET_POLLS},
     {"--initiator-thread", false, F_INITIATOR_THREAD},
     {"--event-loop", false, F_EVENT_LOOP},
@@ -437,6 +443,8 @@ static bool apply_flag(struct options *o, const struct flag *f,
     case F_NOTIFY: o->notify = true; return true;
     case F_DESCENDING: o->descending = true; return true;
     case F_SAME_BLOCK: o->same_block = true; return true;
+    case F_REGIONS:
+        return parse_uint(f->name, v, 1, MAX_REGIONS, &o->regions);
     case F_TARGET_POLLS: o->target_polls = true; return true;
     case F_INITIATOR_THREAD: o->initiator_thread = true; return true;
     case F_EVENT_LOOP: o->event_loop = true; return true;
@@ -802,6 +810,35 @@ static bool check_memory(const struct options *o)
     return true;
 }
 
+/* --regions N: a stream's option; the buffer cut in N regions that each
+ * hold whole blocks. */
+static bool check_regions(struct options *o)
+{
+    const char *bad = other_mode(o);
+    char b1[32], b2[32];
+
+    if (o->regions == 0)
+        o->regions = 1;
+    if (o->regions == 1)
+        return true;
+    if (bad == NULL && o->idle > 0)
+        bad = "--idle";
+    if (bad == NULL && o->sweep_lo != 0)
+        bad = "--sweep";
+    if (bad == NULL && (o->cuda || o->target_cuda))
+        bad = "device memory";
+    if (!goes_with("--regions", bad, "it cuts the target's host buffer of a "
+                                     "stream of one block size"))
+        return false;
+    if (o->buffer % (o->regions * o->block) != 0)
+        return !complain("--regions %" PRIu64 " cuts --buffer-size %s into "
+                         "regions that do not hold whole blocks of %s: give "
+                         "a buffer that is a multiple of %" PRIu64 " blocks",
+                         o->regions, fmt_iec(b1, sizeof(b1), o->buffer),
+                         fmt_iec(b2, sizeof(b2), o->block), o->regions);
+    return true;
+}
+
 /* Defaults that depend on other options, then every check. */
 bool resolve_options(struct options *o)
 {
@@ -852,7 +889,7 @@ bool resolve_options(struct options *o)
                          o->duration, 0.05 * (double)nruns);
     if (o->mode == MODE_INITIATOR && o->initiator_addr[0] == '\0')
         return !complain("--initiator needs HOST or HOST:PORT");
-    return check_buffer(o) && check_memory(o);
+    return check_buffer(o) && check_regions(o) && check_memory(o);
 }
 
 /* Every run's length, setup and exchanges, plus one request deadline. */

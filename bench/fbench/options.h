@@ -11,6 +11,8 @@
 #define DEFAULT_PORT 18520
 /* The most receivers --fanout takes. */
 #define MAX_FANOUT 64
+/* The most regions --regions cuts the target's buffer into. */
+#define MAX_REGIONS 64
 
 enum mode {
     MODE_LOOPBACK,
@@ -60,6 +62,9 @@ struct options {
     bool pin;          /* --loopback: initiator on CPU 0, target on CPU 1 */
     bool call_times;   /* time ferry's calls in the initiator's workers */
     uint64_t idle_peers; /* peers the initiator adds and never uses */
+    /* --regions: the target's buffer as this many regions of equal size,
+     * each block written into the one it falls in (1: one region). */
+    uint64_t regions;
     uint64_t sweep_lo, sweep_hi; /* 0: no sweep */
     const char *sweep_text;
     const char *csv;

@@ -25,6 +25,10 @@ struct initiator {
     ferry_peer_t **idle_peers; /* --idle-peers, never used */
     size_t nidle;
     ferry_rmem_t *rmem;
+    /* --regions N > 1: the target's buffer as N regions, of region_len
+     * bytes each. */
+    ferry_rmem_t *regions[MAX_REGIONS];
+    uint64_t region_len;
     uint64_t t_connect;         /* the target was looked up */
     _Atomic uint64_t t_first;   /* the first transfer completed */
     uint64_t deadline;          /* of the whole session */

@@ -25,6 +25,7 @@ struct target {
     ferry_peer_t *peer;
     char initiator[160];     /* its name in meta */
     ferry_rmem_t *pong_rmem; /* --pingpong: the initiator's buffer */
+    ferry_mem_t *regions[MAX_REGIONS]; /* --regions: the buffer cut */
     uint64_t deadline;       /* of the whole session */
     bool loud;               /* print a line per run (two-machine mode) */
 };
@@ -399,6 +400,28 @@ static void announce(struct target *t, const char *where_text)
     fflush(stdout);
 }
 
+/* --regions N: the buffer registered again as N regions of equal size,
+ * published as SLICE_REGION_NAME. */
+static int publish_regions(struct target *t, const struct options *o)
+{
+    uint64_t len = t->s.len / o->regions;
+    char name[64];
+    int ret;
+
+    for (unsigned k = 0; o->regions > 1 && k < o->regions; k++) {
+        if ((ret = ferry_mem_register(t->s.ctx, t->s.buf + k * len, len,
+                                      FERRY_MEM_HOST, -1,
+                                      FERRY_ACCESS_REMOTE_READ |
+                                          FERRY_ACCESS_REMOTE_WRITE,
+                                      &t->regions[k])))
+            return fail("ferry_mem_register of a --regions region", ret);
+        snprintf(name, sizeof(name), SLICE_REGION_NAME, k);
+        if ((ret = ferry_meta_publish(t->meta, name, t->regions[k])))
+            return fail("ferry_meta_publish of a --regions region", ret);
+    }
+    return 0;
+}
+
 /*
  * Joins the metadata service as --name: --metadata, or else the
  * bootstrap at --port, whose hub this side becomes unless the initiator
@@ -427,6 +450,8 @@ static int target_meet(struct target *t, const struct options *o,
         return fail("ferry_meta_open", ret);
     if ((ret = ferry_meta_publish(t->meta, REGION_NAME, t->s.mem)))
         return fail("ferry_meta_publish", ret);
+    if (publish_regions(t, o))
+        return 1;
     /* With port 0, the URL names the port the hub got. */
     have = ferry_meta_url(t->meta);
     if (*report_fd >= 0) {
@@ -493,6 +518,9 @@ out:
     if (t.pong_rmem != NULL)
         ferry_rmem_close(t.pong_rmem);
     ferry_meta_close(t.meta);
+    for (unsigned k = 0; k < MAX_REGIONS; k++)
+        if (t.regions[k] != NULL)
+            ferry_mem_close(t.regions[k]);
     side_close(&t.s);
     return code;
 }

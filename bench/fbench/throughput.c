@@ -161,6 +161,10 @@ static int worker_post(struct worker *w, uint64_t k)
 
         ln->iov[b].local = r->in->s.buf + at;
         ln->iov[b].roffset = at;
+        if (r->in->region_len != 0) { /* --regions */
+            ln->iov[b].rmem = r->in->regions[at / r->in->region_len];
+            ln->iov[b].roffset = at % r->in->region_len;
+        }
     }
     opts.timeout_ms = r->in->s.timeout_ms;
     if (r->notify) {
