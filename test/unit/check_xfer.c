@@ -244,19 +244,6 @@ static uint64_t writes_covered(ferry_context_t *ctx)
     return n;
 }
 
-/*
- * 64 blocks of 4 KiB in descending order (none continues the one before,
- * so each is an operation) into one region, with a notification: on shm
- * before libfabric 2.5 all but the last go without waiting for their
- * delivery, each rail's last such write is posted again waiting (and not
- * counted again in rma_ops_posted), and the
- * notification reaches the target after every byte (it looks at them
- * the moment the counter moves); elsewhere none is covered, nor where
- * shm registers device memory (FI_HMEM) or virtual addresses are forced.
- * Over two regions (a K and a V cache), the last block of each run into
- * one region waits: blocks in two runs leave two uncovered, blocks that
- * alternate between the regions none covered.  Every byte lands.
- */
 /* Writes iov (n blocks, each of f's local buffer, into f's region or
  * the other one) filled with seed; expects `covered` of them covered and
  * every block where its item says. */
@@ -288,6 +275,19 @@ static void two_regions(struct tu_fx *f, const char *prov,
     }
 }
 
+/*
+ * 64 blocks of 4 KiB in descending order (none continues the one before,
+ * so each is an operation) into one region, with a notification: on shm
+ * before libfabric 2.5 all but the last go without waiting for their
+ * delivery, each rail's last such write is posted again waiting (and not
+ * counted again in rma_ops_posted), and the
+ * notification reaches the target after every byte (it looks at them
+ * the moment the counter moves); elsewhere none is covered, nor where
+ * shm registers device memory (FI_HMEM) or virtual addresses are forced.
+ * Over two regions (a K and a V cache), the last block of each run into
+ * one region waits: blocks in two runs leave two uncovered, blocks that
+ * alternate between the regions none covered.  Every byte lands.
+ */
 START_TEST(test_covered_writes)
 {
     enum { N = 64, B = 4096 };
