@@ -84,6 +84,20 @@ expect 0 "the rest untouched: OK" --provider shm --regions 2 --block-size 4K \
 expect 2 "regions that do not hold whole blocks" --regions 3 --block-size 4K \
 	--batch-size 4 --inflight 1
 expect 2 "--regions does not go with --pingpong" --pingpong --regions 2
+# Two processes cut their buffers differently: the initiator sees the
+# target's regions hold no whole blocks of its size and says what to give.
+port=$((20000 + $$ % 10000))
+FERRY_OOB_TOKEN=ferry-bench-test timeout 60 "$prog" --target --port "$port" \
+	--provider shm --regions 2 --buffer-size 24K --block-size 4K \
+	>"$tmp/target" 2>&1 &
+target=$!
+sleep 1
+FERRY_OOB_TOKEN=ferry-bench-test expect 1 \
+	"are 12 KiB each, not whole blocks of 8 KiB: give both sides the same --buffer-size" \
+	--initiator "127.0.0.1:$port" --provider shm --regions 2 \
+	--buffer-size 16K --block-size 8K --batch-size 2 --inflight 1 $short
+kill "$target" 2>/dev/null || :
+wait "$target" 2>/dev/null || :
 # --fanout: three receiver processes, a chain and a tree; every receiver
 # checks every byte; what it cannot do is refused.
 expect 0 "to 3 receivers" --fanout 3 --block-size 3M --fanout-chunk 256K \

@@ -947,18 +947,26 @@ static int rail_waited_for(const struct ferry_req *req)
     return (int)rail->index;
 }
 
+/* Whether the peer's rail k holds a covered write of the request's into
+ * another region than rmem: a write into rmem there does not cover it (a
+ * write that waits covers those before it on its rail into its own
+ * region). */
+static bool covered_elsewhere(const struct ferry_req *req, int k,
+                              const struct ferry_rmem *rmem)
+{
+    return req->covers && req->cover[k].len != 0 &&
+           req->cover[k].rmem != rmem;
+}
+
 /*
  * Whether a write of the request's still waits for a cover that a write
  * into rmem on its peer's rail k, waiting, would not give: on another
- * rail, or on rail k into another region (a write that waits covers
- * those before it on its rail into its own region).
+ * rail, or on rail k into another region.
  */
 static bool cover_left_behind(const struct ferry_req *req, int k,
                               const struct ferry_rmem *rmem)
 {
-    return cover_owed(req, k) >= 0 ||
-           (req->covers && req->cover[k].len != 0 &&
-            req->cover[k].rmem != rmem);
+    return cover_owed(req, k) >= 0 || covered_elsewhere(req, k, rmem);
 }
 
 /*
@@ -1163,12 +1171,11 @@ void ferry__req_post_pending(struct ferry_req *req)
         /* The rail's last covered write went into another region (a
          * striped request's rails take turns): it gets its cover first,
          * which this write could not give. */
-        if (covered && req->cover[req->rail_pending].len != 0 &&
-            req->cover[req->rail_pending].rmem != item.rmem) {
-            if (!post_cover(req, (unsigned)req->rail_pending) ||
-                (op = ferry__op_slot(x, req->peer, rail)) == NULL)
-                break;
-        }
+        if (covered &&
+            covered_elsewhere(req, req->rail_pending, item.rmem) &&
+            (!post_cover(req, (unsigned)req->rail_pending) ||
+             (op = ferry__op_slot(x, req->peer, rail)) == NULL))
+            break;
         ret = ferry__rma_post(req, op,
                               (uint8_t *)item.local + req->cur_off, desc,
                               item.rmem, item.roffset + req->cur_off, run.len,
