@@ -3,6 +3,8 @@
  */
 #include "fabric/pulse.h"
 
+#include "fabric/shm_guard.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -457,9 +459,18 @@ int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
     return 0;
 }
 
+void ferry__pulse_guard(struct ferry__pulse_remote *p)
+{
+    if (p->local != NULL && p->guard == 0)
+        p->guard = ferry__shm_guard_watch((pid_t)atomic_load(
+            &p->local[FERRY__PULSE_OWNER]));
+}
+
 void ferry__pulse_release(struct ferry__fabric *fab,
                           struct ferry__pulse_remote *p)
 {
+    ferry__shm_guard_unwatch(p->guard);
+    p->guard = 0;
     if (p->key_mapped)
         fi_mr_unmap_key(fab->rails[0].domain, p->key);
     if (p->local != NULL)

@@ -74,6 +74,8 @@ struct ferry__pulse_remote {
     /* Its bell, opened for writing, when it has one (has_bell). */
     bool has_bell;
     int bell_fd;
+    /* Its owner's watch by the guard (fabric/shm_guard.h), or 0. */
+    uint64_t guard;
 };
 
 /* What the pulse says of a remote region. */
@@ -111,6 +113,9 @@ void ferry__pulse_put(struct ferry__blob_writer *w,
  * table when it is on this host; under the lock. */
 int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
                      struct ferry__pulse_remote *out);
+/* Has the guard watch the owner of the peer p describes, when its table
+ * is on this host: for a peer reached over shm (fabric/shm_guard.h). */
+void ferry__pulse_guard(struct ferry__pulse_remote *p);
 /* Writes the byte (a full FIFO means a byte is waiting already). */
 void ferry__pulse_ring_now(const struct ferry__pulse_remote *p);
 

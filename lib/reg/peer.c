@@ -363,7 +363,12 @@ static int insert_section(struct ferry__reg *reg, struct ferry__blob_reader *r,
                                 fi_strerror(ret < 0 ? -ret : FI_EINVAL), hint);
         }
     }
-    return ferry__pulse_get(&reg->fab, r, &peer->pulse);
+    if ((ret = ferry__pulse_get(&reg->fab, r, &peer->pulse)) != 0)
+        return ret;
+    /* Its owner may die holding its region's lock (fabric/shm_guard.h). */
+    if (tr->shm)
+        ferry__pulse_guard(&peer->pulse);
+    return 0;
 }
 
 /* Reads the blob, chooses the transport and inserts its addresses; under

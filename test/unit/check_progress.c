@@ -18,6 +18,7 @@
 #include "progress/aside.h"
 #include "progress/progress.h"
 #include "fabric/pulse.h"
+#include "fabric/shm_guard.h"
 #include "xfer/op.h"
 #include "xfer/xfer.h"
 
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -741,6 +743,100 @@ START_TEST(test_peer_killed_mid_transfer)
 }
 END_TEST
 
+/*
+ * Killed holding its region's lock.  libfabric's shm before 1.19 keeps a
+ * spin lock in each region that the owner takes to progress and a peer
+ * takes to post there (fabric/shm_guard.h): here the lock of each of the
+ * child's regions is taken as its progress takes it, then the child is
+ * killed.  A write must end as a dead peer's does, not spin for ever
+ * inside fi_write, and the locks are free again.  Where the regions have
+ * another layout (1.19 on) the write ends all the same.
+ */
+struct region_lock {
+    _Atomic int *lock; /* in a mapping of the region's head */
+    void *map;
+};
+
+/* Where the lock lies in the head of a region of libfabric 1.17's layout
+ * (u8 version 4, u8, u16, i32 owner, u8, u8, u32, a pointer, the lock),
+ * and the head's length. */
+#define V4_LOCK_AT (16 + sizeof(void *))
+#define V4_HEAD (V4_LOCK_AT + sizeof(int))
+
+/* Takes the locks of pid's regions of libfabric 1.17's layout; returns
+ * how many, their mappings in out. */
+static unsigned take_region_locks(pid_t pid, struct region_lock *out,
+                                  unsigned cap)
+{
+    int free_value = ferry__spin_free_value();
+    char prefix[32];
+    unsigned n = 0;
+    struct dirent *e;
+    DIR *d = opendir("/dev/shm");
+
+    ck_assert_ptr_nonnull(d);
+    snprintf(prefix, sizeof(prefix), "ferry_%d_", (int)pid);
+    while ((e = readdir(d)) != NULL && n < cap) {
+        int fd;
+        uint8_t *h;
+
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        fd = openat(dirfd(d), e->d_name, O_RDWR);
+        ck_assert_int_ge(fd, 0);
+        h = mmap(NULL, V4_HEAD, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        ck_assert_ptr_ne(h, MAP_FAILED);
+        if (h[0] != 4 || *(int32_t *)(void *)(h + 4) != pid) {
+            munmap(h, V4_HEAD);
+            continue;
+        }
+        out[n] = (struct region_lock){(_Atomic int *)(void *)(h + V4_LOCK_AT), h};
+        /* Taken as pthread_spin_lock takes it, spinning while the child's
+         * progress holds it. */
+        for (int expect = free_value; !atomic_compare_exchange_weak(
+                 out[n].lock, &expect, !free_value);
+             expect = free_value)
+            ;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+START_TEST(test_peer_killed_holding_its_lock)
+{
+    struct ferry_config cfg;
+    struct ferry_xfer_opts opts = FERRY_XFER_OPTS_INIT;
+    struct region_lock locks[8];
+    struct victim v;
+    struct ferry_iov iov;
+    ferry_req_t *req;
+    uint64_t t0;
+    unsigned n;
+
+    tu_config(&cfg, "shm");
+    victim_open(&v, "shm", &cfg);
+    n = take_region_locks(v.c.pid, locks, TU_ARRAY_LEN(locks));
+    ck_assert_msg(n > 0 || FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)),
+                  "libfabric %u.%u: no region of the child's has the lock "
+                  "of 1.17's layout",
+                  FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+    reap_killed(&v.c);
+    iov = (struct ferry_iov){v.buf, NULL, v.rmem, 0, 64 * KiB};
+    opts.timeout_ms = KILL_DEADLINE_MS;
+    t0 = tu_now_ns();
+    ck_assert_int_eq(ferry_write(v.peer, &iov, 1, &opts, &req), 0);
+    victim_finish(&v, req, t0, "shm");
+    for (unsigned i = 0; i < n; i++) {
+        ck_assert_msg(atomic_load(locks[i].lock) == ferry__spin_free_value(),
+                      "region %u of the dead child: its lock is still held",
+                      i);
+        munmap(locks[i].map, V4_HEAD);
+    }
+}
+END_TEST
+
 /* ---- threads ---------------------------------------------------------------- */
 
 enum { NTHREADS = 4, NREQS = 64, PIECE = 4096 + 17 };
@@ -1135,6 +1231,7 @@ static Suite *progress_suite(void)
 
     tc = tu_tcase(s, "killed", 60);
     tcase_add_loop_test(tc, test_peer_killed_mid_transfer, 0, np);
+    tcase_add_test(tc, test_peer_killed_holding_its_lock);
 
     tc = tu_tcase(s, "threads", 60);
     tcase_add_loop_test(tc, test_threads_post_while_one_progresses, 0, np);

@@ -1,0 +1,338 @@
+/*
+ * The guard of dead shm peers' region locks (shm_guard.h).
+ *
+ * One thread for the whole process sleeps in poll() on a pidfd per
+ * watched owner and an eventfd that says the set changed.  Only that
+ * thread closes pidfds, so none is closed under its poll: unwatching
+ * marks an entry gone, and the thread drops gone entries before it
+ * polls again.  A fork leaves the child without the thread and with the
+ * parent's entries: the first watch in the child starts afresh.
+ */
+#include "fabric/shm_guard.h"
+
+#include "base/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+
+/* The head of an shm region of SMR_VERSION 4 (libfabric 1.17 and 1.18:
+ * struct smr_region in their include/ofi_shm.h), as far as its lock. */
+struct region_head {
+    uint8_t version;
+    uint8_t resv;
+    uint16_t flags;
+    int32_t pid; /* the owner */
+    uint8_t cma_cap_peer, cma_cap_self;
+    uint32_t max_sar_buf_per_peer;
+    void *base_addr;
+    pthread_spinlock_t lock;
+};
+
+#define LOCKED_REGION_VERSION 4
+/* shm maps at most 256 peers per endpoint (SMR_MAX_PEERS). */
+#define WATCH_MAX 256
+/* How long a dead owner's lock must stay held to be released: a live
+ * process posting into the dead region holds it a few microseconds. */
+#define HELD_PAUSE_NS (10 * 1000000L)
+/* Without pidfds (Linux before 5.3): how often the owners are looked at. */
+#define NO_PIDFD_LOOK_MS 100
+
+_Static_assert(sizeof(pthread_spinlock_t) == sizeof(int),
+               "a spin lock is an int (glibc)");
+
+struct watched {
+    uint64_t token;
+    pid_t pid;
+    int pidfd;  /* -1: none (no pidfd_open), or closed after the death */
+    bool dead;  /* seen dead and its regions released: not polled */
+    bool gone;  /* unwatched: the thread drops it */
+};
+
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct watched watched[WATCH_MAX];
+static unsigned n_watched;
+static uint64_t next_token = 1;
+static pid_t guard_of; /* the process whose thread runs; 0: none yet */
+static int wake_fd = -1;
+
+static int pidfd_of(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Whether pid has ended (a zombie not yet reaped has). */
+static bool has_died(pid_t pid)
+{
+    int fd = pidfd_of(pid);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    bool died;
+
+    if (fd < 0)
+        return errno == ESRCH || (kill(pid, 0) != 0 && errno == ESRCH);
+    died = poll(&pfd, 1, 0) > 0;
+    close(fd);
+    return died;
+}
+
+int ferry__spin_free_value(void)
+{
+    pthread_spinlock_t probe;
+    int value;
+
+    pthread_spin_init(&probe, PTHREAD_PROCESS_SHARED);
+    value = *(volatile int *)&probe;
+    pthread_spin_destroy(&probe);
+    return value;
+}
+
+static void pause_held(void)
+{
+    const struct timespec ts = {0, HELD_PAUSE_NS};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Releases the lock of region file name (in dir) when dead owns it and
+ * it stays held; says whether it did. */
+static bool release_region(int dir, const char *name, pid_t dead)
+{
+    struct region_head *h;
+    struct stat st;
+    _Atomic int *lock;
+    int fd, free_value = ferry__spin_free_value();
+    bool released = false;
+
+    fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return false;
+    h = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                st.st_size >= (off_t)sizeof(*h)
+            ? mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            : MAP_FAILED;
+    close(fd);
+    if (h == MAP_FAILED)
+        return false;
+    lock = (_Atomic int *)(void *)&h->lock;
+    if (h->version == LOCKED_REGION_VERSION && h->pid == dead &&
+        atomic_load(lock) != free_value) {
+        pause_held();
+        if (atomic_load(lock) != free_value) {
+            /* Release: what the dead owner wrote before it died is seen
+             * by whoever takes the lock next, as its own unlock would
+             * have ordered it. */
+            atomic_store_explicit(lock, free_value, memory_order_release);
+            released = true;
+            FERRY_LOG_WARN("shm: peer process %d died holding the lock of "
+                           "its region %s (libfabric's shm before 1.19): "
+                           "released it, so that posts to it end instead "
+                           "of spinning for ever",
+                           (int)dead, name);
+        }
+    }
+    munmap(h, sizeof(*h));
+    return released;
+}
+
+/* Releases the held locks of dead's regions in dir, dead being dead. */
+static unsigned release_regions(const char *dir, pid_t dead)
+{
+    char prefix[32];
+    size_t plen;
+    unsigned n = 0;
+    struct dirent *e;
+    DIR *d;
+
+    /* ferry__shm_endpoint_name: "ferry_<pid>_<time>_<n>". */
+    plen = (size_t)snprintf(prefix, sizeof(prefix), "ferry_%d_", (int)dead);
+    if ((d = opendir(dir)) == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, plen) == 0)
+            n += release_region(dirfd(d), e->d_name, dead);
+    closedir(d);
+    return n;
+}
+
+unsigned ferry__shm_guard_release(const char *dir, pid_t dead)
+{
+    return has_died(dead) ? release_regions(dir, dead) : 0;
+}
+
+/* ---- the thread ---------------------------------------------------------- */
+
+/* Drops the gone entries, closing their pidfds; under guard_lock. */
+static void drop_gone(void)
+{
+    unsigned kept = 0;
+
+    for (unsigned i = 0; i < n_watched; i++) {
+        if (!watched[i].gone) {
+            watched[kept++] = watched[i];
+            continue;
+        }
+        if (watched[i].pidfd >= 0)
+            close(watched[i].pidfd);
+    }
+    n_watched = kept;
+}
+
+/* The pollfds of the live entries after the eventfd, with their tokens
+ * and pids; under guard_lock.  Returns how many entries it took, and
+ * whether one has no pidfd in *blind. */
+static unsigned take_poll_set(struct pollfd *pfd, uint64_t *token, pid_t *pid,
+                              bool *blind)
+{
+    unsigned n = 0;
+
+    *blind = false;
+    pfd[0] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+    for (unsigned i = 0; i < n_watched; i++) {
+        if (watched[i].dead)
+            continue;
+        /* A negative fd is not polled: the look is kill()'s (has_died). */
+        pfd[1 + n] = (struct pollfd){.fd = watched[i].pidfd, .events = POLLIN};
+        token[n] = watched[i].token;
+        pid[n++] = watched[i].pid;
+        *blind |= watched[i].pidfd < 0;
+    }
+    return n;
+}
+
+/* The entry of token has died: it is polled no more. */
+static void mark_dead(uint64_t token)
+{
+    pthread_mutex_lock(&guard_lock);
+    for (unsigned i = 0; i < n_watched; i++) {
+        if (watched[i].token != token)
+            continue;
+        if (watched[i].pidfd >= 0)
+            close(watched[i].pidfd);
+        watched[i].pidfd = -1;
+        watched[i].dead = true;
+    }
+    pthread_mutex_unlock(&guard_lock);
+}
+
+static void *guard_main(void *arg)
+{
+    struct pollfd pfd[WATCH_MAX + 1];
+    uint64_t token[WATCH_MAX];
+    pid_t pid[WATCH_MAX];
+
+    (void)arg;
+    for (;;) {
+        eventfd_t drained;
+        unsigned n;
+        bool blind;
+
+        pthread_mutex_lock(&guard_lock);
+        drop_gone();
+        n = take_poll_set(pfd, token, pid, &blind);
+        pthread_mutex_unlock(&guard_lock);
+        if (poll(pfd, n + 1, blind ? NO_PIDFD_LOOK_MS : -1) < 0 &&
+            errno != EINTR)
+            continue;
+        if (pfd[0].revents & POLLIN)
+            (void)eventfd_read(wake_fd, &drained);
+        for (unsigned i = 0; i < n; i++) {
+            bool died = pfd[1 + i].fd >= 0 ? (pfd[1 + i].revents & POLLIN) != 0
+                                           : has_died(pid[i]);
+
+            if (!died)
+                continue;
+            release_regions("/dev/shm", pid[i]);
+            mark_dead(token[i]);
+        }
+    }
+    return NULL;
+}
+
+/* Starts the thread of this process; under guard_lock.  After a fork the
+ * parent's entries and descriptors are dropped first. */
+static bool guard_start(void)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+    int ret;
+
+    for (unsigned i = 0; i < n_watched; i++)
+        if (watched[i].pidfd >= 0)
+            close(watched[i].pidfd);
+    n_watched = 0;
+    if (wake_fd >= 0)
+        close(wake_fd);
+    if ((wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+        return false;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    ret = pthread_create(&thread, &attr, guard_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (ret != 0) {
+        FERRY_LOG_WARN("shm: no guard of dead peers' region locks: "
+                       "pthread_create failed (error %d)", ret);
+        return false;
+    }
+    guard_of = getpid();
+    return true;
+}
+
+uint64_t ferry__shm_guard_watch(pid_t owner)
+{
+    uint64_t token = 0;
+    bool running;
+    int pidfd;
+
+    if (FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)) || owner <= 0)
+        return 0;
+    pidfd = pidfd_of(owner);
+    pthread_mutex_lock(&guard_lock);
+    /* A thread that would not start is tried again at the next watch. */
+    running = guard_of == getpid() || guard_start();
+    if (running && n_watched == WATCH_MAX) {
+        FERRY_LOG_WARN("shm: %d peers' processes watched already: the "
+                       "death of process %d with its region locked is not "
+                       "guarded against", WATCH_MAX, (int)owner);
+    } else if (running) {
+        token = next_token++;
+        watched[n_watched++] = (struct watched){token, owner, pidfd, false,
+                                                false};
+        pidfd = -1;
+        (void)eventfd_write(wake_fd, 1);
+    }
+    pthread_mutex_unlock(&guard_lock);
+    if (pidfd >= 0)
+        close(pidfd);
+    return token;
+}
+
+void ferry__shm_guard_unwatch(uint64_t token)
+{
+    if (token == 0)
+        return;
+    pthread_mutex_lock(&guard_lock);
+    for (unsigned i = 0; i < n_watched; i++)
+        if (watched[i].token == token)
+            watched[i].gone = true;
+    (void)eventfd_write(wake_fd, 1);
+    pthread_mutex_unlock(&guard_lock);
+}

@@ -1,0 +1,54 @@
+/*
+ * The lock of a dead shm peer's region, released.
+ *
+ * libfabric 1.17's shm provider guards each endpoint's region with a spin
+ * lock that lives in the region itself: the owner takes it to progress
+ * the commands there, and a peer takes it to post one (smr_generic_rma).
+ * An owner killed while it holds the lock leaves it held for ever, and
+ * every later write or read to that peer spins inside fi_write or fi_read
+ * with ferry's lock held: the context hangs, deadlines and liveness
+ * included, since nothing else can take the lock to see them.  Under
+ * load a target killed in the middle of a stream dies holding it about
+ * one time in ten (check_progress's peer killed mid-transfer, shm).
+ *
+ * The guard is a thread of this process, started with the first peer of
+ * this host whose owner it must watch.  It waits on a pidfd per owner;
+ * when one dies it looks at that process's region files (ferry names
+ * them ferry_<pid>_..., shm_loop.h), and a lock still held 10 ms after
+ * the owner's death is released.  Whoever spun posts into a region that
+ * nobody reads any more; the peer's death then ends its requests as
+ * liveness or their deadline says.  Only regions of the layout of
+ * SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched; from 1.19 posting
+ * takes no lock of the peer's.
+ *
+ * What the guard cannot undo: a peer killed while it posts into one of
+ * this process's regions holds this process's lock, which a live thread
+ * here may hold too; that one is left alone.
+ */
+#ifndef FERRY_FABRIC_SHM_GUARD_H
+#define FERRY_FABRIC_SHM_GUARD_H
+
+#include "base/ferry-internal.h"
+
+#include <sys/types.h>
+
+/* Watches owner, the process of a peer on this host, when this
+ * libfabric's shm regions have the lock; returns what to pass to
+ * ferry__shm_guard_unwatch (0: not watched). */
+uint64_t ferry__shm_guard_watch(pid_t owner);
+/* Stops watching; 0 is ignored. */
+void ferry__shm_guard_unwatch(uint64_t token);
+
+/* Releases the held locks of dead's regions in dir (the guard's work,
+ * for the tests: "/dev/shm" there).  A region is left alone unless it has
+ * the lock's layout, says dead owns it, and its lock is still held after
+ * a pause; a process still alive is left alone.  Returns how many locks
+ * were released. */
+unsigned ferry__shm_guard_release(const char *dir, pid_t dead);
+
+/* The value glibc stores in a free spin lock (1 on x86_64, 0 elsewhere):
+ * the guard stores and compares it directly, since the lock of a region
+ * mapped here is none this process took. */
+int ferry__spin_free_value(void);
+
+#endif /* FERRY_FABRIC_SHM_GUARD_H */
