@@ -61,6 +61,16 @@ print_check_summary() {
 		sed "s|^$dir/||" | sort || echo "(no Check suites ran)"
 }
 
+# Check's line for each failed check ("file:line:F:case:test:i: message"),
+# last, so that an output cut short in its middle still shows them.
+print_check_failures() {
+	local dir=$1 lines
+	log "Check failures ($dir)"
+	lines=$(find "$dir" -name '*.log' ! -name test-suite.log -exec grep -H -E '^[^ ]+:[0-9]+:[FE]:[^:]*:[^:]*:[0-9]+: ' {} + |
+		sed "s|^$dir/||" | sort || true)
+	echo "${lines:-(none in the format of Check: the failing logs above say why)}"
+}
+
 # Totals over every test of a make check run, as one plain line.
 # (grep -c exits 1 when it counts nothing: that is not a failure here.)
 print_totals() {
@@ -97,6 +107,7 @@ run_check() {
 	if ! make -C "$dir" -j"$JOBS" check "${args[@]}"; then
 		print_failed_logs "$dir"
 		print_check_summary "$dir"
+		print_check_failures "$dir"
 		print_totals "$dir"
 		log "$dir: make check FAILED"
 		exit 1
