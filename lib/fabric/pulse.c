@@ -461,9 +461,13 @@ int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
 
 void ferry__pulse_guard(struct ferry__pulse_remote *p)
 {
-    if (p->local != NULL && p->guard == 0)
-        p->guard = ferry__shm_guard_watch((pid_t)atomic_load(
-            &p->local[FERRY__PULSE_OWNER]));
+    char table[48];
+
+    if (p->local == NULL || p->guard != 0)
+        return;
+    table_name(table, sizeof(table), p->incarnation);
+    p->guard = ferry__shm_guard_watch(
+        (pid_t)atomic_load(&p->local[FERRY__PULSE_OWNER]), table);
 }
 
 void ferry__pulse_release(struct ferry__fabric *fab,

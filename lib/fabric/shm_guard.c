@@ -11,10 +11,12 @@
 #include "fabric/shm_guard.h"
 
 #include "base/log.h"
+#include "fabric/shm_space.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -56,7 +58,7 @@ _Static_assert(sizeof(pthread_spinlock_t) == sizeof(int),
 
 struct watched {
     uint64_t token;
-    pid_t pid;
+    struct ferry__shm_owner owner;
     int pidfd;  /* -1: none (no pidfd_open), or closed after the death */
     bool dead;  /* seen dead and its regions released: not polled */
     bool gone;  /* unwatched: the thread drops it */
@@ -154,28 +156,75 @@ static bool release_region(int dir, const char *name, pid_t dead)
 }
 
 /* Releases the held locks of dead's regions in dir, dead being dead. */
-static unsigned release_regions(const char *dir, pid_t dead)
+static unsigned release_regions(const char *dir,
+                                const struct ferry__shm_owner *dead)
 {
-    char prefix[32];
-    size_t plen;
     unsigned n = 0;
-    struct dirent *e;
-    DIR *d;
+    DIR *d = opendir(dir);
 
-    /* ferry__shm_endpoint_name: "ferry_<pid>_<time>_<n>". */
-    plen = (size_t)snprintf(prefix, sizeof(prefix), "ferry_%d_", (int)dead);
-    if ((d = opendir(dir)) == NULL)
+    if (d == NULL)
         return 0;
-    while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, prefix, plen) == 0)
-            n += release_region(dirfd(d), e->d_name, dead);
+    for (unsigned i = 0; i < dead->nregions; i++)
+        n += release_region(dirfd(d), dead->regions[i], dead->pid);
     closedir(d);
     return n;
 }
 
-unsigned ferry__shm_guard_release(const char *dir, pid_t dead)
+unsigned ferry__shm_guard_release(const char *dir,
+                                  const struct ferry__shm_owner *dead)
 {
-    return has_died(dead) ? release_regions(dir, dead) : 0;
+    return has_died(dead->pid) ? release_regions(dir, dead) : 0;
+}
+
+/* Adds the file of a mapping to out's regions when it is one of pid's
+ * (path "/dev/shm/ferry_<pid>_...") and not listed yet. */
+static void note_region(struct ferry__shm_owner *out, const char *path)
+{
+    const char *dir = FERRY__SHM_DIR "/", *name = path + strlen(dir);
+    char prefix[32];
+
+    /* ferry__shm_endpoint_name: "ferry_<pid>_<time>_<n>". */
+    snprintf(prefix, sizeof(prefix), "ferry_%d_", (int)out->pid);
+    if (strncmp(path, dir, strlen(dir)) != 0 ||
+        strncmp(name, prefix, strlen(prefix)) != 0 ||
+        strlen(name) >= FERRY__GUARD_NAME_MAX ||
+        out->nregions == FERRY__GUARD_REGIONS)
+        return;
+    for (unsigned i = 0; i < out->nregions; i++)
+        if (strcmp(out->regions[i], name) == 0)
+            return;
+    strcpy(out->regions[out->nregions++], name);
+}
+
+bool ferry__shm_guard_owner(const char *maps, pid_t pid, const char *table,
+                            struct ferry__shm_owner *out)
+{
+    char line[PATH_MAX + 128], table_path[96];
+    bool owns_table = false;
+    FILE *f = fopen(maps, "re");
+
+    memset(out, 0, sizeof(*out));
+    out->pid = pid;
+    if (f == NULL)
+        return false;
+    /* shm_open's names are files of /dev/shm ("/name": "/dev/shm/name"). */
+    snprintf(table_path, sizeof(table_path), "%s%s", FERRY__SHM_DIR, table);
+    /* "start-end perms offset dev inode   path": shared and writable is
+     * "rw-s". */
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char perms[8], *path = strchr(line, '/');
+
+        if (path == NULL || sscanf(line, "%*s %7s", perms) != 1 ||
+            strcmp(perms, "rw-s") != 0)
+            continue;
+        path[strcspn(path, "\n")] = '\0';
+        if (strcmp(path, table_path) == 0)
+            owns_table = true;
+        else
+            note_region(out, path);
+    }
+    fclose(f);
+    return owns_table;
 }
 
 /* ---- the thread ---------------------------------------------------------- */
@@ -197,10 +246,10 @@ static void drop_gone(void)
 }
 
 /* The pollfds of the live entries after the eventfd, with their tokens
- * and pids; under guard_lock.  Returns how many entries it took, and
+ * and owners; under guard_lock.  Returns how many entries it took, and
  * whether one has no pidfd in *blind. */
-static unsigned take_poll_set(struct pollfd *pfd, uint64_t *token, pid_t *pid,
-                              bool *blind)
+static unsigned take_poll_set(struct pollfd *pfd, uint64_t *token,
+                              struct ferry__shm_owner *owner, bool *blind)
 {
     unsigned n = 0;
 
@@ -212,7 +261,7 @@ static unsigned take_poll_set(struct pollfd *pfd, uint64_t *token, pid_t *pid,
         /* A negative fd is not polled: the look is kill()'s (has_died). */
         pfd[1 + n] = (struct pollfd){.fd = watched[i].pidfd, .events = POLLIN};
         token[n] = watched[i].token;
-        pid[n++] = watched[i].pid;
+        owner[n++] = watched[i].owner;
         *blind |= watched[i].pidfd < 0;
     }
     return n;
@@ -237,7 +286,8 @@ static void *guard_main(void *arg)
 {
     struct pollfd pfd[WATCH_MAX + 1];
     uint64_t token[WATCH_MAX];
-    pid_t pid[WATCH_MAX];
+    /* Static: too big for a thread's stack, and there is one thread. */
+    static struct ferry__shm_owner owner[WATCH_MAX];
 
     (void)arg;
     for (;;) {
@@ -247,7 +297,7 @@ static void *guard_main(void *arg)
 
         pthread_mutex_lock(&guard_lock);
         drop_gone();
-        n = take_poll_set(pfd, token, pid, &blind);
+        n = take_poll_set(pfd, token, owner, &blind);
         pthread_mutex_unlock(&guard_lock);
         if (poll(pfd, n + 1, blind ? NO_PIDFD_LOOK_MS : -1) < 0 &&
             errno != EINTR)
@@ -256,11 +306,11 @@ static void *guard_main(void *arg)
             (void)eventfd_read(wake_fd, &drained);
         for (unsigned i = 0; i < n; i++) {
             bool died = pfd[1 + i].fd >= 0 ? (pfd[1 + i].revents & POLLIN) != 0
-                                           : has_died(pid[i]);
+                                           : has_died(owner[i].pid);
 
             if (!died)
                 continue;
-            release_regions("/dev/shm", pid[i]);
+            release_regions(FERRY__SHM_DIR, &owner[i]);
             mark_dead(token[i]);
         }
     }
@@ -296,15 +346,24 @@ static bool guard_start(void)
     return true;
 }
 
-uint64_t ferry__shm_guard_watch(pid_t owner)
+uint64_t ferry__shm_guard_watch(pid_t owner, const char *table)
 {
+    struct watched w = {.pidfd = -1};
+    char maps[32];
     uint64_t token = 0;
     bool running;
-    int pidfd;
 
     if (FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)) || owner <= 0)
         return 0;
-    pidfd = pidfd_of(owner);
+    snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)owner);
+    if (!ferry__shm_guard_owner(maps, owner, table, &w.owner)) {
+        FERRY_LOG_DEBUG("shm: process %d is not the owner of pulse table %s "
+                        "here (another pid namespace, or gone): its death "
+                        "is not watched",
+                        (int)owner, table);
+        return 0;
+    }
+    w.pidfd = pidfd_of(owner);
     pthread_mutex_lock(&guard_lock);
     /* A thread that would not start is tried again at the next watch. */
     running = guard_of == getpid() || guard_start();
@@ -313,15 +372,14 @@ uint64_t ferry__shm_guard_watch(pid_t owner)
                        "death of process %d with its region locked is not "
                        "guarded against", WATCH_MAX, (int)owner);
     } else if (running) {
-        token = next_token++;
-        watched[n_watched++] = (struct watched){token, owner, pidfd, false,
-                                                false};
-        pidfd = -1;
+        w.token = token = next_token++;
+        watched[n_watched++] = w;
+        w.pidfd = -1;
         (void)eventfd_write(wake_fd, 1);
     }
     pthread_mutex_unlock(&guard_lock);
-    if (pidfd >= 0)
-        close(pidfd);
+    if (w.pidfd >= 0)
+        close(w.pidfd);
     return token;
 }
 

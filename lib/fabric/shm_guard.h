@@ -14,8 +14,9 @@
  * The guard is a thread of this process, started with the first peer of
  * this host whose owner it must watch.  It waits on a pidfd per owner;
  * when one dies it looks at that process's region files (ferry names
- * them ferry_<pid>_..., shm_loop.h), and a lock still held 10 ms after
- * the owner's death is released.  Whoever spun posts into a region that
+ * them ferry_<pid>_..., shm_loop.h; the guard lists those the owner maps
+ * when it starts watching), and a lock still held 10 ms after the
+ * owner's death is released.  Whoever spun posts into a region that
  * nobody reads any more; the peer's death then ends its requests as
  * liveness or their deadline says.  Only regions of the layout of
  * SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched; from 1.19 posting
@@ -32,19 +33,42 @@
 
 #include <sys/types.h>
 
-/* Watches owner, the process of a peer on this host, when this
- * libfabric's shm regions have the lock; returns what to pass to
+/* A peer's process as the guard knows it: its regions, the files of
+ * /dev/shm it maps for writing under its own name. */
+#define FERRY__GUARD_REGIONS 8
+#define FERRY__GUARD_NAME_MAX 48 /* "ferry_<pid>_<time>_<n>" */
+struct ferry__shm_owner {
+    pid_t pid;
+    unsigned nregions;
+    char regions[FERRY__GUARD_REGIONS][FERRY__GUARD_NAME_MAX];
+};
+
+/*
+ * Whether process pid maps table (its pulse table, "/ferry-pulse-...")
+ * for writing, as only that table's owner does, reading maps (its
+ * /proc/<pid>/maps; another file in the tests).  Only then is pid the
+ * peer: a process of another pid namespace that shares /dev/shm has
+ * another number here, perhaps one of a process of ours.  *out then
+ * lists the regions pid maps for writing under its own name.
+ */
+bool ferry__shm_guard_owner(const char *maps, pid_t pid, const char *table,
+                            struct ferry__shm_owner *out);
+
+/* Watches owner, the process of a peer on this host whose pulse table is
+ * table, when this libfabric's shm regions have the lock and owner is
+ * that table's owner here; returns what to pass to
  * ferry__shm_guard_unwatch (0: not watched). */
-uint64_t ferry__shm_guard_watch(pid_t owner);
+uint64_t ferry__shm_guard_watch(pid_t owner, const char *table);
 /* Stops watching; 0 is ignored. */
 void ferry__shm_guard_unwatch(uint64_t token);
 
 /* Releases the held locks of dead's regions in dir (the guard's work,
  * for the tests: "/dev/shm" there).  A region is left alone unless it has
- * the lock's layout, says dead owns it, and its lock is still held after
- * a pause; a process still alive is left alone.  Returns how many locks
- * were released. */
-unsigned ferry__shm_guard_release(const char *dir, pid_t dead);
+ * the lock's layout, its head names dead->pid, and its lock is still
+ * held after a pause; a process still alive is left alone.  Returns how
+ * many locks were released. */
+unsigned ferry__shm_guard_release(const char *dir,
+                                  const struct ferry__shm_owner *dead);
 
 /* The value glibc stores in a free spin lock (1 on x86_64, 0 elsewhere):
  * the guard stores and compares it directly, since the lock of a region

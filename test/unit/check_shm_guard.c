@@ -4,9 +4,11 @@
  * What it releases and what it leaves alone, on region files made here
  * in a directory of their own: a lock a dead process holds in its region
  * of libfabric 1.17's layout is released; a free lock, a live owner,
- * another layout, a region whose head names another owner, another
- * process's name and a file too short to hold a head are left as they
- * are.  (A real peer killed holding its lock: check_progress.)
+ * another layout, a region whose head names another owner, a file too
+ * short to hold a head and one gone are left as they are.  Which
+ * process owns a pulse table, and which regions are its own, from a
+ * maps file as /proc writes them.  (A real peer killed holding its
+ * lock: check_progress.)
  */
 #include "testutil.h"
 
@@ -97,59 +99,129 @@ static bool held(const char *name)
     return lock != ferry__spin_free_value();
 }
 
-static void name_of(char *out, size_t cap, pid_t pid, const char *tail)
+/* Lists name among owner's regions, writing it as write_region does. */
+static const char *region(struct ferry__shm_owner *owner, const char *tail,
+                          uint8_t version, pid_t head_pid, bool locked,
+                          size_t len)
 {
-    snprintf(out, cap, "ferry_%d_%s", (int)pid, tail);
+    char *name = owner->regions[owner->nregions++];
+
+    snprintf(name, FERRY__GUARD_NAME_MAX, "ferry_%d_%s", (int)owner->pid,
+             tail);
+    write_region(name, version, head_pid, locked, len);
+    return name;
 }
 
 START_TEST(test_dead_owners_held_lock_is_released)
 {
-    pid_t dead = dead_pid();
-    char a[64], b[64];
+    struct ferry__shm_owner dead = {.pid = dead_pid()};
+    const char *a, *b;
 
     make_dir();
-    name_of(a, sizeof(a), dead, "17a_0");
-    name_of(b, sizeof(b), dead, "17a_1");
-    write_region(a, 4, dead, true, 0);
-    write_region(b, 4, dead, true, 0);
-    ck_assert_uint_eq(ferry__shm_guard_release(dir, dead), 2);
+    a = region(&dead, "17a_0", 4, dead.pid, true, 0);
+    b = region(&dead, "17a_1", 4, dead.pid, true, 0);
+    ck_assert_uint_eq(ferry__shm_guard_release(dir, &dead), 2);
     ck_assert(!held(a));
     ck_assert(!held(b));
     /* Released already: nothing more to do. */
-    ck_assert_uint_eq(ferry__shm_guard_release(dir, dead), 0);
+    ck_assert_uint_eq(ferry__shm_guard_release(dir, &dead), 0);
     remove_dir();
 }
 END_TEST
 
 START_TEST(test_left_alone)
 {
-    pid_t dead = dead_pid(), other = dead_pid();
-    char free_lock[64], v5[64], not_its[64], longer_pid[64], cut[64],
-        live[64];
+    struct ferry__shm_owner dead = {.pid = dead_pid()};
+    struct ferry__shm_owner live = {.pid = getpid()};
+    const char *v5, *not_its, *mine;
 
     make_dir();
-    name_of(free_lock, sizeof(free_lock), dead, "free_0");
-    write_region(free_lock, 4, dead, false, 0);
+    region(&dead, "free_0", 4, dead.pid, false, 0);
     /* libfabric 1.19 on: another layout, where no lock is at that place. */
-    name_of(v5, sizeof(v5), dead, "v5_0");
-    write_region(v5, 5, dead, true, 0);
+    v5 = region(&dead, "v5_0", 5, dead.pid, true, 0);
     /* The name says dead, the head another process. */
-    name_of(not_its, sizeof(not_its), dead, "other_0");
-    write_region(not_its, 4, other, true, 0);
-    /* Another process whose id begins with dead's. */
-    snprintf(longer_pid, sizeof(longer_pid), "ferry_%d9_x_0", (int)dead);
-    write_region(longer_pid, 4, dead, true, 0);
-    name_of(cut, sizeof(cut), dead, "cut_0");
-    write_region(cut, 4, dead, true, 8);
-    ck_assert_uint_eq(ferry__shm_guard_release(dir, dead), 0);
+    not_its = region(&dead, "other_0", 4, dead_pid(), true, 0);
+    /* Too short to hold a head. */
+    region(&dead, "cut_0", 4, dead.pid, true, 8);
+    /* Listed, but gone from the directory. */
+    snprintf(dead.regions[dead.nregions++], FERRY__GUARD_NAME_MAX,
+             "ferry_%d_gone_0", (int)dead.pid);
+    ck_assert_uint_eq(ferry__shm_guard_release(dir, &dead), 0);
     ck_assert(held(v5));
     ck_assert(held(not_its));
-    ck_assert(held(longer_pid));
     /* A live owner: this process. */
-    name_of(live, sizeof(live), getpid(), "live_0");
-    write_region(live, 4, getpid(), true, 0);
-    ck_assert_uint_eq(ferry__shm_guard_release(dir, getpid()), 0);
-    ck_assert(held(live));
+    mine = region(&live, "live_0", 4, live.pid, true, 0);
+    ck_assert_uint_eq(ferry__shm_guard_release(dir, &live), 0);
+    ck_assert(held(mine));
+    remove_dir();
+}
+END_TEST
+
+/* A maps file of process pid: its pulse table "aa" for writing, another
+ * context's table "bb" only for reading, its regions, and what is not
+ * one of its regions. */
+static void map_line(FILE *f, const char *perms, const char *path)
+{
+    fprintf(f, "7f0000000000-7f0000010000 %s 00000000 00:1a 42"
+               "                         %s\n",
+            perms, path);
+}
+
+static void write_maps(const char *path, pid_t pid)
+{
+    FILE *f = fopen(path, "w");
+    char name[96];
+
+    ck_assert_ptr_nonnull(f);
+    map_line(f, "rw-s", "/dev/shm/ferry-pulse-00000000000000aa");
+    map_line(f, "r--s", "/dev/shm/ferry-pulse-00000000000000bb");
+    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_a_0", (int)pid);
+    map_line(f, "rw-s", name);
+    map_line(f, "rw-s", name); /* a second mapping of the same */
+    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_a_1", (int)pid);
+    map_line(f, "rw-s", name);
+    /* Read-only: not a region it owns. */
+    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_ro_0", (int)pid);
+    map_line(f, "r--s", name);
+    /* A process whose id begins with pid's, and a peer's region it posts
+     * into. */
+    snprintf(name, sizeof(name), "/dev/shm/ferry_%d9_x_0", (int)pid);
+    map_line(f, "rw-s", name);
+    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_y_0", (int)pid + 1);
+    map_line(f, "rw-s", name);
+    /* Elsewhere than /dev/shm, and no file at all. */
+    snprintf(name, sizeof(name), "/tmp/ferry_%d_z_0", (int)pid);
+    map_line(f, "rw-s", name);
+    fprintf(f, "7f0000020000-7f0000030000 rw-p 00000000 00:00 0 [heap]\n");
+    fclose(f);
+}
+
+START_TEST(test_owner_from_maps)
+{
+    struct ferry__shm_owner owner;
+    char maps[96], want[64];
+    pid_t pid = 4242;
+
+    make_dir();
+    snprintf(maps, sizeof(maps), "%s/maps", dir);
+    write_maps(maps, pid);
+    ck_assert(ferry__shm_guard_owner(maps, pid, "/ferry-pulse-00000000000000aa",
+                                     &owner));
+    ck_assert_int_eq(owner.pid, pid);
+    ck_assert_uint_eq(owner.nregions, 2);
+    snprintf(want, sizeof(want), "ferry_%d_a_0", (int)pid);
+    ck_assert_str_eq(owner.regions[0], want);
+    snprintf(want, sizeof(want), "ferry_%d_a_1", (int)pid);
+    ck_assert_str_eq(owner.regions[1], want);
+    /* A table it maps only for reading is another context's: pid is not
+     * its owner (another pid namespace's process has that number). */
+    ck_assert(!ferry__shm_guard_owner(
+        maps, pid, "/ferry-pulse-00000000000000bb", &owner));
+    ck_assert(!ferry__shm_guard_owner(
+        maps, pid, "/ferry-pulse-00000000000000cc", &owner));
+    snprintf(maps, sizeof(maps), "%s/none", dir);
+    ck_assert(!ferry__shm_guard_owner(
+        maps, pid, "/ferry-pulse-00000000000000aa", &owner));
     remove_dir();
 }
 END_TEST
@@ -161,6 +233,8 @@ static Suite *shm_guard_suite(void)
 
     tcase_add_test(tc, test_dead_owners_held_lock_is_released);
     tcase_add_test(tc, test_left_alone);
+    tc = tu_tcase(s, "owner", 30);
+    tcase_add_test(tc, test_owner_from_maps);
     return s;
 }
 
