@@ -11,6 +11,7 @@
 #include "fabric/shm_guard.h"
 
 #include "base/log.h"
+#include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
 
 #include <dirent.h>
@@ -183,8 +184,7 @@ static void note_region(struct ferry__shm_owner *out, const char *path)
     const char *dir = FERRY__SHM_DIR "/", *name = path + strlen(dir);
     char prefix[32];
 
-    /* ferry__shm_endpoint_name: "ferry_<pid>_<time>_<n>". */
-    snprintf(prefix, sizeof(prefix), "ferry_%d_", (int)out->pid);
+    ferry__shm_endpoint_prefix(out->pid, prefix, sizeof(prefix));
     if (strncmp(path, dir, strlen(dir)) != 0 ||
         strncmp(name, prefix, strlen(prefix)) != 0 ||
         strlen(name) >= FERRY__GUARD_NAME_MAX ||

@@ -24,10 +24,9 @@ struct shm_link {
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_link *links;
 
-/* What every name of an endpoint of this process starts with. */
-static void this_process_prefix(char *buf, size_t len)
+void ferry__shm_endpoint_prefix(pid_t pid, char *buf, size_t len)
 {
-    snprintf(buf, len, "ferry_%d_", (int)getpid());
+    snprintf(buf, len, "ferry_%d_", (int)pid);
 }
 
 void ferry__shm_endpoint_name(char *buf, size_t len)
@@ -35,7 +34,7 @@ void ferry__shm_endpoint_name(char *buf, size_t len)
     static _Atomic unsigned counter;
     char prefix[32];
 
-    this_process_prefix(prefix, sizeof(prefix));
+    ferry__shm_endpoint_prefix(getpid(), prefix, sizeof(prefix));
     snprintf(buf, len, "%s%llx_%u", prefix,
              (unsigned long long)ferry__now_ns(),
              atomic_fetch_add(&counter, 1));
@@ -68,7 +67,7 @@ static bool name_in_this_process(const void *addr, size_t len, char *out,
         return false;
     memcpy(text, addr, len);
     text[len] = '\0';
-    this_process_prefix(ours, sizeof(ours));
+    ferry__shm_endpoint_prefix(getpid(), ours, sizeof(ours));
     if ((name = strstr(text, ours)) == NULL)
         return false;
     snprintf(out, out_len, "%s", name);

@@ -18,6 +18,8 @@
 
 #include "base/ferry-internal.h"
 
+#include <sys/types.h>
+
 /*
  * A name for an shm endpoint of this process: "ferry_<pid>_<time>_<n>".
  * shm names an endpoint after the process id unless given a name, and a
@@ -26,6 +28,8 @@
  * how ferry__shm_loop_admit knows an endpoint of this process.
  */
 void ferry__shm_endpoint_name(char *buf, size_t len);
+/* What every such name of process pid starts with: "ferry_<pid>_". */
+void ferry__shm_endpoint_prefix(pid_t pid, char *buf, size_t len);
 
 /*
  * Whether the running libfabric has that fault: its shm provider from
