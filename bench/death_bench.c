@@ -2,7 +2,7 @@
  * death_bench: how long ferry takes to notice a dead or stopped peer.
  *
  *   death_bench [--runs N] [--mode busy|idle|stop|all] [--liveness MS]
- *               [--provider P] [--domain D]
+ *               [--provider P] [--domain D] [--beside]
  *
  * Each run starts a target process (its own context with a progress
  * thread and a 64 MiB region), reaches it, and then:
@@ -12,6 +12,11 @@
  *         the time from the kill to the FERRY_NOTIFICATION_PEER_DOWN event;
  *   stop  keeps writes in flight and stops it (SIGSTOP): the time from
  *         the stop to the declaration (then kills it).
+ * With --beside, a second target lives beside it, reached by the same
+ * context and written to the same way the whole run, and for a liveness
+ * period after the detection: whether it stayed up, and how many of its
+ * writes completed after the signal, show whether one peer's death held
+ * up the others.
  * Prints every run's milliseconds ("none": nothing noticed in 30 s), then
  * per mode how many runs noticed, the median and the worst.
  * Defaults: 20 runs of every mode, the config's liveness (2000 ms unless
@@ -48,6 +53,7 @@ static int opt_mode = -1; /* -1: all */
 static int opt_liveness = -1;
 static const char *opt_provider = "tcp;ofi_rxm";
 static const char *opt_domain = "lo";
+static bool opt_beside;
 
 static void config(struct ferry_config *cfg, bool progress_thread)
 {
@@ -143,6 +149,7 @@ struct side {
     ferry_context_t *ctx;
     ferry_mem_t *lmem;
     uint8_t *lbuf;
+    unsigned liveness_ms;
 };
 
 static bool gone(ferry_peer_t *peer)
@@ -153,21 +160,67 @@ static bool gone(ferry_peer_t *peer)
            (st == FERRY_PEER_DEAD || st == FERRY_PEER_UNREACHABLE);
 }
 
-/* Keeps IN_FLIGHT writes posted to peer; frees those that ended. */
-static void keep_writing(ferry_peer_t *peer, ferry_rmem_t *rmem,
-                         const struct side *s, ferry_req_t **reqs)
+/* Keeps IN_FLIGHT writes posted to peer; frees those that ended.
+ * Returns how many of them had completed. */
+static unsigned keep_writing(ferry_peer_t *peer, ferry_rmem_t *rmem,
+                             const struct side *s, ferry_req_t **reqs)
 {
+    unsigned completed = 0;
+
     for (unsigned i = 0; i < IN_FLIGHT; i++) {
         struct ferry_iov iov = {s->lbuf, s->lmem, rmem,
                                 (uint64_t)i * WRITE_LEN, WRITE_LEN};
+        int ret = reqs[i] != NULL ? ferry_req_test(reqs[i]) : -1;
 
-        if (reqs[i] != NULL && ferry_req_test(reqs[i]) == FERRY_EINPROGRESS)
+        if (ret == FERRY_EINPROGRESS)
             continue;
+        completed += ret == 0;
         ferry_req_close(reqs[i]);
         reqs[i] = NULL;
         if (!gone(peer))
             ferry_write(peer, &iov, 1, NULL, &reqs[i]);
     }
+    return completed;
+}
+
+/* The target beside the one signalled (--beside), and what it saw. */
+struct beside {
+    struct target t;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    ferry_req_t *reqs[IN_FLIGHT];
+    unsigned after_signal; /* its writes completed since the signal */
+};
+
+static void beside_start(const struct side *s, struct beside *b)
+{
+    int ret;
+
+    memset(b, 0, sizeof(*b));
+    target_start(&b->t);
+    if ((ret = ferry_peer_add(s->ctx, b->t.addr, b->t.addr_len, &b->peer)) ||
+        (ret = ferry_rmem_import(b->peer, b->t.rkey, b->t.rkey_len,
+                                 &b->rmem)))
+        die("reaching the target beside", ret);
+}
+
+/* Ends the target beside: whether it stayed up till then. */
+static bool beside_stop(const struct side *s, struct beside *b)
+{
+    bool up = !gone(b->peer);
+    uint64_t t0 = now_ns();
+
+    for (unsigned i = 0; i < IN_FLIGHT; i++) {
+        if (b->reqs[i] != NULL)
+            ferry_req_wait(b->reqs[i], 10000);
+        ferry_req_close(b->reqs[i]);
+    }
+    target_kill(&b->t);
+    while ((ferry_rmem_close(b->rmem) == FERRY_EBUSY ||
+            ferry_peer_close(b->peer) == FERRY_EBUSY) &&
+           ms_since(t0) < GIVE_UP_MS)
+        ferry_progress(s->ctx);
+    return up;
 }
 
 /* Whether a PEER_DOWN event for peer is among the queued ones (peer
@@ -184,8 +237,9 @@ static bool peer_down_seen(ferry_context_t *ctx, ferry_peer_t *peer)
     return false;
 }
 
-/* One run of mode m: the milliseconds from the signal to the detection. */
-static double run_once(const struct side *s, enum mode m)
+/* One run of mode m: the milliseconds from the signal to the detection;
+ * with b, the target beside is written to along. */
+static double run_once(const struct side *s, enum mode m, struct beside *b)
 {
     ferry_req_t *reqs[IN_FLIGHT] = {NULL};
     struct target t;
@@ -203,6 +257,8 @@ static double run_once(const struct side *s, enum mode m)
     t0 = now_ns();
     while (ms_since(t0) < 200) {
         keep_writing(peer, rmem, s, reqs);
+        if (b != NULL)
+            keep_writing(b->peer, b->rmem, s, b->reqs);
         ferry_progress(s->ctx);
     }
     if (m == IDLE) {
@@ -220,9 +276,18 @@ static double run_once(const struct side *s, enum mode m)
     while (ms < 0 && ms_since(since) < GIVE_UP_MS) {
         if (m != IDLE)
             keep_writing(peer, rmem, s, reqs);
+        if (b != NULL)
+            b->after_signal += keep_writing(b->peer, b->rmem, s, b->reqs);
         ferry_progress(s->ctx);
         if (m == IDLE ? peer_down_seen(s->ctx, peer) : gone(peer))
             ms = ms_since(since);
+    }
+    /* The one beside goes on for a liveness period after the detection:
+     * long enough to be declared, if it were held up. */
+    t0 = now_ns();
+    while (b != NULL && ms_since(t0) < s->liveness_ms) {
+        b->after_signal += keep_writing(b->peer, b->rmem, s, b->reqs);
+        ferry_progress(s->ctx);
     }
     target_kill(&t);
     /* The old handle goes once the provider gave its operations back. */
@@ -251,15 +316,26 @@ static int by_value(const void *a, const void *b)
 static void run_mode(const struct side *s, enum mode m)
 {
     static double ms[MAX_RUNS];
-    unsigned n = 0;
+    unsigned n = 0, stayed_up = 0;
 
     printf("%s:", mode_names[m]);
     for (unsigned i = 0; i < opt_runs; i++) {
-        double one = run_once(s, m);
+        struct beside b;
+        double one;
 
+        if (opt_beside)
+            beside_start(s, &b);
+        one = run_once(s, m, opt_beside ? &b : NULL);
         if (one >= 0)
             ms[n++] = one;
         printf(one >= 0 ? " %.0f" : " none", one);
+        if (opt_beside) {
+            bool up = beside_stop(s, &b);
+
+            stayed_up += up;
+            printf(" (beside: %s, %u writes)", up ? "up" : "declared",
+                   b.after_signal);
+        }
         fflush(stdout);
     }
     printf("\n%s: noticed in %u of %u runs (none: not in %d ms)", mode_names[m],
@@ -270,6 +346,9 @@ static void run_mode(const struct side *s, enum mode m)
                n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2,
                ms[n - 1]);
     }
+    if (opt_beside)
+        printf("; the target beside stayed up in %u of %u runs", stayed_up,
+               opt_runs);
     printf("\n");
 }
 
@@ -277,7 +356,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: death_bench [--runs N (1-%d)] [--mode "
                     "busy|idle|stop|all] [--liveness MS] [--provider P] "
-                    "[--domain D]\n",
+                    "[--domain D] [--beside]\n",
             MAX_RUNS);
     exit(2);
 }
@@ -287,6 +366,10 @@ static void parse(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
+        if (strcmp(argv[i], "--beside") == 0) {
+            opt_beside = true;
+            continue;
+        }
         if (v == NULL)
             usage();
         if (strcmp(argv[i], "--runs") == 0) {
@@ -323,6 +406,7 @@ int main(int argc, char **argv)
 
     parse(argc, argv);
     config(&cfg, false);
+    s.liveness_ms = cfg.liveness_ms;
     if ((ret = ferry_context_create(&cfg, &s.ctx)))
         die("context", ret);
     s.lbuf = malloc(IN_FLIGHT * WRITE_LEN);
