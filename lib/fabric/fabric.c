@@ -139,7 +139,10 @@ static int endpoint_open(struct ferry__rail *rail)
                  tries);
     if (ret != 0)
         return rail_fail_hint(ret, rail, call, hint);
-    return ferry__shm_region_reserve_own(rail->info, rail->ep);
+    if ((ret = ferry__shm_region_reserve_own(rail->info, rail->ep)))
+        return ret;
+    ferry__shm_mend_open(&rail->mend, rail->info, rail->ep);
+    return 0;
 }
 
 static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
@@ -188,6 +191,7 @@ static void rail_close(struct ferry__rail *rail)
      * open endpoints (-FI_EBUSY). */
     if (rail->ep)
         fi_close(&rail->ep->fid);
+    ferry__shm_mend_close(&rail->mend);
     ferry__shm_loop_forget(rail->info);
     if (rail->cq)
         fi_close(&rail->cq->fid);

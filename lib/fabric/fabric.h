@@ -22,6 +22,7 @@
 #include "base/keys.h"
 #include "fabric/owned.h"
 #include "fabric/provider.h"
+#include "fabric/shm_mend.h"
 
 struct ferry__rail {
     unsigned index;
@@ -34,6 +35,8 @@ struct ferry__rail {
     int wait_fd;      /* the CQ's file descriptor, if has_wait_fd */
     bool has_wait_fd;
     struct fid_ep *ep;
+    /* Its region, mended on shm 1.17 and 1.18 (shm_mend.h). */
+    struct ferry__shm_mend mend;
     struct ferry__keyalloc keys;
     int64_t weight; /* share of striped bytes: link speed in Mbit/s, or 1 */
 };

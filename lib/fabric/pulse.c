@@ -470,6 +470,14 @@ void ferry__pulse_guard(struct ferry__pulse_remote *p)
         (pid_t)atomic_load(&p->local[FERRY__PULSE_OWNER]), table);
 }
 
+pid_t ferry__pulse_owner_died(const struct ferry__pulse_remote *p)
+{
+    if (p->local == NULL || !ferry__shm_guard_dead(p->guard))
+        return 0;
+    return (pid_t)atomic_load_explicit(&p->local[FERRY__PULSE_OWNER],
+                                       memory_order_relaxed);
+}
+
 void ferry__pulse_release(struct ferry__fabric *fab,
                           struct ferry__pulse_remote *p)
 {

@@ -116,6 +116,10 @@ int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
 /* Has the guard watch the owner of the peer p describes, when its table
  * is on this host: for a peer reached over shm (fabric/shm_guard.h). */
 void ferry__pulse_guard(struct ferry__pulse_remote *p);
+
+/* The process id of the peer p describes when the guard has seen that
+ * process die, else 0. */
+pid_t ferry__pulse_owner_died(const struct ferry__pulse_remote *p);
 /* Writes the byte (a full FIFO means a byte is waiting already). */
 void ferry__pulse_ring_now(const struct ferry__pulse_remote *p);
 

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
+#include "fabric/smr_v4.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,20 +33,6 @@
 
 #include <rdma/fabric.h>
 
-/* The head of an shm region of SMR_VERSION 4 (libfabric 1.17 and 1.18:
- * struct smr_region in their include/ofi_shm.h), as far as its lock. */
-struct region_head {
-    uint8_t version;
-    uint8_t resv;
-    uint16_t flags;
-    int32_t pid; /* the owner */
-    uint8_t cma_cap_peer, cma_cap_self;
-    uint32_t max_sar_buf_per_peer;
-    void *base_addr;
-    pthread_spinlock_t lock;
-};
-
-#define LOCKED_REGION_VERSION 4
 /* shm maps at most 256 peers per endpoint (SMR_MAX_PEERS). */
 #define WATCH_MAX 256
 /* How long a dead owner's lock must stay held to be released: a live
@@ -119,7 +106,7 @@ static void pause_held(void)
  * it stays held; says whether it did. */
 static bool release_region(int dir, const char *name, pid_t dead)
 {
-    struct region_head *h;
+    struct ferry__smr_head *h;
     struct stat st;
     _Atomic int *lock;
     int fd, free_value = ferry__spin_free_value();
@@ -136,7 +123,7 @@ static bool release_region(int dir, const char *name, pid_t dead)
     if (h == MAP_FAILED)
         return false;
     lock = (_Atomic int *)(void *)&h->lock;
-    if (h->version == LOCKED_REGION_VERSION && h->pid == dead &&
+    if (h->version == FERRY__SMR_V4 && h->pid == dead &&
         atomic_load(lock) != free_value) {
         pause_held();
         if (atomic_load(lock) != free_value) {
@@ -393,4 +380,18 @@ void ferry__shm_guard_unwatch(uint64_t token)
             watched[i].gone = true;
     (void)eventfd_write(wake_fd, 1);
     pthread_mutex_unlock(&guard_lock);
+}
+
+bool ferry__shm_guard_dead(uint64_t token)
+{
+    bool dead = false;
+
+    if (token == 0)
+        return false;
+    pthread_mutex_lock(&guard_lock);
+    for (unsigned i = 0; i < n_watched; i++)
+        if (watched[i].token == token)
+            dead = watched[i].dead;
+    pthread_mutex_unlock(&guard_lock);
+    return dead;
 }

@@ -17,8 +17,9 @@
  * them ferry_<pid>_..., shm_loop.h; the guard lists those the owner maps
  * when it starts watching), and a lock still held 10 ms after the
  * owner's death is released.  Whoever spun posts into a region that
- * nobody reads any more; the peer's death then ends its requests as
- * liveness or their deadline says.  Only regions of the layout of
+ * nobody reads any more.  The death is also told to liveness
+ * (ferry__shm_guard_dead), which declares the peer at its next check
+ * and has its operations' answers moved on (shm_mend.h).  Only regions of the layout of
  * SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched; from 1.19 posting
  * takes no lock of the peer's.
  *
@@ -61,6 +62,10 @@ bool ferry__shm_guard_owner(const char *maps, pid_t pid, const char *table,
 uint64_t ferry__shm_guard_watch(pid_t owner, const char *table);
 /* Stops watching; 0 is ignored. */
 void ferry__shm_guard_unwatch(uint64_t token);
+
+/* Whether the owner watched under token has died, and its held locks
+ * are released (false for 0). */
+bool ferry__shm_guard_dead(uint64_t token);
 
 /* Releases the held locks of dead's regions in dir (the guard's work,
  * for the tests: "/dev/shm" there).  A region is left alone unless it has

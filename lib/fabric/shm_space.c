@@ -96,11 +96,8 @@ bool ferry__shm_space_check(char *why, size_t len)
     return ferry__shm_space_ok(&s, why, len);
 }
 
-/* The region file of the shm endpoint whose address is addr (len bytes:
- * "fi_shm://NAME" or NAME, not always NUL-terminated): /dev/shm/NAME,
- * where the provider's shm_open puts it. */
-static bool region_path(const void *addr, size_t len, char *path,
-                        size_t cap)
+bool ferry__shm_region_path(const void *addr, size_t len, char *path,
+                            size_t cap)
 {
     char name[FERRY__ADDR_MAX + 1];
     const char *base;
@@ -149,7 +146,7 @@ static int reserve(const char *whose, const void *addr, size_t len)
     struct stat st;
     int fd, err = 0;
 
-    if (!region_path(addr, len, path, sizeof(path)))
+    if (!ferry__shm_region_path(addr, len, path, sizeof(path)))
         return 0;
     fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {

@@ -44,6 +44,13 @@ bool ferry__shm_space_ok(const struct ferry__shm_state *s, char *why,
 /* The same for the live /dev/shm. */
 bool ferry__shm_space_check(char *why, size_t len);
 
+/* The region file of the shm endpoint whose address is addr (len bytes:
+ * "fi_shm://NAME" or NAME, not always NUL-terminated) into path (cap
+ * bytes): /dev/shm/NAME, where the provider's shm_open puts it; false
+ * when addr names none. */
+bool ferry__shm_region_path(const void *addr, size_t len, char *path,
+                            size_t cap);
+
 /*
  * Commits every page of the region of the shm endpoint ep (opened from
  * info and enabled, so its region exists), so that tmpfs holds them all

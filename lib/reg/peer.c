@@ -472,8 +472,14 @@ void ferry__peer_drop_addresses(struct ferry__reg *reg,
                                 struct ferry_peer *peer)
 {
     for (unsigned i = 0; i < reg->fab.nrails; i++) {
-        if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL && reg->fab.rails[i].av)
-            fi_av_remove(reg->fab.rails[i].av, &peer->fi_addr[i], 1, 0);
+        struct ferry__rail *rail = &reg->fab.rails[i];
+        struct ferry__shm_names named;
+
+        if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL && rail->av) {
+            ferry__shm_mend_names(&rail->mend, &named);
+            fi_av_remove(rail->av, &peer->fi_addr[i], 1, 0);
+            ferry__shm_mend_removed(&rail->mend, &named);
+        }
         peer->fi_addr[i] = FI_ADDR_NOTAVAIL;
     }
 }

@@ -247,6 +247,43 @@ void ferry__live_wait_begins(struct ferry_peer *peer)
         peer->live.wait_since_ns = 0;
 }
 
+/* Whether op's data goes to its peer (else it comes from there). */
+static bool goes_to_peer(const struct ferry__op *op)
+{
+    return op->kind != FERRY__OP_READ && op->kind != FERRY__OP_PING &&
+           op->kind != FERRY__OP_CHECK;
+}
+
+/*
+ * The answers that peer's operations out over shm wait for, moved on now
+ * that its process died (fabric/shm_mend.h): the provider hands those
+ * operations back, and the operations to other peers of the host queued
+ * behind them go on.  Again at each check while any is out: an answer
+ * through bounce buffers may take more than one turn.
+ */
+static void free_answers(struct ferry__xfer *x, struct ferry_peer *peer)
+{
+    unsigned moved = 0;
+
+    for (unsigned r = 0; r < x->reg.fab.nrails; r++) {
+        struct ferry__rail *rail = &x->reg.fab.rails[r];
+        struct ferry__txq *tx = ferry__txq_of(x, rail);
+
+        if (rail->mend.q == NULL)
+            continue;
+        for (size_t i = 0; i < x->reg.fab.tx_depth; i++)
+            if (tx->ops[i].peer == peer && tx->ops[i].answer != 0)
+                moved += ferry__shm_mend_answer(
+                    &rail->mend, tx->ops[i].answer,
+                    goes_to_peer(&tx->ops[i]));
+    }
+    if (moved > 0)
+        FERRY_LOG_INFO("peer %s: its process died with %u operation%s "
+                       "unanswered over shm: moved on, so that the "
+                       "operations to other peers behind them complete",
+                       peer->label, moved, moved == 1 ? "" : "s");
+}
+
 /* One peer's check: a heartbeat when it has been silent a while, the
  * declaration when it has been silent for the whole period. */
 static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
@@ -254,8 +291,12 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
 {
     struct ferry__peer_live *l = &peer->live;
     uint64_t since;
+    pid_t died;
 
     if (ferry__live_gone(peer)) {
+        if (ferry__peer_ops_out(peer) > 0 &&
+            ferry__pulse_owner_died(&peer->pulse) != 0)
+            free_answers(x, peer);
         /* Its addresses go once the provider holds nothing of it, so a
          * dead peer costs no connection state (docs/semantics.md). */
         if (ferry__peer_ops_out(peer) == 0 &&
@@ -271,6 +312,13 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
      * to it any more (xfer.c), and no heartbeat could be answered. */
     if (ferry__pulse_closed(&peer->pulse)) {
         declare_closed(x, peer);
+        return;
+    }
+    if ((died = ferry__pulse_owner_died(&peer->pulse)) != 0) {
+        ferry__live_declare(x, peer,
+                            "its process (%d) on this host died",
+                            (int)died);
+        free_answers(x, peer);
         return;
     }
     if (l->wait_since_ns == 0)

@@ -54,6 +54,7 @@ void ferry__op_take(struct ferry__txq *tx, struct ferry__op *op,
     op->key_checked = false;
     op->posted_again = false;
     op->checked = NULL;
+    op->answer = ferry__shm_mend_took(&op->rail->mend);
     op->kind = kind;
     op->len = len;
     op->first_item = op->last_item = FERRY__NO_ITEM;
@@ -90,6 +91,7 @@ void ferry__op_give_back(struct ferry__txq *tx, struct ferry__op *op)
     op->req = NULL;
     op->peer = NULL;
     op->covered = op->cover = false;
+    op->answer = 0;
     peer->live.rail_ops[r]--;
     window_age(peer, r);
     if (peer->removed && ferry__peer_ops_out(peer) == 0)

@@ -110,6 +110,7 @@ static bool post_again(struct ferry__xfer *x, struct ferry__op *op)
         return true;
     }
     op->posted_again = true;
+    op->answer = ferry__shm_mend_took(&op->rail->mend);
     x->live.reposted++;
     return true;
 }

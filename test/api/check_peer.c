@@ -1,11 +1,14 @@
 /*
  * peer module through the API: a remote-key blob is no address, a full
- * address vector says so, removing NULL is a no-op, and destroying a
- * context whose peer still has remote regions imported closes them all.  (Everything else, with the blobs
- * built by hand and the peers' fields: test/unit/check_peer.c.)
+ * address vector says so, removing NULL is a no-op, destroying a
+ * context whose peer still has remote regions imported closes them all,
+ * and a peer added after another was removed (closed, or dead) is
+ * reached.  (Everything else, with the blobs built by hand and the
+ * peers' fields: test/unit/check_peer.c.)
  */
 #include "testutil.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +104,78 @@ START_TEST(test_context_destroy_with_rmem_held)
 }
 END_TEST
 
+/* Adds c as a peer of ctx (*peer, *rmem) and writes 64 KiB of seed's
+ * pattern into it: 0 or the write's error. */
+static int write_to_child(ferry_context_t *ctx, struct tu_child *c,
+                          uint8_t *buf, uint64_t seed, ferry_peer_t **peer,
+                          ferry_rmem_t **rmem)
+{
+    ferry_req_t *req;
+    struct ferry_iov iov;
+    int ret;
+
+    tu_child_reach(ctx, c, peer, rmem);
+    tu_fill(buf, 64 * KiB, seed);
+    iov = (struct ferry_iov){buf, NULL, *rmem, 0, 64 * KiB};
+    ck_assert_int_eq(ferry_write(*peer, &iov, 1, NULL, &req), 0);
+    ret = ferry_req_wait(req, 10000);
+    ferry_req_close(req);
+    return ret;
+}
+
+static void remove_peer(ferry_peer_t *peer, ferry_rmem_t *rmem)
+{
+    ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+    ck_assert_int_eq(ferry_peer_close(peer), 0);
+}
+
+/*
+ * A peer added after another was removed may take the removed one's
+ * entry in the provider's tables, and must be reached as a new peer: the
+ * data lands in its memory.  The first child is closed while alive (_i
+ * even) or killed before its handle is closed (odd).  (A removed peer
+ * whose id libfabric 1.17's shm kept, fabric/shm_mend.h: check_progress's
+ * test_killed_peer_leaves_the_others.)
+ */
+START_TEST(test_peer_after_a_removed_one)
+{
+    const char *prov = tu_providers[_i / 2];
+    bool killed = _i % 2 != 0;
+    struct tu_child first, second;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    uint8_t *buf = tu_alloc_buf(64 * KiB);
+    int ret;
+
+    /* Both children before the context: a process with threads forks
+     * none under ThreadSanitizer. */
+    tu_child_start(&first, prov, 64 * KiB, 0);
+    tu_child_start(&second, prov, 64 * KiB, 0);
+    ctx = tu_context(prov);
+    ck_assert_int_eq(write_to_child(ctx, &first, buf, 0x4141, &peer, &rmem),
+                     0);
+    ck_assert(tu_child_verify(&first, 0x4141));
+    if (killed) {
+        tu_child_kill(&first);
+        remove_peer(peer, rmem);
+    } else {
+        remove_peer(peer, rmem);
+        tu_child_stop(&first);
+    }
+    ret = write_to_child(ctx, &second, buf, 0x4242, &peer, &rmem);
+    ck_assert_msg(ret == 0, "%s: a write to the peer added after one %s "
+                            "gave %s: %s",
+                  prov, killed ? "killed" : "closed", ferry_strerror(ret),
+                  ferry_last_error());
+    ck_assert(tu_child_verify(&second, 0x4242));
+    remove_peer(peer, rmem);
+    tu_child_stop(&second);
+    ferry_context_close(ctx);
+    tu_free_buf(buf, 64 * KiB);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
     Suite *s = suite_create("peer");
@@ -115,6 +190,11 @@ static Suite *peer_suite(void)
     tcase_add_loop_test(tc, test_context_destroy_with_rmem_held, 0,
                         (int)tu_nproviders);
     suite_add_tcase(s, tc);
+
+    tc = tu_tcase(s, "replaced", 60);
+    tcase_add_loop_test(tc, test_peer_after_a_removed_one, 0,
+                        2 * (int)tu_nproviders);
+    return s;
     return s;
 }
 

@@ -17,16 +17,9 @@ void reap_killed(struct tu_child *c)
     char prefix[32];
     DIR *d;
     struct dirent *e;
-    int st;
 
-    ck_assert_int_eq(kill(c->pid, SIGKILL), 0);
-    ck_assert_int_eq(waitpid(c->pid, &st, 0), c->pid);
-    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
-                  "child status 0x%x", st);
     snprintf(prefix, sizeof(prefix), "%d:", (int)c->pid);
-    c->pid = 0;
-    close(c->to_child);
-    close(c->from_child);
+    tu_child_kill(c);
     if ((d = opendir("/dev/shm")) == NULL)
         return;
     while ((e = readdir(d)) != NULL)
@@ -71,12 +64,7 @@ void victim_open(struct victim *v, const char *prov,
 {
     tu_child_start(&v->c, prov, BIG, 0x7070);
     ck_assert_int_eq(ferry_context_create(cfg, &v->ctx), 0);
-    ck_assert_int_eq(ferry_peer_add(v->ctx, v->c.addr, v->c.addr_len,
-                                    &v->peer),
-                     0);
-    ck_assert_int_eq(ferry_rmem_import(v->peer, v->c.rkey, v->c.rkey_len,
-                                       &v->rmem),
-                     0);
+    tu_child_reach(v->ctx, &v->c, &v->peer, &v->rmem);
     /* What is written does not matter: it never all arrives. */
     v->buf = tu_alloc_buf(BIG);
 }

@@ -700,6 +700,28 @@ void tu_child_stop(struct tu_child *c)
                   "target child ended with status 0x%x", status);
 }
 
+void tu_child_reach(ferry_context_t *ctx, const struct tu_child *c,
+                    ferry_peer_t **peer, ferry_rmem_t **rmem)
+{
+    ck_assert_msg(ferry_peer_add(ctx, c->addr, c->addr_len, peer) == 0,
+                  "adding the child: %s", ferry_last_error());
+    ck_assert_msg(ferry_rmem_import(*peer, c->rkey, c->rkey_len, rmem) == 0,
+                  "importing the child's region: %s", ferry_last_error());
+}
+
+void tu_child_kill(struct tu_child *c)
+{
+    int status = 0;
+
+    ck_assert_int_eq(kill(c->pid, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(c->pid, &status, 0), c->pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                  "child status 0x%x", status);
+    c->pid = 0;
+    close(c->to_child);
+    close(c->from_child);
+}
+
 /*
  * hwloc 2.9's pci component (libpciaccess 0.17) leaks about 1 KiB per load
  * of the live topology, in any program (an hwloc-only one shows it too).

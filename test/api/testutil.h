@@ -232,6 +232,11 @@ int tu_child_verify(struct tu_child *c, uint64_t seed);
 void tu_child_reregister(struct tu_child *c);
 /* Tells the child to exit and reaps it; asserts a clean exit. */
 void tu_child_stop(struct tu_child *c);
+/* SIGKILLs the child and reaps it. */
+void tu_child_kill(struct tu_child *c);
+/* Adds the child as a peer of ctx and imports its region. */
+void tu_child_reach(ferry_context_t *ctx, const struct tu_child *c,
+                    ferry_peer_t **peer, ferry_rmem_t **rmem);
 
 /* A test case added to s, with its own timeout in seconds, and a
  * watchdog that prints the stacks of a test about to time out. */

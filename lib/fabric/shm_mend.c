@@ -1,0 +1,201 @@
+/*
+ * What ferry mends in its own shm regions on libfabric 1.17 and 1.18
+ * (shm_mend.h).
+ */
+#include "fabric/shm_mend.h"
+
+#include "base/log.h"
+#include "fabric/shm_space.h"
+
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+
+/* The error an abandoned answer is given: FI_EIO, stored as the peer
+ * stores an error (negated, in the unsigned status). */
+#define ANSWER_DEAD ((uint64_t)-5)
+
+_Static_assert(sizeof(struct ferry__smr_peer) == 272,
+               "struct smr_peer_data of 1.17 and 1.18");
+
+/*
+ * The head's sizes after its signal: an ofi_atomic32_t (4 bytes, 8 in a
+ * libfabric built for debugging), the map pointer, total_size, on 1.17
+ * cmd_cnt and sar_cnt, then the offsets of the command queue, the answer
+ * queue, the inject pool, the SAR pool, the peer table and the name.
+ */
+struct sizes {
+    uint64_t total, cmd_queue, answers, inject_pool, sar_pool, peers, name;
+};
+
+static bool read_sizes(const uint8_t *region, size_t len, unsigned minor,
+                       struct sizes *out)
+{
+    const struct ferry__smr_head *h = (const void *)region;
+    size_t signal = (h->flags & FERRY__SMR_FLAG_DEBUG) ? 8 : 4;
+    size_t map_at = (offsetof(struct ferry__smr_head, signal) + signal + 7) &
+                    ~(size_t)7;
+    size_t at = map_at + sizeof(void *);
+    uint64_t w[10];
+    const uint64_t *offsets = minor == 17 ? w + 3 : w + 1;
+
+    if (len < at + sizeof(w))
+        return false;
+    memcpy(w, region + at, sizeof(w));
+    *out = (struct sizes){w[0],       offsets[0], offsets[1], offsets[2],
+                          offsets[3], offsets[4], offsets[5]};
+    return true;
+}
+
+/* Whether the parts lie in order inside the region, the answer queue and
+ * the peer table of the provider's shape between their neighbours. */
+static bool parts_fit(const uint8_t *region, size_t len,
+                      const struct sizes *sz)
+{
+    const struct ferry__smr_answers *q;
+
+    if (sz->total != len || sz->cmd_queue >= sz->answers ||
+        sz->answers >= sz->inject_pool || sz->inject_pool >= sz->sar_pool ||
+        sz->sar_pool >= sz->peers || sz->peers >= sz->name ||
+        sz->name >= len || sz->answers % 8 != 0 || sz->peers % 8 != 0 ||
+        sz->name - sz->peers <
+            FERRY__SMR_PEERS * sizeof(struct ferry__smr_peer))
+        return false;
+    q = (const void *)(region + sz->answers);
+    return q->size != 0 && (q->size & (q->size - 1)) == 0 &&
+           q->size_mask == q->size - 1 && q->rcnt <= q->wcnt &&
+           q->wcnt - q->rcnt <= q->size &&
+           q->size <= (sz->inject_pool - sz->answers - sizeof(*q)) /
+                          sizeof(q->buf[0]);
+}
+
+bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
+                            size_t len, unsigned minor, pid_t owner)
+{
+    struct ferry__smr_head *h = region;
+    struct sizes sz;
+
+    memset(m, 0, sizeof(*m));
+    if (sizeof(void *) != 8 || (minor != 17 && minor != 18) ||
+        len < sizeof(*h) || h->version != FERRY__SMR_V4 || h->pid != owner ||
+        !read_sizes(region, len, minor, &sz) ||
+        !parts_fit(region, len, &sz))
+        return false;
+    m->head = h;
+    m->q = (void *)((uint8_t *)region + sz.answers);
+    m->peers = (void *)((uint8_t *)region + sz.peers);
+    m->seen = m->q->wcnt;
+    return true;
+}
+
+void ferry__shm_mend_open(struct ferry__shm_mend *m,
+                          const struct fi_info *info, struct fid_ep *ep)
+{
+    char addr[FERRY__ADDR_MAX], path[FERRY__ADDR_MAX + 16];
+    size_t addr_len = sizeof(addr);
+    uint32_t version = fi_version();
+    struct stat st;
+    void *map;
+    int fd;
+
+    memset(m, 0, sizeof(*m));
+    if (info->ep_attr->protocol != FI_PROTO_SHM ||
+        FI_MAJOR(version) != 1 || FI_MINOR(version) < 17 ||
+        FI_MINOR(version) > 18 ||
+        fi_getname(&ep->fid, addr, &addr_len) != 0 ||
+        !ferry__shm_region_path(addr, addr_len, path, sizeof(path)))
+        return;
+    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    map = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
+              ? mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                     MAP_SHARED, fd, 0)
+              : MAP_FAILED;
+    close(fd);
+    if (map == MAP_FAILED)
+        return;
+    if (!ferry__shm_mend_attach(m, map, (size_t)st.st_size, FI_MINOR(version),
+                                getpid())) {
+        FERRY_LOG_INFO("shm: region %s does not have libfabric 1.%u's "
+                       "layout: a peer killed with operations in flight "
+                       "will hold up this endpoint's others",
+                       path, FI_MINOR(version));
+        munmap(map, (size_t)st.st_size);
+        return;
+    }
+    m->map = map;
+    m->len = (size_t)st.st_size;
+}
+
+void ferry__shm_mend_close(struct ferry__shm_mend *m)
+{
+    if (m->map != NULL)
+        munmap(m->map, m->len);
+    memset(m, 0, sizeof(*m));
+}
+
+bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
+                            bool to_peer)
+{
+    struct ferry__smr_answers *q = m->q;
+    _Atomic uint64_t *status;
+    uint64_t now, next, n = taken - 1;
+
+    /* Entries before rcnt were taken back (and may serve another
+     * operation since); those from wcnt on were never this one. */
+    if (q == NULL || taken == 0 || n < *(volatile uint64_t *)&q->rcnt ||
+        n >= q->wcnt)
+        return false;
+    status = (_Atomic uint64_t *)&q->buf[n & q->size_mask].status;
+    now = atomic_load_explicit(status, memory_order_relaxed);
+    if (now == FERRY__SMR_BUSY)
+        next = ANSWER_DEAD;
+    else if (now == FERRY__SMR_SAR_READY && to_peer)
+        next = FERRY__SMR_SAR_FREE; /* the peer would have emptied them */
+    else if (now == FERRY__SMR_SAR_FREE && !to_peer)
+        next = FERRY__SMR_SAR_READY; /* ... or filled them */
+    else
+        return false;
+    /* Relaxed: the provider reads it under the same lock as this, in
+     * this process; the dead peer wrote nothing this needs to see. */
+    atomic_store_explicit(status, next, memory_order_relaxed);
+    /* As the peer would: the endpoint's progress looks at its answers
+     * only once signalled. */
+    atomic_store_explicit((_Atomic int32_t *)&m->head->signal, 1,
+                          memory_order_relaxed);
+    return true;
+}
+
+void ferry__shm_mend_names(const struct ferry__shm_mend *m,
+                           struct ferry__shm_names *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; m->peers != NULL && i < FERRY__SMR_PEERS; i++)
+        if (m->peers[i].name[0] != '\0')
+            out->bits[i / 64] |= 1ull << (i % 64);
+}
+
+unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,
+                                 const struct ferry__shm_names *before)
+{
+    unsigned forgotten = 0;
+
+    for (unsigned i = 0; m->peers != NULL && i < FERRY__SMR_PEERS; i++) {
+        struct ferry__smr_peer *p = &m->peers[i];
+
+        if (!(before->bits[i / 64] & (1ull << (i % 64))) ||
+            p->name[0] != '\0' || p->id < 0)
+            continue;
+        p->id = -1;
+        p->name_sent = 0;
+        forgotten++;
+    }
+    return forgotten;
+}

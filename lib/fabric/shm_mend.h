@@ -1,0 +1,108 @@
+/*
+ * What ferry mends in its own shm regions on libfabric 1.17 and 1.18.
+ *
+ * **A dead peer's answers.** shm keeps, in each endpoint's region, a
+ * queue of the answers its operations wait for: an entry per write or
+ * read that waits for its delivery, which the peer fills in, and which
+ * the endpoint's progress takes back strictly in the order they were
+ * posted, stopping at the first one not answered (smr_progress_resp, up
+ * to 2.4).  A peer killed with operations in flight never answers: every
+ * later operation of the endpoint, to any peer of the host, then waits
+ * behind its entries, and liveness declares those live peers unreachable
+ * too.  ferry notes which entry each operation took (the queue's write
+ * count moves by one in its post) and, once the shm guard has seen the
+ * peer's process die (shm_guard.h), moves that peer's entries on as the
+ * peer would have: an entry waiting for its answer is given an error,
+ * one whose bounce buffers (SAR) the peer would have emptied or filled
+ * is marked so.  The provider then hands those operations back (a write
+ * through bounce buffers as done: its request has ended already, with
+ * the peer's death), and the entries behind them go on.
+ *
+ * **A removed peer's entry.** fi_av_remove clears the name of the
+ * peer's entry in the region's peer table but leaves the peer's id for
+ * this endpoint there (smr_av_remove deletes the map entry first, and
+ * smr_unmap_from_endpoint then returns early).  shm gives a peer added
+ * later the same entry, and posts to it as to one met already, under the
+ * old peer's id: the new peer never answers, or dies of SIGSEGV reading
+ * its own table at that id.  After each removal ferry forgets the id of
+ * an entry whose name the removal cleared, so that the next peer there
+ * is sent this endpoint's name first (smr_verify_peer).
+ *
+ * Followed only on 1.17 and 1.18, 64-bit, where the region's head checks
+ * out (smr_v4.h); from 2.5 the provider takes answers back out of order.
+ */
+#ifndef FERRY_FABRIC_SHM_MEND_H
+#define FERRY_FABRIC_SHM_MEND_H
+
+#include "base/ferry-internal.h"
+#include "fabric/smr_v4.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <rdma/fi_endpoint.h>
+
+struct ferry__shm_mend {
+    struct ferry__smr_head *head; /* NULL: not followed */
+    struct ferry__smr_answers *q;
+    struct ferry__smr_peer *peers; /* FERRY__SMR_PEERS of them */
+    void *map;                     /* the region, mapped here */
+    size_t len;
+    uint64_t seen; /* the queue's write count after the last post */
+};
+
+/* Follows the region of ep, an enabled shm endpoint opened from info,
+ * where it can be followed (above); m->head stays NULL otherwise. */
+void ferry__shm_mend_open(struct ferry__shm_mend *m,
+                          const struct fi_info *info, struct fid_ep *ep);
+
+/* The same for region (len bytes, mapped by the caller, which keeps it)
+ * of libfabric 1.minor, owned by process owner: whether it is followed.
+ * For the tests. */
+bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
+                            size_t len, unsigned minor, pid_t owner);
+
+void ferry__shm_mend_close(struct ferry__shm_mend *m);
+
+/* Right after a post the provider took, under the lock that serializes
+ * the endpoint's posts: the number of the answer the post took (its
+ * index in the queue plus one), or 0 when it took none or that cannot be
+ * told (the write count moved by other than one). */
+static inline uint64_t ferry__shm_mend_took(struct ferry__shm_mend *m)
+{
+    uint64_t wcnt, seen;
+
+    if (m->q == NULL)
+        return 0;
+    /* Written by the provider in this thread's post. */
+    wcnt = *(volatile uint64_t *)&m->q->wcnt;
+    seen = m->seen;
+    m->seen = wcnt;
+    return wcnt == seen + 1 ? wcnt : 0;
+}
+
+/*
+ * Moves on answer number taken of an operation whose peer process died,
+ * as that peer would have: to_peer for data going to the peer (a write,
+ * a message), else from it (a read).  Does nothing to an answer taken
+ * back already or answered.  Returns whether it changed one.  Under the
+ * lock that serializes the endpoint's posts and progress.
+ */
+bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
+                            bool to_peer);
+
+/* Which entries of the peer table have a name: taken before a removal. */
+struct ferry__shm_names {
+    uint64_t bits[FERRY__SMR_PEERS / 64];
+};
+void ferry__shm_mend_names(const struct ferry__shm_mend *m,
+                           struct ferry__shm_names *out);
+
+/* After fi_av_remove: forgets the peer's id in each entry whose name
+ * the removal cleared (before: ferry__shm_mend_names just before it).
+ * Returns how many.  Under the lock that serializes the endpoint's
+ * calls. */
+unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,
+                                 const struct ferry__shm_names *before);
+
+#endif /* FERRY_FABRIC_SHM_MEND_H */

@@ -1,0 +1,283 @@
+/*
+ * The answers to this process's own shm operations (fabric/shm_mend.h).
+ *
+ * On regions built here as libfabric 1.17 and 1.18 lay them out (1.18
+ * dropped two counts from the head; a debug build's signal is twice as
+ * long): which regions are followed and which are refused (another
+ * version, owner, release, size, or a queue of another shape), which
+ * answer a post took, and how the answer of a dead peer's operation is
+ * moved on (an error for one waiting, bounce buffers emptied or filled
+ * as the peer would) while answered, taken back or unknown ones are
+ * left alone.  (A real peer killed with operations out:
+ * check_progress's test_killed_peer_leaves_the_others.)
+ */
+#include "testutil.h"
+
+#include "fabric/shm_mend.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define CMD_QUEUE 256u
+#define ANSWERS 512u
+#define INJECT_POOL 1024u
+#define SAR_POOL 2048u
+#define PEERS 4096u
+#define PEER_SIZE 272u /* name[256], id, sar_status, name_sent */
+#define NAME (PEERS + 256u * PEER_SIZE)
+#define LEN (NAME + 4096u)
+#define QSIZE 8u
+#define SIGNAL_AT 28u /* after the lock: u8, u8, u16, i32, u8, u8, u32, ptr, int */
+
+static _Alignas(64) uint8_t region[LEN];
+
+/* Peer entry i: its name's first byte and its id for the owner. */
+static void set_peer(unsigned i, char name0, int64_t id)
+{
+    region[PEERS + i * PEER_SIZE] = (uint8_t)name0;
+    memcpy(region + PEERS + i * PEER_SIZE + 256, &id, sizeof(id));
+}
+
+static int64_t peer_id(unsigned i)
+{
+    int64_t id;
+
+    memcpy(&id, region + PEERS + i * PEER_SIZE + 256, sizeof(id));
+    return id;
+}
+
+/* The queue's four counts, then QSIZE answers of two words. */
+static uint64_t *queue(void)
+{
+    return (uint64_t *)(void *)(region + ANSWERS);
+}
+
+static uint64_t *status_of(uint64_t n)
+{
+    return &queue()[4 + 2 * (n % QSIZE) + 1];
+}
+
+/* A region of libfabric 1.minor owned by owner, its queue empty. */
+static void make_region(unsigned minor, bool debug, pid_t owner)
+{
+    size_t at = (debug ? 40 : 32) + 8; /* past the map pointer */
+    uint64_t words[10] = {LEN,      CMD_QUEUE, ANSWERS, INJECT_POOL,
+                          SAR_POOL, PEERS,     NAME,    NAME + 256};
+    uint16_t flags = debug ? 2 : 0;
+    int32_t pid = owner;
+
+    if (minor == 17) { /* total_size, cmd_cnt, sar_cnt, then the offsets */
+        uint64_t with_counts[10] = {LEN,         64,       64,    CMD_QUEUE,
+                                    ANSWERS,     INJECT_POOL, SAR_POOL,
+                                    PEERS,       NAME,     NAME + 256};
+
+        memcpy(words, with_counts, sizeof(words));
+    }
+    memset(region, 0, sizeof(region));
+    region[0] = 4;
+    memcpy(region + 2, &flags, sizeof(flags));
+    memcpy(region + 4, &pid, sizeof(pid));
+    memcpy(region + at, words, sizeof(words));
+    queue()[0] = QSIZE;
+    queue()[1] = QSIZE - 1;
+}
+
+/* A post that took an answer: the queue's next entry, in state status. */
+static void post_one(uint64_t status)
+{
+    *status_of(queue()[3]) = status;
+    queue()[3]++;
+}
+
+START_TEST(test_followed_on_each_layout)
+{
+    const struct {
+        unsigned minor;
+        bool debug;
+    } layouts[] = {{17, false}, {18, false}, {17, true}, {18, true}};
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(layouts); i++) {
+        struct ferry__shm_mend a;
+
+        make_region(layouts[i].minor, layouts[i].debug, getpid());
+        ck_assert_msg(ferry__shm_mend_attach(&a, region, LEN,
+                                                layouts[i].minor, getpid()),
+                      "layout of 1.%u%s refused", layouts[i].minor,
+                      layouts[i].debug ? " (debug)" : "");
+        ck_assert_ptr_eq(a.q, region + ANSWERS);
+        /* Read as the other release: the offsets land elsewhere. */
+        ck_assert_msg(!ferry__shm_mend_attach(
+                          &a, region, LEN, layouts[i].minor == 17 ? 18 : 17,
+                          getpid()),
+                      "layout of 1.%u taken for the other release",
+                      layouts[i].minor);
+        ck_assert_ptr_null(a.q);
+    }
+}
+END_TEST
+
+START_TEST(test_refused)
+{
+    struct ferry__shm_mend a;
+    pid_t me = getpid();
+
+    make_region(17, false, me);
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me + 1));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 19, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN - 64, 17, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, 16, 17, me));
+    region[0] = 5;
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    make_region(17, false, me);
+    queue()[0] = 6; /* not a power of two */
+    queue()[1] = 5;
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    make_region(17, false, me);
+    queue()[1] = QSIZE; /* the mask of another size */
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    make_region(17, false, me);
+    queue()[2] = 3; /* more taken back than posted */
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    make_region(17, false, me);
+    queue()[0] = 64; /* runs into the inject pool */
+    queue()[1] = 63;
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    make_region(18, false, me);
+    /* A peer table too short for 256 entries: name where it is not. */
+    memcpy(region + 40 + 6 * 8, &(uint64_t){PEERS + 1024}, 8);
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 18, me));
+    ck_assert_ptr_null(a.q);
+    /* Refused where it cannot be followed, without a word. */
+    ck_assert_uint_eq(ferry__shm_mend_took(&a), 0);
+    ck_assert(!ferry__shm_mend_answer(&a, 1, true));
+}
+END_TEST
+
+START_TEST(test_which_answer_a_post_took)
+{
+    struct ferry__shm_mend a;
+
+    make_region(17, false, getpid());
+    queue()[2] = queue()[3] = 5; /* five before: numbers go on from there */
+    ck_assert(ferry__shm_mend_attach(&a, region, LEN, 17, getpid()));
+    post_one(FERRY__SMR_BUSY);
+    ck_assert_uint_eq(ferry__shm_mend_took(&a), 6); /* entry 5 */
+    ck_assert_uint_eq(ferry__shm_mend_took(&a), 0); /* took none */
+    post_one(FERRY__SMR_BUSY);
+    post_one(FERRY__SMR_BUSY);
+    ck_assert_uint_eq(ferry__shm_mend_took(&a), 0); /* two: unknown */
+    post_one(FERRY__SMR_SAR_READY);
+    ck_assert_uint_eq(ferry__shm_mend_took(&a), 9);
+}
+END_TEST
+
+START_TEST(test_dead_peers_answers_moved_on)
+{
+    const struct {
+        uint64_t now;
+        bool to_peer;
+        bool moved;
+        uint64_t then;
+    } cases[] = {
+        {FERRY__SMR_BUSY, true, true, (uint64_t)-5},
+        {FERRY__SMR_BUSY, false, true, (uint64_t)-5},
+        {FERRY__SMR_SAR_READY, true, true, FERRY__SMR_SAR_FREE},
+        {FERRY__SMR_SAR_READY, false, false, FERRY__SMR_SAR_READY},
+        {FERRY__SMR_SAR_FREE, false, true, FERRY__SMR_SAR_READY},
+        {FERRY__SMR_SAR_FREE, true, false, FERRY__SMR_SAR_FREE},
+        {0, true, false, 0},
+        {(uint64_t)-5, false, false, (uint64_t)-5},
+    };
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(cases); i++) {
+        struct ferry__shm_mend a;
+        int32_t signal;
+        uint64_t taken;
+
+        make_region(18, false, getpid());
+        ck_assert(ferry__shm_mend_attach(&a, region, LEN, 18, getpid()));
+        post_one(cases[i].now);
+        taken = ferry__shm_mend_took(&a);
+        ck_assert_uint_eq(taken, 1);
+        ck_assert_int_eq(ferry__shm_mend_answer(&a, taken, cases[i].to_peer),
+                         cases[i].moved);
+        ck_assert_msg(*status_of(0) == cases[i].then,
+                      "case %zu: status %llu, not %llu", i,
+                      (unsigned long long)*status_of(0),
+                      (unsigned long long)cases[i].then);
+        memcpy(&signal, region + SIGNAL_AT, sizeof(signal));
+        ck_assert_int_eq(signal, cases[i].moved ? 1 : 0);
+    }
+}
+END_TEST
+
+START_TEST(test_taken_back_and_unknown_left_alone)
+{
+    struct ferry__shm_mend a;
+
+    make_region(17, false, getpid());
+    ck_assert(ferry__shm_mend_attach(&a, region, LEN, 17, getpid()));
+    post_one(FERRY__SMR_BUSY);
+    ck_assert_uint_eq(ferry__shm_mend_took(&a), 1);
+    queue()[2] = 1; /* taken back; its entry serves the next post */
+    post_one(FERRY__SMR_BUSY);
+    ck_assert(!ferry__shm_mend_answer(&a, 1, true));
+    ck_assert_uint_eq(*status_of(1), FERRY__SMR_BUSY);
+    ck_assert(!ferry__shm_mend_answer(&a, 3, true)); /* not posted yet */
+    ck_assert(!ferry__shm_mend_answer(&a, 0, true)); /* took none */
+    ck_assert_uint_eq(*status_of(1), FERRY__SMR_BUSY);
+    ck_assert(ferry__shm_mend_answer(&a, 2, true));
+    ck_assert_uint_eq(*status_of(1), (uint64_t)-5);
+}
+END_TEST
+
+START_TEST(test_removed_peers_id_forgotten)
+{
+    struct ferry__shm_mend m;
+    struct ferry__shm_names named;
+
+    make_region(17, false, getpid());
+    ck_assert(ferry__shm_mend_attach(&m, region, LEN, 17, getpid()));
+    set_peer(0, 'a', 3);   /* stays */
+    set_peer(1, 'b', 7);   /* removed below */
+    set_peer(2, '\0', 9); /* a peer that reached this endpoint unasked */
+    set_peer(3, 'd', -1);  /* removed before they met */
+    set_peer(255, 'z', 1); /* removed: the last entry */
+    ferry__shm_mend_names(&m, &named);
+    set_peer(1, '\0', 7); /* what fi_av_remove leaves */
+    set_peer(3, '\0', -1);
+    set_peer(255, '\0', 1);
+    ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 2);
+    ck_assert_int_eq(peer_id(0), 3);
+    ck_assert_int_eq(peer_id(1), -1);
+    ck_assert_int_eq(peer_id(2), 9);
+    ck_assert_int_eq(peer_id(3), -1);
+    ck_assert_int_eq(peer_id(255), -1);
+    /* Not followed: nothing named, nothing forgotten. */
+    memset(&m, 0, sizeof(m));
+    ferry__shm_mend_names(&m, &named);
+    ck_assert_uint_eq(named.bits[0] | named.bits[1] | named.bits[2] |
+                          named.bits[3],
+                      0);
+    ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 0);
+}
+END_TEST
+
+static Suite *mend_suite(void)
+{
+    Suite *s = suite_create("shm_mend");
+    TCase *tc = tu_tcase(s, "mend", 30);
+
+    tcase_add_test(tc, test_followed_on_each_layout);
+    tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_which_answer_a_post_took);
+    tcase_add_test(tc, test_dead_peers_answers_moved_on);
+    tcase_add_test(tc, test_taken_back_and_unknown_left_alone);
+    tcase_add_test(tc, test_removed_peers_id_forgotten);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(mend_suite());
+}
