@@ -18,10 +18,10 @@
  * when it starts watching), and a lock still held 10 ms after the
  * owner's death is released.  Whoever spun posts into a region that
  * nobody reads any more.  The death is also told to liveness
- * (ferry__shm_guard_dead), which declares the peer at its next check
- * and has its operations' answers moved on (shm_mend.h).  Only regions of the layout of
- * SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched; from 1.19 posting
- * takes no lock of the peer's.
+ * (ferry__shm_guard_dead), which declares the peer at its next check and
+ * has its operations' answers moved on (shm_mend.h).  Only regions of
+ * the layout of SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched;
+ * from 1.19 posting takes no lock of the peer's.
  *
  * What the guard cannot undo: a peer killed while it posts into one of
  * this process's regions holds this process's lock, which a live thread

@@ -163,8 +163,9 @@ bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
         next = FERRY__SMR_SAR_READY; /* ... or filled them */
     else
         return false;
-    /* Relaxed: the provider reads it under the same lock as this, in
-     * this process; the dead peer wrote nothing this needs to see. */
+    /* Relaxed: the provider reads it in this process's progress, which
+     * runs under the context's lock as this does; the dead peer wrote
+     * nothing this needs to see. */
     atomic_store_explicit(status, next, memory_order_relaxed);
     /* As the peer would: the endpoint's progress looks at its answers
      * only once signalled. */

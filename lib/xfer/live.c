@@ -255,16 +255,21 @@ static bool goes_to_peer(const struct ferry__op *op)
 }
 
 /*
- * The answers that peer's operations out over shm wait for, moved on now
- * that its process died (fabric/shm_mend.h): the provider hands those
+ * The answers that peer's operations out over shm wait for, moved on
+ * once its process died (fabric/shm_mend.h): the provider hands those
  * operations back, and the operations to other peers of the host queued
- * behind them go on.  Again at each check while any is out: an answer
- * through bounce buffers may take more than one turn.
+ * behind them go on.  Only for a peer none of whose requests still runs
+ * (declared, or removed): a write through bounce buffers comes back as
+ * done.  Again at each check while any is out: an answer through bounce
+ * buffers may take more than one turn.
  */
-static void free_answers(struct ferry__xfer *x, struct ferry_peer *peer)
+static void free_answers(struct ferry__xfer *x, struct ferry_peer *peer,
+                         pid_t died)
 {
     unsigned moved = 0;
 
+    if (died == 0 || ferry__peer_ops_out(peer) == 0)
+        return;
     for (unsigned r = 0; r < x->reg.fab.nrails; r++) {
         struct ferry__rail *rail = &x->reg.fab.rails[r];
         struct ferry__txq *tx = ferry__txq_of(x, rail);
@@ -290,13 +295,11 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
                        uint64_t now, uint64_t period)
 {
     struct ferry__peer_live *l = &peer->live;
+    pid_t died = ferry__pulse_owner_died(&peer->pulse);
     uint64_t since;
-    pid_t died;
 
     if (ferry__live_gone(peer)) {
-        if (ferry__peer_ops_out(peer) > 0 &&
-            ferry__pulse_owner_died(&peer->pulse) != 0)
-            free_answers(x, peer);
+        free_answers(x, peer, died);
         /* Its addresses go once the provider holds nothing of it, so a
          * dead peer costs no connection state (docs/semantics.md). */
         if (ferry__peer_ops_out(peer) == 0 &&
@@ -305,6 +308,8 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
         return;
     }
     if (!waited_on(peer)) {
+        /* Removed with operations out, say: its requests have ended. */
+        free_answers(x, peer, died);
         l->wait_since_ns = 0;
         return;
     }
@@ -314,11 +319,11 @@ static void check_peer(struct ferry__xfer *x, struct ferry_peer *peer,
         declare_closed(x, peer);
         return;
     }
-    if ((died = ferry__pulse_owner_died(&peer->pulse)) != 0) {
+    if (died != 0) {
         ferry__live_declare(x, peer,
                             "its process (%d) on this host died",
                             (int)died);
-        free_answers(x, peer);
+        free_answers(x, peer, died);
         return;
     }
     if (l->wait_since_ns == 0)
