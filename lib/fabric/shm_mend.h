@@ -23,8 +23,8 @@
  * this endpoint there (smr_av_remove deletes the map entry first, and
  * smr_unmap_from_endpoint then returns early).  shm gives a peer added
  * later the same entry, and posts to it as to one met already, under the
- * old peer's id: the new peer never answers, or dies of SIGSEGV reading
- * its own table at that id.  After each removal ferry forgets the id of
+ * old peer's id, without sending this endpoint's name: the new peer dies
+ * of SIGSEGV in its progress.  After each removal ferry forgets the id of
  * an entry whose name the removal cleared, so that the next peer there
  * is sent this endpoint's name first (smr_verify_peer).
  *

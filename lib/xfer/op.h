@@ -68,10 +68,10 @@ struct ferry__op {
     bool covered;
     bool cover;
     bool key_checked; /* its peer's pulse said its region lives */
+    bool posted_again;
     /* The answer it took on shm 1.17 and 1.18, for its peer's death
      * (fabric/shm_mend.h); 0: none followed. */
     uint64_t answer;
-    bool posted_again;
     /* A check's (FERRY__OP_CHECK) held operation. */
     struct ferry__op *checked;
 };
