@@ -47,7 +47,7 @@
 #define SHOW_MS 10000
 /* ... where they first read megabytes: the watcher took more than
  * SHOW_MS to read the first 16 MiB of a 40 MiB line under
- * ThreadSanitizer (CI, and once in three runs here on a quiet machine). */
+ * ThreadSanitizer (CI, and in one of two runs here on a quiet machine). */
 #define BIG_SHOW_MS 60000
 
 /* The pause between two looks at what a thread did. */
