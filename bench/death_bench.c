@@ -183,44 +183,65 @@ static unsigned keep_writing(ferry_peer_t *peer, ferry_rmem_t *rmem,
     return completed;
 }
 
-/* The target beside the one signalled (--beside), and what it saw. */
-struct beside {
+/* A target the context reached, with the writes out to it. */
+struct reached {
     struct target t;
     ferry_peer_t *peer;
     ferry_rmem_t *rmem;
     ferry_req_t *reqs[IN_FLIGHT];
-    unsigned after_signal; /* its writes completed since the signal */
 };
 
-static void beside_start(const struct side *s, struct beside *b)
+static void reach(const struct side *s, struct reached *r)
 {
     int ret;
 
-    memset(b, 0, sizeof(*b));
-    target_start(&b->t);
-    if ((ret = ferry_peer_add(s->ctx, b->t.addr, b->t.addr_len, &b->peer)) ||
-        (ret = ferry_rmem_import(b->peer, b->t.rkey, b->t.rkey_len,
-                                 &b->rmem)))
-        die("reaching the target beside", ret);
+    memset(r, 0, sizeof(*r));
+    target_start(&r->t);
+    if ((ret = ferry_peer_add(s->ctx, r->t.addr, r->t.addr_len, &r->peer)) ||
+        (ret = ferry_rmem_import(r->peer, r->t.rkey, r->t.rkey_len,
+                                 &r->rmem)))
+        die("reaching a target", ret);
 }
+
+/* Lets r's writes and handles go (the handles once the provider gave
+ * their operations back). */
+static void release(const struct side *s, struct reached *r)
+{
+    uint64_t t0;
+
+    for (unsigned i = 0; i < IN_FLIGHT; i++) {
+        if (r->reqs[i] != NULL)
+            ferry_req_wait(r->reqs[i], 10000);
+        ferry_req_close(r->reqs[i]);
+    }
+    t0 = now_ns();
+    while ((ferry_rmem_close(r->rmem) == FERRY_EBUSY ||
+            ferry_peer_close(r->peer) == FERRY_EBUSY) &&
+           ms_since(t0) < GIVE_UP_MS)
+        ferry_progress(s->ctx);
+}
+
+/* The target beside the one signalled (--beside), and what it saw. */
+struct beside {
+    struct reached r;
+    unsigned after_signal; /* its writes completed since the signal */
+};
 
 /* Ends the target beside: whether it stayed up till then. */
 static bool beside_stop(const struct side *s, struct beside *b)
 {
-    bool up = !gone(b->peer);
-    uint64_t t0 = now_ns();
+    bool up = !gone(b->r.peer);
 
-    for (unsigned i = 0; i < IN_FLIGHT; i++) {
-        if (b->reqs[i] != NULL)
-            ferry_req_wait(b->reqs[i], 10000);
-        ferry_req_close(b->reqs[i]);
-    }
-    target_kill(&b->t);
-    while ((ferry_rmem_close(b->rmem) == FERRY_EBUSY ||
-            ferry_peer_close(b->peer) == FERRY_EBUSY) &&
-           ms_since(t0) < GIVE_UP_MS)
-        ferry_progress(s->ctx);
+    release(s, &b->r);
+    target_kill(&b->r.t);
     return up;
+}
+
+/* Keeps the target beside written to; counts what completed. */
+static void write_beside(const struct side *s, struct beside *b)
+{
+    if (b != NULL)
+        b->after_signal += keep_writing(b->r.peer, b->r.rmem, s, b->r.reqs);
 }
 
 /* Whether a PEER_DOWN event for peer is among the queued ones (peer
@@ -241,66 +262,52 @@ static bool peer_down_seen(ferry_context_t *ctx, ferry_peer_t *peer)
  * with b, the target beside is written to along. */
 static double run_once(const struct side *s, enum mode m, struct beside *b)
 {
-    ferry_req_t *reqs[IN_FLIGHT] = {NULL};
-    struct target t;
-    ferry_peer_t *peer;
-    ferry_rmem_t *rmem;
+    struct reached v;
     uint64_t t0, since;
     double ms = -1;
     int ret;
 
-    target_start(&t);
-    if ((ret = ferry_peer_add(s->ctx, t.addr, t.addr_len, &peer)) ||
-        (ret = ferry_rmem_import(peer, t.rkey, t.rkey_len, &rmem)))
-        die("reaching the target", ret);
+    reach(s, &v);
     /* Traffic for a while first: the connection is up, the peer UP. */
     t0 = now_ns();
     while (ms_since(t0) < 200) {
-        keep_writing(peer, rmem, s, reqs);
-        if (b != NULL)
-            keep_writing(b->peer, b->rmem, s, b->reqs);
+        keep_writing(v.peer, v.rmem, s, v.reqs);
+        write_beside(s, b);
         ferry_progress(s->ctx);
     }
+    /* Before the signal: what completed so far is not counted. */
+    if (b != NULL)
+        b->after_signal = 0;
     if (m == IDLE) {
         for (unsigned i = 0; i < IN_FLIGHT; i++)
-            if (reqs[i] != NULL && (ret = ferry_req_wait(reqs[i], 10000)))
+            if (v.reqs[i] != NULL &&
+                (ret = ferry_req_wait(v.reqs[i], 10000)))
                 die("a write before the kill", ret);
-        ferry_peer_watch(peer, 1);
+        ferry_peer_watch(v.peer, 1);
     }
     /* Earlier runs' events go first: a freed peer's handle may come back
      * as this one's. */
     while (peer_down_seen(s->ctx, NULL))
         ;
     since = now_ns();
-    kill(t.pid, m == STOP ? SIGSTOP : SIGKILL);
+    kill(v.t.pid, m == STOP ? SIGSTOP : SIGKILL);
     while (ms < 0 && ms_since(since) < GIVE_UP_MS) {
         if (m != IDLE)
-            keep_writing(peer, rmem, s, reqs);
-        if (b != NULL)
-            b->after_signal += keep_writing(b->peer, b->rmem, s, b->reqs);
+            keep_writing(v.peer, v.rmem, s, v.reqs);
+        write_beside(s, b);
         ferry_progress(s->ctx);
-        if (m == IDLE ? peer_down_seen(s->ctx, peer) : gone(peer))
+        if (m == IDLE ? peer_down_seen(s->ctx, v.peer) : gone(v.peer))
             ms = ms_since(since);
     }
     /* The one beside goes on for a liveness period after the detection:
      * long enough to be declared, if it were held up. */
     t0 = now_ns();
     while (b != NULL && ms_since(t0) < s->liveness_ms) {
-        b->after_signal += keep_writing(b->peer, b->rmem, s, b->reqs);
+        write_beside(s, b);
         ferry_progress(s->ctx);
     }
-    target_kill(&t);
-    /* The old handle goes once the provider gave its operations back. */
-    for (unsigned i = 0; i < IN_FLIGHT; i++) {
-        if (reqs[i] != NULL)
-            ferry_req_wait(reqs[i], 10000);
-        ferry_req_close(reqs[i]);
-    }
-    t0 = now_ns();
-    while ((ferry_rmem_close(rmem) == FERRY_EBUSY ||
-            ferry_peer_close(peer) == FERRY_EBUSY) &&
-           ms_since(t0) < GIVE_UP_MS)
-        ferry_progress(s->ctx);
+    target_kill(&v.t);
+    release(s, &v);
     return ms; /* -1: nothing noticed in GIVE_UP_MS */
 }
 
@@ -324,7 +331,7 @@ static void run_mode(const struct side *s, enum mode m)
         double one;
 
         if (opt_beside)
-            beside_start(s, &b);
+            reach(s, &b.r);
         one = run_once(s, m, opt_beside ? &b : NULL);
         if (one >= 0)
             ms[n++] = one;

@@ -1068,7 +1068,7 @@ START_TEST(test_dead_peer)
     struct ferry_iov iov;
     ferry_req_t *req;
     char why_send[512], why_write[512];
-    int status, ret;
+    int ret;
     uint64_t t0;
 
     tu_child_start(&c, prov, MiB, 0x1111);
@@ -1094,11 +1094,7 @@ START_TEST(test_dead_peer)
     ck_assert(tu_child_verify(&c, 0x2222));
 
     /* Dead. */
-    ck_assert_int_eq(kill(c.pid, SIGKILL), 0);
-    ck_assert(waitpid(c.pid, &status, 0) == c.pid);
-    ck_assert(WIFSIGNALED(status));
-    close(c.to_child);
-    close(c.from_child);
+    tu_child_kill(&c);
 
     /* A notification alone first: nothing before it has met the dead
      * connection yet.  Then a notified write. */
