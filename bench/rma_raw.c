@@ -8,6 +8,7 @@
  *   rma_raw -p PROVIDER [-D DOMAIN] [-s BYTES] [-n ITERATIONS | -T SECONDS]
  *           [-w WARMUP] [-t | -i] [-c] [-b [-d DEPTH] | -W WINDOW [-a]]
  *           [-o OP_BYTES] [-B REGION] [-r] [-e] [-x] [-f]
+ *   rma_raw -p PROVIDER [-D DOMAIN] [-s BYTES] -G GAPS [-g SECONDS] [-f]
  *
  * Ping-pong (the default): a write bounces back and forth, its remote CQ
  * data telling the other side it landed (the way ferry carries a
@@ -35,6 +36,16 @@
  * -x runs the stream both ways at once, as fi_rma_bw -o write and -o read
  * do; the initiating side prints its direction.
  *
+ * After gaps (-G): one write of BYTES with CQ data at a time, each timed
+ * from its post to its completion, back to back (WARMUP, then -n
+ * ITERATIONS), then one after each of GAPS gaps of -g SECONDS (1) in
+ * which this side sleeps.  Prints "BYTES GAPS FIRST_P50 FIRST_P99
+ * WARM_P50 WARM_P99" in microseconds: ferry_bench --idle's writes in raw
+ * libfabric.  The target busy polls throughout, so that the first write
+ * after a gap meets a target that never rested: the floor of what a rest
+ * costs the rest of the path; with -f it sleeps in fi_cq_sread instead,
+ * as a target that gives its CPU up must.
+ *
  * -n counts round trips or blocks after the WARMUP; -T runs them for
  * SECONDS instead.  -t asks for FI_TRANSMIT_COMPLETE instead, which ferry
  * never does: it shows what the delivery guarantee costs on the provider.
@@ -53,9 +64,10 @@
  * (bench/calltick.h; the readings slow the run a little).
  * -f opens the target's CQ with a file descriptor (FI_WAIT_FD), as a CQ
  * must be for a thread to sleep on it, as ferry's progress thread does on
- * a target (with -x both sides are targets); it still busy polls.  It
- * shows what the descriptor alone costs on the provider (tcp;ofi_rxm in
- * 1.17 then asks epoll_wait for its sockets on every poll).
+ * a target (with -x both sides are targets); it still busy polls, except
+ * with -G (above).  It shows what the descriptor alone costs on the
+ * provider (tcp;ofi_rxm in 1.17 then asks epoll_wait for its sockets on
+ * every poll).
  *
  * bench/compare.sh sets it beside ferry_bench, ucx_perftest and memcpy, so
  * that a gap between ferry and those can be split into what the
@@ -88,6 +100,8 @@
 #define MAX_DEPTH 64    /* -d */
 #define MAX_WINDOW 1024 /* -W: ferry_bench's batches of 256 and more */
 #define ADDR_MAX 256
+#define MAX_GAPS 1000  /* -G */
+#define SREAD_MS 100   /* -f -G: the target's longest sleep in fi_cq_sread */
 
 /* What the remote CQ data of a write says. */
 enum {
@@ -96,7 +110,7 @@ enum {
     DATA_ACK,    /* the target saw a whole window arrive (-a) */
 };
 
-enum mode { PINGPONG, STREAM, WINDOW };
+enum mode { PINGPONG, STREAM, WINDOW, GAPS };
 
 /* What to run, from the options. */
 struct run {
@@ -113,6 +127,7 @@ struct run {
     size_t slots; /* blocks the region holds */
     uint64_t iters, warmup;
     uint64_t ns; /* -T, or 0: run iters */
+    uint64_t gaps, gap_ns; /* -G, -g */
 };
 
 /* What one side has seen so far. */
@@ -141,6 +156,8 @@ struct side {
     struct tally n;
     /* -C: the calls timed, once the measured blocks began */
     bool timing;
+    /* -f -G on the target: reap sleeps in fi_cq_sread */
+    bool sleeps;
     struct call_sum posts, reads;
 };
 
@@ -260,12 +277,13 @@ static int reap(struct side *s)
 {
     struct fi_cq_data_entry e[16];
     uint64_t t0 = s->timing ? call_ticks() : 0;
-    ssize_t n = fi_cq_read(s->cq, e, 16);
+    ssize_t n = s->sleeps ? fi_cq_sread(s->cq, e, 16, NULL, SREAD_MS)
+                          : fi_cq_read(s->cq, e, 16);
 
     if (s->timing)
         call_note(&s->reads, t0);
 
-    if (n == -FI_EAGAIN)
+    if (n == -FI_EAGAIN || (s->sleeps && n == -FI_ETIMEDOUT))
         return 0;
     if (n < 0) {
         struct fi_cq_err_entry err = {0};
@@ -509,10 +527,91 @@ static int serve(struct side *s, const struct run *r)
     return poll_until(s, &s->n.done, s->n.posted);
 }
 
+static int by_value(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The p-th percentile of n nanosecond times, in microseconds: the
+ * nearest rank, so that of 10 gaps the p99 is the slowest.  Sorts v. */
+static double percentile_us(uint64_t *v, size_t n, double p)
+{
+    size_t rank = (size_t)(p / 100 * (double)n + 0.999999);
+
+    qsort(v, n, sizeof(*v), by_value);
+    return (double)v[rank > 0 ? rank - 1 : 0] / 1e3;
+}
+
+/* One write of the block with CQ data, from its post to its completion. */
+static int timed_write(struct side *s, const struct run *r, uint64_t *ns)
+{
+    uint64_t t0 = call_clock_ns();
+
+    if (post(s, false, 0, r->size, DATA_OP) ||
+        poll_until(s, &s->n.done, s->n.posted))
+        return 1;
+    *ns = call_clock_ns() - t0;
+    return 0;
+}
+
+static void sleep_for(uint64_t ns)
+{
+    struct timespec left = {(time_t)(ns / 1000000000u),
+                            (long)(ns % 1000000000u)};
+
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+}
+
+/* -G: warm writes, then one after each gap; tells the target it is over
+ * and prints the latencies. */
+static int after_gaps(struct side *s, const struct run *r)
+{
+    uint64_t *warm = calloc(r->iters, sizeof(*warm));
+    uint64_t *first = calloc(r->gaps, sizeof(*first));
+    uint64_t ns;
+    int ret = 1;
+
+    if (warm == NULL || first == NULL) {
+        ret = fail("calloc", -FI_ENOMEM);
+        goto out;
+    }
+    for (uint64_t i = 0; i < r->warmup + r->iters; i++) {
+        if (timed_write(s, r, &ns))
+            goto out;
+        if (i >= r->warmup)
+            warm[i - r->warmup] = ns;
+    }
+    for (uint64_t g = 0; g < r->gaps; g++) {
+        sleep_for(r->gap_ns);
+        if (timed_write(s, r, &first[g]))
+            goto out;
+    }
+    if (post(s, false, 0, 1, DATA_END) ||
+        poll_until(s, &s->n.done, s->n.posted))
+        goto out;
+    printf("%zu %" PRIu64 " %.2f %.2f", r->size, r->gaps,
+           percentile_us(first, r->gaps, 50),
+           percentile_us(first, r->gaps, 99));
+    printf(" %.2f %.2f\n", percentile_us(warm, r->iters, 50),
+           percentile_us(warm, r->iters, 99));
+    ret = 0;
+out:
+    free(warm);
+    free(first);
+    return ret;
+}
+
 static int exercise(struct side *s, const struct run *r, bool starts)
 {
     if (r->mode == PINGPONG)
         return pingpong(s, r, starts);
+    if (r->mode == GAPS) {
+        s->sleeps = r->wait_fd && !starts;
+        return starts ? after_gaps(s, r) : serve(s, r);
+    }
     if (!r->both)
         return starts ? initiate(s, r, true) : serve(s, r);
     /* Both ways: each side serves the other while it streams, then until
@@ -572,8 +671,10 @@ static int usage(void)
             "target answers windows]\n"
             "         [-x: both ways at once] [-C: time the initiator's "
             "calls]\n"
+            "  the first write after gaps: -G GAPS (1 to %u) [-g SECONDS "
+            "(1)]\n"
             "  [-P: the initiator on CPU 0, the target on CPU 1]\n",
-            MAX_SIZE, MAX_DEPTH, MAX_WINDOW, MAX_REGION);
+            MAX_SIZE, MAX_DEPTH, MAX_WINDOW, MAX_REGION, MAX_GAPS);
     return 2;
 }
 
@@ -628,7 +729,7 @@ static int refuse(const char *why)
 
 /* The option letters given, for the checks that combine them. */
 struct given {
-    bool n, d, B, t, i, stream_only;
+    bool n, d, B, t, i, g, stream_only;
     long long region;
 };
 
@@ -644,6 +745,11 @@ static int shape(struct run *r, const struct given *g, long long depth,
     if (r->mode == PINGPONG && g->stream_only)
         return refuse("-d, -o, -B, -r, -e, -a, -x and -C shape or time the "
                       "streams: give -b or -W as well");
+    if (r->mode == GAPS && (g->stream_only || r->ns != 0))
+        return refuse("-G times single writes, -n of them warm: -T, -d, -o, "
+                      "-B, -r, -e, -a, -x and -C are the streams'");
+    if (g->g && r->mode != GAPS)
+        return refuse("-g is the length of -G's gaps: give -G GAPS");
     if (r->mode == WINDOW && g->d)
         return refuse("-d is the depth of -b: -W WINDOW sets the window");
     if (r->read && (r->every || r->ack))
@@ -654,8 +760,8 @@ static int shape(struct run *r, const struct given *g, long long depth,
         return refuse("-a is fi_rma_bw -o writedata's handshake, one way "
                       "only: not with -x");
     r->every |= r->ack; /* the target counts every write of a window */
-    r->depth = r->mode == PINGPONG ? 1 : (size_t)depth;
-    r->op = r->mode != PINGPONG && op != 0 ? (size_t)op : r->size;
+    r->depth = r->mode == PINGPONG || r->mode == GAPS ? 1 : (size_t)depth;
+    r->op = op != 0 ? (size_t)op : r->size;
     if (!g->B && r->size * r->depth > MAX_REGION) {
         fprintf(stderr, "rma_raw: %zu blocks of %zu bytes are above %u "
                         "bytes: lower -d or -W, or give -B\n",
@@ -673,14 +779,16 @@ static int shape(struct run *r, const struct given *g, long long depth,
 
 int main(int argc, char **argv)
 {
-    struct run r = {.completion = FI_DELIVERY_COMPLETE, .mode = PINGPONG};
+    struct run r = {.completion = FI_DELIVERY_COMPLETE, .mode = PINGPONG,
+                    .gap_ns = 1000000000u};
     struct given g = {0};
     long long size = 8, iters = 100000, warmup = 1000, depth = 4, op = 0;
+    long long gaps = 0;
     bool bad = false, pin = false;
     int fds[2], opt, status, ret;
     pid_t child;
 
-    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticfbd:W:o:B:reaxPC")) != -1) {
+    while ((opt = getopt(argc, argv, "p:D:s:n:T:w:ticfbd:W:o:B:reaxPCG:g:")) != -1) {
         switch (opt) {
         case 'p': r.prov = optarg; break;
         case 'D': r.domain = optarg; break;
@@ -703,11 +811,18 @@ int main(int argc, char **argv)
         case 'f': r.wait_fd = true; break;
         case 'b':
         case 'W':
+        case 'G':
             if (r.mode != PINGPONG)
-                return refuse("-b and -W are two kinds of stream: give one");
-            r.mode = opt == 'b' ? STREAM : WINDOW;
+                return refuse("-b, -W and -G are kinds of run: give one");
+            r.mode = opt == 'b' ? STREAM : opt == 'W' ? WINDOW : GAPS;
             if (opt == 'W')
                 bad = (depth = number(optarg, 1, MAX_WINDOW)) < 0;
+            else if (opt == 'G')
+                bad = (gaps = number(optarg, 1, MAX_GAPS)) < 0;
+            break;
+        case 'g':
+            bad = (r.gap_ns = seconds(optarg)) == 0;
+            g.g = true;
             break;
         case 'd':
             bad = (depth = number(optarg, 1, MAX_DEPTH)) < 0;
@@ -731,7 +846,8 @@ int main(int argc, char **argv)
         }
         if (bad) {
             fprintf(stderr, "rma_raw: -%c %s is not a %s in range\n", opt,
-                    optarg, opt == 'T' ? "number of seconds" : "whole number");
+                    optarg, opt == 'T' || opt == 'g' ? "number of seconds"
+                                                     : "whole number");
             return usage();
         }
     }
@@ -740,6 +856,7 @@ int main(int argc, char **argv)
     r.size = (size_t)size;
     r.iters = (uint64_t)iters;
     r.warmup = (uint64_t)warmup;
+    r.gaps = (uint64_t)gaps;
     if ((ret = shape(&r, &g, depth, op)))
         return ret;
     /* A side whose peer failed first gets EPIPE from the socket pair and

@@ -199,7 +199,17 @@ else
 fi
 expect 2 "--idle, --idle-gaps and --gap-length are the initiator's" \
 	--target --idle 1
-expect 2 "--idle does not go with --target-polls" --idle 1 --target-polls
+# --idle with --target-polls: the target's thread polls through the window
+# instead of sleeping, so the window costs it CPU (a whole core when
+# nothing else runs; more than a fifth of one even on a loaded machine).
+expect 0 '"ok":true}' --provider shm $idle --target-polls --json
+cpu=$(sed -n 's/.*"target_cpu_per_idle_s":\([0-9.]*\).*/\1/p' "$tmp/out")
+if [ -n "$cpu" ] && awk -v c="$cpu" 'BEGIN { exit !(c > 0.2) }'; then
+	echo "PASS: --idle --target-polls: the target polled through the window ($cpu CPU-s per s)"
+else
+	echo "FAIL: --idle --target-polls: the target's CPU per idle second is \"$cpu\", not above 0.2: it did not poll"
+	status=1
+fi
 expect 2 "--idle does not go with --pingpong" --idle 1 --pingpong
 expect 2 "--idle does not go with --inflight" --idle 1 --inflight 4
 expect 2 "--idle-gaps and --gap-length go with --idle SECONDS" --idle-gaps 3
@@ -326,6 +336,28 @@ expect 0 "1048576 200 " -p "tcp;ofi_rxm" -D lo -b -s 1048576 -n 200 -w 10
 expect 0 "1048576 200 " -p shm -b -s 1048576 -o 65536 -d 2 -n 200 -w 10
 expect 2 "-d 65 is not a whole number in range" -p shm -b -d 65
 expect 2 "-C shape or time the streams" -p shm -C
+# -G: first writes after gaps and warm ones, p50 and p99 of each, in us.
+# gaps_sane: the line has 3 gaps and four positive numbers, no p99 below
+# its p50.
+gaps_sane() {
+	awk '$1 == 8 && $2 == 3 && NF == 6 && $3 > 0 && $5 > 0 &&
+		$4 >= $3 && $6 >= $5 { ok = 1 } END { exit !ok }' "$tmp/out"
+}
+for args in "-p shm" "-p tcp;ofi_rxm -D lo -f"; do
+	# shellcheck disable=SC2086 # the words of args are options
+	expect 0 "8 3 " $args -G 3 -g 0.1 -n 200 -w 10
+	if gaps_sane; then
+		echo "PASS: rma_raw $args -G: first and warm latencies, p99 >= p50"
+	else
+		echo "FAIL: rma_raw $args -G: not \"8 3\" and four sane latencies"
+		status=1
+	fi
+done
+expect 2 "-b, -W and -G are kinds of run" -p shm -G 3 -b
+expect 2 "-G times single writes" -p shm -G 3 -T 1
+expect 2 "-g is the length of -G's gaps" -p shm -g 0.5
+expect 2 "-G 0 is not a whole number in range" -p shm -G 0
+expect 2 "-g 0 is not a number of seconds in range" -p shm -G 1 -g 0
 # -C: an op's time split between posting, reading the CQ and the rest;
 # the parts are above zero and fit in the whole.
 expect 0 "4096 2000 " -p shm -b -s 4096 -d 8 -n 2000 -w 100 -C

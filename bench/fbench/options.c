@@ -262,7 +262,10 @@ static void usage(FILE *f)
 "  --target-mem host|cuda[:N]  --loopback: the target's buffer (as --mem)\n"
 "  --target-polls          the target's own thread busy-polls for progress, as\n"
 "                          rma_raw's does, instead of ferry's progress thread\n"
-"                          (which sleeps on the CQ's descriptor when idle)\n"
+"                          (which sleeps on the CQ's descriptor when idle);\n"
+"                          with --idle through the gaps and the window too:\n"
+"                          the first write after a gap into a target that\n"
+"                          never rests, at a core's cost\n"
 "  --initiator-thread      the initiator's context runs ferry's progress thread\n"
 "                          too, as one that is also a target, or waits on\n"
 "                          ferry_context_fd, does\n"
@@ -580,8 +583,6 @@ static const char *idle_conflict(const struct options *o)
 
     if (bad != NULL)
         return bad;
-    if (o->target_polls)
-        return "--target-polls (which stops the target's progress thread)";
     if (o->same_block)
         return "--same-block";
     if (o->sweep_lo != 0)

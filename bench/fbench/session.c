@@ -63,8 +63,7 @@ int start_run(struct initiator *in, unsigned flags, uint64_t block)
         return 1;
     if (ready != 0)
         return complain("the target refused the run: start both sides with "
-                        "the same --pingpong and sizes, and for --idle the "
-                        "target without --target-polls (its own message "
+                        "the same --pingpong and sizes (its own message "
                         "says more)");
     return 0;
 }

@@ -170,6 +170,14 @@ int mbox_pump(struct side *s)
     return 0;
 }
 
+int mbox_poll_until(struct side *s, uint64_t until)
+{
+    while (now_ns() < until)
+        if (mbox_pump(s))
+            return 1;
+    return 0;
+}
+
 /*
  * With a progress thread: sleeps until notifications arrive or wait_ms
  * passes, and files them.  A sleep in slices would wake this thread

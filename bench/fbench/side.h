@@ -58,6 +58,9 @@ int side_fill(struct side *s, enum pattern p);
 uint8_t *side_view(struct side *s);
 void side_close(struct side *s);
 int mbox_pump(struct side *s);
+/* Pumps without a pause until the clock (now_ns) reaches until: a
+ * thread that polls for progress and has nothing else to do. */
+int mbox_poll_until(struct side *s, uint64_t until);
 /* The peer that peer_gone asks about: name in meta, which gave peer (NULL
  * meta: none).  name must outlive the probe. */
 void set_probe(ferry_meta_t *meta, const char *name, ferry_peer_t *peer);

@@ -208,18 +208,26 @@ static int serve_pingpong(struct target *t, struct target_run *r,
  * time and context switches over it are then ferry's at rest (its
  * progress thread, the bootstrap's threads), and one voluntary switch
  * this sleep's own.
+ *
+ * A target that polls (--target-polls, no progress thread) polls instead,
+ * writes and window alike, as rma_raw's target does: the floor for the
+ * first write after a gap, at the price of a core.
  */
 static int idle_window(struct target *t, struct target_run *r)
 {
     uint64_t ms, t0, cpu0, vol0, inv0, vol1, inv1;
+    bool polls = !t->s.progress_thread;
 
-    if (mbox_doze1(&t->s, ID_MEASURE, t->deadline, "start of the idle "
-                   "window", &ms))
+    if ((polls ? mbox_wait1 : mbox_doze1)(&t->s, ID_MEASURE, t->deadline,
+                                          "start of the idle window", &ms))
         return 1;
     context_switches(&vol0, &inv0);
     cpu0 = cpu_ns();
     t0 = now_ns();
-    sleep_ns(ms * 1000000u);
+    if (!polls)
+        sleep_ns(ms * 1000000u);
+    else if (mbox_poll_until(&t->s, t0 + ms * 1000000u))
+        return 1;
     r->idle_ns = now_ns() - t0;
     r->idle_cpu_ns = cpu_ns() - cpu0;
     context_switches(&vol1, &inv1);
@@ -300,12 +308,6 @@ static int target_run(struct target *t, size_t n, uint64_t run_value,
     r.block = run_value >> 8;
     r.cpu_ns = UINT64_MAX;
     r.first_bad = UINT64_MAX;
-    if ((r.flags & RUN_IDLE) && !t->s.progress_thread) {
-        send_ctl(&t->s, t->peer, ID_T_READY, VERDICT_MODE);
-        return complain("the initiator asked for --idle, which measures "
-                        "ferry's progress thread at rest, but this target "
-                        "runs none (--target-polls): start it without");
-    }
     if (!!(r.flags & RUN_PINGPONG) != pingpong) {
         send_ctl(&t->s, t->peer, ID_T_READY, VERDICT_MODE);
         return complain("the initiator asked for %s but this target was "
