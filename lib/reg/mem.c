@@ -181,6 +181,7 @@ static int register_host(struct ferry__reg *reg, struct ferry_mem *mem,
     return register_va(reg, mem, addr, len, FI_HMEM_SYSTEM);
 }
 
+/* Caller holds the lock, or is the context's last thread (close). */
 static void close_rails(struct ferry_mem *mem)
 {
     for (unsigned i = 0; i < ferry__reg_of(mem->ctx)->fab.nrails; i++) {
@@ -288,14 +289,20 @@ static int register_device(struct ferry__reg *reg, struct ferry_mem *mem)
             FERRY_LOG_INFO("dmabuf registration of [%p, +%zu) is not "
                            "possible (%s): registering it by virtual address",
                            (void *)mem->addr, mem->len, ferry_last_error());
+            /* A rail that took the dmabuf before another refused it. */
+            ferry__lock_acquire(&reg->fab.lock);
+            close_rails(mem);
+            ferry__lock_release(&reg->fab.lock);
             path = FERRY__DEV_VA;
         }
     }
     if (path == FERRY__DEV_VA)
         ret = register_va(reg, mem, mem->addr, mem->len, FI_HMEM_CUDA);
     if (ret != 0 && path != FERRY__DEV_STAGED) {
-        close_rails(mem);
+        /* The domains are FI_THREAD_DOMAIN: closing registrations is
+         * serialised with the other threads' posts and polls. */
         ferry__lock_acquire(&reg->fab.lock);
+        close_rails(mem);
         if (reg->mem.dev_path != FERRY__DEV_STAGED) {
             FERRY_LOG_WARN("provider %s advertises FI_HMEM but cannot "
                            "register CUDA memory (%s): device memory is "
