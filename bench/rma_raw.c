@@ -534,14 +534,13 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The p-th percentile of n nanosecond times, in microseconds: the
- * nearest rank, so that of 10 gaps the p99 is the slowest.  Sorts v. */
-static double percentile_us(uint64_t *v, size_t n, double p)
+/* The p-th percentile of n sorted nanosecond times, in microseconds:
+ * the nearest rank, so that of 10 gaps the p99 is the slowest. */
+static double percentile_us(const uint64_t *sorted, size_t n, double p)
 {
     size_t rank = (size_t)(p / 100 * (double)n + 0.999999);
 
-    qsort(v, n, sizeof(*v), by_value);
-    return (double)v[rank > 0 ? rank - 1 : 0] / 1e3;
+    return (double)sorted[rank > 0 ? rank - 1 : 0] / 1e3;
 }
 
 /* One write of the block with CQ data, from its post to its completion. */
@@ -592,6 +591,8 @@ static int after_gaps(struct side *s, const struct run *r)
     if (post(s, false, 0, 1, DATA_END) ||
         poll_until(s, &s->n.done, s->n.posted))
         goto out;
+    qsort(first, r->gaps, sizeof(*first), by_value);
+    qsort(warm, r->iters, sizeof(*warm), by_value);
     printf("%zu %" PRIu64 " %.2f %.2f", r->size, r->gaps,
            percentile_us(first, r->gaps, 50),
            percentile_us(first, r->gaps, 99));

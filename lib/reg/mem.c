@@ -117,11 +117,24 @@ static int read_key(struct ferry__reg *reg, struct ferry_mem *mem,
     return 0;
 }
 
+/* Caller holds the lock, or is the context's last thread (close). */
+static void close_rails(struct ferry_mem *mem)
+{
+    for (unsigned i = 0; i < ferry__reg_of(mem->ctx)->fab.nrails; i++) {
+        if (mem->mr[i] != NULL)
+            fi_close(&mem->mr[i]->fid);
+        mem->mr[i] = NULL;
+        mem->desc[i] = NULL;
+    }
+}
+
 /*
  * Registers attr on every rail into mem's per-rail slots, except device
  * memory on the rails of a shared-memory transport beside the network
  * that cannot take it (no FI_HMEM): peers of this host then cannot reach
- * the region over shm, and are told so when they import it.
+ * the region over shm, and are told so when they import it.  All or
+ * nothing: when a rail refuses, those that took it let it go, so that
+ * the next path tried (register_device) starts from empty slots.
  */
 static int register_rails(struct ferry__reg *reg, struct ferry_mem *mem,
                           struct fi_mr_attr *attr, uint64_t flags)
@@ -144,6 +157,11 @@ static int register_rails(struct ferry__reg *reg, struct ferry_mem *mem,
         ferry__lock_release(&reg->fab.lock);
         if (ret == 0)
             mem->desc[i] = fi_mr_desc(mem->mr[i]);
+    }
+    if (ret != 0) {
+        ferry__lock_acquire(&reg->fab.lock);
+        close_rails(mem);
+        ferry__lock_release(&reg->fab.lock);
     }
     return ret;
 }
@@ -179,17 +197,6 @@ static int register_host(struct ferry__reg *reg, struct ferry_mem *mem,
         (ret = check_allocated(addr, len)))
         return ret;
     return register_va(reg, mem, addr, len, FI_HMEM_SYSTEM);
-}
-
-/* Caller holds the lock, or is the context's last thread (close). */
-static void close_rails(struct ferry_mem *mem)
-{
-    for (unsigned i = 0; i < ferry__reg_of(mem->ctx)->fab.nrails; i++) {
-        if (mem->mr[i] != NULL)
-            fi_close(&mem->mr[i]->fid);
-        mem->mr[i] = NULL;
-        mem->desc[i] = NULL;
-    }
 }
 
 static bool exposed(const struct ferry_mem *mem)
@@ -289,20 +296,13 @@ static int register_device(struct ferry__reg *reg, struct ferry_mem *mem)
             FERRY_LOG_INFO("dmabuf registration of [%p, +%zu) is not "
                            "possible (%s): registering it by virtual address",
                            (void *)mem->addr, mem->len, ferry_last_error());
-            /* A rail that took the dmabuf before another refused it. */
-            ferry__lock_acquire(&reg->fab.lock);
-            close_rails(mem);
-            ferry__lock_release(&reg->fab.lock);
             path = FERRY__DEV_VA;
         }
     }
     if (path == FERRY__DEV_VA)
         ret = register_va(reg, mem, mem->addr, mem->len, FI_HMEM_CUDA);
     if (ret != 0 && path != FERRY__DEV_STAGED) {
-        /* The domains are FI_THREAD_DOMAIN: closing registrations is
-         * serialised with the other threads' posts and polls. */
         ferry__lock_acquire(&reg->fab.lock);
-        close_rails(mem);
         if (reg->mem.dev_path != FERRY__DEV_STAGED) {
             FERRY_LOG_WARN("provider %s advertises FI_HMEM but cannot "
                            "register CUDA memory (%s): device memory is "
