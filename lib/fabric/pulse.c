@@ -459,15 +459,16 @@ int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
     return 0;
 }
 
-void ferry__pulse_guard(struct ferry__pulse_remote *p)
+void ferry__pulse_guard(struct ferry__pulse_remote *p,
+                        struct ferry__shm_owner *owner)
 {
     char table[48];
 
     if (p->local == NULL || p->guard != 0)
         return;
     table_name(table, sizeof(table), p->incarnation);
-    p->guard = ferry__shm_guard_watch(
-        (pid_t)atomic_load(&p->local[FERRY__PULSE_OWNER]), table);
+    owner->pid = (pid_t)atomic_load(&p->local[FERRY__PULSE_OWNER]);
+    p->guard = ferry__shm_guard_watch(owner, table);
 }
 
 pid_t ferry__pulse_owner_died(const struct ferry__pulse_remote *p)

@@ -47,6 +47,7 @@
 
 #include "base/blob.h"
 #include "fabric/fabric.h"
+#include "fabric/shm_guard.h"
 
 /* The words before the slots. */
 enum {
@@ -114,8 +115,10 @@ void ferry__pulse_put(struct ferry__blob_writer *w,
 int ferry__pulse_get(struct ferry__fabric *fab, struct ferry__blob_reader *r,
                      struct ferry__pulse_remote *out);
 /* Has the guard watch the owner of the peer p describes, when its table
- * is on this host: for a peer reached over shm (fabric/shm_guard.h). */
-void ferry__pulse_guard(struct ferry__pulse_remote *p);
+ * is on this host: for a peer reached over shm (fabric/shm_guard.h),
+ * whose endpoints owner lists; owner's pid is set here, the table's. */
+void ferry__pulse_guard(struct ferry__pulse_remote *p,
+                        struct ferry__shm_owner *owner);
 
 /* The process id of the peer p describes when the guard has seen that
  * process die, else 0. */

@@ -111,7 +111,13 @@ static bool release_region(int dir, const char *name, pid_t dead)
     _Atomic int *lock;
     int fd, free_value = ferry__spin_free_value();
     bool released = false;
+    char prefix[32];
 
+    /* Its name says whose it is (shm_loop.h), and a peer's address may
+     * name anything. */
+    ferry__shm_endpoint_prefix(dead, prefix, sizeof(prefix));
+    if (strncmp(name, prefix, strlen(prefix)) != 0)
+        return false;
     fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return false;
@@ -164,18 +170,21 @@ unsigned ferry__shm_guard_release(const char *dir,
     return has_died(dead->pid) ? release_regions(dir, dead) : 0;
 }
 
-/* Adds the file of a mapping to out's regions when it is one of pid's
- * (path "/dev/shm/ferry_<pid>_...") and not listed yet. */
-static void note_region(struct ferry__shm_owner *out, const char *path)
+void ferry__shm_owner_add(struct ferry__shm_owner *out, const void *addr,
+                          size_t len)
 {
-    const char *dir = FERRY__SHM_DIR "/", *name = path + strlen(dir);
-    char prefix[32];
+    static const char scheme[] = "fi_shm://";
+    char text[FERRY__ADDR_MAX + 1];
+    const char *name = text;
 
-    ferry__shm_endpoint_prefix(out->pid, prefix, sizeof(prefix));
-    if (strncmp(path, dir, strlen(dir)) != 0 ||
-        strncmp(name, prefix, strlen(prefix)) != 0 ||
-        strlen(name) >= FERRY__GUARD_NAME_MAX ||
+    if (addr == NULL || len == 0 || len >= sizeof(text) ||
         out->nregions == FERRY__GUARD_REGIONS)
+        return;
+    memcpy(text, addr, len);
+    text[len] = '\0';
+    if (strncmp(text, scheme, strlen(scheme)) == 0)
+        name += strlen(scheme);
+    if (strchr(name, '/') != NULL || strlen(name) >= FERRY__GUARD_NAME_MAX)
         return;
     for (unsigned i = 0; i < out->nregions; i++)
         if (strcmp(out->regions[i], name) == 0)
@@ -183,32 +192,26 @@ static void note_region(struct ferry__shm_owner *out, const char *path)
     strcpy(out->regions[out->nregions++], name);
 }
 
-bool ferry__shm_guard_owner(const char *maps, pid_t pid, const char *table,
-                            struct ferry__shm_owner *out)
+bool ferry__shm_guard_owns(const char *maps, const char *table)
 {
     char line[PATH_MAX + 128], table_path[96];
     bool owns_table = false;
     FILE *f = fopen(maps, "re");
 
-    memset(out, 0, sizeof(*out));
-    out->pid = pid;
     if (f == NULL)
         return false;
     /* shm_open's names are files of /dev/shm ("/name": "/dev/shm/name"). */
     snprintf(table_path, sizeof(table_path), "%s%s", FERRY__SHM_DIR, table);
     /* "start-end perms offset dev inode   path": shared and writable is
      * "rw-s". */
-    while (fgets(line, sizeof(line), f) != NULL) {
+    while (!owns_table && fgets(line, sizeof(line), f) != NULL) {
         char perms[8], *path = strchr(line, '/');
 
         if (path == NULL || sscanf(line, "%*s %7s", perms) != 1 ||
             strcmp(perms, "rw-s") != 0)
             continue;
         path[strcspn(path, "\n")] = '\0';
-        if (strcmp(path, table_path) == 0)
-            owns_table = true;
-        else
-            note_region(out, path);
+        owns_table = strcmp(path, table_path) == 0;
     }
     fclose(f);
     return owns_table;
@@ -333,31 +336,33 @@ static bool guard_start(void)
     return true;
 }
 
-uint64_t ferry__shm_guard_watch(pid_t owner, const char *table)
+uint64_t ferry__shm_guard_watch(const struct ferry__shm_owner *owner,
+                                const char *table)
 {
-    struct watched w = {.pidfd = -1};
+    struct watched w = {.owner = *owner, .pidfd = -1};
+    pid_t pid = owner->pid;
     char maps[32];
     uint64_t token = 0;
     bool running;
 
-    if (FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)) || owner <= 0)
+    if (FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)) || pid <= 0)
         return 0;
-    snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)owner);
-    if (!ferry__shm_guard_owner(maps, owner, table, &w.owner)) {
+    snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+    if (!ferry__shm_guard_owns(maps, table)) {
         FERRY_LOG_DEBUG("shm: process %d is not the owner of pulse table %s "
                         "here (another pid namespace, or gone): its death "
                         "is not watched",
-                        (int)owner, table);
+                        (int)pid, table);
         return 0;
     }
-    w.pidfd = pidfd_of(owner);
+    w.pidfd = pidfd_of(pid);
     pthread_mutex_lock(&guard_lock);
     /* A thread that would not start is tried again at the next watch. */
     running = guard_of == getpid() || guard_start();
     if (running && n_watched == WATCH_MAX) {
         FERRY_LOG_WARN("shm: %d peers' processes watched already: the "
                        "death of process %d with its region locked is not "
-                       "guarded against", WATCH_MAX, (int)owner);
+                       "guarded against", WATCH_MAX, (int)pid);
     } else if (running) {
         w.token = token = next_token++;
         watched[n_watched++] = w;

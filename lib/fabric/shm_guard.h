@@ -13,11 +13,15 @@
  *
  * The guard is a thread of this process, started with the first peer of
  * this host whose owner it must watch.  It waits on a pidfd per owner;
- * when one dies it looks at that process's region files (ferry names
- * them ferry_<pid>_..., shm_loop.h; the guard lists those the owner maps
- * when it starts watching), and a lock still held 10 ms after the
+ * when one dies it looks at the regions this process posts into, the
+ * endpoints the peer's shm addresses name (ferry names them
+ * ferry_<pid>_..., shm_loop.h), and a lock still held 10 ms after the
  * owner's death is released.  Whoever spun posts into a region that
- * nobody reads any more.  The death is also told to liveness
+ * nobody reads any more.  The names come from the addresses, the very
+ * regions a post here can spin on, not from the owner's /proc/<pid>/maps
+ * read once when the watch began (not atomic while the owner changes its
+ * mappings): with that list, a CI run saw the guard release one of the
+ * owner's two endpoints only, and a post spin on the other for ever.  The death is also told to liveness
  * (ferry__shm_guard_dead), which declares the peer at its next check and
  * has its operations' answers moved on (shm_mend.h).  Only regions of
  * the layout of SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched;
@@ -34,9 +38,9 @@
 
 #include <sys/types.h>
 
-/* A peer's process as the guard knows it: its regions, the files of
- * /dev/shm it maps for writing under its own name. */
-#define FERRY__GUARD_REGIONS 8
+/* A peer's process as the guard knows it: its id here, and the regions
+ * this process posts into, its endpoints over shm. */
+#define FERRY__GUARD_REGIONS FERRY__MAX_RAILS
 #define FERRY__GUARD_NAME_MAX 48 /* "ferry_<pid>_<time>_<n>" */
 struct ferry__shm_owner {
     pid_t pid;
@@ -44,22 +48,29 @@ struct ferry__shm_owner {
     char regions[FERRY__GUARD_REGIONS][FERRY__GUARD_NAME_MAX];
 };
 
+/* Adds to out's regions the endpoint name inside the shm address addr
+ * of len bytes ("fi_shm://ferry_<pid>_..." or the bare name): an
+ * address of another form, a name too long, or one listed already adds
+ * nothing.  Whose region it is, ferry__shm_guard_watch checks. */
+void ferry__shm_owner_add(struct ferry__shm_owner *out, const void *addr,
+                          size_t len);
+
 /*
- * Whether process pid maps table (its pulse table, "/ferry-pulse-...")
- * for writing, as only that table's owner does, reading maps (its
+ * Whether a process maps table (its pulse table, "/ferry-pulse-...") for
+ * writing, as only that table's owner does, reading maps (its
  * /proc/<pid>/maps; another file in the tests).  Only then is pid the
  * peer: a process of another pid namespace that shares /dev/shm has
- * another number here, perhaps one of a process of ours.  *out then
- * lists the regions pid maps for writing under its own name.
+ * another number here, perhaps one of a process of ours.
  */
-bool ferry__shm_guard_owner(const char *maps, pid_t pid, const char *table,
-                            struct ferry__shm_owner *out);
+bool ferry__shm_guard_owns(const char *maps, const char *table);
 
 /* Watches owner, the process of a peer on this host whose pulse table is
- * table, when this libfabric's shm regions have the lock and owner is
- * that table's owner here; returns what to pass to
+ * table, when this libfabric's shm regions have the lock and owner->pid
+ * is that table's owner here; of its regions, those named ferry_<pid>_
+ * after it are released at its death.  Returns what to pass to
  * ferry__shm_guard_unwatch (0: not watched). */
-uint64_t ferry__shm_guard_watch(pid_t owner, const char *table);
+uint64_t ferry__shm_guard_watch(const struct ferry__shm_owner *owner,
+                                const char *table);
 /* Stops watching; 0 is ignored. */
 void ferry__shm_guard_unwatch(uint64_t token);
 
@@ -68,9 +79,9 @@ void ferry__shm_guard_unwatch(uint64_t token);
 bool ferry__shm_guard_dead(uint64_t token);
 
 /* Releases the held locks of dead's regions in dir (the guard's work,
- * for the tests: "/dev/shm" there).  A region is left alone unless it has
- * the lock's layout, its head names dead->pid, and its lock is still
- * held after a pause; a process still alive is left alone.  Returns how
+ * for the tests: "/dev/shm" there).  A region is left alone unless its name
+ * and its head name dead->pid, it has the lock's layout, and its lock is
+ * still held after a pause; a process still alive is left alone.  Returns how
  * many locks were released. */
 unsigned ferry__shm_guard_release(const char *dir,
                                   const struct ferry__shm_owner *dead);

@@ -17,6 +17,7 @@
 #include "base/host.h"
 #include "base/text.h"
 #include "fabric/route.h"
+#include "fabric/shm_guard.h"
 #include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
 
@@ -320,6 +321,7 @@ static int insert_section(struct ferry__reg *reg, struct ferry__blob_reader *r,
                           struct ferry_peer *peer)
 {
     const struct ferry__transport *tr = &reg->fab.transports[peer->transport];
+    struct ferry__shm_owner owner = {0};
     int ret;
 
     peer->rail0 = tr->first;
@@ -350,6 +352,8 @@ static int insert_section(struct ferry__reg *reg, struct ferry__blob_reader *r,
             return ret;
         if (i == 0)
             label_peer(rail, name, host, peer);
+        if (tr->shm)
+            ferry__shm_owner_add(&owner, name, len);
         ret = fi_av_insert(rail->av, name, 1, &peer->fi_addr[rail->index], 0,
                            NULL);
         if (ret != 1) {
@@ -367,7 +371,7 @@ static int insert_section(struct ferry__reg *reg, struct ferry__blob_reader *r,
         return ret;
     /* Its owner may die holding its region's lock (fabric/shm_guard.h). */
     if (tr->shm)
-        ferry__pulse_guard(&peer->pulse);
+        ferry__pulse_guard(&peer->pulse, &owner);
     return 0;
 }
 

@@ -5,10 +5,10 @@
  * in a directory of their own: a lock a dead process holds in its region
  * of libfabric 1.17's layout is released; a free lock, a live owner,
  * another layout, a region whose head names another owner, a file too
- * short to hold a head and one gone are left as they are.  Which
- * process owns a pulse table, and which regions are its own, from a
- * maps file as /proc writes them.  (A real peer killed holding its
- * lock: check_progress.)
+ * short to hold a head, one gone and one not named after the dead one
+ * are left as they are.  The regions taken from a peer's shm addresses.
+ * Which process owns a pulse table, from a maps file as /proc writes
+ * them.  (A real peer killed holding its lock: check_progress.)
  */
 #include "testutil.h"
 
@@ -134,6 +134,7 @@ START_TEST(test_left_alone)
     struct ferry__shm_owner dead = {.pid = dead_pid()};
     struct ferry__shm_owner live = {.pid = getpid()};
     const char *v5, *not_its, *mine;
+    char elsewhere[FERRY__GUARD_NAME_MAX];
 
     make_dir();
     region(&dead, "free_0", 4, dead.pid, false, 0);
@@ -146,9 +147,15 @@ START_TEST(test_left_alone)
     /* Listed, but gone from the directory. */
     snprintf(dead.regions[dead.nregions++], FERRY__GUARD_NAME_MAX,
              "ferry_%d_gone_0", (int)dead.pid);
+    /* Its head names dead, but its name another process (a peer's
+     * address may name any file). */
+    snprintf(elsewhere, sizeof(elsewhere), "ferry_%d_x_0", (int)getpid());
+    write_region(elsewhere, 4, dead.pid, true, 0);
+    strcpy(dead.regions[dead.nregions++], elsewhere);
     ck_assert_uint_eq(ferry__shm_guard_release(dir, &dead), 0);
     ck_assert(held(v5));
     ck_assert(held(not_its));
+    ck_assert(held(elsewhere));
     /* A live owner: this process. */
     mine = region(&live, "live_0", 4, live.pid, true, 0);
     ck_assert_uint_eq(ferry__shm_guard_release(dir, &live), 0);
@@ -157,9 +164,39 @@ START_TEST(test_left_alone)
 }
 END_TEST
 
-/* A maps file of process pid: its pulse table "aa" for writing, another
- * context's table "bb" only for reading, its regions, and what is not
- * one of its regions. */
+/* The regions taken from a peer's addresses: the endpoint name of each
+ * once, with the scheme or bare; what is no name of /dev/shm is not. */
+START_TEST(test_regions_from_addresses)
+{
+    struct ferry__shm_owner owner = {0};
+    char longest[FERRY__GUARD_NAME_MAX + 8];
+    const char *a = "fi_shm://ferry_4242_2abf_0", *b = "ferry_4242_2abf_1";
+
+    ferry__shm_owner_add(&owner, a, strlen(a));
+    ferry__shm_owner_add(&owner, b, strlen(b) + 1); /* with its NUL */
+    ferry__shm_owner_add(&owner, a, strlen(a));      /* listed already */
+    ferry__shm_owner_add(&owner, "fi_shm://../etc/x", 17);
+    ferry__shm_owner_add(&owner, "", 0);
+    ferry__shm_owner_add(&owner, NULL, 4);
+    memset(longest, 'f', sizeof(longest) - 1);
+    longest[sizeof(longest) - 1] = '\0';
+    ferry__shm_owner_add(&owner, longest, strlen(longest));
+    ck_assert_uint_eq(owner.nregions, 2);
+    ck_assert_str_eq(owner.regions[0], "ferry_4242_2abf_0");
+    ck_assert_str_eq(owner.regions[1], "ferry_4242_2abf_1");
+    /* No more than a peer has rails. */
+    for (unsigned i = 0; i < 2 * FERRY__GUARD_REGIONS; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "ferry_4242_many_%u", i);
+        ferry__shm_owner_add(&owner, name, strlen(name));
+    }
+    ck_assert_uint_eq(owner.nregions, FERRY__GUARD_REGIONS);
+}
+END_TEST
+
+/* A maps file of a process: its pulse table "aa" for writing, another
+ * context's table "bb" only for reading, and what else a process maps. */
 static void map_line(FILE *f, const char *perms, const char *path)
 {
     fprintf(f, "7f0000000000-7f0000010000 %s 00000000 00:1a 42"
@@ -167,61 +204,35 @@ static void map_line(FILE *f, const char *perms, const char *path)
             perms, path);
 }
 
-static void write_maps(const char *path, pid_t pid)
+static void write_maps(const char *path)
 {
     FILE *f = fopen(path, "w");
-    char name[96];
 
     ck_assert_ptr_nonnull(f);
+    map_line(f, "rw-s", "/dev/shm/ferry_4242_a_0");
     map_line(f, "rw-s", "/dev/shm/ferry-pulse-00000000000000aa");
     map_line(f, "r--s", "/dev/shm/ferry-pulse-00000000000000bb");
-    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_a_0", (int)pid);
-    map_line(f, "rw-s", name);
-    map_line(f, "rw-s", name); /* a second mapping of the same */
-    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_a_1", (int)pid);
-    map_line(f, "rw-s", name);
-    /* Read-only: not a region it owns. */
-    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_ro_0", (int)pid);
-    map_line(f, "r--s", name);
-    /* A process whose id begins with pid's, and a peer's region it posts
-     * into. */
-    snprintf(name, sizeof(name), "/dev/shm/ferry_%d9_x_0", (int)pid);
-    map_line(f, "rw-s", name);
-    snprintf(name, sizeof(name), "/dev/shm/ferry_%d_y_0", (int)pid + 1);
-    map_line(f, "rw-s", name);
-    /* Elsewhere than /dev/shm, and no file at all. */
-    snprintf(name, sizeof(name), "/tmp/ferry_%d_z_0", (int)pid);
-    map_line(f, "rw-s", name);
+    /* Elsewhere than /dev/shm. */
+    map_line(f, "rw-s", "/tmp/ferry-pulse-00000000000000cc");
     fprintf(f, "7f0000020000-7f0000030000 rw-p 00000000 00:00 0 [heap]\n");
     fclose(f);
 }
 
 START_TEST(test_owner_from_maps)
 {
-    struct ferry__shm_owner owner;
-    char maps[96], want[64];
-    pid_t pid = 4242;
+    char maps[96];
 
     make_dir();
     snprintf(maps, sizeof(maps), "%s/maps", dir);
-    write_maps(maps, pid);
-    ck_assert(ferry__shm_guard_owner(maps, pid, "/ferry-pulse-00000000000000aa",
-                                     &owner));
-    ck_assert_int_eq(owner.pid, pid);
-    ck_assert_uint_eq(owner.nregions, 2);
-    snprintf(want, sizeof(want), "ferry_%d_a_0", (int)pid);
-    ck_assert_str_eq(owner.regions[0], want);
-    snprintf(want, sizeof(want), "ferry_%d_a_1", (int)pid);
-    ck_assert_str_eq(owner.regions[1], want);
+    write_maps(maps);
+    ck_assert(ferry__shm_guard_owns(maps, "/ferry-pulse-00000000000000aa"));
     /* A table it maps only for reading is another context's: pid is not
      * its owner (another pid namespace's process has that number). */
-    ck_assert(!ferry__shm_guard_owner(
-        maps, pid, "/ferry-pulse-00000000000000bb", &owner));
-    ck_assert(!ferry__shm_guard_owner(
-        maps, pid, "/ferry-pulse-00000000000000cc", &owner));
+    ck_assert(!ferry__shm_guard_owns(maps, "/ferry-pulse-00000000000000bb"));
+    ck_assert(!ferry__shm_guard_owns(maps, "/ferry-pulse-00000000000000cc"));
+    ck_assert(!ferry__shm_guard_owns(maps, "/ferry-pulse-00000000000000dd"));
     snprintf(maps, sizeof(maps), "%s/none", dir);
-    ck_assert(!ferry__shm_guard_owner(
-        maps, pid, "/ferry-pulse-00000000000000aa", &owner));
+    ck_assert(!ferry__shm_guard_owns(maps, "/ferry-pulse-00000000000000aa"));
     remove_dir();
 }
 END_TEST
@@ -234,6 +245,7 @@ static Suite *shm_guard_suite(void)
     tcase_add_test(tc, test_dead_owners_held_lock_is_released);
     tcase_add_test(tc, test_left_alone);
     tc = tu_tcase(s, "owner", 30);
+    tcase_add_test(tc, test_regions_from_addresses);
     tcase_add_test(tc, test_owner_from_maps);
     return s;
 }
