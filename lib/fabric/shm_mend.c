@@ -1,12 +1,13 @@
 /*
- * What ferry mends in its own shm regions on libfabric 1.17 and 1.18
- * (shm_mend.h).
+ * What ferry mends in its own shm regions on libfabric 1.17 and 1.18,
+ * and 2.5 and 2.6 (shm_mend.h).
  */
 #include "fabric/shm_mend.h"
 
 #include "base/log.h"
 #include "fabric/shm_space.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
@@ -23,6 +24,8 @@
 
 _Static_assert(sizeof(struct ferry__smr_peer) == 272,
                "struct smr_peer_data of 1.17 and 1.18");
+_Static_assert(sizeof(struct ferry__smr_peer_v9) == 64,
+               "struct smr_peer_data of 2.5 and 2.6");
 
 /*
  * The head's sizes after its signal: an ofi_atomic32_t (4 bytes, 8 in a
@@ -75,15 +78,14 @@ static bool parts_fit(const uint8_t *region, size_t len,
                           sizeof(q->buf[0]);
 }
 
-bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
-                            size_t len, unsigned minor, pid_t owner)
+static bool attach_v4(struct ferry__shm_mend *m, void *region, size_t len,
+                      unsigned minor, pid_t owner)
 {
     struct ferry__smr_head *h = region;
     struct sizes sz;
 
-    memset(m, 0, sizeof(*m));
-    if (sizeof(void *) != 8 || (minor != 17 && minor != 18) ||
-        len < sizeof(*h) || h->version != FERRY__SMR_V4 || h->pid != owner ||
+    if ((minor != 17 && minor != 18) || len < sizeof(*h) ||
+        h->version != FERRY__SMR_V4 || h->pid != owner ||
         !read_sizes(region, len, minor, &sz) ||
         !parts_fit(region, len, &sz))
         return false;
@@ -92,6 +94,57 @@ bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
     m->peers = (void *)((uint8_t *)region + sz.peers);
     m->seen = m->q->wcnt;
     return true;
+}
+
+/* 2.5 and 2.6: the peer table, where the head's version, owner and
+ * offsets and the region's name check out (smr_v9.h). */
+static bool attach_v9(struct ferry__shm_mend *m, void *region, size_t len,
+                      pid_t owner, const char *name)
+{
+    const struct ferry__smr_head_v9 *h = region;
+    uint64_t off[7];
+    size_t at, cmd_queue;
+
+    if (len < FERRY__SMR_V10_CMD_QUEUE || name == NULL || h->pid != owner ||
+        h->total_size != len)
+        return false;
+    if (h->version == FERRY__SMR_V9) {
+        at = FERRY__SMR_V9_OFFSETS_AT;
+        cmd_queue = FERRY__SMR_V9_CMD_QUEUE;
+    } else if (h->version == FERRY__SMR_V10) {
+        at = FERRY__SMR_V10_OFFSETS_AT;
+        cmd_queue = FERRY__SMR_V10_CMD_QUEUE;
+    } else {
+        return false;
+    }
+    memcpy(off, (const uint8_t *)region + at, sizeof(off));
+    /* The command queue right after the head, the peer table right
+     * before the name, the name the region's last SMR_NAME_MAX bytes. */
+    if (off[0] != cmd_queue ||
+        off[FERRY__SMR_V9_PEERS_INDEX] % 8 != 0 ||
+        off[FERRY__SMR_V9_PEERS_INDEX] <= cmd_queue ||
+        off[FERRY__SMR_V9_NAME_INDEX] !=
+            off[FERRY__SMR_V9_PEERS_INDEX] +
+                FERRY__SMR_PEERS * sizeof(struct ferry__smr_peer_v9) ||
+        off[FERRY__SMR_V9_NAME_INDEX] + 256 != len ||
+        strncmp((const char *)region + off[FERRY__SMR_V9_NAME_INDEX], name,
+                256) != 0)
+        return false;
+    m->peers_v9 = (void *)((uint8_t *)region + off[FERRY__SMR_V9_PEERS_INDEX]);
+    return true;
+}
+
+bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
+                            size_t len, uint32_t version, pid_t owner,
+                            const char *name)
+{
+    memset(m, 0, sizeof(*m));
+    if (sizeof(void *) != 8)
+        return false;
+    if (FI_MAJOR(version) == 1)
+        return attach_v4(m, region, len, FI_MINOR(version), owner);
+    return FI_MAJOR(version) == 2 && FI_MINOR(version) >= 5 &&
+           attach_v9(m, region, len, owner, name);
 }
 
 void ferry__shm_mend_open(struct ferry__shm_mend *m,
@@ -106,8 +159,9 @@ void ferry__shm_mend_open(struct ferry__shm_mend *m,
 
     memset(m, 0, sizeof(*m));
     if (info->ep_attr->protocol != FI_PROTO_SHM ||
-        FI_MAJOR(version) != 1 || FI_MINOR(version) < 17 ||
-        FI_MINOR(version) > 18 ||
+        !((FI_VERSION_GE(version, FI_VERSION(1, 17)) &&
+           FI_VERSION_LT(version, FI_VERSION(1, 19))) ||
+          FI_VERSION_GE(version, FI_VERSION(2, 5))) ||
         fi_getname(&ep->fid, addr, &addr_len) != 0 ||
         !ferry__shm_region_path(addr, addr_len, path, sizeof(path)))
         return;
@@ -121,12 +175,17 @@ void ferry__shm_mend_open(struct ferry__shm_mend *m,
     close(fd);
     if (map == MAP_FAILED)
         return;
-    if (!ferry__shm_mend_attach(m, map, (size_t)st.st_size, FI_MINOR(version),
-                                getpid())) {
-        FERRY_LOG_INFO("shm: region %s does not have libfabric 1.%u's "
-                       "layout: a peer killed with operations in flight "
-                       "will hold up this endpoint's others",
-                       path, FI_MINOR(version));
+    if (!ferry__shm_mend_attach(m, map, (size_t)st.st_size, version,
+                                getpid(),
+                                path + strlen(FERRY__SHM_DIR "/"))) {
+        FERRY_LOG_INFO("shm: region %s does not have libfabric %u.%u's "
+                       "layout: %s",
+                       path, FI_MAJOR(version), FI_MINOR(version),
+                       FI_MAJOR(version) == 1
+                           ? "a peer killed with operations in flight will "
+                             "hold up this endpoint's others"
+                           : "a peer added after a removed one may crash "
+                             "this process (docs/semantics.md)");
         munmap(map, (size_t)st.st_size);
         return;
     }
@@ -174,12 +233,37 @@ bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
     return true;
 }
 
+/* Whether an entry of the 2.5 layout is of a peer met whose region is
+ * mapped here where shm mapped it: fi_av_remove unmaps it. */
+static bool met_and_mapped(const struct ferry__smr_peer_v9 *p)
+{
+    long page = sysconf(_SC_PAGESIZE);
+
+    /* msync fails with ENOMEM where nothing is mapped; MS_ASYNC does
+     * nothing else. */
+    return p->id >= 0 && p->local_region != 0 &&
+           p->local_region % (uint64_t)page == 0 &&
+           (msync((void *)(uintptr_t)p->local_region, (size_t)page,
+                  MS_ASYNC) == 0 ||
+            errno != ENOMEM);
+}
+
+/* Whether entry i counts as named: 1.17's has a name, 2.5's a peer met
+ * and mapped. */
+static bool named(const struct ferry__shm_mend *m, unsigned i)
+{
+    return m->peers != NULL ? m->peers[i].name[0] != '\0'
+                            : met_and_mapped(&m->peers_v9[i]);
+}
+
 void ferry__shm_mend_names(const struct ferry__shm_mend *m,
                            struct ferry__shm_names *out)
 {
     memset(out, 0, sizeof(*out));
-    for (unsigned i = 0; m->peers != NULL && i < FERRY__SMR_PEERS; i++)
-        if (m->peers[i].name[0] != '\0')
+    if (m->peers == NULL && m->peers_v9 == NULL)
+        return;
+    for (unsigned i = 0; i < FERRY__SMR_PEERS; i++)
+        if (named(m, i))
             out->bits[i / 64] |= 1ull << (i % 64);
 }
 
@@ -188,14 +272,22 @@ unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,
 {
     unsigned forgotten = 0;
 
-    for (unsigned i = 0; m->peers != NULL && i < FERRY__SMR_PEERS; i++) {
-        struct ferry__smr_peer *p = &m->peers[i];
+    if (m->peers == NULL && m->peers_v9 == NULL)
+        return 0;
+    for (unsigned i = 0; i < FERRY__SMR_PEERS; i++) {
+        int64_t *id = m->peers != NULL ? &m->peers[i].id : &m->peers_v9[i].id;
 
-        if (!(before->bits[i / 64] & (1ull << (i % 64))) ||
-            p->name[0] != '\0' || p->id < 0)
+        if (!(before->bits[i / 64] & (1ull << (i % 64))) || named(m, i) ||
+            *id < 0)
             continue;
-        p->id = -1;
-        p->name_sent = 0;
+        /* Plain stores: the provider reads the entry in this process's
+         * calls, under the lock this runs under, and the peer that would
+         * write it is gone from the table. */
+        *id = -1;
+        if (m->peers != NULL)
+            m->peers[i].name_sent = 0;
+        else
+            m->peers_v9[i].name_sent = 0;
         forgotten++;
     }
     return forgotten;

@@ -1,5 +1,6 @@
 /*
- * What ferry mends in its own shm regions on libfabric 1.17 and 1.18.
+ * What ferry mends in its own shm regions on libfabric 1.17 and 1.18,
+ * and 2.5 and 2.6.
  *
  * **A dead peer's answers.** shm keeps, in each endpoint's region, a
  * queue of the answers its operations wait for: an entry per write or
@@ -28,14 +29,28 @@
  * an entry whose name the removal cleared, so that the next peer there
  * is sent this endpoint's name first (smr_verify_peer).
  *
- * Followed only on 1.17 and 1.18, 64-bit, where the region's head checks
- * out (smr_v4.h); from 2.5 the provider takes answers back out of order.
+ * **The same on 2.5 and 2.6**, where it crashes the posting process.
+ * The removal still leaves the peer's id in this endpoint's entry, and
+ * only a peer that removes this endpoint first clears it: one removed
+ * here first, or killed, never does.  From 1.20 shm hands its 256
+ * entries out in turn, so the 256th peer added after that one takes its
+ * entry, and the provider posts to it without mapping its region
+ * (SIGSEGV in smr_generic_rma).  The entries have no name here:
+ * the removed peer's is the one whose region the removal unmapped (the
+ * entry keeps where shm mapped it).  ferry forgets the id there.
+ *
+ * Followed only on 1.17 and 1.18 (the answers and the entries) and on
+ * 2.5 and 2.6 (the entries), 64-bit, where the region's head checks out
+ * (smr_v4.h, smr_v9.h); from 2.5 the provider takes answers back out of
+ * order.  1.19 to 2.4 keep the id as well and are not mended
+ * (docs/semantics.md).
  */
 #ifndef FERRY_FABRIC_SHM_MEND_H
 #define FERRY_FABRIC_SHM_MEND_H
 
 #include "base/ferry-internal.h"
 #include "fabric/smr_v4.h"
+#include "fabric/smr_v9.h"
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -43,9 +58,10 @@
 #include <rdma/fi_endpoint.h>
 
 struct ferry__shm_mend {
-    struct ferry__smr_head *head; /* NULL: not followed */
+    struct ferry__smr_head *head; /* 1.17 and 1.18; NULL from 2.5 */
     struct ferry__smr_answers *q;
     struct ferry__smr_peer *peers; /* FERRY__SMR_PEERS of them */
+    struct ferry__smr_peer_v9 *peers_v9; /* in their place from 2.5 */
     void *map;                     /* the region, mapped here */
     size_t len;
     uint64_t seen; /* the queue's write count after the last post */
@@ -57,10 +73,12 @@ void ferry__shm_mend_open(struct ferry__shm_mend *m,
                           const struct fi_info *info, struct fid_ep *ep);
 
 /* The same for region (len bytes, mapped by the caller, which keeps it)
- * of libfabric 1.minor, owned by process owner: whether it is followed.
- * For the tests. */
+ * of libfabric version (FI_VERSION), owned by process owner, the region
+ * of endpoint name (checked from 2.5): whether it is followed.  For the
+ * tests. */
 bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
-                            size_t len, unsigned minor, pid_t owner);
+                            size_t len, uint32_t version, pid_t owner,
+                            const char *name);
 
 void ferry__shm_mend_close(struct ferry__shm_mend *m);
 
@@ -91,7 +109,8 @@ static inline uint64_t ferry__shm_mend_took(struct ferry__shm_mend *m)
 bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
                             bool to_peer);
 
-/* Which entries of the peer table have a name: taken before a removal. */
+/* Which entries of the peer table have a name (from 2.5: a peer met,
+ * its region mapped): taken before a removal. */
 struct ferry__shm_names {
     uint64_t bits[FERRY__SMR_PEERS / 64];
 };
@@ -99,7 +118,8 @@ void ferry__shm_mend_names(const struct ferry__shm_mend *m,
                            struct ferry__shm_names *out);
 
 /* After fi_av_remove: forgets the peer's id in each entry whose name
- * the removal cleared (before: ferry__shm_mend_names just before it).
+ * the removal cleared, or whose region it unmapped (before:
+ * ferry__shm_mend_names just before it).
  * Returns how many.  Under the lock that serializes the endpoint's
  * calls. */
 unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,

@@ -3,7 +3,7 @@
  * address vector says so, removing NULL is a no-op, destroying a
  * context whose peer still has remote regions imported closes them all,
  * and a peer added after another was removed (closed, or dead) is
- * reached.  (Everything else, with the blobs built by hand and the
+ * reached, also once more peers than shm has entries came and went.  (Everything else, with the blobs built by hand and the
  * peers' fields: test/unit/check_peer.c.)
  */
 #include "testutil.h"
@@ -176,6 +176,54 @@ START_TEST(test_peer_after_a_removed_one)
 }
 END_TEST
 
+/*
+ * More peers of this host than shm has entries in its tables (256), each
+ * added, written to and removed in turn after one was killed: each must
+ * be reached as a new peer, its data landing, whichever entry it takes.
+ * shm keeps a removed peer's id in its entry (fabric/shm_mend.h); from
+ * libfabric 1.20 it hands its entries out in turn, so the 256th peer
+ * after the killed one takes that one's entry, and before ferry's mend
+ * the write to it crashed this process (SIGSEGV in smr_generic_rma).
+ */
+#define CHURNED_PEERS 260
+
+START_TEST(test_peers_beyond_the_entries_after_a_killed_one)
+{
+    const char *prov = "shm";
+    struct tu_child killed, churned;
+    ferry_context_t *ctx;
+    ferry_peer_t *peer;
+    ferry_rmem_t *rmem;
+    uint8_t *buf = tu_alloc_buf(64 * KiB);
+    int ret;
+
+    /* Both children before the context (test_peer_after_a_removed_one). */
+    tu_child_start(&killed, prov, 64 * KiB, 0);
+    tu_child_start(&churned, prov, 64 * KiB, 0);
+    ctx = tu_context(prov);
+    ck_assert_int_eq(write_to_child(ctx, &killed, buf, 0x4141, &peer, &rmem),
+                     0);
+    tu_child_kill(&killed);
+    remove_peer(peer, rmem);
+    for (unsigned i = 0; i < CHURNED_PEERS; i++) {
+        if (i > 0)
+            tu_child_renew(&churned);
+        ret = write_to_child(ctx, &churned, buf, 0x5000 + i, &peer, &rmem);
+        ck_assert_msg(ret == 0, "%s: a write to peer %u after the killed "
+                                "one gave %s: %s",
+                      prov, i + 1, ferry_strerror(ret), ferry_last_error());
+        ck_assert_msg(tu_child_verify(&churned, 0x5000 + i),
+                      "%s: the data written to peer %u after the killed "
+                      "one did not land there",
+                      prov, i + 1);
+        remove_peer(peer, rmem);
+    }
+    tu_child_stop(&churned);
+    ferry_context_close(ctx);
+    tu_free_buf(buf, 64 * KiB);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
     Suite *s = suite_create("peer");
@@ -194,7 +242,8 @@ static Suite *peer_suite(void)
     tc = tu_tcase(s, "replaced", 60);
     tcase_add_loop_test(tc, test_peer_after_a_removed_one, 0,
                         2 * (int)tu_nproviders);
-    return s;
+    tc = tu_tcase(s, "churned", 120);
+    tcase_add_test(tc, test_peers_beyond_the_entries_after_a_killed_one);
     return s;
 }
 

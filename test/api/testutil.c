@@ -514,6 +514,30 @@ static int own_dev_shm(void)
 }
 
 /* The child's side; never returns.  Its exit codes say where it failed. */
+/* The child's context on cfg, buf (len bytes) registered and exported,
+ * its address and key blobs sent up; exits with child_main's codes (11,
+ * 12) when that fails. */
+static void child_open(int out, const struct ferry_config *cfg, uint8_t *buf,
+                       size_t len, ferry_context_t **ctx, ferry_mem_t **mem)
+{
+    uint8_t addr[512], rkey[512];
+    size_t alen = sizeof(addr), rlen = sizeof(rkey);
+
+    if (ferry_context_create(cfg, ctx) != 0 ||
+        ferry_context_address(*ctx, addr, &alen) != 0 ||
+        ferry_mem_register(*ctx, buf, len, FERRY_MEM_HOST, 0,
+                           FERRY_ACCESS_REMOTE_READ |
+                               FERRY_ACCESS_REMOTE_WRITE,
+                           mem) != 0 ||
+        ferry_mem_export(*mem, rkey, &rlen) != 0)
+        _exit(11);
+    if (write(out, &alen, sizeof(alen)) != sizeof(alen) ||
+        write(out, addr, alen) != (ssize_t)alen ||
+        write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
+        write(out, rkey, rlen) != (ssize_t)rlen)
+        _exit(12);
+}
+
 static void child_main(int in, int out, const char *prov, size_t len,
                        uint64_t seed, const struct child_place *at)
 {
@@ -523,8 +547,8 @@ static void child_main(int in, int out, const char *prov, size_t len,
     ferry_mem_t *mem;
     uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint8_t addr[512], rkey[512];
-    size_t alen = sizeof(addr), rlen = sizeof(rkey);
+    uint8_t rkey[512];
+    size_t rlen;
     char cmd;
 
     if (buf == MAP_FAILED)
@@ -540,19 +564,7 @@ static void child_main(int in, int out, const char *prov, size_t len,
         cfg.domain = domain;
         cfg.local_only = 0;
     }
-    if (ferry_context_create(&cfg, &ctx) != 0 ||
-        ferry_context_address(ctx, addr, &alen) != 0 ||
-        ferry_mem_register(ctx, buf, len, FERRY_MEM_HOST, 0,
-                           FERRY_ACCESS_REMOTE_READ |
-                               FERRY_ACCESS_REMOTE_WRITE,
-                           &mem) != 0 ||
-        ferry_mem_export(mem, rkey, &rlen) != 0)
-        _exit(11);
-    if (write(out, &alen, sizeof(alen)) != sizeof(alen) ||
-        write(out, addr, alen) != (ssize_t)alen ||
-        write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
-        write(out, rkey, rlen) != (ssize_t)rlen)
-        _exit(12);
+    child_open(out, &cfg, buf, len, &ctx, &mem);
     while (read(in, &cmd, 1) == 1) {
         if (cmd == 'v') {
             uint64_t vseed;
@@ -587,6 +599,12 @@ static void child_main(int in, int out, const char *prov, size_t len,
             if (write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
                 write(out, rkey, rlen) != (ssize_t)rlen)
                 _exit(12);
+        } else if (cmd == 'n') {
+            /* A new context in place of the old one, closed. */
+            if (ferry_mem_close(mem) != 0)
+                _exit(16);
+            ferry_context_close(ctx);
+            child_open(out, &cfg, buf, len, &ctx, &mem);
         } else if (cmd == 'q') {
             break;
         }
@@ -617,6 +635,18 @@ static void expect_child_blobs(struct tu_child *c)
                  status);
 }
 
+/* Reads the child's address and key blobs (child_open). */
+static void read_blobs(struct tu_child *c)
+{
+    expect_child_blobs(c);
+    tu_read_all(c->from_child, &c->addr_len, sizeof(c->addr_len));
+    ck_assert(c->addr_len <= sizeof(c->addr));
+    tu_read_all(c->from_child, c->addr, c->addr_len);
+    tu_read_all(c->from_child, &c->rkey_len, sizeof(c->rkey_len));
+    ck_assert(c->rkey_len <= sizeof(c->rkey));
+    tu_read_all(c->from_child, c->rkey, c->rkey_len);
+}
+
 void tu_child_start(struct tu_child *c, const char *prov, size_t len,
                     uint64_t seed)
 {
@@ -641,13 +671,7 @@ static void child_start(struct tu_child *c, const char *prov, size_t len,
     close(up[1]);
     c->to_child = down[1];
     c->from_child = up[0];
-    expect_child_blobs(c);
-    tu_read_all(c->from_child, &c->addr_len, sizeof(c->addr_len));
-    ck_assert(c->addr_len <= sizeof(c->addr));
-    tu_read_all(c->from_child, c->addr, c->addr_len);
-    tu_read_all(c->from_child, &c->rkey_len, sizeof(c->rkey_len));
-    ck_assert(c->rkey_len <= sizeof(c->rkey));
-    tu_read_all(c->from_child, c->rkey, c->rkey_len);
+    read_blobs(c);
 }
 
 void tu_child_start_in(struct tu_child *c, const char *prov, size_t len,
@@ -682,6 +706,12 @@ void tu_child_reregister(struct tu_child *c)
     tu_read_all(c->from_child, &c->rkey_len, sizeof(c->rkey_len));
     ck_assert(c->rkey_len <= sizeof(c->rkey));
     tu_read_all(c->from_child, c->rkey, c->rkey_len);
+}
+
+void tu_child_renew(struct tu_child *c)
+{
+    tu_write_all(c->to_child, "n", 1);
+    read_blobs(c);
 }
 
 void tu_child_stop(struct tu_child *c)

@@ -195,7 +195,9 @@ void tu_read_all(int fd, void *buf, size_t len);
  * waits for a command byte: 'v' verifies the buffer against pattern
  * vseed (given after the command) and answers 1 or 0; 'r' deregisters the
  * region, unmaps it and registers a new zeroed one of the same length in
- * its place, sending its remote-key blob; 'q' exits.
+ * its place, sending its remote-key blob; 'n' closes its context and
+ * opens another (a new address) on the same buffer, sending both blobs
+ * again; 'q' exits.
  */
 struct tu_child {
     pid_t pid;
@@ -230,6 +232,9 @@ int tu_child_verify(struct tu_child *c, uint64_t seed);
 /* 'r': the child's region is replaced; c->rkey becomes the new one's
  * blob, and the old blob's key is stale. */
 void tu_child_reregister(struct tu_child *c);
+/* 'n': the child's context is replaced; c->addr and c->rkey become the
+ * new one's, a new peer to this process. */
+void tu_child_renew(struct tu_child *c);
 /* Tells the child to exit and reaps it; asserts a clean exit. */
 void tu_child_stop(struct tu_child *c);
 /* SIGKILLs the child and reaps it. */

@@ -8,14 +8,18 @@
  * answer a post took, and how the answer of a dead peer's operation is
  * moved on (an error for one waiting, bounce buffers emptied or filled
  * as the peer would) while answered, taken back or unknown ones are
- * left alone.  (A real peer killed with operations out:
- * check_progress's test_killed_peer_leaves_the_others.)
+ * left alone.  On regions of 2.5's and 2.6's layout: which are
+ * followed, and that a removed peer's id is forgotten in the entry whose
+ * region the removal unmapped.  (A real peer killed with operations out:
+ * check_progress's test_killed_peer_leaves_the_others; peers removed on
+ * a real provider: check_peer's churned case.)
  */
 #include "testutil.h"
 
 #include "fabric/shm_mend.h"
 
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define CMD_QUEUE 256u
@@ -101,14 +105,16 @@ START_TEST(test_followed_on_each_layout)
 
         make_region(layouts[i].minor, layouts[i].debug, getpid());
         ck_assert_msg(ferry__shm_mend_attach(&a, region, LEN,
-                                                layouts[i].minor, getpid()),
+                                             FI_VERSION(1, layouts[i].minor),
+                                             getpid(), NULL),
                       "layout of 1.%u%s refused", layouts[i].minor,
                       layouts[i].debug ? " (debug)" : "");
         ck_assert_ptr_eq(a.q, region + ANSWERS);
         /* Read as the other release: the offsets land elsewhere. */
         ck_assert_msg(!ferry__shm_mend_attach(
-                          &a, region, LEN, layouts[i].minor == 17 ? 18 : 17,
-                          getpid()),
+                          &a, region, LEN,
+                          FI_VERSION(1, layouts[i].minor == 17 ? 18 : 17),
+                          getpid(), NULL),
                       "layout of 1.%u taken for the other release",
                       layouts[i].minor);
         ck_assert_ptr_null(a.q);
@@ -122,30 +128,30 @@ START_TEST(test_refused)
     pid_t me = getpid();
 
     make_region(17, false, me);
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me + 1));
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 19, me));
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN - 64, 17, me));
-    ck_assert(!ferry__shm_mend_attach(&a, region, 16, 17, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me + 1, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 19), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN - 64, FI_VERSION(1, 17), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, 16, FI_VERSION(1, 17), me, NULL));
     region[0] = 5;
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
     make_region(17, false, me);
     queue()[0] = 6; /* not a power of two */
     queue()[1] = 5;
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
     make_region(17, false, me);
     queue()[1] = QSIZE; /* the mask of another size */
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
     make_region(17, false, me);
     queue()[2] = 3; /* more taken back than posted */
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
     make_region(17, false, me);
     queue()[0] = 64; /* runs into the inject pool */
     queue()[1] = 63;
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 17, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
     make_region(18, false, me);
     /* A peer table too short for 256 entries: name where it is not. */
     memcpy(region + 40 + 6 * 8, &(uint64_t){PEERS + 1024}, 8);
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, 18, me));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 18), me, NULL));
     ck_assert_ptr_null(a.q);
     /* Refused where it cannot be followed, without a word. */
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 0);
@@ -159,7 +165,7 @@ START_TEST(test_which_answer_a_post_took)
 
     make_region(17, false, getpid());
     queue()[2] = queue()[3] = 5; /* five before: numbers go on from there */
-    ck_assert(ferry__shm_mend_attach(&a, region, LEN, 17, getpid()));
+    ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), getpid(), NULL));
     post_one(FERRY__SMR_BUSY);
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 6); /* entry 5 */
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 0); /* took none */
@@ -195,7 +201,7 @@ START_TEST(test_dead_peers_answers_moved_on)
         uint64_t taken;
 
         make_region(18, false, getpid());
-        ck_assert(ferry__shm_mend_attach(&a, region, LEN, 18, getpid()));
+        ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 18), getpid(), NULL));
         post_one(cases[i].now);
         taken = ferry__shm_mend_took(&a);
         ck_assert_uint_eq(taken, 1);
@@ -216,7 +222,7 @@ START_TEST(test_taken_back_and_unknown_left_alone)
     struct ferry__shm_mend a;
 
     make_region(17, false, getpid());
-    ck_assert(ferry__shm_mend_attach(&a, region, LEN, 17, getpid()));
+    ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), getpid(), NULL));
     post_one(FERRY__SMR_BUSY);
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 1);
     queue()[2] = 1; /* taken back; its entry serves the next post */
@@ -237,7 +243,8 @@ START_TEST(test_removed_peers_id_forgotten)
     struct ferry__shm_names named;
 
     make_region(17, false, getpid());
-    ck_assert(ferry__shm_mend_attach(&m, region, LEN, 17, getpid()));
+    ck_assert(ferry__shm_mend_attach(&m, region, LEN, FI_VERSION(1, 17),
+                                     getpid(), NULL));
     set_peer(0, 'a', 3);   /* stays */
     set_peer(1, 'b', 7);   /* removed below */
     set_peer(2, '\0', 9); /* a peer that reached this endpoint unasked */
@@ -263,6 +270,148 @@ START_TEST(test_removed_peers_id_forgotten)
 }
 END_TEST
 
+/* A region of libfabric 2.5's layout (SMR_VERSION 9) or 2.6's (10),
+ * owned by owner, the region of endpoint NAME9. */
+#define PEERS9 4096u
+#define NAME9 (PEERS9 + 256u * 64u)
+#define LEN9 (NAME9 + 256u)
+#define NAME9_TEXT "ferry_4242_2abf_0"
+static _Alignas(64) uint8_t region9[LEN9];
+
+static void make_region9(uint8_t version, pid_t owner)
+{
+    uint64_t total = LEN9;
+    uint64_t off[7] = {version == 9 ? 128 : 192, 1024, 2048, 2560, 3072,
+                       PEERS9, NAME9};
+    int32_t pid = owner;
+
+    memset(region9, 0, sizeof(region9));
+    region9[0] = version;
+    memcpy(region9 + 40, &pid, sizeof(pid));
+    memcpy(region9 + 56, &total, sizeof(total));
+    memcpy(region9 + (version == 9 ? 64 : 128), off, sizeof(off));
+    strcpy((char *)region9 + NAME9, NAME9_TEXT);
+    for (unsigned i = 0; i < 256; i++)
+        memcpy(region9 + PEERS9 + i * 64, &(int64_t){-1}, 8);
+}
+
+static bool attach9(struct ferry__shm_mend *m, unsigned minor, pid_t owner,
+                    const char *name)
+{
+    return ferry__shm_mend_attach(m, region9, LEN9, FI_VERSION(2, minor),
+                                  owner, name);
+}
+
+START_TEST(test_v9_followed_and_refused)
+{
+    struct ferry__shm_mend m;
+    pid_t me = getpid();
+
+    make_region9(9, me);
+    ck_assert(attach9(&m, 5, me, NAME9_TEXT));
+    ck_assert_ptr_nonnull(m.peers_v9);
+    /* Followed for its peer table only. */
+    ck_assert_ptr_null(m.q);
+    ck_assert_uint_eq(ferry__shm_mend_took(&m), 0);
+    make_region9(10, me);
+    ck_assert(attach9(&m, 6, me, NAME9_TEXT));
+    /* Refused: another owner, another endpoint's name, none, a release
+     * before 2.5, a layout of 1.x, another size. */
+    ck_assert(!attach9(&m, 6, me + 1, NAME9_TEXT));
+    ck_assert(!attach9(&m, 6, me, "ferry_4242_2abf_1"));
+    ck_assert(!attach9(&m, 6, me, NULL));
+    ck_assert(!attach9(&m, 4, me, NAME9_TEXT));
+    ck_assert(!ferry__shm_mend_attach(&m, region9, LEN9, FI_VERSION(1, 18),
+                                      me, NAME9_TEXT));
+    ck_assert(!ferry__shm_mend_attach(&m, region9, LEN9 - 64,
+                                      FI_VERSION(2, 6), me, NAME9_TEXT));
+    /* Another version; the offsets of the other layout. */
+    region9[0] = 8;
+    ck_assert(!attach9(&m, 6, me, NAME9_TEXT));
+    region9[0] = 9;
+    ck_assert(!attach9(&m, 6, me, NAME9_TEXT));
+    /* A peer table not where the name says, or not aligned to 8. */
+    make_region9(10, me);
+    memcpy(region9 + 128 + 5 * 8, &(uint64_t){PEERS9 + 64}, 8);
+    ck_assert(!attach9(&m, 6, me, NAME9_TEXT));
+    make_region9(10, me);
+    memcpy(region9 + 128 + 5 * 8, &(uint64_t){PEERS9 + 4}, 8);
+    memcpy(region9 + 128 + 6 * 8, &(uint64_t){NAME9 + 4}, 8);
+    ck_assert(!attach9(&m, 6, me, NAME9_TEXT));
+    ck_assert_ptr_null(m.peers_v9);
+}
+END_TEST
+
+/* Entry i of region9: the peer's id and where its region is mapped. */
+static void set_peer9(unsigned i, int64_t id, void *mapped)
+{
+    uint64_t at = (uintptr_t)mapped;
+    uint16_t sent = 1;
+
+    memcpy(region9 + PEERS9 + i * 64, &id, sizeof(id));
+    memcpy(region9 + PEERS9 + i * 64 + 12, &sent, sizeof(sent));
+    memcpy(region9 + PEERS9 + i * 64 + 16, &at, sizeof(at));
+}
+
+static int64_t peer9_id(unsigned i)
+{
+    int64_t id;
+
+    memcpy(&id, region9 + PEERS9 + i * 64, sizeof(id));
+    return id;
+}
+
+static void *page(void)
+{
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    return p;
+}
+
+/*
+ * From 2.5 the removed peer's entry is the one whose region the removal
+ * unmapped: its id is forgotten (and its name unsent), while a peer
+ * whose region stays mapped, one never met, one never mapped and a
+ * region mapped only after the names were taken are left alone.
+ */
+START_TEST(test_v9_removed_peers_id_forgotten)
+{
+    struct ferry__shm_mend m;
+    struct ferry__shm_names named;
+    void *stays = page(), *removed = page(), *last = page(),
+         *later = page();
+    uint16_t sent;
+
+    make_region9(10, getpid());
+    ck_assert(attach9(&m, 6, getpid(), NAME9_TEXT));
+    set_peer9(0, 3, stays);
+    set_peer9(1, 7, removed);
+    set_peer9(2, -1, stays); /* not met */
+    set_peer9(3, 5, NULL);   /* never mapped here */
+    set_peer9(255, 1, last);
+    ferry__shm_mend_names(&m, &named);
+    set_peer9(4, 2, later); /* met after the names were taken */
+    ck_assert_int_eq(munmap(removed, 4096), 0);
+    ck_assert_int_eq(munmap(last, 4096), 0);
+    ck_assert_int_eq(munmap(later, 4096), 0);
+    ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 2);
+    ck_assert_int_eq(peer9_id(0), 3);
+    ck_assert_int_eq(peer9_id(1), -1);
+    memcpy(&sent, region9 + PEERS9 + 64 + 12, sizeof(sent));
+    ck_assert_uint_eq(sent, 0);
+    ck_assert_int_eq(peer9_id(2), -1);
+    ck_assert_int_eq(peer9_id(3), 5);
+    ck_assert_int_eq(peer9_id(4), 2);
+    ck_assert_int_eq(peer9_id(255), -1);
+    /* Forgotten once: nothing more the next time. */
+    ferry__shm_mend_names(&m, &named);
+    ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 0);
+    munmap(stays, 4096);
+}
+END_TEST
+
 static Suite *mend_suite(void)
 {
     Suite *s = suite_create("shm_mend");
@@ -274,6 +423,9 @@ static Suite *mend_suite(void)
     tcase_add_test(tc, test_dead_peers_answers_moved_on);
     tcase_add_test(tc, test_taken_back_and_unknown_left_alone);
     tcase_add_test(tc, test_removed_peers_id_forgotten);
+    tc = tu_tcase(s, "v9", 30);
+    tcase_add_test(tc, test_v9_followed_and_refused);
+    tcase_add_test(tc, test_v9_removed_peers_id_forgotten);
     return s;
 }
 
