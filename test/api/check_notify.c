@@ -764,11 +764,7 @@ static void tp_child(int in, int out, const char *prov)
             0 ||
         ferry_mem_export(mem, rkey, &rlen) != 0)
         _exit(11);
-    if (write(out, &alen, sizeof(alen)) != sizeof(alen) ||
-        write(out, addr, alen) != (ssize_t)alen ||
-        write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
-        write(out, rkey, rlen) != (ssize_t)rlen)
-        _exit(12);
+    tu_send_blobs(out, addr, alen, rkey, rlen);
     th_collect(&ty, ctx, buf, 45000);
     memset(&rep, 0, sizeof(rep));
     rep.total = ty.total;

@@ -137,25 +137,38 @@ static void remove_peer(ferry_peer_t *peer, ferry_rmem_t *rmem)
  * whose id libfabric 1.17's shm kept, fabric/shm_mend.h: check_progress's
  * test_killed_peer_leaves_the_others.)
  */
+/* Starts two children on prov, then a context (after them: a process
+ * with threads forks none under ThreadSanitizer) that writes to the
+ * first from buf (64 KiB); the first's handles in *peer and *rmem. */
+static ferry_context_t *write_to_first_of_two(const char *prov,
+                                              struct tu_child *first,
+                                              struct tu_child *second,
+                                              uint8_t *buf,
+                                              ferry_peer_t **peer,
+                                              ferry_rmem_t **rmem)
+{
+    ferry_context_t *ctx;
+
+    tu_child_start(first, prov, 64 * KiB, 0);
+    tu_child_start(second, prov, 64 * KiB, 0);
+    ctx = tu_context(prov);
+    ck_assert_int_eq(write_to_child(ctx, first, buf, 0x4141, peer, rmem), 0);
+    ck_assert(tu_child_verify(first, 0x4141));
+    return ctx;
+}
+
 START_TEST(test_peer_after_a_removed_one)
 {
     const char *prov = tu_providers[_i / 2];
     bool killed = _i % 2 != 0;
     struct tu_child first, second;
-    ferry_context_t *ctx;
     ferry_peer_t *peer;
     ferry_rmem_t *rmem;
     uint8_t *buf = tu_alloc_buf(64 * KiB);
+    ferry_context_t *ctx =
+        write_to_first_of_two(prov, &first, &second, buf, &peer, &rmem);
     int ret;
 
-    /* Both children before the context: a process with threads forks
-     * none under ThreadSanitizer. */
-    tu_child_start(&first, prov, 64 * KiB, 0);
-    tu_child_start(&second, prov, 64 * KiB, 0);
-    ctx = tu_context(prov);
-    ck_assert_int_eq(write_to_child(ctx, &first, buf, 0x4141, &peer, &rmem),
-                     0);
-    ck_assert(tu_child_verify(&first, 0x4141));
     if (killed) {
         tu_child_kill(&first);
         remove_peer(peer, rmem);
@@ -191,18 +204,13 @@ START_TEST(test_peers_beyond_the_entries_after_a_killed_one)
 {
     const char *prov = "shm";
     struct tu_child killed, churned;
-    ferry_context_t *ctx;
     ferry_peer_t *peer;
     ferry_rmem_t *rmem;
     uint8_t *buf = tu_alloc_buf(64 * KiB);
+    ferry_context_t *ctx =
+        write_to_first_of_two(prov, &killed, &churned, buf, &peer, &rmem);
     int ret;
 
-    /* Both children before the context (test_peer_after_a_removed_one). */
-    tu_child_start(&killed, prov, 64 * KiB, 0);
-    tu_child_start(&churned, prov, 64 * KiB, 0);
-    ctx = tu_context(prov);
-    ck_assert_int_eq(write_to_child(ctx, &killed, buf, 0x4141, &peer, &rmem),
-                     0);
     tu_child_kill(&killed);
     remove_peer(peer, rmem);
     for (unsigned i = 0; i < CHURNED_PEERS; i++) {

@@ -514,6 +514,16 @@ static int own_dev_shm(void)
 }
 
 /* The child's side; never returns.  Its exit codes say where it failed. */
+void tu_send_blobs(int out, const uint8_t *addr, size_t alen,
+                   const uint8_t *rkey, size_t rlen)
+{
+    if (write(out, &alen, sizeof(alen)) != sizeof(alen) ||
+        write(out, addr, alen) != (ssize_t)alen ||
+        write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
+        write(out, rkey, rlen) != (ssize_t)rlen)
+        _exit(12);
+}
+
 /* The child's context on cfg, buf (len bytes) registered and exported,
  * its address and key blobs sent up; exits with child_main's codes (11,
  * 12) when that fails. */
@@ -531,11 +541,7 @@ static void child_open(int out, const struct ferry_config *cfg, uint8_t *buf,
                            mem) != 0 ||
         ferry_mem_export(*mem, rkey, &rlen) != 0)
         _exit(11);
-    if (write(out, &alen, sizeof(alen)) != sizeof(alen) ||
-        write(out, addr, alen) != (ssize_t)alen ||
-        write(out, &rlen, sizeof(rlen)) != sizeof(rlen) ||
-        write(out, rkey, rlen) != (ssize_t)rlen)
-        _exit(12);
+    tu_send_blobs(out, addr, alen, rkey, rlen);
 }
 
 static void child_main(int in, int out, const char *prov, size_t len,

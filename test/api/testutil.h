@@ -232,6 +232,11 @@ int tu_child_verify(struct tu_child *c, uint64_t seed);
 /* 'r': the child's region is replaced; c->rkey becomes the new one's
  * blob, and the old blob's key is stale. */
 void tu_child_reregister(struct tu_child *c);
+/* In a child: sends its address and key blobs up pipe out as
+ * tu_child_start reads them (length, bytes, each); _exit(12) when a
+ * write fails. */
+void tu_send_blobs(int out, const uint8_t *addr, size_t alen,
+                   const uint8_t *rkey, size_t rlen);
 /* 'n': the child's context is replaced; c->addr and c->rkey become the
  * new one's, a new peer to this process. */
 void tu_child_renew(struct tu_child *c);
