@@ -1,13 +1,12 @@
 /*
  * What ferry mends in its own shm regions on libfabric 1.17 and 1.18,
- * and 2.5 and 2.6 (shm_mend.h).
+ * and 2.0 to 2.6 (shm_mend.h).
  */
 #include "fabric/shm_mend.h"
 
 #include "base/log.h"
 #include "fabric/shm_space.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
@@ -143,8 +142,15 @@ bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
         return false;
     if (FI_MAJOR(version) == 1)
         return attach_v4(m, region, len, FI_MINOR(version), owner);
-    return FI_MAJOR(version) == 2 && FI_MINOR(version) >= 5 &&
-           attach_v9(m, region, len, owner, name);
+    if (FI_MAJOR(version) != 2)
+        return false;
+    if (FI_MINOR(version) >= 5)
+        return attach_v9(m, region, len, owner, name);
+    if (len < sizeof(struct ferry__smr_head_v8) ||
+        ((const struct ferry__smr_head_v8 *)region)->pid != owner)
+        return false;
+    m->peers_v8 = ferry__smr_v8_peers(region, len, name);
+    return m->peers_v8 != NULL;
 }
 
 void ferry__shm_mend_open(struct ferry__shm_mend *m,
@@ -161,7 +167,7 @@ void ferry__shm_mend_open(struct ferry__shm_mend *m,
     if (info->ep_attr->protocol != FI_PROTO_SHM ||
         !((FI_VERSION_GE(version, FI_VERSION(1, 17)) &&
            FI_VERSION_LT(version, FI_VERSION(1, 19))) ||
-          FI_VERSION_GE(version, FI_VERSION(2, 5))) ||
+          FI_MAJOR(version) == 2) ||
         fi_getname(&ep->fid, addr, &addr_len) != 0 ||
         !ferry__shm_region_path(addr, addr_len, path, sizeof(path)))
         return;
@@ -231,64 +237,4 @@ bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
     atomic_store_explicit((_Atomic int32_t *)&m->head->signal, 1,
                           memory_order_relaxed);
     return true;
-}
-
-/* Whether an entry of the 2.5 layout is of a peer met whose region is
- * mapped here where shm mapped it: fi_av_remove unmaps it. */
-static bool met_and_mapped(const struct ferry__smr_peer_v9 *p)
-{
-    long page = sysconf(_SC_PAGESIZE);
-
-    /* msync fails with ENOMEM where nothing is mapped; MS_ASYNC does
-     * nothing else. */
-    return p->id >= 0 && p->local_region != 0 &&
-           p->local_region % (uint64_t)page == 0 &&
-           (msync((void *)(uintptr_t)p->local_region, (size_t)page,
-                  MS_ASYNC) == 0 ||
-            errno != ENOMEM);
-}
-
-/* Whether entry i counts as named: 1.17's has a name, 2.5's a peer met
- * and mapped. */
-static bool named(const struct ferry__shm_mend *m, unsigned i)
-{
-    return m->peers != NULL ? m->peers[i].name[0] != '\0'
-                            : met_and_mapped(&m->peers_v9[i]);
-}
-
-void ferry__shm_mend_names(const struct ferry__shm_mend *m,
-                           struct ferry__shm_names *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (m->peers == NULL && m->peers_v9 == NULL)
-        return;
-    for (unsigned i = 0; i < FERRY__SMR_PEERS; i++)
-        if (named(m, i))
-            out->bits[i / 64] |= 1ull << (i % 64);
-}
-
-unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,
-                                 const struct ferry__shm_names *before)
-{
-    unsigned forgotten = 0;
-
-    if (m->peers == NULL && m->peers_v9 == NULL)
-        return 0;
-    for (unsigned i = 0; i < FERRY__SMR_PEERS; i++) {
-        int64_t *id = m->peers != NULL ? &m->peers[i].id : &m->peers_v9[i].id;
-
-        if (!(before->bits[i / 64] & (1ull << (i % 64))) || named(m, i) ||
-            *id < 0)
-            continue;
-        /* Plain stores: the provider reads the entry in this process's
-         * calls, under the lock this runs under, and the peer that would
-         * write it is gone from the table. */
-        *id = -1;
-        if (m->peers != NULL)
-            m->peers[i].name_sent = 0;
-        else
-            m->peers_v9[i].name_sent = 0;
-        forgotten++;
-    }
-    return forgotten;
 }

@@ -1,6 +1,6 @@
 /*
  * What ferry mends in its own shm regions on libfabric 1.17 and 1.18,
- * and 2.5 and 2.6.
+ * and 2.0 to 2.6.
  *
  * **A dead peer's answers.** shm keeps, in each endpoint's region, a
  * queue of the answers its operations wait for: an entry per write or
@@ -29,27 +29,31 @@
  * an entry whose name the removal cleared, so that the next peer there
  * is sent this endpoint's name first (smr_verify_peer).
  *
- * **The same on 2.5 and 2.6**, where it crashes the posting process.
+ * **The same from 2.0 to 2.6**, where it crashes the posting process.
  * The removal still leaves the peer's id in this endpoint's entry, and
  * only a peer that removes this endpoint first clears it: one removed
  * here first, or killed, never does.  From 1.20 shm hands its 256
  * entries out in turn, so the 256th peer added after that one takes its
  * entry, and the provider posts to it without mapping its region
- * (SIGSEGV in smr_generic_rma).  The entries have no name here:
- * the removed peer's is the one whose region the removal unmapped (the
- * entry keeps where shm mapped it).  ferry forgets the id there.
+ * (SIGSEGV in smr_generic_rma).  The entries have no name there.  On 2.5
+ * and 2.6 the removed peer's is the one whose region the removal
+ * unmapped (the entry keeps where shm mapped it).  On 2.0 to 2.4 it is
+ * the one the peer's own entry for this endpoint, in the peer's region,
+ * names back, which the removal clears there (smr_unmap_from_endpoint).
+ * ferry forgets the id there.
  *
- * Followed only on 1.17 and 1.18 (the answers and the entries) and on
- * 2.5 and 2.6 (the entries), 64-bit, where the region's head checks out
- * (smr_v4.h, smr_v9.h); from 2.5 the provider takes answers back out of
- * order.  1.19 to 2.4 keep the id as well and are not mended
- * (docs/semantics.md).
+ * Followed only on 1.17 and 1.18 (the answers and the entries) and from
+ * 2.0 to 2.6 (the entries), 64-bit, where the region's head checks out
+ * (smr_v4.h, smr_v8.h, smr_v9.h); from 2.5 the provider takes answers
+ * back out of order.  1.19 to 1.22 keep the id as well and are not
+ * mended (docs/semantics.md).
  */
 #ifndef FERRY_FABRIC_SHM_MEND_H
 #define FERRY_FABRIC_SHM_MEND_H
 
 #include "base/ferry-internal.h"
 #include "fabric/smr_v4.h"
+#include "fabric/smr_v8.h"
 #include "fabric/smr_v9.h"
 
 #include <stdbool.h>
@@ -61,6 +65,7 @@ struct ferry__shm_mend {
     struct ferry__smr_head *head; /* 1.17 and 1.18; NULL from 2.5 */
     struct ferry__smr_answers *q;
     struct ferry__smr_peer *peers; /* FERRY__SMR_PEERS of them */
+    struct ferry__smr_peer_v8 *peers_v8; /* in their place on 2.0-2.4 */
     struct ferry__smr_peer_v9 *peers_v9; /* in their place from 2.5 */
     void *map;                     /* the region, mapped here */
     size_t len;
@@ -109,20 +114,31 @@ static inline uint64_t ferry__shm_mend_took(struct ferry__shm_mend *m)
 bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
                             bool to_peer);
 
-/* Which entries of the peer table have a name (from 2.5: a peer met,
- * its region mapped): taken before a removal. */
+/* Which entries of the peer table are of the peer about to be removed,
+ * or may be: taken before a removal (ferry__shm_mend_names), and on 2.0
+ * to 2.4 that peer's region, mapped here until ferry__shm_mend_removed. */
 struct ferry__shm_names {
     uint64_t bits[FERRY__SMR_PEERS / 64];
+    const struct ferry__smr_peer_v8 *theirs; /* its peer table */
+    void *their_map;
+    size_t their_len;
 };
-void ferry__shm_mend_names(const struct ferry__shm_mend *m,
-                           struct ferry__shm_names *out);
+/* Just before fi_av_remove of the peer at fi_addr of av: 1.17's entries
+ * with a name, 2.5's of a peer met and mapped, 2.0's whose peer's own
+ * entry for this endpoint, in the region of the peer at fi_addr, names
+ * them.  Each call is followed by ferry__shm_mend_removed. */
+void ferry__shm_mend_names(const struct ferry__shm_mend *m, struct fid_av *av,
+                           fi_addr_t fi_addr, struct ferry__shm_names *out);
+/* Its second half, for the tests: the entries, out->theirs given. */
+void ferry__shm_mend_mark(const struct ferry__shm_mend *m,
+                          struct ferry__shm_names *out);
 
-/* After fi_av_remove: forgets the peer's id in each entry whose name
- * the removal cleared, or whose region it unmapped (before:
- * ferry__shm_mend_names just before it).
- * Returns how many.  Under the lock that serializes the endpoint's
- * calls. */
+/* After fi_av_remove: forgets the peer's id in each entry of before that
+ * the removal took the peer of away (1.17: its name cleared; 2.5: its
+ * region unmapped; 2.0: the peer's entry for this endpoint cleared), and
+ * lets before's mapping go.  Returns how many.  Under the lock that
+ * serializes the endpoint's calls. */
 unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,
-                                 const struct ferry__shm_names *before);
+                                 struct ferry__shm_names *before);
 
 #endif /* FERRY_FABRIC_SHM_MEND_H */

@@ -480,7 +480,8 @@ void ferry__peer_drop_addresses(struct ferry__reg *reg,
         struct ferry__shm_names named;
 
         if (peer->fi_addr[i] != FI_ADDR_NOTAVAIL && rail->av) {
-            ferry__shm_mend_names(&rail->mend, &named);
+            ferry__shm_mend_names(&rail->mend, rail->av, peer->fi_addr[i],
+                                  &named);
             fi_av_remove(rail->av, &peer->fi_addr[i], 1, 0);
             ferry__shm_mend_removed(&rail->mend, &named);
         }

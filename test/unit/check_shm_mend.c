@@ -10,7 +10,8 @@
  * as the peer would) while answered, taken back or unknown ones are
  * left alone.  On regions of 2.5's and 2.6's layout: which are
  * followed, and that a removed peer's id is forgotten in the entry whose
- * region the removal unmapped.  (A real peer killed with operations out:
+ * region the removal unmapped; on 2.0's to 2.4's, in the entry that the
+ * removed peer's region names back and the removal cleared there.  (A real peer killed with operations out:
  * check_progress's test_killed_peer_leaves_the_others; peers removed on
  * a real provider: check_peer's churned case.)
  */
@@ -250,7 +251,7 @@ START_TEST(test_removed_peers_id_forgotten)
     set_peer(2, '\0', 9); /* a peer that reached this endpoint unasked */
     set_peer(3, 'd', -1);  /* removed before they met */
     set_peer(255, 'z', 1); /* removed: the last entry */
-    ferry__shm_mend_names(&m, &named);
+    ferry__shm_mend_names(&m, NULL, FI_ADDR_NOTAVAIL, &named);
     set_peer(1, '\0', 7); /* what fi_av_remove leaves */
     set_peer(3, '\0', -1);
     set_peer(255, '\0', 1);
@@ -262,7 +263,7 @@ START_TEST(test_removed_peers_id_forgotten)
     ck_assert_int_eq(peer_id(255), -1);
     /* Not followed: nothing named, nothing forgotten. */
     memset(&m, 0, sizeof(m));
-    ferry__shm_mend_names(&m, &named);
+    ferry__shm_mend_names(&m, NULL, FI_ADDR_NOTAVAIL, &named);
     ck_assert_uint_eq(named.bits[0] | named.bits[1] | named.bits[2] |
                           named.bits[3],
                       0);
@@ -391,7 +392,7 @@ START_TEST(test_v9_removed_peers_id_forgotten)
     set_peer9(2, -1, stays); /* not met */
     set_peer9(3, 5, NULL);   /* never mapped here */
     set_peer9(255, 1, last);
-    ferry__shm_mend_names(&m, &named);
+    ferry__shm_mend_names(&m, NULL, FI_ADDR_NOTAVAIL, &named);
     set_peer9(4, 2, later); /* met after the names were taken */
     ck_assert_int_eq(munmap(removed, 4096), 0);
     ck_assert_int_eq(munmap(last, 4096), 0);
@@ -406,9 +407,118 @@ START_TEST(test_v9_removed_peers_id_forgotten)
     ck_assert_int_eq(peer9_id(4), 2);
     ck_assert_int_eq(peer9_id(255), -1);
     /* Forgotten once: nothing more the next time. */
-    ferry__shm_mend_names(&m, &named);
+    ferry__shm_mend_names(&m, NULL, FI_ADDR_NOTAVAIL, &named);
     ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 0);
     munmap(stays, 4096);
+}
+END_TEST
+
+/* Two regions of 2.0 to 2.4's layout (SMR_VERSION 8): this endpoint's
+ * (NAME8_OURS, owned by owner) and the peer's being removed. */
+#define PEER8 296u
+#define PEERS8 4096u
+#define NAME8 (PEERS8 + 256u * PEER8)
+#define LEN8 131072u /* the size rounded up to a power of two */
+#define NAME8_OURS "ferry_4242_2abf_0"
+static _Alignas(64) uint8_t ours8[LEN8], theirs8[LEN8];
+
+static void make_region8(uint8_t *r, const char *name, pid_t owner)
+{
+    uint64_t total = LEN8;
+    uint64_t off[7] = {192, 1024, 2048, 3072, PEERS8, NAME8, NAME8 + 256};
+    int32_t pid = owner;
+
+    memset(r, 0, LEN8);
+    r[0] = 8;
+    memcpy(r + 4, &pid, sizeof(pid));
+    memcpy(r + 72, &total, sizeof(total));
+    memcpy(r + 80, off, sizeof(off));
+    strcpy((char *)r + NAME8, name);
+    for (unsigned i = 0; i < 256; i++)
+        memcpy(r + PEERS8 + i * PEER8 + 256, &(int64_t){-1}, 8);
+}
+
+/* Entry i of r: the peer's id for the r's owner. */
+static void set_peer8(uint8_t *r, unsigned i, int64_t id)
+{
+    uint16_t sent = 1;
+
+    memcpy(r + PEERS8 + i * PEER8 + 256, &id, sizeof(id));
+    memcpy(r + PEERS8 + i * PEER8 + 268, &sent, sizeof(sent));
+}
+
+static int64_t peer8_id(const uint8_t *r, unsigned i)
+{
+    int64_t id;
+
+    memcpy(&id, r + PEERS8 + i * PEER8 + 256, sizeof(id));
+    return id;
+}
+
+static bool attach8(struct ferry__shm_mend *m, unsigned minor, pid_t owner,
+                    const char *name)
+{
+    return ferry__shm_mend_attach(m, ours8, LEN8, FI_VERSION(2, minor), owner,
+                                  name);
+}
+
+START_TEST(test_v8_followed_and_refused)
+{
+    struct ferry__shm_mend m;
+    pid_t me = getpid();
+
+    make_region8(ours8, NAME8_OURS, me);
+    for (unsigned minor = 0; minor <= 4; minor++)
+        ck_assert_msg(attach8(&m, minor, me, NAME8_OURS),
+                      "2.%u's layout refused", minor);
+    ck_assert_ptr_nonnull(m.peers_v8);
+    ck_assert_ptr_null(m.q);
+    /* Refused: another owner, another name, 2.5's release, another
+     * version, a peer table not before the name. */
+    ck_assert(!attach8(&m, 4, me + 1, NAME8_OURS));
+    ck_assert(!attach8(&m, 4, me, "ferry_4242_2abf_1"));
+    ck_assert(!attach8(&m, 5, me, NAME8_OURS));
+    ours8[0] = 7;
+    ck_assert(!attach8(&m, 4, me, NAME8_OURS));
+    make_region8(ours8, NAME8_OURS, me);
+    memcpy(ours8 + 80 + 4 * 8, &(uint64_t){PEERS8 + 8}, 8);
+    ck_assert(!attach8(&m, 4, me, NAME8_OURS));
+    ck_assert_ptr_null(m.peers_v8);
+}
+END_TEST
+
+/*
+ * On 2.0 to 2.4 the removed peer's entry is the one whose id the peer's
+ * own entry for this endpoint (in the peer's region) names back, and
+ * that the removal cleared there; an entry of another peer that happens
+ * to be named back is left, since the removal did not clear it.
+ */
+START_TEST(test_v8_removed_peers_id_forgotten)
+{
+    struct ferry__shm_mend m;
+    struct ferry__shm_names named;
+
+    memset(&named, 0, sizeof(named));
+    make_region8(ours8, NAME8_OURS, getpid());
+    make_region8(theirs8, "ferry_4343_2abf_0", 4343);
+    ck_assert(attach8(&m, 4, getpid(), NAME8_OURS));
+    set_peer8(ours8, 1, 9);     /* the removed peer: its entry 9 is ours */
+    set_peer8(theirs8, 9, 1);
+    set_peer8(ours8, 2, 5);     /* another peer; their entry 5 names 2 */
+    set_peer8(theirs8, 5, 2);   /* by chance, and stays */
+    set_peer8(ours8, 3, 7);     /* another peer, not named back */
+    set_peer8(ours8, 4, 300);   /* no entry of a table */
+    named.theirs = (const void *)(theirs8 + PEERS8);
+    ferry__shm_mend_mark(&m, &named);
+    set_peer8(theirs8, 9, -1); /* what the removal does there */
+    ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 1);
+    ck_assert_int_eq(peer8_id(ours8, 1), -1);
+    ck_assert_int_eq(peer8_id(ours8, 2), 5);
+    ck_assert_int_eq(peer8_id(ours8, 3), 7);
+    ck_assert_int_eq(peer8_id(ours8, 4), 300);
+    /* Without the peer's region, nothing is taken for it. */
+    ferry__shm_mend_names(&m, NULL, FI_ADDR_NOTAVAIL, &named);
+    ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 0);
 }
 END_TEST
 
@@ -426,6 +536,9 @@ static Suite *mend_suite(void)
     tc = tu_tcase(s, "v9", 30);
     tcase_add_test(tc, test_v9_followed_and_refused);
     tcase_add_test(tc, test_v9_removed_peers_id_forgotten);
+    tc = tu_tcase(s, "v8", 30);
+    tcase_add_test(tc, test_v8_followed_and_refused);
+    tcase_add_test(tc, test_v8_removed_peers_id_forgotten);
     return s;
 }
 

@@ -1,0 +1,191 @@
+/*
+ * A removed peer's id forgotten in this endpoint's peer table (shm_mend.h,
+ * "A removed peer's entry"), on each layout the mend follows.
+ */
+#include "fabric/shm_mend.h"
+
+#include "fabric/shm_space.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(struct ferry__smr_peer_v8) == 296,
+               "struct smr_peer_data of 2.0 to 2.4");
+_Static_assert(offsetof(struct ferry__smr_head_v8, offsets) == 80,
+               "struct smr_region of 2.0 to 2.4, as far as its offsets");
+
+struct ferry__smr_peer_v8 *ferry__smr_v8_peers(void *region, size_t len,
+                                                const char *name)
+{
+    const struct ferry__smr_head_v8 *h = region;
+    uint64_t peers, at_name;
+
+    if (len < FERRY__SMR_V8_CMD_QUEUE || name == NULL ||
+        h->version != FERRY__SMR_V8 || h->total_size != len ||
+        h->offsets[0] != FERRY__SMR_V8_CMD_QUEUE)
+        return NULL;
+    peers = h->offsets[FERRY__SMR_V8_PEERS_INDEX];
+    at_name = h->offsets[FERRY__SMR_V8_NAME_INDEX];
+    /* The peer table right before the name, the socket's name after it
+     * (SMR_NAME_MAX), all inside. */
+    if (peers % 8 != 0 || peers <= FERRY__SMR_V8_CMD_QUEUE ||
+        at_name != peers + FERRY__SMR_PEERS *
+                               sizeof(struct ferry__smr_peer_v8) ||
+        h->offsets[6] != at_name + 256 || at_name + 256 >= len ||
+        strncmp((const char *)region + at_name, name, 256) != 0)
+        return NULL;
+    return (void *)((uint8_t *)region + peers);
+}
+
+/* Whether an entry of the 2.5 layout is of a peer met whose region is
+ * mapped here where shm mapped it: fi_av_remove unmaps it. */
+static bool met_and_mapped(const struct ferry__smr_peer_v9 *p)
+{
+    long page = sysconf(_SC_PAGESIZE);
+
+    /* msync fails with ENOMEM where nothing is mapped; MS_ASYNC does
+     * nothing else. */
+    return p->id >= 0 && p->local_region != 0 &&
+           p->local_region % (uint64_t)page == 0 &&
+           (msync((void *)(uintptr_t)p->local_region, (size_t)page,
+                  MS_ASYNC) == 0 ||
+            errno != ENOMEM);
+}
+
+/* The id of entry i of the table followed. */
+static int64_t *entry_id(const struct ferry__shm_mend *m, unsigned i)
+{
+    if (m->peers != NULL)
+        return &m->peers[i].id;
+    return m->peers_v8 != NULL ? &m->peers_v8[i].id : &m->peers_v9[i].id;
+}
+
+/* Entry i as a peer not met: its id forgotten, this endpoint's name to
+ * be sent again (smr_verify_peer).  Plain stores: the provider reads the
+ * entry in this process's calls, under the lock this runs under, and the
+ * peer that would write it is gone from the table. */
+static void forget(struct ferry__shm_mend *m, unsigned i)
+{
+    *entry_id(m, i) = -1;
+    if (m->peers != NULL)
+        m->peers[i].name_sent = 0;
+    else if (m->peers_v8 != NULL)
+        m->peers_v8[i].name_sent = 0;
+    else
+        m->peers_v9[i].name_sent = 0;
+}
+
+/* 2.0 to 2.4: maps the region of the peer at fi_addr of av (read only)
+ * into out, when it is one of that layout (no av: none). */
+static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
+                       struct ferry__shm_names *out)
+{
+    char addr[FERRY__ADDR_MAX + 1], path[FERRY__ADDR_MAX + 16];
+    size_t len = sizeof(addr) - 1;
+    struct stat st;
+    void *map;
+    int fd;
+
+    if (av == NULL || fi_av_lookup(av, fi_addr, addr, &len) != 0 ||
+        len >= sizeof(addr) ||
+        !ferry__shm_region_path(addr, strnlen(addr, len), path, sizeof(path)) ||
+        (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+        return;
+    map = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
+              ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)
+              : MAP_FAILED;
+    close(fd);
+    if (map == MAP_FAILED)
+        return;
+    out->theirs = ferry__smr_v8_peers(map, (size_t)st.st_size,
+                           path + strlen(FERRY__SHM_DIR "/"));
+    if (out->theirs == NULL) {
+        munmap(map, (size_t)st.st_size);
+        return;
+    }
+    out->their_map = map;
+    out->their_len = (size_t)st.st_size;
+}
+
+/* The peer's id for this endpoint in entry i, when it is one of the
+ * table's (else -1). */
+static int64_t their_index(const struct ferry__shm_mend *m, unsigned i)
+{
+    int64_t j = *entry_id(m, i);
+
+    return j >= 0 && j < FERRY__SMR_PEERS ? j : -1;
+}
+
+/* Whether entry i counts as named before a removal: 1.17's has a name,
+ * 2.5's a peer met and mapped, 2.0's a peer whose own entry for this
+ * endpoint (in the region of the peer being removed) names i back. */
+static bool named(const struct ferry__shm_mend *m,
+                  const struct ferry__shm_names *names, unsigned i)
+{
+    int64_t j;
+
+    if (m->peers != NULL)
+        return m->peers[i].name[0] != '\0';
+    if (m->peers_v9 != NULL)
+        return met_and_mapped(&m->peers_v9[i]);
+    j = their_index(m, i);
+    return names->theirs != NULL && j >= 0 &&
+           names->theirs[j].id == (int64_t)i;
+}
+
+void ferry__shm_mend_mark(const struct ferry__shm_mend *m,
+                          struct ferry__shm_names *out)
+{
+    memset(out->bits, 0, sizeof(out->bits));
+    if (m->peers == NULL && m->peers_v8 == NULL && m->peers_v9 == NULL)
+        return;
+    for (unsigned i = 0; i < FERRY__SMR_PEERS; i++)
+        if (named(m, out, i))
+            out->bits[i / 64] |= 1ull << (i % 64);
+}
+
+void ferry__shm_mend_names(const struct ferry__shm_mend *m, struct fid_av *av,
+                           fi_addr_t fi_addr, struct ferry__shm_names *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (m->peers_v8 != NULL)
+        map_theirs(av, fi_addr, out);
+    ferry__shm_mend_mark(m, out);
+}
+
+/* Whether the removal took entry i's peer away: 1.17's name is cleared,
+ * 2.5's region unmapped, and 2.0's peer has its entry for this endpoint
+ * cleared (smr_unmap_from_endpoint). */
+static bool removed(const struct ferry__shm_mend *m,
+                    const struct ferry__shm_names *before, unsigned i)
+{
+    if (m->peers != NULL)
+        return m->peers[i].name[0] == '\0';
+    if (m->peers_v9 != NULL)
+        return !met_and_mapped(&m->peers_v9[i]);
+    /* Read again: the removal wrote it through libfabric's own mapping. */
+    return *(volatile int64_t *)&before->theirs[their_index(m, i)].id == -1;
+}
+
+unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,
+                                 struct ferry__shm_names *before)
+{
+    unsigned forgotten = 0;
+
+    for (unsigned i = 0; i < FERRY__SMR_PEERS; i++) {
+        if (!(before->bits[i / 64] & (1ull << (i % 64))) ||
+            *entry_id(m, i) < 0 || !removed(m, before, i))
+            continue;
+        forget(m, i);
+        forgotten++;
+    }
+    if (before->their_map != NULL)
+        munmap(before->their_map, before->their_len);
+    memset(before, 0, sizeof(*before));
+    return forgotten;
+}
