@@ -93,7 +93,8 @@ static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
 
     if (av == NULL || fi_av_lookup(av, fi_addr, addr, &len) != 0 ||
         len >= sizeof(addr) ||
-        !ferry__shm_region_path(addr, strnlen(addr, len), path, sizeof(path)) ||
+        !ferry__shm_region_path(addr, strnlen(addr, len), path,
+                                sizeof(path)) ||
         (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
         return;
     map = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
@@ -103,7 +104,7 @@ static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
     if (map == MAP_FAILED)
         return;
     out->theirs = ferry__smr_v8_peers(map, (size_t)st.st_size,
-                           path + strlen(FERRY__SHM_DIR "/"));
+                                      path + strlen(FERRY__SHM_DIR "/"));
     if (out->theirs == NULL) {
         munmap(map, (size_t)st.st_size);
         return;
@@ -164,12 +165,15 @@ void ferry__shm_mend_names(const struct ferry__shm_mend *m, struct fid_av *av,
 static bool removed(const struct ferry__shm_mend *m,
                     const struct ferry__shm_names *before, unsigned i)
 {
+    int64_t j;
+
     if (m->peers != NULL)
         return m->peers[i].name[0] == '\0';
     if (m->peers_v9 != NULL)
         return !met_and_mapped(&m->peers_v9[i]);
+    j = their_index(m, i);
     /* Read again: the removal wrote it through libfabric's own mapping. */
-    return *(volatile int64_t *)&before->theirs[their_index(m, i)].id == -1;
+    return j >= 0 && *(volatile int64_t *)&before->theirs[j].id == -1;
 }
 
 unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,

@@ -21,9 +21,10 @@
  * regions a post here can spin on, not from the owner's /proc/<pid>/maps
  * read once when the watch began (not atomic while the owner changes its
  * mappings): with that list, a CI run saw the guard release one of the
- * owner's two endpoints only, and a post spin on the other for ever.  The death is also told to liveness
- * (ferry__shm_guard_dead), which declares the peer at its next check and
- * has its operations' answers moved on (shm_mend.h).  Only regions of
+ * owner's two endpoints only, and a post spin on the other for ever.
+ * The death is also told to liveness (ferry__shm_guard_dead), which
+ * declares the peer at its next check and has its operations' answers
+ * moved on (shm_mend.h).  Only regions of
  * the layout of SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched;
  * from 1.19 posting takes no lock of the peer's.
  *

@@ -3,8 +3,9 @@
  * address vector says so, removing NULL is a no-op, destroying a
  * context whose peer still has remote regions imported closes them all,
  * and a peer added after another was removed (closed, or dead) is
- * reached, also once more peers than shm has entries came and went.  (Everything else, with the blobs built by hand and the
- * peers' fields: test/unit/check_peer.c.)
+ * reached, also once more peers than shm has entries came and went.
+ * (Everything else, with the blobs built by hand and the peers' fields:
+ * test/unit/check_peer.c.)
  */
 #include "testutil.h"
 
@@ -191,12 +192,13 @@ END_TEST
 
 /*
  * More peers of this host than shm has entries in its tables (256), each
- * added, written to and removed in turn after one was killed: each must
- * be reached as a new peer, its data landing, whichever entry it takes.
- * shm keeps a removed peer's id in its entry (fabric/shm_mend.h); from
+ * added, written to and removed in turn (before it closes) after one was
+ * killed: each must be reached as a new peer, its data landing,
+ * whichever entry it takes.  shm keeps the id of a peer killed, or
+ * removed before it closes, in its entry (fabric/shm_mend.h); from
  * libfabric 1.20 it hands its entries out in turn, so the 256th peer
- * after the killed one takes that one's entry, and before ferry's mend
- * the write to it crashed this process (SIGSEGV in smr_generic_rma).
+ * after the first takes that one's entry, and before ferry's mend the
+ * write to it crashed this process (SIGSEGV in smr_generic_rma).
  */
 #define CHURNED_PEERS 260
 

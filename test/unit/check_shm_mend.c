@@ -11,9 +11,10 @@
  * left alone.  On regions of 2.5's and 2.6's layout: which are
  * followed, and that a removed peer's id is forgotten in the entry whose
  * region the removal unmapped; on 2.0's to 2.4's, in the entry that the
- * removed peer's region names back and the removal cleared there.  (A real peer killed with operations out:
- * check_progress's test_killed_peer_leaves_the_others; peers removed on
- * a real provider: check_peer's churned case.)
+ * removed peer's region names back and the removal cleared there.  (A
+ * real peer killed with operations out: check_progress's
+ * test_killed_peer_leaves_the_others; peers removed on a real provider:
+ * check_peer's churned case.)
  */
 #include "testutil.h"
 
@@ -129,30 +130,40 @@ START_TEST(test_refused)
     pid_t me = getpid();
 
     make_region(17, false, me);
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me + 1, NULL));
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 19), me, NULL));
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN - 64, FI_VERSION(1, 17), me, NULL));
-    ck_assert(!ferry__shm_mend_attach(&a, region, 16, FI_VERSION(1, 17), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17),
+                                      me + 1, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 19), me,
+                                      NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN - 64, FI_VERSION(1, 17),
+                                      me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, 16, FI_VERSION(1, 17), me,
+                                      NULL));
     region[0] = 5;
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me,
+                                      NULL));
     make_region(17, false, me);
     queue()[0] = 6; /* not a power of two */
     queue()[1] = 5;
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me,
+                                      NULL));
     make_region(17, false, me);
     queue()[1] = QSIZE; /* the mask of another size */
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me,
+                                      NULL));
     make_region(17, false, me);
     queue()[2] = 3; /* more taken back than posted */
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me,
+                                      NULL));
     make_region(17, false, me);
     queue()[0] = 64; /* runs into the inject pool */
     queue()[1] = 63;
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), me,
+                                      NULL));
     make_region(18, false, me);
     /* A peer table too short for 256 entries: name where it is not. */
     memcpy(region + 40 + 6 * 8, &(uint64_t){PEERS + 1024}, 8);
-    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 18), me, NULL));
+    ck_assert(!ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 18), me,
+                                      NULL));
     ck_assert_ptr_null(a.q);
     /* Refused where it cannot be followed, without a word. */
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 0);
@@ -166,7 +177,8 @@ START_TEST(test_which_answer_a_post_took)
 
     make_region(17, false, getpid());
     queue()[2] = queue()[3] = 5; /* five before: numbers go on from there */
-    ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), getpid(), NULL));
+    ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17),
+                                     getpid(), NULL));
     post_one(FERRY__SMR_BUSY);
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 6); /* entry 5 */
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 0); /* took none */
@@ -202,7 +214,8 @@ START_TEST(test_dead_peers_answers_moved_on)
         uint64_t taken;
 
         make_region(18, false, getpid());
-        ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 18), getpid(), NULL));
+        ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 18),
+                                         getpid(), NULL));
         post_one(cases[i].now);
         taken = ferry__shm_mend_took(&a);
         ck_assert_uint_eq(taken, 1);
@@ -223,7 +236,8 @@ START_TEST(test_taken_back_and_unknown_left_alone)
     struct ferry__shm_mend a;
 
     make_region(17, false, getpid());
-    ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17), getpid(), NULL));
+    ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 17),
+                                     getpid(), NULL));
     post_one(FERRY__SMR_BUSY);
     ck_assert_uint_eq(ferry__shm_mend_took(&a), 1);
     queue()[2] = 1; /* taken back; its entry serves the next post */
