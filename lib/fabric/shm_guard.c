@@ -11,6 +11,7 @@
 #include "fabric/shm_guard.h"
 
 #include "base/log.h"
+#include "base/thread.h"
 #include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
 #include "fabric/smr_v4.h"
@@ -311,10 +312,6 @@ static void *guard_main(void *arg)
  * parent's entries and descriptors are dropped first. */
 static bool guard_start(void)
 {
-    pthread_attr_t attr;
-    pthread_t thread;
-    int ret;
-
     for (unsigned i = 0; i < n_watched; i++)
         if (watched[i].pidfd >= 0)
             close(watched[i].pidfd);
@@ -323,13 +320,9 @@ static bool guard_start(void)
         close(wake_fd);
     if ((wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
         return false;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    ret = pthread_create(&thread, &attr, guard_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (ret != 0) {
+    if (!ferry__thread_start(guard_main, NULL)) {
         FERRY_LOG_WARN("shm: no guard of dead peers' region locks: "
-                       "pthread_create failed (error %d)", ret);
+                       "pthread_create failed (error %d)", errno);
         return false;
     }
     guard_of = getpid();

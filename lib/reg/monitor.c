@@ -23,6 +23,8 @@
  */
 #include "reg/monitor.h"
 
+#include "base/thread.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -168,9 +170,6 @@ static void start(void)
         .features = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |
                     UFFD_FEATURE_EVENT_REMAP,
     };
-    pthread_attr_t attr;
-    pthread_t thread;
-
     pthread_atfork(NULL, NULL, in_child);
     if (getenv("FERRY_NO_USERFAULTFD") != NULL) {
         snprintf(status, sizeof(status),
@@ -190,10 +189,7 @@ static void start(void)
         /* UFFDIO_API reports every feature the kernel has. */
         if (api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP)
             watch_mode = UFFDIO_REGISTER_MODE_WP;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        running = pthread_create(&thread, &attr, monitor_main, NULL) == 0;
-        pthread_attr_destroy(&attr);
+        running = ferry__thread_start(monitor_main, NULL);
         snprintf(status, sizeof(status), "%s",
                  running ? "" : "cannot start the userfaultfd thread");
     }
