@@ -2,15 +2,19 @@
  * context module through the API: configuration defaults and
  * environment, every refusal of a bad config (with a sentence that says
  * what to change), the versioned info struct, the address blob's size
- * protocol and handle checks.  (What the context keeps inside, the
+ * protocol and handle checks, and a child forked right after the first
+ * registration.  (What the context keeps inside, the
  * address blob's bytes and multi-rail selection: test/unit/check_context.c.)
  */
 #include "testutil.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define TCP "tcp;ofi_rxm"
 
@@ -550,6 +554,75 @@ START_TEST(test_wrong_handle_type)
 }
 END_TEST
 
+/*
+ * A process that forks right after its first registration (which starts
+ * ferry's userfaultfd monitor) has a child that can use ferry: the child
+ * creates a context and exits.  Under Debian 12's AddressSanitizer,
+ * which does not take its allocator's locks around fork, such a child
+ * hung at its first allocation about one time in twenty while the
+ * monitor thread was still being set up (3 of 60 here, and check_death's
+ * restart loop in CI).  Each round runs in a process of its own, so that
+ * each has its first registration; a child not done within 10 s hung.
+ */
+#define FORK_ROUNDS 40
+
+static int fork_after_first_registration(void)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    ferry_mem_t *mem;
+    void *buf = tu_alloc_buf(64 * KiB);
+    pid_t child;
+    int status;
+
+    tu_config(&cfg, TCP);
+    /* No progress thread: the monitor is the only thread started. */
+    cfg.progress_thread = 0;
+    if (ferry_context_create(&cfg, &ctx) != 0 ||
+        ferry_mem_register(ctx, buf, 64 * KiB, FERRY_MEM_HOST, 0,
+                           FERRY_ACCESS_REMOTE_WRITE, &mem) != 0)
+        return 2;
+    if ((child = fork()) == 0) {
+        ferry_context_t *own;
+
+        _exit(ferry_context_create(&cfg, &own) == 0 &&
+                      ferry_context_close(own) == 0
+                  ? 0
+                  : 3);
+    }
+    for (int ms = 0; ms < 10000; ms++) {
+        if (waitpid(child, &status, WNOHANG) == child)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+        usleep(1000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return 1;
+}
+
+START_TEST(test_fork_after_first_registration)
+{
+    unsigned hung = 0, failed = 0;
+
+    for (unsigned round = 0; round < FORK_ROUNDS; round++) {
+        pid_t round_pid = fork();
+        int status;
+
+        ck_assert_int_ge(round_pid, 0);
+        if (round_pid == 0)
+            _exit(fork_after_first_registration());
+        ck_assert_int_eq(waitpid(round_pid, &status, 0), round_pid);
+        ck_assert(WIFEXITED(status));
+        hung += WEXITSTATUS(status) == 1;
+        failed += WEXITSTATUS(status) > 1;
+    }
+    ck_assert_msg(hung == 0 && failed == 0,
+                  "of %d children forked right after their parent's first "
+                  "registration, %u hung and %u could not create a context",
+                  FORK_ROUNDS, hung, failed);
+}
+END_TEST
+
 static Suite *context_suite(void)
 {
     Suite *s = suite_create("context");
@@ -596,6 +669,9 @@ static Suite *context_suite(void)
     tcase_add_test(tc, test_address_null_args);
     tcase_add_test(tc, test_wrong_handle_type);
     suite_add_tcase(s, tc);
+
+    tc = tu_tcase(s, "fork", 120);
+    tcase_add_test(tc, test_fork_after_first_registration);
     return s;
 }
 
