@@ -19,27 +19,66 @@ _Static_assert(sizeof(struct ferry__smr_peer_v8) == 296,
 _Static_assert(offsetof(struct ferry__smr_head_v8, offsets) == 80,
                "struct smr_region of 2.0 to 2.4, as far as its offsets");
 
+_Static_assert(sizeof(struct ferry__smr_peer_v9) == 64,
+               "struct smr_peer_data of 2.5 and 2.6");
+
+/* The peer table at peers in region (len bytes), of entries of entry
+ * bytes, where it lies right before the name at at_name (SMR_NAME_MAX
+ * bytes, inside the region) and that name is want; else NULL. */
+static void *table_before_name(void *region, size_t len, uint64_t peers,
+                               uint64_t at_name, size_t entry,
+                               const char *want)
+{
+    if (want == NULL || peers % 8 != 0 ||
+        at_name != peers + FERRY__SMR_PEERS * entry || at_name + 256 > len ||
+        strncmp((const char *)region + at_name, want, 256) != 0)
+        return NULL;
+    return (uint8_t *)region + peers;
+}
+
 struct ferry__smr_peer_v8 *ferry__smr_v8_peers(void *region, size_t len,
                                                 const char *name)
 {
     const struct ferry__smr_head_v8 *h = region;
-    uint64_t peers, at_name;
+    const uint64_t *off = h->offsets;
 
-    if (len < FERRY__SMR_V8_CMD_QUEUE || name == NULL ||
-        h->version != FERRY__SMR_V8 || h->total_size != len ||
-        h->offsets[0] != FERRY__SMR_V8_CMD_QUEUE)
+    /* The command queue right after the head, the socket's name right
+     * after the name. */
+    if (len < FERRY__SMR_V8_CMD_QUEUE || h->version != FERRY__SMR_V8 ||
+        h->total_size != len || off[0] != FERRY__SMR_V8_CMD_QUEUE ||
+        off[6] != off[FERRY__SMR_V8_NAME_INDEX] + 256 || off[6] >= len)
         return NULL;
-    peers = h->offsets[FERRY__SMR_V8_PEERS_INDEX];
-    at_name = h->offsets[FERRY__SMR_V8_NAME_INDEX];
-    /* The peer table right before the name, the socket's name after it
-     * (SMR_NAME_MAX), all inside. */
-    if (peers % 8 != 0 || peers <= FERRY__SMR_V8_CMD_QUEUE ||
-        at_name != peers + FERRY__SMR_PEERS *
-                               sizeof(struct ferry__smr_peer_v8) ||
-        h->offsets[6] != at_name + 256 || at_name + 256 >= len ||
-        strncmp((const char *)region + at_name, name, 256) != 0)
+    return table_before_name(region, len, off[FERRY__SMR_V8_PEERS_INDEX],
+                             off[FERRY__SMR_V8_NAME_INDEX],
+                             sizeof(struct ferry__smr_peer_v8), name);
+}
+
+struct ferry__smr_peer_v9 *ferry__smr_v9_peers(void *region, size_t len,
+                                                const char *name)
+{
+    const struct ferry__smr_head_v9 *h = region;
+    uint64_t off[7];
+    size_t at, cmd_queue;
+
+    if (len < FERRY__SMR_V10_CMD_QUEUE || h->total_size != len)
         return NULL;
-    return (void *)((uint8_t *)region + peers);
+    if (h->version == FERRY__SMR_V9) {
+        at = FERRY__SMR_V9_OFFSETS_AT;
+        cmd_queue = FERRY__SMR_V9_CMD_QUEUE;
+    } else if (h->version == FERRY__SMR_V10) {
+        at = FERRY__SMR_V10_OFFSETS_AT;
+        cmd_queue = FERRY__SMR_V10_CMD_QUEUE;
+    } else {
+        return NULL;
+    }
+    memcpy(off, (const uint8_t *)region + at, sizeof(off));
+    /* The command queue right after the head, the name the region's last
+     * SMR_NAME_MAX bytes. */
+    if (off[0] != cmd_queue || off[FERRY__SMR_V9_NAME_INDEX] + 256 != len)
+        return NULL;
+    return table_before_name(region, len, off[FERRY__SMR_V9_PEERS_INDEX],
+                             off[FERRY__SMR_V9_NAME_INDEX],
+                             sizeof(struct ferry__smr_peer_v9), name);
 }
 
 /* Whether an entry of the 2.5 layout is of a peer met whose region is

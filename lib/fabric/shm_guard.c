@@ -174,18 +174,12 @@ unsigned ferry__shm_guard_release(const char *dir,
 void ferry__shm_owner_add(struct ferry__shm_owner *out, const void *addr,
                           size_t len)
 {
-    static const char scheme[] = "fi_shm://";
-    char text[FERRY__ADDR_MAX + 1];
-    const char *name = text;
+    char path[FERRY__ADDR_MAX + 16];
+    const char *name = path + strlen(FERRY__SHM_DIR "/");
 
-    if (addr == NULL || len == 0 || len >= sizeof(text) ||
-        out->nregions == FERRY__GUARD_REGIONS)
-        return;
-    memcpy(text, addr, len);
-    text[len] = '\0';
-    if (strncmp(text, scheme, strlen(scheme)) == 0)
-        name += strlen(scheme);
-    if (strchr(name, '/') != NULL || strlen(name) >= FERRY__GUARD_NAME_MAX)
+    if (out->nregions == FERRY__GUARD_REGIONS ||
+        !ferry__shm_region_path(addr, len, path, sizeof(path)) ||
+        strlen(name) >= FERRY__GUARD_NAME_MAX)
         return;
     for (unsigned i = 0; i < out->nregions; i++)
         if (strcmp(out->regions[i], name) == 0)

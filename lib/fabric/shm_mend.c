@@ -23,8 +23,6 @@
 
 _Static_assert(sizeof(struct ferry__smr_peer) == 272,
                "struct smr_peer_data of 1.17 and 1.18");
-_Static_assert(sizeof(struct ferry__smr_peer_v9) == 64,
-               "struct smr_peer_data of 2.5 and 2.6");
 
 /*
  * The head's sizes after its signal: an ofi_atomic32_t (4 bytes, 8 in a
@@ -95,42 +93,24 @@ static bool attach_v4(struct ferry__shm_mend *m, void *region, size_t len,
     return true;
 }
 
-/* 2.5 and 2.6: the peer table, where the head's version, owner and
- * offsets and the region's name check out (smr_v9.h). */
-static bool attach_v9(struct ferry__shm_mend *m, void *region, size_t len,
-                      pid_t owner, const char *name)
+/* 2.0 to 2.6: the peer table, where the head names owner and its
+ * version, offsets and name check out (smr_v8.h, smr_v9.h). */
+static bool attach_2x(struct ferry__shm_mend *m, void *region, size_t len,
+                      unsigned minor, pid_t owner, const char *name)
 {
-    const struct ferry__smr_head_v9 *h = region;
-    uint64_t off[7];
-    size_t at, cmd_queue;
+    const struct ferry__smr_head_v8 *v8 = region;
+    const struct ferry__smr_head_v9 *v9 = region;
 
-    if (len < FERRY__SMR_V10_CMD_QUEUE || name == NULL || h->pid != owner ||
-        h->total_size != len)
-        return false;
-    if (h->version == FERRY__SMR_V9) {
-        at = FERRY__SMR_V9_OFFSETS_AT;
-        cmd_queue = FERRY__SMR_V9_CMD_QUEUE;
-    } else if (h->version == FERRY__SMR_V10) {
-        at = FERRY__SMR_V10_OFFSETS_AT;
-        cmd_queue = FERRY__SMR_V10_CMD_QUEUE;
-    } else {
-        return false;
+    if (minor >= 5) {
+        if (len < sizeof(*v9) || v9->pid != owner)
+            return false;
+        m->peers_v9 = ferry__smr_v9_peers(region, len, name);
+        return m->peers_v9 != NULL;
     }
-    memcpy(off, (const uint8_t *)region + at, sizeof(off));
-    /* The command queue right after the head, the peer table right
-     * before the name, the name the region's last SMR_NAME_MAX bytes. */
-    if (off[0] != cmd_queue ||
-        off[FERRY__SMR_V9_PEERS_INDEX] % 8 != 0 ||
-        off[FERRY__SMR_V9_PEERS_INDEX] <= cmd_queue ||
-        off[FERRY__SMR_V9_NAME_INDEX] !=
-            off[FERRY__SMR_V9_PEERS_INDEX] +
-                FERRY__SMR_PEERS * sizeof(struct ferry__smr_peer_v9) ||
-        off[FERRY__SMR_V9_NAME_INDEX] + 256 != len ||
-        strncmp((const char *)region + off[FERRY__SMR_V9_NAME_INDEX], name,
-                256) != 0)
+    if (len < sizeof(*v8) || v8->pid != owner)
         return false;
-    m->peers_v9 = (void *)((uint8_t *)region + off[FERRY__SMR_V9_PEERS_INDEX]);
-    return true;
+    m->peers_v8 = ferry__smr_v8_peers(region, len, name);
+    return m->peers_v8 != NULL;
 }
 
 bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
@@ -142,15 +122,8 @@ bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
         return false;
     if (FI_MAJOR(version) == 1)
         return attach_v4(m, region, len, FI_MINOR(version), owner);
-    if (FI_MAJOR(version) != 2)
-        return false;
-    if (FI_MINOR(version) >= 5)
-        return attach_v9(m, region, len, owner, name);
-    if (len < sizeof(struct ferry__smr_head_v8) ||
-        ((const struct ferry__smr_head_v8 *)region)->pid != owner)
-        return false;
-    m->peers_v8 = ferry__smr_v8_peers(region, len, name);
-    return m->peers_v8 != NULL;
+    return FI_MAJOR(version) == 2 &&
+           attach_2x(m, region, len, FI_MINOR(version), owner, name);
 }
 
 void ferry__shm_mend_open(struct ferry__shm_mend *m,

@@ -9,6 +9,7 @@
 #ifndef FERRY_FABRIC_SMR_V9_H
 #define FERRY_FABRIC_SMR_V9_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define FERRY__SMR_V9 9   /* 2.5 */
@@ -51,5 +52,11 @@ struct ferry__smr_peer_v9 {
     uint8_t xpmem[24]; /* struct ofi_xpmem_client */
     uint8_t pad[16];   /* __attribute__((aligned(64))) */
 };
+
+/* The peer table of region (len bytes) of this layout (either version),
+ * the region of endpoint name, or NULL where its head, offsets, size or
+ * name do not check out (shm_forget.c). */
+struct ferry__smr_peer_v9 *ferry__smr_v9_peers(void *region, size_t len,
+                                                const char *name);
 
 #endif /* FERRY_FABRIC_SMR_V9_H */

@@ -170,6 +170,7 @@ static void start(void)
         .features = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |
                     UFFD_FEATURE_EVENT_REMAP,
     };
+
     pthread_atfork(NULL, NULL, in_child);
     if (getenv("FERRY_NO_USERFAULTFD") != NULL) {
         snprintf(status, sizeof(status),
