@@ -103,66 +103,99 @@ static void pause_held(void)
     nanosleep(&ts, NULL);
 }
 
-/* Releases the lock of region file name (in dir) when dead owns it and
- * it stays held; says whether it did. */
-static bool release_region(int dir, const char *name, pid_t dead)
+/* A region of dead's whose lock is held: its head mapped. */
+struct held_region {
+    struct ferry__smr_head *head;
+    const char *name;
+};
+
+/* Maps the head of region file name (in dir) when dead owns it and its
+ * lock is held; NULL otherwise. */
+static struct ferry__smr_head *held_head(int dir, const char *name,
+                                         pid_t dead)
 {
     struct ferry__smr_head *h;
     struct stat st;
-    _Atomic int *lock;
-    int fd, free_value = ferry__spin_free_value();
-    bool released = false;
     char prefix[32];
+    int fd;
 
     /* Its name says whose it is (shm_loop.h), and a peer's address may
      * name anything. */
     ferry__shm_endpoint_prefix(dead, prefix, sizeof(prefix));
     if (strncmp(name, prefix, strlen(prefix)) != 0)
-        return false;
+        return NULL;
     fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return false;
+        return NULL;
     h = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
                 st.st_size >= (off_t)sizeof(*h)
             ? mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
             : MAP_FAILED;
     close(fd);
     if (h == MAP_FAILED)
-        return false;
-    lock = (_Atomic int *)(void *)&h->lock;
+        return NULL;
     if (h->version == FERRY__SMR_V4 && h->pid == dead &&
-        atomic_load(lock) != free_value) {
-        pause_held();
-        if (atomic_load(lock) != free_value) {
-            /* Release: what the dead owner wrote before it died is seen
-             * by whoever takes the lock next, as its own unlock would
-             * have ordered it. */
-            atomic_store_explicit(lock, free_value, memory_order_release);
-            released = true;
-            FERRY_LOG_WARN("shm: peer process %d died holding the lock of "
-                           "its region %s (libfabric's shm before 1.19): "
-                           "released it, so that posts to it end instead "
-                           "of spinning for ever",
-                           (int)dead, name);
-        }
-    }
+        atomic_load((_Atomic int *)(void *)&h->lock) !=
+            ferry__spin_free_value())
+        return h;
     munmap(h, sizeof(*h));
+    return NULL;
+}
+
+/* Releases the lock of each held region that stays held; says how many. */
+static unsigned release_held(const struct held_region *held, unsigned n,
+                             pid_t dead)
+{
+    int free_value = ferry__spin_free_value();
+    unsigned released = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        _Atomic int *lock = (_Atomic int *)(void *)&held[i].head->lock;
+
+        if (atomic_load(lock) == free_value)
+            continue;
+        /* Release: what the dead owner wrote before it died is seen by
+         * whoever takes the lock next, as its own unlock would have
+         * ordered it. */
+        atomic_store_explicit(lock, free_value, memory_order_release);
+        released++;
+        FERRY_LOG_WARN("shm: peer process %d died holding the lock of its "
+                       "region %s (libfabric's shm before 1.19): released "
+                       "it, so that posts to it end instead of spinning "
+                       "for ever",
+                       (int)dead, held[i].name);
+    }
     return released;
 }
 
-/* Releases the held locks of dead's regions in dir, dead being dead. */
+/* Releases the held locks of dead's regions in dir, dead being dead.  One
+ * pause for all of them: each lock that stays held through it is
+ * released, all within microseconds of each other, so that nobody sees
+ * one region free and the next still held for another pause. */
 static unsigned release_regions(const char *dir,
                                 const struct ferry__shm_owner *dead)
 {
-    unsigned n = 0;
+    struct held_region held[FERRY__GUARD_REGIONS];
+    unsigned n = 0, released = 0;
     DIR *d = opendir(dir);
 
     if (d == NULL)
         return 0;
-    for (unsigned i = 0; i < dead->nregions; i++)
-        n += release_region(dirfd(d), dead->regions[i], dead->pid);
+    for (unsigned i = 0; i < dead->nregions; i++) {
+        struct ferry__smr_head *h =
+            held_head(dirfd(d), dead->regions[i], dead->pid);
+
+        if (h != NULL)
+            held[n++] = (struct held_region){h, dead->regions[i]};
+    }
     closedir(d);
-    return n;
+    if (n > 0) {
+        pause_held();
+        released = release_held(held, n, dead->pid);
+    }
+    for (unsigned i = 0; i < n; i++)
+        munmap(held[i].head, sizeof(*held[i].head));
+    return released;
 }
 
 unsigned ferry__shm_guard_release(const char *dir,
