@@ -19,6 +19,9 @@ _Static_assert(sizeof(struct ferry__smr_peer_v8) == 296,
 _Static_assert(offsetof(struct ferry__smr_head_v8, offsets) == 80,
                "struct smr_region of 2.0 to 2.4, as far as its offsets");
 
+_Static_assert(sizeof(struct ferry__smr_peer_v6) == 296,
+               "struct smr_peer_data of 1.20 to 1.22");
+
 _Static_assert(sizeof(struct ferry__smr_peer_v9) == 64,
                "struct smr_peer_data of 2.5 and 2.6");
 
@@ -36,21 +39,60 @@ static void *table_before_name(void *region, size_t len, uint64_t peers,
     return (uint8_t *)region + peers;
 }
 
+/* The peer table of region (len bytes) of the layouts of 1.19 to 2.4:
+ * the version, the size at size_at with the seven offsets after it (in
+ * 2.0's order, smr_v8.h), the command queue right after the head (at
+ * cmd_queue), the peer table (entries of entry bytes) right before the
+ * name, and the socket's name right after the name. */
+static void *table_of(void *region, size_t len, uint8_t version,
+                      size_t size_at, size_t cmd_queue, size_t entry,
+                      const char *name)
+{
+    const uint8_t *r = region;
+    uint64_t total, off[7];
+
+    if (len < cmd_queue || size_at + 8 + sizeof(off) > cmd_queue ||
+        r[0] != version)
+        return NULL;
+    memcpy(&total, r + size_at, sizeof(total));
+    memcpy(off, r + size_at + 8, sizeof(off));
+    if (total != len || off[0] != cmd_queue ||
+        off[6] != off[FERRY__SMR_V8_NAME_INDEX] + 256 ||
+        off[6] >= len)
+        return NULL;
+    return table_before_name(region, len, off[FERRY__SMR_V8_PEERS_INDEX],
+                             off[FERRY__SMR_V8_NAME_INDEX], entry, name);
+}
+
+struct ferry__smr_peer *ferry__smr_v5_peers(void *region, size_t len,
+                                            const char *name)
+{
+    return table_of(region, len, FERRY__SMR_V5, FERRY__SMR_V5_SIZE_AT,
+                    FERRY__SMR_V5_CMD_QUEUE, sizeof(struct ferry__smr_peer),
+                    name);
+}
+
+struct ferry__smr_peer_v6 *ferry__smr_v6_peers(void *region, size_t len,
+                                                const char *name)
+{
+    uint8_t version = len > 0 ? *(const uint8_t *)region : 0;
+
+    if (version != FERRY__SMR_V6 && version != FERRY__SMR_V7)
+        return NULL;
+    return table_of(region, len, version,
+                    version == FERRY__SMR_V6 ? FERRY__SMR_V6_SIZE_AT
+                                             : FERRY__SMR_V7_SIZE_AT,
+                    FERRY__SMR_V6_CMD_QUEUE,
+                    sizeof(struct ferry__smr_peer_v6), name);
+}
+
 struct ferry__smr_peer_v8 *ferry__smr_v8_peers(void *region, size_t len,
                                                 const char *name)
 {
-    const struct ferry__smr_head_v8 *h = region;
-    const uint64_t *off = h->offsets;
-
-    /* The command queue right after the head, the socket's name right
-     * after the name. */
-    if (len < FERRY__SMR_V8_CMD_QUEUE || h->version != FERRY__SMR_V8 ||
-        h->total_size != len || off[0] != FERRY__SMR_V8_CMD_QUEUE ||
-        off[6] != off[FERRY__SMR_V8_NAME_INDEX] + 256 || off[6] >= len)
-        return NULL;
-    return table_before_name(region, len, off[FERRY__SMR_V8_PEERS_INDEX],
-                             off[FERRY__SMR_V8_NAME_INDEX],
-                             sizeof(struct ferry__smr_peer_v8), name);
+    return table_of(region, len, FERRY__SMR_V8,
+                    offsetof(struct ferry__smr_head_v8, total_size),
+                    FERRY__SMR_V8_CMD_QUEUE,
+                    sizeof(struct ferry__smr_peer_v8), name);
 }
 
 struct ferry__smr_peer_v9 *ferry__smr_v9_peers(void *region, size_t len,
@@ -101,7 +143,18 @@ static int64_t *entry_id(const struct ferry__shm_mend *m, unsigned i)
 {
     if (m->peers != NULL)
         return &m->peers[i].id;
+    if (m->peers_v6 != NULL)
+        return &m->peers_v6[i].id;
     return m->peers_v8 != NULL ? &m->peers_v8[i].id : &m->peers_v9[i].id;
+}
+
+/* The name of entry i, where a removal clears it (1.17 to 1.22); NULL
+ * on the layouts whose entries have none. */
+static const char *entry_name(const struct ferry__shm_mend *m, unsigned i)
+{
+    if (m->peers != NULL)
+        return m->peers[i].name;
+    return m->peers_v6 != NULL ? m->peers_v6[i].name : NULL;
 }
 
 /* Entry i as a peer not met: its id forgotten, this endpoint's name to
@@ -113,6 +166,8 @@ static void forget(struct ferry__shm_mend *m, unsigned i)
     *entry_id(m, i) = -1;
     if (m->peers != NULL)
         m->peers[i].name_sent = 0;
+    else if (m->peers_v6 != NULL)
+        m->peers_v6[i].name_sent = 0;
     else if (m->peers_v8 != NULL)
         m->peers_v8[i].name_sent = 0;
     else
@@ -161,16 +216,18 @@ static int64_t their_index(const struct ferry__shm_mend *m, unsigned i)
     return j >= 0 && j < FERRY__SMR_PEERS ? j : -1;
 }
 
-/* Whether entry i counts as named before a removal: 1.17's has a name,
- * 2.5's a peer met and mapped, 2.0's a peer whose own entry for this
- * endpoint (in the region of the peer being removed) names i back. */
+/* Whether entry i counts as named before a removal: 1.17's to 1.22's
+ * has a name, 2.5's a peer met and mapped, 2.0's a peer whose own entry
+ * for this endpoint (in the region of the peer being removed) names i
+ * back. */
 static bool named(const struct ferry__shm_mend *m,
                   const struct ferry__shm_names *names, unsigned i)
 {
+    const char *name = entry_name(m, i);
     int64_t j;
 
-    if (m->peers != NULL)
-        return m->peers[i].name[0] != '\0';
+    if (name != NULL)
+        return name[0] != '\0';
     if (m->peers_v9 != NULL)
         return met_and_mapped(&m->peers_v9[i]);
     j = their_index(m, i);
@@ -182,7 +239,8 @@ void ferry__shm_mend_mark(const struct ferry__shm_mend *m,
                           struct ferry__shm_names *out)
 {
     memset(out->bits, 0, sizeof(out->bits));
-    if (m->peers == NULL && m->peers_v8 == NULL && m->peers_v9 == NULL)
+    if (m->peers == NULL && m->peers_v6 == NULL && m->peers_v8 == NULL &&
+        m->peers_v9 == NULL)
         return;
     for (unsigned i = 0; i < FERRY__SMR_PEERS; i++)
         if (named(m, out, i))
@@ -198,16 +256,17 @@ void ferry__shm_mend_names(const struct ferry__shm_mend *m, struct fid_av *av,
     ferry__shm_mend_mark(m, out);
 }
 
-/* Whether the removal took entry i's peer away: 1.17's name is cleared,
- * 2.5's region unmapped, and 2.0's peer has its entry for this endpoint
- * cleared (smr_unmap_from_endpoint). */
+/* Whether the removal took entry i's peer away: 1.17's to 1.22's name is
+ * cleared, 2.5's region unmapped, and 2.0's peer has its entry for this
+ * endpoint cleared (smr_unmap_from_endpoint). */
 static bool removed(const struct ferry__shm_mend *m,
                     const struct ferry__shm_names *before, unsigned i)
 {
+    const char *name = entry_name(m, i);
     int64_t j;
 
-    if (m->peers != NULL)
-        return m->peers[i].name[0] == '\0';
+    if (name != NULL)
+        return name[0] == '\0';
     if (m->peers_v9 != NULL)
         return !met_and_mapped(&m->peers_v9[i]);
     j = their_index(m, i);

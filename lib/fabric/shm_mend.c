@@ -1,6 +1,6 @@
 /*
- * What ferry mends in its own shm regions on libfabric 1.17 and 1.18,
- * and 2.0 to 2.6 (shm_mend.h).
+ * What ferry mends in its own shm regions on libfabric 1.17 to 2.6
+ * (shm_mend.h).
  */
 #include "fabric/shm_mend.h"
 
@@ -93,6 +93,28 @@ static bool attach_v4(struct ferry__shm_mend *m, void *region, size_t len,
     return true;
 }
 
+/* 1.19 to 1.22: the peer table, where the head names owner and its
+ * version (that of release 1.minor), offsets and name check out
+ * (smr_v5.h). */
+static bool attach_table_1x(struct ferry__shm_mend *m, void *region,
+                            size_t len, unsigned minor, pid_t owner,
+                            const char *name)
+{
+    const struct ferry__smr_head *h = region; /* its pid where 1.17's is */
+    uint8_t version = minor == 19   ? FERRY__SMR_V5
+                      : minor == 20 ? FERRY__SMR_V6
+                                    : FERRY__SMR_V7;
+
+    if (minor < 19 || minor > 22 || len < sizeof(*h) || h->pid != owner ||
+        h->version != version)
+        return false;
+    if (minor == 19)
+        m->peers = ferry__smr_v5_peers(region, len, name);
+    else
+        m->peers_v6 = ferry__smr_v6_peers(region, len, name);
+    return m->peers != NULL || m->peers_v6 != NULL;
+}
+
 /* 2.0 to 2.6: the peer table, where the head names owner and its
  * version, offsets and name check out (smr_v8.h, smr_v9.h). */
 static bool attach_2x(struct ferry__shm_mend *m, void *region, size_t len,
@@ -120,8 +142,11 @@ bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
     memset(m, 0, sizeof(*m));
     if (sizeof(void *) != 8)
         return false;
-    if (FI_MAJOR(version) == 1)
+    if (FI_MAJOR(version) == 1 && FI_MINOR(version) < 19)
         return attach_v4(m, region, len, FI_MINOR(version), owner);
+    if (FI_MAJOR(version) == 1)
+        return attach_table_1x(m, region, len, FI_MINOR(version), owner,
+                               name);
     return FI_MAJOR(version) == 2 &&
            attach_2x(m, region, len, FI_MINOR(version), owner, name);
 }
@@ -139,7 +164,7 @@ void ferry__shm_mend_open(struct ferry__shm_mend *m,
     memset(m, 0, sizeof(*m));
     if (info->ep_attr->protocol != FI_PROTO_SHM ||
         !((FI_VERSION_GE(version, FI_VERSION(1, 17)) &&
-           FI_VERSION_LT(version, FI_VERSION(1, 19))) ||
+           FI_VERSION_LT(version, FI_VERSION(1, 23))) ||
           FI_MAJOR(version) == 2) ||
         fi_getname(&ep->fid, addr, &addr_len) != 0 ||
         !ferry__shm_region_path(addr, addr_len, path, sizeof(path)))
@@ -160,11 +185,12 @@ void ferry__shm_mend_open(struct ferry__shm_mend *m,
         FERRY_LOG_INFO("shm: region %s does not have libfabric %u.%u's "
                        "layout: %s",
                        path, FI_MAJOR(version), FI_MINOR(version),
-                       FI_MAJOR(version) == 1
+                       FI_VERSION_LT(version, FI_VERSION(1, 19))
                            ? "a peer killed with operations in flight will "
                              "hold up this endpoint's others"
                            : "a peer added after a removed one may crash "
-                             "this process (docs/semantics.md)");
+                             "this process or never be reached "
+                             "(docs/semantics.md)");
         munmap(map, (size_t)st.st_size);
         return;
     }

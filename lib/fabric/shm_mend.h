@@ -1,6 +1,5 @@
 /*
- * What ferry mends in its own shm regions on libfabric 1.17 and 1.18,
- * and 2.0 to 2.6.
+ * What ferry mends in its own shm regions on libfabric 1.17 to 2.6.
  *
  * **A dead peer's answers.** shm keeps, in each endpoint's region, a
  * queue of the answers its operations wait for: an entry per write or
@@ -22,17 +21,20 @@
  * **A removed peer's entry.** fi_av_remove clears the name of the
  * peer's entry in the region's peer table but leaves the peer's id for
  * this endpoint there (smr_av_remove deletes the map entry first, and
- * smr_unmap_from_endpoint then returns early).  shm gives a peer added
- * later the same entry, and posts to it as to one met already, under the
- * old peer's id, without sending this endpoint's name: the new peer dies
- * of SIGSEGV in its progress.  After each removal ferry forgets the id of
- * an entry whose name the removal cleared, so that the next peer there
- * is sent this endpoint's name first (smr_verify_peer).
+ * smr_unmap_from_endpoint then returns early), up to 1.22.  shm gives a
+ * peer added later the same entry (the next one added, when the entry
+ * freed was the last one given), and posts to it as to one met already,
+ * under the old peer's id, without sending this endpoint's name: on 1.17
+ * the new peer dies of SIGSEGV in its progress, on 1.22 a write to it
+ * never ends and liveness declares it unreachable.  After each removal
+ * ferry forgets the id of an entry whose name the removal cleared, so
+ * that the next peer there is sent this endpoint's name first
+ * (smr_verify_peer).
  *
  * **The same from 2.0 to 2.6**, where it crashes the posting process.
  * The removal still leaves the peer's id in this endpoint's entry, and
  * only a peer that removes this endpoint first clears it: one removed
- * here first, or killed, never does.  From 1.20 shm hands its 256
+ * here first, or killed, never does.  From 2.0 shm hands its 256
  * entries out in turn, so the 256th peer added after that one takes its
  * entry, and the provider posts to it without mapping its region
  * (SIGSEGV in smr_generic_rma).  The entries have no name there.  On 2.5
@@ -42,17 +44,18 @@
  * names back, which the removal clears there (smr_unmap_from_endpoint).
  * ferry forgets the id there.
  *
- * Followed only on 1.17 and 1.18 (the answers and the entries) and from
- * 2.0 to 2.6 (the entries), 64-bit, where the region's head checks out
- * (smr_v4.h, smr_v8.h, smr_v9.h); from 2.5 the provider takes answers
- * back out of order.  1.19 to 1.22 keep the id as well and are not
- * mended (docs/semantics.md).
+ * Followed on 1.17 and 1.18 (the answers and the entries) and from 1.19
+ * to 2.6 (the entries), 64-bit, where the region's head checks out
+ * (smr_v4.h, smr_v5.h, smr_v8.h, smr_v9.h).  From 1.19 a dead peer's
+ * answers are not moved on (docs/semantics.md); from 2.5 the provider
+ * takes them back out of order.
  */
 #ifndef FERRY_FABRIC_SHM_MEND_H
 #define FERRY_FABRIC_SHM_MEND_H
 
 #include "base/ferry-internal.h"
 #include "fabric/smr_v4.h"
+#include "fabric/smr_v5.h"
 #include "fabric/smr_v8.h"
 #include "fabric/smr_v9.h"
 
@@ -62,10 +65,11 @@
 #include <rdma/fi_endpoint.h>
 
 struct ferry__shm_mend {
-    struct ferry__smr_head *head; /* 1.17 and 1.18; NULL from 2.5 */
+    struct ferry__smr_head *head; /* 1.17 and 1.18 only */
     struct ferry__smr_answers *q;
-    struct ferry__smr_peer *peers; /* FERRY__SMR_PEERS of them */
-    struct ferry__smr_peer_v8 *peers_v8; /* in their place on 2.0-2.4 */
+    struct ferry__smr_peer *peers; /* FERRY__SMR_PEERS of them, to 1.19 */
+    struct ferry__smr_peer_v6 *peers_v6; /* in their place on 1.20-1.22 */
+    struct ferry__smr_peer_v8 *peers_v8; /* on 2.0-2.4 */
     struct ferry__smr_peer_v9 *peers_v9; /* in their place from 2.5 */
     void *map;                     /* the region, mapped here */
     size_t len;
@@ -123,10 +127,11 @@ struct ferry__shm_names {
     void *their_map;
     size_t their_len;
 };
-/* Just before fi_av_remove of the peer at fi_addr of av: 1.17's entries
- * with a name, 2.5's of a peer met and mapped, 2.0's whose peer's own
- * entry for this endpoint, in the region of the peer at fi_addr, names
- * them.  Each call is followed by ferry__shm_mend_removed. */
+/* Just before fi_av_remove of the peer at fi_addr of av: 1.17's to
+ * 1.22's entries with a name, 2.5's of a peer met and mapped, 2.0's
+ * whose peer's own entry for this endpoint, in the region of the peer at
+ * fi_addr, names them.  Each call is followed by
+ * ferry__shm_mend_removed. */
 void ferry__shm_mend_names(const struct ferry__shm_mend *m, struct fid_av *av,
                            fi_addr_t fi_addr, struct ferry__shm_names *out);
 /* Its second half, for the tests: the entries, out->theirs given. */
@@ -134,9 +139,9 @@ void ferry__shm_mend_mark(const struct ferry__shm_mend *m,
                           struct ferry__shm_names *out);
 
 /* After fi_av_remove: forgets the peer's id in each entry of before that
- * the removal took the peer of away (1.17: its name cleared; 2.5: its
- * region unmapped; 2.0: the peer's entry for this endpoint cleared), and
- * lets before's mapping go.  Returns how many.  Under the lock that
+ * the removal took the peer of away (1.17 to 1.22: its name cleared; 2.5:
+ * its region unmapped; 2.0: the peer's entry for this endpoint cleared),
+ * and lets before's mapping go.  Returns how many.  Under the lock that
  * serializes the endpoint's calls. */
 unsigned ferry__shm_mend_removed(struct ferry__shm_mend *m,
                                  struct ferry__shm_names *before);

@@ -8,11 +8,13 @@
  * answer a post took, and how the answer of a dead peer's operation is
  * moved on (an error for one waiting, bounce buffers emptied or filled
  * as the peer would) while answered, taken back or unknown ones are
- * left alone.  On regions of 2.5's and 2.6's layout: which are
+ * left alone.  On regions of 1.19's to 1.22's layouts: which are
  * followed, and that a removed peer's id is forgotten in the entry whose
- * region the removal unmapped; on 2.0's to 2.4's, in the entry that the
- * removed peer's region names back and the removal cleared there.  (A
- * real peer killed with operations out: check_progress's
+ * name the removal cleared.  On regions of 2.5's and 2.6's layout: which
+ * are followed, and that a removed peer's id is forgotten in the entry
+ * whose region the removal unmapped; on 2.0's to 2.4's, in the entry
+ * that the removed peer's region names back and the removal cleared
+ * there.  (A real peer killed with operations out: check_progress's
  * test_killed_peer_leaves_the_others; peers removed on a real provider:
  * check_peer's churned case.)
  */
@@ -536,6 +538,155 @@ START_TEST(test_v8_removed_peers_id_forgotten)
 }
 END_TEST
 
+/* Regions of 1.19's layout (SMR_VERSION 5), 1.20's (6) and 1.21's and
+ * 1.22's (7), built in ours8: the region of endpoint NAME8_OURS, owned
+ * by owner, its peer table at PEERS8 of entries of entry_1x bytes. */
+static size_t entry_1x(uint8_t version)
+{
+    return version == 5 ? 272 : 296;
+}
+
+static void make_region_1x(uint8_t version, pid_t owner)
+{
+    size_t size_at = version == 5 ? 40 : version == 6 ? 80 : 72;
+    uint64_t name = PEERS8 + 256u * entry_1x(version), total = LEN8;
+    uint64_t off[7] = {version == 5 ? 112 : 192, 1024, 2048, 3072, PEERS8,
+                       name, name + 256};
+    int32_t pid = owner;
+
+    memset(ours8, 0, LEN8);
+    ours8[0] = version;
+    memcpy(ours8 + 4, &pid, sizeof(pid));
+    memcpy(ours8 + size_at, &total, sizeof(total));
+    memcpy(ours8 + size_at + 8, off, sizeof(off));
+    strcpy((char *)ours8 + name, NAME8_OURS);
+    for (unsigned i = 0; i < 256; i++)
+        memcpy(ours8 + PEERS8 + i * entry_1x(version) + 256, &(int64_t){-1},
+               8);
+}
+
+/* Entry i: its name's first byte, its id, and its name sent. */
+static void set_peer_1x(uint8_t version, unsigned i, char name0, int64_t id)
+{
+    uint8_t *e = ours8 + PEERS8 + i * entry_1x(version);
+    uint32_t sent = 1;
+
+    e[0] = (uint8_t)name0;
+    memcpy(e + 256, &id, sizeof(id));
+    memcpy(e + 268, &sent, sizeof(sent));
+}
+
+static int64_t peer_1x_id(uint8_t version, unsigned i, uint32_t *sent)
+{
+    const uint8_t *e = ours8 + PEERS8 + i * entry_1x(version);
+    int64_t id;
+
+    memcpy(&id, e + 256, sizeof(id));
+    memcpy(sent, e + 268, sizeof(*sent));
+    return id;
+}
+
+static bool attach_1x(struct ferry__shm_mend *m, unsigned minor, pid_t owner,
+                      const char *name)
+{
+    return ferry__shm_mend_attach(m, ours8, LEN8, FI_VERSION(1, minor),
+                                  owner, name);
+}
+
+START_TEST(test_1x_followed_and_refused)
+{
+    const struct {
+        unsigned minor, other; /* other: a release of another layout */
+        uint8_t version;
+    } layouts[] = {{19, 20, 5}, {20, 21, 6}, {21, 20, 7}, {22, 19, 7}};
+    struct ferry__shm_mend m;
+    pid_t me = getpid();
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(layouts); i++) {
+        unsigned minor = layouts[i].minor;
+
+        make_region_1x(layouts[i].version, me);
+        ck_assert_msg(attach_1x(&m, minor, me, NAME8_OURS),
+                      "1.%u's layout refused", minor);
+        ck_assert_ptr_nonnull(minor == 19 ? (void *)m.peers
+                                          : (void *)m.peers_v6);
+        /* Followed for its peer table only. */
+        ck_assert_ptr_null(m.q);
+        ck_assert_ptr_null(m.head);
+        /* Refused: another owner, another endpoint's name, none, a
+         * release of another layout, another size. */
+        ck_assert(!attach_1x(&m, minor, me + 1, NAME8_OURS));
+        ck_assert(!attach_1x(&m, minor, me, "ferry_4242_2abf_1"));
+        ck_assert(!attach_1x(&m, minor, me, NULL));
+        ck_assert_msg(!attach_1x(&m, layouts[i].other, me, NAME8_OURS),
+                      "1.%u's layout taken for 1.%u's", minor,
+                      layouts[i].other);
+        ck_assert(!ferry__shm_mend_attach(&m, ours8, LEN8 - 64,
+                                          FI_VERSION(1, minor), me,
+                                          NAME8_OURS));
+    }
+    /* 1.21's version with 1.20's offsets, and the other way round. */
+    make_region_1x(6, me);
+    ours8[0] = 7;
+    ck_assert(!attach_1x(&m, 21, me, NAME8_OURS));
+    make_region_1x(7, me);
+    ours8[0] = 6;
+    ck_assert(!attach_1x(&m, 20, me, NAME8_OURS));
+    /* A peer table not right before the name. */
+    make_region_1x(7, me);
+    memcpy(ours8 + 80 + 4 * 8, &(uint64_t){PEERS8 + 8}, 8);
+    ck_assert(!attach_1x(&m, 22, me, NAME8_OURS));
+    ck_assert_ptr_null(m.peers_v6);
+}
+END_TEST
+
+/*
+ * On 1.19 to 1.22, as on 1.17, the removed peer's entry is the one whose
+ * name the removal cleared: its id is forgotten and its name unsent,
+ * while a peer that stays, one that reached this endpoint unasked and
+ * one removed before they met are left alone.
+ */
+START_TEST(test_1x_removed_peers_id_forgotten)
+{
+    const struct {
+        unsigned minor;
+        uint8_t version;
+    } layouts[] = {{19, 5}, {22, 7}};
+
+    for (size_t k = 0; k < TU_ARRAY_LEN(layouts); k++) {
+        uint8_t v = layouts[k].version;
+        struct ferry__shm_mend m;
+        struct ferry__shm_names named;
+        uint32_t sent;
+
+        make_region_1x(v, getpid());
+        ck_assert(attach_1x(&m, layouts[k].minor, getpid(), NAME8_OURS));
+        set_peer_1x(v, 0, 'a', 3);    /* stays */
+        set_peer_1x(v, 1, 'b', 7);    /* removed below */
+        set_peer_1x(v, 2, '\0', 9);   /* reached this endpoint unasked */
+        set_peer_1x(v, 3, 'd', -1);   /* removed before they met */
+        set_peer_1x(v, 255, 'z', 1);  /* removed: the last entry */
+        ferry__shm_mend_names(&m, NULL, FI_ADDR_NOTAVAIL, &named);
+        set_peer_1x(v, 1, '\0', 7);   /* what fi_av_remove leaves */
+        set_peer_1x(v, 3, '\0', -1);
+        set_peer_1x(v, 255, '\0', 1);
+        ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 2);
+        ck_assert_int_eq(peer_1x_id(v, 0, &sent), 3);
+        ck_assert_uint_eq(sent, 1);
+        ck_assert_int_eq(peer_1x_id(v, 1, &sent), -1);
+        ck_assert_msg(sent == 0, "1.%u: the name of the entry forgotten "
+                                 "still counts as sent (%u)",
+                      layouts[k].minor, sent);
+        ck_assert_int_eq(peer_1x_id(v, 2, &sent), 9);
+        ck_assert_int_eq(peer_1x_id(v, 3, &sent), -1);
+        ck_assert_int_eq(peer_1x_id(v, 255, &sent), -1);
+        /* Forgotten once: nothing more the next time. */
+        ferry__shm_mend_names(&m, NULL, FI_ADDR_NOTAVAIL, &named);
+        ck_assert_uint_eq(ferry__shm_mend_removed(&m, &named), 0);
+    }
+}
+END_TEST
+
 static Suite *mend_suite(void)
 {
     Suite *s = suite_create("shm_mend");
@@ -553,6 +704,9 @@ static Suite *mend_suite(void)
     tc = tu_tcase(s, "v8", 30);
     tcase_add_test(tc, test_v8_followed_and_refused);
     tcase_add_test(tc, test_v8_removed_peers_id_forgotten);
+    tc = tu_tcase(s, "v5", 30);
+    tcase_add_test(tc, test_1x_followed_and_refused);
+    tcase_add_test(tc, test_1x_removed_peers_id_forgotten);
     return s;
 }
 
