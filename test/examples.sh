@@ -89,14 +89,19 @@ no_progress "fanout demo --mode sequential"
 # started NAME CMD...: CMD in the background for at most 120 s, its pid in
 # $bg and its output in $tmp/NAME; waits until it says where it joined
 # the bootstrap, and sets $port to the port there.  Fails (1) if it ends
-# first, or has not said so within 60 s.
+# first, or has not said so within 60 s.  The port is read until the
+# whole of it is there: the line may be read while it is being written
+# (a distcheck run once handed the client "127.0.0.1:", no port).
+joined_port() {
+	sed -n 's|.*joined bootstrap://[^ ]*:\([0-9][0-9]*\) .*|\1|p' "$1" | head -n 1
+}
 started() {
 	name=$1
 	shift
 	timeout 120 "$@" >"$tmp/$name" 2>&1 &
 	bg=$!
 	tries=0
-	until grep "joined bootstrap://" "$tmp/$name" >/dev/null; do
+	until port=$(joined_port "$tmp/$name") && test -n "$port"; do
 		tries=$((tries + 1))
 		if test "$tries" -gt 600 || ! kill -0 "$bg" 2>/dev/null; then
 			kill "$bg" 2>/dev/null || true
@@ -107,7 +112,6 @@ started() {
 		fi
 		sleep 0.1
 	done
-	port=$(sed -n 's|.*joined bootstrap://[^ ]*:\([0-9]*\) .*|\1|p' "$tmp/$name" | head -n 1)
 }
 
 # finished NAME WORDS: the command started last, as NAME, exits 0 and has
