@@ -18,6 +18,9 @@ _Static_assert(sizeof(struct ferry__smr_peer_v8) == 296,
                "struct smr_peer_data of 2.0 to 2.4");
 _Static_assert(offsetof(struct ferry__smr_head_v8, offsets) == 80,
                "struct smr_region of 2.0 to 2.4, as far as its offsets");
+_Static_assert(offsetof(struct ferry__smr_head_v8, total_size) ==
+                   FERRY__SMR_V7_SIZE_AT,
+               "1.21's head is 2.0's");
 
 _Static_assert(sizeof(struct ferry__smr_peer_v6) == 296,
                "struct smr_peer_data of 1.20 to 1.22");
@@ -39,26 +42,55 @@ static void *table_before_name(void *region, size_t len, uint64_t peers,
     return (uint8_t *)region + peers;
 }
 
-/* The peer table of region (len bytes) of the layouts of 1.19 to 2.4:
- * the version, the size at size_at with the seven offsets after it (in
- * 2.0's order, smr_v8.h), the command queue right after the head (at
- * cmd_queue), the peer table (entries of entry bytes) right before the
- * name, and the socket's name right after the name. */
-static void *table_of(void *region, size_t len, uint8_t version,
-                      size_t size_at, size_t cmd_queue, size_t entry,
-                      const char *name)
+/* Where the head of a region of version keeps its size (the offsets
+ * right after it), and where the command queue begins; false for a
+ * version other than 1.19's to 2.4's. */
+static bool head_of(uint8_t version, size_t *size_at, size_t *cmd_queue)
+{
+    switch (version) {
+    case FERRY__SMR_V5:
+        *size_at = FERRY__SMR_V5_SIZE_AT;
+        *cmd_queue = FERRY__SMR_V5_CMD_QUEUE;
+        return true;
+    case FERRY__SMR_V6:
+        *size_at = FERRY__SMR_V6_SIZE_AT;
+        *cmd_queue = FERRY__SMR_V6_CMD_QUEUE;
+        return true;
+    case FERRY__SMR_V7:
+    case FERRY__SMR_V8:
+        *size_at = FERRY__SMR_V7_SIZE_AT;
+        *cmd_queue = FERRY__SMR_V8_CMD_QUEUE;
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool ferry__smr_v5_offsets(const void *region, size_t len, uint64_t off[7])
 {
     const uint8_t *r = region;
-    uint64_t total, off[7];
+    size_t size_at, cmd_queue;
+    uint64_t total;
 
-    if (len < cmd_queue || size_at + 8 + sizeof(off) > cmd_queue ||
-        r[0] != version)
-        return NULL;
+    if (len == 0 || !head_of(r[0], &size_at, &cmd_queue) || len < cmd_queue)
+        return false;
     memcpy(&total, r + size_at, sizeof(total));
-    memcpy(off, r + size_at + 8, sizeof(off));
-    if (total != len || off[0] != cmd_queue ||
-        off[6] != off[FERRY__SMR_V8_NAME_INDEX] + 256 ||
-        off[6] >= len)
+    memcpy(off, r + size_at + sizeof(total), 7 * sizeof(*off));
+    /* The command queue right after the head, the socket's name right
+     * after the name. */
+    return total == len && off[0] == cmd_queue &&
+           off[6] == off[FERRY__SMR_V8_NAME_INDEX] + 256 && off[6] < len;
+}
+
+/* The peer table of region (len bytes) of version, whose entries are
+ * entry bytes long, the region of endpoint name (else NULL). */
+static void *table_of(void *region, size_t len, uint8_t version,
+                      size_t entry, const char *name)
+{
+    uint64_t off[7];
+
+    if (len == 0 || *(const uint8_t *)region != version ||
+        !ferry__smr_v5_offsets(region, len, off))
         return NULL;
     return table_before_name(region, len, off[FERRY__SMR_V8_PEERS_INDEX],
                              off[FERRY__SMR_V8_NAME_INDEX], entry, name);
@@ -67,9 +99,8 @@ static void *table_of(void *region, size_t len, uint8_t version,
 struct ferry__smr_peer *ferry__smr_v5_peers(void *region, size_t len,
                                             const char *name)
 {
-    return table_of(region, len, FERRY__SMR_V5, FERRY__SMR_V5_SIZE_AT,
-                    FERRY__SMR_V5_CMD_QUEUE, sizeof(struct ferry__smr_peer),
-                    name);
+    return table_of(region, len, FERRY__SMR_V5,
+                    sizeof(struct ferry__smr_peer), name);
 }
 
 struct ferry__smr_peer_v6 *ferry__smr_v6_peers(void *region, size_t len,
@@ -77,21 +108,16 @@ struct ferry__smr_peer_v6 *ferry__smr_v6_peers(void *region, size_t len,
 {
     uint8_t version = len > 0 ? *(const uint8_t *)region : 0;
 
-    if (version != FERRY__SMR_V6 && version != FERRY__SMR_V7)
-        return NULL;
-    return table_of(region, len, version,
-                    version == FERRY__SMR_V6 ? FERRY__SMR_V6_SIZE_AT
-                                             : FERRY__SMR_V7_SIZE_AT,
-                    FERRY__SMR_V6_CMD_QUEUE,
-                    sizeof(struct ferry__smr_peer_v6), name);
+    return version == FERRY__SMR_V6 || version == FERRY__SMR_V7
+               ? table_of(region, len, version,
+                          sizeof(struct ferry__smr_peer_v6), name)
+               : NULL;
 }
 
 struct ferry__smr_peer_v8 *ferry__smr_v8_peers(void *region, size_t len,
                                                 const char *name)
 {
     return table_of(region, len, FERRY__SMR_V8,
-                    offsetof(struct ferry__smr_head_v8, total_size),
-                    FERRY__SMR_V8_CMD_QUEUE,
                     sizeof(struct ferry__smr_peer_v8), name);
 }
 

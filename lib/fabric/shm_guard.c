@@ -365,7 +365,7 @@ uint64_t ferry__shm_guard_watch(const struct ferry__shm_owner *owner,
     uint64_t token = 0;
     bool running;
 
-    if (FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)) || pid <= 0)
+    if (FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)) || pid <= 0)
         return 0;
     snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
     if (!ferry__shm_guard_owns(maps, table)) {
@@ -381,8 +381,9 @@ uint64_t ferry__shm_guard_watch(const struct ferry__shm_owner *owner,
     running = guard_of == getpid() || guard_start();
     if (running && n_watched == WATCH_MAX) {
         FERRY_LOG_WARN("shm: %d peers' processes watched already: the "
-                       "death of process %d with its region locked is not "
-                       "guarded against", WATCH_MAX, (int)pid);
+                       "death of process %d is not watched (a lock it "
+                       "holds is not released, its operations' answers "
+                       "not moved on)", WATCH_MAX, (int)pid);
     } else if (running) {
         w.token = token = next_token++;
         watched[n_watched++] = w;

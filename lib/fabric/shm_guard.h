@@ -24,9 +24,9 @@
  * owner's two endpoints only, and a post spin on the other for ever.
  * The death is also told to liveness (ferry__shm_guard_dead), which
  * declares the peer at its next check and has its operations' answers
- * moved on (shm_mend.h).  Only regions of
- * the layout of SMR_VERSION 4 (libfabric 1.17 and 1.18) are touched;
- * from 1.19 posting takes no lock of the peer's.
+ * moved on (shm_mend.h), which is why peers are watched up to 2.4.  Only
+ * regions of the layout of SMR_VERSION 4 (libfabric 1.17 and 1.18) are
+ * touched; from 1.19 posting takes no lock of the peer's.
  *
  * What the guard cannot undo: a peer killed while it posts into one of
  * this process's regions holds this process's lock, which a live thread
@@ -66,9 +66,10 @@ void ferry__shm_owner_add(struct ferry__shm_owner *out, const void *addr,
 bool ferry__shm_guard_owns(const char *maps, const char *table);
 
 /* Watches owner, the process of a peer on this host whose pulse table is
- * table, when this libfabric's shm regions have the lock and owner->pid
- * is that table's owner here; of its regions, those named ferry_<pid>_
- * after it are released at its death.  Returns what to pass to
+ * table, when this libfabric's shm takes answers back in order (up to
+ * 2.4, shm_mend.h) and owner->pid is that table's owner here; where its
+ * regions have the lock (1.17 and 1.18), those named ferry_<pid>_ after
+ * it are released at its death.  Returns what to pass to
  * ferry__shm_guard_unwatch (0: not watched). */
 uint64_t ferry__shm_guard_watch(const struct ferry__shm_owner *owner,
                                 const char *table);

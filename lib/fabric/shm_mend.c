@@ -53,26 +53,38 @@ static bool read_sizes(const uint8_t *region, size_t len, unsigned minor,
     return true;
 }
 
+/* The answer queue at answers in region (len bytes), where it has the
+ * provider's shape and fits before next, the part after it (the inject
+ * pool); else NULL. */
+static struct ferry__smr_answers *queue_at(uint8_t *region, size_t len,
+                                           uint64_t answers, uint64_t next)
+{
+    struct ferry__smr_answers *q;
+
+    if (answers % 8 != 0 || answers >= next || next > len ||
+        next - answers < sizeof(*q))
+        return NULL;
+    q = (void *)(region + answers);
+    return q->size != 0 && (q->size & (q->size - 1)) == 0 &&
+                   q->size_mask == q->size - 1 && q->rcnt <= q->wcnt &&
+                   q->wcnt - q->rcnt <= q->size &&
+                   q->size <= (next - answers - sizeof(*q)) /
+                                  sizeof(q->buf[0])
+               ? q
+               : NULL;
+}
+
 /* Whether the parts lie in order inside the region, the answer queue and
  * the peer table of the provider's shape between their neighbours. */
-static bool parts_fit(const uint8_t *region, size_t len,
-                      const struct sizes *sz)
+static bool parts_fit(uint8_t *region, size_t len, const struct sizes *sz)
 {
-    const struct ferry__smr_answers *q;
-
-    if (sz->total != len || sz->cmd_queue >= sz->answers ||
-        sz->answers >= sz->inject_pool || sz->inject_pool >= sz->sar_pool ||
-        sz->sar_pool >= sz->peers || sz->peers >= sz->name ||
-        sz->name >= len || sz->answers % 8 != 0 || sz->peers % 8 != 0 ||
-        sz->name - sz->peers <
-            FERRY__SMR_PEERS * sizeof(struct ferry__smr_peer))
-        return false;
-    q = (const void *)(region + sz->answers);
-    return q->size != 0 && (q->size & (q->size - 1)) == 0 &&
-           q->size_mask == q->size - 1 && q->rcnt <= q->wcnt &&
-           q->wcnt - q->rcnt <= q->size &&
-           q->size <= (sz->inject_pool - sz->answers - sizeof(*q)) /
-                          sizeof(q->buf[0]);
+    return sz->total == len && sz->cmd_queue < sz->answers &&
+           sz->answers < sz->inject_pool && sz->inject_pool < sz->sar_pool &&
+           sz->sar_pool < sz->peers && sz->peers < sz->name &&
+           sz->name < len && sz->peers % 8 == 0 &&
+           sz->name - sz->peers >=
+               FERRY__SMR_PEERS * sizeof(struct ferry__smr_peer) &&
+           queue_at(region, len, sz->answers, sz->inject_pool) != NULL;
 }
 
 static bool attach_v4(struct ferry__shm_mend *m, void *region, size_t len,
@@ -91,6 +103,18 @@ static bool attach_v4(struct ferry__shm_mend *m, void *region, size_t len,
     m->peers = (void *)((uint8_t *)region + sz.peers);
     m->seen = m->q->wcnt;
     return true;
+}
+
+/* 1.19 to 2.4, their peer table followed: the answer queue too, which
+ * the provider still takes back in order there. */
+static void follow_answers(struct ferry__shm_mend *m, void *region,
+                           size_t len)
+{
+    uint64_t off[7];
+
+    if (ferry__smr_v5_offsets(region, len, off) &&
+        (m->q = queue_at(region, len, off[1], off[2])) != NULL)
+        m->seen = m->q->wcnt;
 }
 
 /* 1.19 to 1.22: the peer table, where the head names owner and its
@@ -112,7 +136,10 @@ static bool attach_table_1x(struct ferry__shm_mend *m, void *region,
         m->peers = ferry__smr_v5_peers(region, len, name);
     else
         m->peers_v6 = ferry__smr_v6_peers(region, len, name);
-    return m->peers != NULL || m->peers_v6 != NULL;
+    if (m->peers == NULL && m->peers_v6 == NULL)
+        return false;
+    follow_answers(m, region, len);
+    return true;
 }
 
 /* 2.0 to 2.6: the peer table, where the head names owner and its
@@ -129,10 +156,11 @@ static bool attach_2x(struct ferry__shm_mend *m, void *region, size_t len,
         m->peers_v9 = ferry__smr_v9_peers(region, len, name);
         return m->peers_v9 != NULL;
     }
-    if (len < sizeof(*v8) || v8->pid != owner)
+    if (len < sizeof(*v8) || v8->pid != owner ||
+        (m->peers_v8 = ferry__smr_v8_peers(region, len, name)) == NULL)
         return false;
-    m->peers_v8 = ferry__smr_v8_peers(region, len, name);
-    return m->peers_v8 != NULL;
+    follow_answers(m, region, len);
+    return true;
 }
 
 bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,
@@ -231,9 +259,10 @@ bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
      * runs under the context's lock as this does; the dead peer wrote
      * nothing this needs to see. */
     atomic_store_explicit(status, next, memory_order_relaxed);
-    /* As the peer would: the endpoint's progress looks at its answers
-     * only once signalled. */
-    atomic_store_explicit((_Atomic int32_t *)&m->head->signal, 1,
-                          memory_order_relaxed);
+    /* As the peer would: on 1.17 and 1.18 the endpoint's progress looks
+     * at its answers only once signalled (later, at each progress). */
+    if (m->head != NULL)
+        atomic_store_explicit((_Atomic int32_t *)&m->head->signal, 1,
+                              memory_order_relaxed);
     return true;
 }

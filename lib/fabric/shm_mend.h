@@ -44,11 +44,11 @@
  * names back, which the removal clears there (smr_unmap_from_endpoint).
  * ferry forgets the id there.
  *
- * Followed on 1.17 and 1.18 (the answers and the entries) and from 1.19
- * to 2.6 (the entries), 64-bit, where the region's head checks out
- * (smr_v4.h, smr_v5.h, smr_v8.h, smr_v9.h).  From 1.19 a dead peer's
- * answers are not moved on (docs/semantics.md); from 2.5 the provider
- * takes them back out of order.
+ * Followed from 1.17 to 2.4 (the answers and the entries) and on 2.5
+ * and 2.6 (the entries, the provider taking answers back out of order
+ * there), 64-bit, where the region's head checks out (smr_v4.h,
+ * smr_v5.h, smr_v8.h, smr_v9.h).  Only 1.17's and 1.18's heads have a
+ * signal; later progress looks at the answers each time.
  */
 #ifndef FERRY_FABRIC_SHM_MEND_H
 #define FERRY_FABRIC_SHM_MEND_H
@@ -65,7 +65,7 @@
 #include <rdma/fi_endpoint.h>
 
 struct ferry__shm_mend {
-    struct ferry__smr_head *head; /* 1.17 and 1.18 only */
+    struct ferry__smr_head *head; /* 1.17 and 1.18 only: the signal */
     struct ferry__smr_answers *q;
     struct ferry__smr_peer *peers; /* FERRY__SMR_PEERS of them, to 1.19 */
     struct ferry__smr_peer_v6 *peers_v6; /* in their place on 1.20-1.22 */

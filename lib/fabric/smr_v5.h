@@ -12,6 +12,7 @@
 
 #include "fabric/smr_v4.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,13 @@ struct ferry__smr_peer_v6 {
     uint32_t name_sent;
     uint8_t xpmem[24]; /* struct xpmem_client */
 };
+
+/* The seven offsets of region (len bytes) of the layouts of 1.19 to 2.4
+ * (versions 5 to 8; 2.0's head, smr_v8.h, is 1.21's), into off, where
+ * the version is one of those, its size is len, the command queue lies
+ * right after the head and the socket's name right after the name; else
+ * false (shm_forget.c). */
+bool ferry__smr_v5_offsets(const void *region, size_t len, uint64_t off[7]);
 
 /* The peer table of region (len bytes) of 1.19's layout, the region of
  * endpoint name, or NULL where its head, offsets, size or name do not

@@ -869,7 +869,7 @@ END_TEST
  * live child behind them; the live child must then take writes for twice the
  * liveness period and stay up, while the dead one is declared dead.
  * With _i 1, where the provider then gives the dead one's operations
- * back (libfabric before 1.19, with ferry's mend), both are removed and
+ * back (libfabric up to 2.4, with ferry's mend), both are removed and
  * a third child takes the dead one's entry in shm's tables, which still
  * held the dead one's id for this endpoint (fabric/shm_mend.h): it must
  * be reached, and live.
@@ -945,8 +945,8 @@ START_TEST(test_killed_peer_leaves_the_others)
     ck_assert_int_eq(ferry_peer_state(v.peer, &state, why, sizeof(why)), 0);
     ck_assert_msg(state == FERRY_PEER_DEAD, "the dead peer: state %d: %s",
                   (int)state, why);
-    /* Before 1.19 the guard saw the death and said so. */
-    ck_assert_msg(FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)) ||
+    /* Up to 2.4 the guard saw the death and said so. */
+    ck_assert_msg(FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)) ||
                       strstr(why, "on this host died") != NULL,
                   "the dead peer was declared for another reason: %s", why);
     if (_i == 0) {
@@ -1372,17 +1372,9 @@ static Suite *progress_suite(void)
     tc = tu_tcase(s, "killed", 60);
     tcase_add_loop_test(tc, test_peer_killed_mid_transfer, 0, np);
     tcase_add_test(tc, test_peer_killed_holding_its_lock);
-    /* libfabric 1.19 to 2.4 keep the wait behind a dead peer's answers,
-     * which ferry does not undo there (docs/semantics.md). */
-    if (!FI_VERSION_GE(fi_version(), FI_VERSION(1, 19)))
-        tcase_add_loop_test(tc, test_killed_peer_leaves_the_others, 0, 2);
-    else if (FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)))
-        tcase_add_loop_test(tc, test_killed_peer_leaves_the_others, 0, 1);
-    else
-        fprintf(stderr, "check_progress: libfabric %u.%u: "
-                        "test_killed_peer_leaves_the_others not run (ferry "
-                        "does not undo its wait behind a dead peer)\n",
-                FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+    tcase_add_loop_test(tc, test_killed_peer_leaves_the_others, 0,
+                        FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)) ? 1
+                                                                      : 2);
 
     tc = tu_tcase(s, "threads", 60);
     tcase_add_loop_test(tc, test_threads_post_while_one_progresses, 0, np);

@@ -488,6 +488,8 @@ START_TEST(test_v8_followed_and_refused)
         ck_assert_msg(attach8(&m, minor, me, NAME8_OURS),
                       "2.%u's layout refused", minor);
     ck_assert_ptr_nonnull(m.peers_v8);
+    /* Its answer queue is not of the provider's shape here (all zero):
+     * not followed, the peer table still is. */
     ck_assert_ptr_null(m.q);
     /* Refused: another owner, another name, 2.5's release, another
      * version, a peer table not before the name. */
@@ -610,7 +612,8 @@ START_TEST(test_1x_followed_and_refused)
                       "1.%u's layout refused", minor);
         ck_assert_ptr_nonnull(minor == 19 ? (void *)m.peers
                                           : (void *)m.peers_v6);
-        /* Followed for its peer table only. */
+        /* Its answer queue is not of the provider's shape here (all
+         * zero): not followed, the peer table still is. */
         ck_assert_ptr_null(m.q);
         ck_assert_ptr_null(m.head);
         /* Refused: another owner, another endpoint's name, none, a
@@ -687,6 +690,69 @@ START_TEST(test_1x_removed_peers_id_forgotten)
 }
 END_TEST
 
+/*
+ * From 1.19 to 2.4 the provider still takes answers back in order (the
+ * 2.0-2.4 regions and 1.19's to 1.22's carry the queue as 1.17's does,
+ * second of the offsets): a queue of the provider's shape is followed, a
+ * dead peer's answer moved on, and no signal is written (those heads
+ * have none; their progress looks at the answers each time).  A queue
+ * that does not fit before the inject pool is not followed.
+ */
+#define ANSWERS_1X 1024u /* the second offset of make_region_1x's */
+
+static void make_queue_1x(void)
+{
+    uint64_t shape[4] = {QSIZE, QSIZE - 1, 0, 0};
+
+    memcpy(ours8 + ANSWERS_1X, shape, sizeof(shape));
+}
+
+START_TEST(test_answers_from_1_19_to_2_4)
+{
+    const struct {
+        unsigned major, minor;
+        uint8_t version;
+    } layouts[] = {{1, 19, 5}, {1, 20, 6}, {1, 22, 7}, {2, 4, 8}};
+
+    for (size_t i = 0; i < TU_ARRAY_LEN(layouts); i++) {
+        uint32_t v = FI_VERSION(layouts[i].major, layouts[i].minor);
+        struct ferry__shm_mend m;
+        uint8_t head[128];
+        uint64_t *q, status;
+
+        if (layouts[i].version == 8)
+            make_region8(ours8, NAME8_OURS, getpid());
+        else
+            make_region_1x(layouts[i].version, getpid());
+        make_queue_1x();
+        memcpy(head, ours8, sizeof(head));
+        ck_assert_msg(ferry__shm_mend_attach(&m, ours8, LEN8, v, getpid(),
+                                             NAME8_OURS),
+                      "%u.%u's layout refused", layouts[i].major,
+                      layouts[i].minor);
+        ck_assert_msg(m.q == (void *)(ours8 + ANSWERS_1X),
+                      "%u.%u: the answer queue not followed",
+                      layouts[i].major, layouts[i].minor);
+        q = (uint64_t *)(void *)(ours8 + ANSWERS_1X);
+        q[4 + 1] = FERRY__SMR_BUSY; /* a post took entry 0 */
+        q[3] = 1;
+        ck_assert_uint_eq(ferry__shm_mend_took(&m), 1);
+        ck_assert(ferry__shm_mend_answer(&m, 1, true));
+        memcpy(&status, ours8 + ANSWERS_1X + 5 * 8, sizeof(status));
+        ck_assert_uint_eq(status, (uint64_t)-5);
+        ck_assert_msg(memcmp(head, ours8, sizeof(head)) == 0,
+                      "%u.%u: the head was written to", layouts[i].major,
+                      layouts[i].minor);
+        /* A queue longer than the room before the inject pool. */
+        q[0] = 128;
+        q[1] = 127;
+        ck_assert(ferry__shm_mend_attach(&m, ours8, LEN8, v, getpid(),
+                                         NAME8_OURS));
+        ck_assert_ptr_null(m.q);
+    }
+}
+END_TEST
+
 static Suite *mend_suite(void)
 {
     Suite *s = suite_create("shm_mend");
@@ -707,6 +773,7 @@ static Suite *mend_suite(void)
     tc = tu_tcase(s, "v5", 30);
     tcase_add_test(tc, test_1x_followed_and_refused);
     tcase_add_test(tc, test_1x_removed_peers_id_forgotten);
+    tcase_add_test(tc, test_answers_from_1_19_to_2_4);
     return s;
 }
 
