@@ -82,10 +82,8 @@ bool ferry__smr_v5_offsets(const void *region, size_t len, uint64_t off[7])
            off[6] == off[FERRY__SMR_V8_NAME_INDEX] + 256 && off[6] < len;
 }
 
-/* The peer table of region (len bytes) of version, whose entries are
- * entry bytes long, the region of endpoint name (else NULL). */
-static void *table_of(void *region, size_t len, uint8_t version,
-                      size_t entry, const char *name)
+void *ferry__smr_peer_table(void *region, size_t len, uint8_t version,
+                            size_t entry, const char *name)
 {
     uint64_t off[7];
 
@@ -94,31 +92,6 @@ static void *table_of(void *region, size_t len, uint8_t version,
         return NULL;
     return table_before_name(region, len, off[FERRY__SMR_V8_PEERS_INDEX],
                              off[FERRY__SMR_V8_NAME_INDEX], entry, name);
-}
-
-struct ferry__smr_peer *ferry__smr_v5_peers(void *region, size_t len,
-                                            const char *name)
-{
-    return table_of(region, len, FERRY__SMR_V5,
-                    sizeof(struct ferry__smr_peer), name);
-}
-
-struct ferry__smr_peer_v6 *ferry__smr_v6_peers(void *region, size_t len,
-                                                const char *name)
-{
-    uint8_t version = len > 0 ? *(const uint8_t *)region : 0;
-
-    return version == FERRY__SMR_V6 || version == FERRY__SMR_V7
-               ? table_of(region, len, version,
-                          sizeof(struct ferry__smr_peer_v6), name)
-               : NULL;
-}
-
-struct ferry__smr_peer_v8 *ferry__smr_v8_peers(void *region, size_t len,
-                                                const char *name)
-{
-    return table_of(region, len, FERRY__SMR_V8,
-                    sizeof(struct ferry__smr_peer_v8), name);
 }
 
 struct ferry__smr_peer_v9 *ferry__smr_v9_peers(void *region, size_t len,
@@ -223,7 +196,9 @@ static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
     close(fd);
     if (map == MAP_FAILED)
         return;
-    out->theirs = ferry__smr_v8_peers(map, (size_t)st.st_size,
+    out->theirs = ferry__smr_peer_table(map, (size_t)st.st_size,
+                                        FERRY__SMR_V8,
+                                        sizeof(struct ferry__smr_peer_v8),
                                       path + strlen(FERRY__SHM_DIR "/"));
     if (out->theirs == NULL) {
         munmap(map, (size_t)st.st_size);

@@ -125,17 +125,16 @@ static bool attach_table_1x(struct ferry__shm_mend *m, void *region,
                             const char *name)
 {
     const struct ferry__smr_head *h = region; /* its pid where 1.17's is */
-    uint8_t version = minor == 19   ? FERRY__SMR_V5
-                      : minor == 20 ? FERRY__SMR_V6
-                                    : FERRY__SMR_V7;
 
-    if (minor < 19 || minor > 22 || len < sizeof(*h) || h->pid != owner ||
-        h->version != version)
+    if (minor < 19 || minor > 22 || len < sizeof(*h) || h->pid != owner)
         return false;
     if (minor == 19)
-        m->peers = ferry__smr_v5_peers(region, len, name);
+        m->peers = ferry__smr_peer_table(region, len, FERRY__SMR_V5,
+                                         sizeof(*m->peers), name);
     else
-        m->peers_v6 = ferry__smr_v6_peers(region, len, name);
+        m->peers_v6 = ferry__smr_peer_table(
+            region, len, minor == 20 ? FERRY__SMR_V6 : FERRY__SMR_V7,
+            sizeof(*m->peers_v6), name);
     if (m->peers == NULL && m->peers_v6 == NULL)
         return false;
     follow_answers(m, region, len);
@@ -156,8 +155,11 @@ static bool attach_2x(struct ferry__shm_mend *m, void *region, size_t len,
         m->peers_v9 = ferry__smr_v9_peers(region, len, name);
         return m->peers_v9 != NULL;
     }
-    if (len < sizeof(*v8) || v8->pid != owner ||
-        (m->peers_v8 = ferry__smr_v8_peers(region, len, name)) == NULL)
+    if (len < sizeof(*v8) || v8->pid != owner)
+        return false;
+    m->peers_v8 = ferry__smr_peer_table(region, len, FERRY__SMR_V8,
+                                        sizeof(*m->peers_v8), name);
+    if (m->peers_v8 == NULL)
         return false;
     follow_answers(m, region, len);
     return true;

@@ -51,13 +51,12 @@ struct ferry__smr_peer_v6 {
  * false (shm_forget.c). */
 bool ferry__smr_v5_offsets(const void *region, size_t len, uint64_t off[7]);
 
-/* The peer table of region (len bytes) of 1.19's layout, the region of
- * endpoint name, or NULL where its head, offsets, size or name do not
- * check out (shm_forget.c). */
-struct ferry__smr_peer *ferry__smr_v5_peers(void *region, size_t len,
-                                            const char *name);
-/* The same for 1.20's layout (version 6) or 1.21's and 1.22's (7). */
-struct ferry__smr_peer_v6 *ferry__smr_v6_peers(void *region, size_t len,
-                                                const char *name);
+/* The peer table of region (len bytes) of a layout of 1.19 to 2.4, of
+ * version and of entries of entry bytes (struct ferry__smr_peer on 1.19,
+ * ferry__smr_peer_v6 on 1.20 to 1.22, ferry__smr_peer_v8 on 2.0 to 2.4),
+ * the region of endpoint name; NULL where its version, offsets, size or
+ * name do not check out (shm_forget.c). */
+void *ferry__smr_peer_table(void *region, size_t len, uint8_t version,
+                            size_t entry, const char *name);
 
 #endif /* FERRY_FABRIC_SMR_V5_H */

@@ -49,10 +49,6 @@ struct ferry__smr_peer_v8 {
     uint8_t xpmem[24]; /* struct ofi_xpmem_client */
 };
 
-/* The peer table of region (len bytes) of this layout, the region of
- * endpoint name, or NULL where its head, offsets, size or name do not
- * check out (shm_forget.c). */
-struct ferry__smr_peer_v8 *ferry__smr_v8_peers(void *region, size_t len,
-                                                const char *name);
+/* Its peer table: ferry__smr_peer_table (smr_v5.h), with FERRY__SMR_V8. */
 
 #endif /* FERRY_FABRIC_SMR_V8_H */

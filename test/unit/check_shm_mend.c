@@ -438,20 +438,38 @@ END_TEST
 #define NAME8_OURS "ferry_4242_2abf_0"
 static _Alignas(64) uint8_t ours8[LEN8], theirs8[LEN8];
 
-static void make_region8(uint8_t *r, const char *name, pid_t owner)
+/* The size of a peer table's entry: 1.19's (SMR_VERSION 5) is 1.17's,
+ * 1.20's to 2.4's (6 to 8) are longer. */
+static size_t entry_1x(uint8_t version)
 {
-    uint64_t total = LEN8;
-    uint64_t off[7] = {192, 1024, 2048, 3072, PEERS8, NAME8, NAME8 + 256};
+    return version == 5 ? 272 : 296;
+}
+
+/* A region of a layout of 1.19 to 2.4 (version 5 to 8) in r, the region
+ * of endpoint name, owned by owner, its peer table at PEERS8: the size
+ * where the head keeps it, the offsets after it. */
+static void make_region_of(uint8_t *r, uint8_t version, const char *name,
+                           pid_t owner)
+{
+    size_t size_at = version == 5 ? 40 : version == 6 ? 80 : 72;
+    uint64_t at_name = PEERS8 + 256u * entry_1x(version), total = LEN8;
+    uint64_t off[7] = {version == 5 ? 112 : 192, 1024, 2048, 3072, PEERS8,
+                       at_name, at_name + 256};
     int32_t pid = owner;
 
     memset(r, 0, LEN8);
-    r[0] = 8;
+    r[0] = version;
     memcpy(r + 4, &pid, sizeof(pid));
-    memcpy(r + 72, &total, sizeof(total));
-    memcpy(r + 80, off, sizeof(off));
-    strcpy((char *)r + NAME8, name);
+    memcpy(r + size_at, &total, sizeof(total));
+    memcpy(r + size_at + 8, off, sizeof(off));
+    strcpy((char *)r + at_name, name);
     for (unsigned i = 0; i < 256; i++)
-        memcpy(r + PEERS8 + i * PEER8 + 256, &(int64_t){-1}, 8);
+        memcpy(r + PEERS8 + i * entry_1x(version) + 256, &(int64_t){-1}, 8);
+}
+
+static void make_region8(uint8_t *r, const char *name, pid_t owner)
+{
+    make_region_of(r, 8, name, owner);
 }
 
 /* Entry i of r: the peer's id for the r's owner. */
@@ -542,29 +560,10 @@ END_TEST
 
 /* Regions of 1.19's layout (SMR_VERSION 5), 1.20's (6) and 1.21's and
  * 1.22's (7), built in ours8: the region of endpoint NAME8_OURS, owned
- * by owner, its peer table at PEERS8 of entries of entry_1x bytes. */
-static size_t entry_1x(uint8_t version)
-{
-    return version == 5 ? 272 : 296;
-}
-
+ * by owner. */
 static void make_region_1x(uint8_t version, pid_t owner)
 {
-    size_t size_at = version == 5 ? 40 : version == 6 ? 80 : 72;
-    uint64_t name = PEERS8 + 256u * entry_1x(version), total = LEN8;
-    uint64_t off[7] = {version == 5 ? 112 : 192, 1024, 2048, 3072, PEERS8,
-                       name, name + 256};
-    int32_t pid = owner;
-
-    memset(ours8, 0, LEN8);
-    ours8[0] = version;
-    memcpy(ours8 + 4, &pid, sizeof(pid));
-    memcpy(ours8 + size_at, &total, sizeof(total));
-    memcpy(ours8 + size_at + 8, off, sizeof(off));
-    strcpy((char *)ours8 + name, NAME8_OURS);
-    for (unsigned i = 0; i < 256; i++)
-        memcpy(ours8 + PEERS8 + i * entry_1x(version) + 256, &(int64_t){-1},
-               8);
+    make_region_of(ours8, version, NAME8_OURS, owner);
 }
 
 /* Entry i: its name's first byte, its id, and its name sent. */
