@@ -199,7 +199,7 @@ static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
     out->theirs = ferry__smr_peer_table(map, (size_t)st.st_size,
                                         FERRY__SMR_V8,
                                         sizeof(struct ferry__smr_peer_v8),
-                                      path + strlen(FERRY__SHM_DIR "/"));
+                                        path + strlen(FERRY__SHM_DIR "/"));
     if (out->theirs == NULL) {
         munmap(map, (size_t)st.st_size);
         return;
