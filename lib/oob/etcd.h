@@ -88,6 +88,10 @@ int ferry__etcd_bool(const struct ferry__etcd_value *o, const char *name,
                      bool *b);
 int ferry__etcd_int64(const struct ferry__etcd_value *o, const char *name,
                       bool required, int64_t *v);
+/* A revision: ferry__etcd_int64 of a required field, and from 0 to
+ * INT64_MAX - 1 (the watcher asks for the one after it). */
+int ferry__etcd_revision(const struct ferry__etcd_value *o, const char *name,
+                         int64_t *v);
 
 /* ---- requests (etcd_wire.c) ---- */
 

@@ -10,6 +10,7 @@
 #include "oob/etcd.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,5 +201,22 @@ int ferry__etcd_int64(const struct ferry__etcd_value *o, const char *name,
     }
     printable(s, shown, sizeof(shown));
     snprintf(got, sizeof(got), "a string, \"%s\"", shown);
+    return fault(&f, got, want);
+}
+
+int ferry__etcd_revision(const struct ferry__etcd_value *o, const char *name,
+                         int64_t *v)
+{
+    struct ferry__etcd_value f;
+    char got[48], want[48];
+    int ret = ferry__etcd_int64(o, name, true, v);
+
+    if (ret != 0 || (*v >= 0 && *v < INT64_MAX))
+        return ret;
+    lookup(o, name, &f);
+    snprintf(got, sizeof(got), "%" PRId64, *v);
+    snprintf(want, sizeof(want), "a revision from 0 to %" PRId64,
+             INT64_MAX - 1);
+    *v = 0;
     return fault(&f, got, want);
 }

@@ -57,7 +57,7 @@ static int pick_backend(const char *url, const struct ferry__meta_backend **be)
  * unambiguously and survive any shell or URL they are copied into. */
 static int check_name(const char *s, const char *what, const char *call)
 {
-    size_t n = s != NULL ? strlen(s) : 0;
+    size_t n = s != NULL ? strlen(s) : 0, good;
 
     if (n == 0 || n >= FERRY__META_NAME_MAX)
         return ferry__error(FERRY_EINVAL, "%s: %s is %s; give 1 to %d "
@@ -65,14 +65,11 @@ static int check_name(const char *s, const char *what, const char *call)
                             call, what, s == NULL ? "NULL" : n == 0 ? "empty"
                                                               : "too long",
                             FERRY__META_NAME_MAX - 1);
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-            return ferry__error(FERRY_EINVAL, "%s: %s \"%s\" has '%c' at "
-                                "%zu; use only A-Z a-z 0-9 . _ -",
-                                call, what, s, c, i);
-    }
+    good = strspn(s, FERRY__META_NAME_CHARS);
+    if (good < n)
+        return ferry__error(FERRY_EINVAL, "%s: %s \"%s\" has '%c' at %zu; "
+                            "use only A-Z a-z 0-9 . _ -",
+                            call, what, s, s[good], good);
     return 0;
 }
 

@@ -15,8 +15,10 @@
 
 #include <pthread.h>
 
-/* Names and regions: 1 to 127 characters. */
+/* Names and regions: 1 to 127 of these characters. */
 #define FERRY__META_NAME_MAX 128
+#define FERRY__META_NAME_CHARS                                                 \
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
 /* A key without prefix: "regions/" NAME "/" REGION. */
 #define FERRY__META_KEY_MAX (16 + 2 * FERRY__META_NAME_MAX)
 /* Address and remote-key blobs (as the bootstrap carries them). */
@@ -99,7 +101,8 @@ struct ferry_meta {
 void ferry__meta_saw(struct ferry_meta *m, enum ferry_meta_event_kind kind,
                      const char *name);
 
-/* The NAME of "peers/NAME", or NULL for any other key. */
+/* The NAME of "peers/NAME", or NULL for any other key, and for a NAME
+ * that no ferry_meta_open accepts (a key another program wrote). */
 const char *ferry__meta_peer_of_key(const char *key);
 
 #endif

@@ -12,7 +12,16 @@
 
 const char *ferry__meta_peer_of_key(const char *key)
 {
-    return strncmp(key, "peers/", 6) == 0 && key[6] != '\0' ? key + 6 : NULL;
+    const char *name = key + 6;
+    size_t n;
+
+    if (strncmp(key, "peers/", 6) != 0)
+        return NULL;
+    n = strlen(name);
+    return n > 0 && n < FERRY__META_NAME_MAX &&
+                   strspn(name, FERRY__META_NAME_CHARS) == n
+               ? name
+               : NULL;
 }
 
 /* Takes name's handle out of those meta gave, or NULL if it gave none,

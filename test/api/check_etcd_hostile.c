@@ -616,6 +616,15 @@ static const struct extra extras[] = {
      FERRY_EPROTO, "with \"ID\" as a string"},
     {"a listing answered with no JSON", FE_LIST, 200, "<html></html>", 0,
      false, FERRY_EPROTO, "with something that is not JSON"},
+    /* The watcher asks for the revision after the listing's. */
+    {"a listing of the last revision int64 holds", FE_LIST, 200,
+     "{\"header\":{\"revision\":\"9223372036854775807\"},\"kvs\":[{\"key\":"
+     "\"&\"}]}", 0, false, FERRY_EPROTO,
+     "with \"header.revision\" as 9223372036854775807, where a revision from "
+     "0 to 9223372036854775806 was expected"},
+    {"a listing of a revision below 0", FE_LIST, 200,
+     "{\"header\":{\"revision\":\"-1\"},\"kvs\":[{\"key\":\"&\"}]}", 0,
+     false, FERRY_EPROTO, "with \"header.revision\" as -1, where a revision"},
     {"a watch frame that is not JSON", FE_WATCH, 200,
      CREATED "<html></html>\n", 0, false, FERRY_EPROTO,
      "answered /v3/watch with something that is not JSON"},
@@ -717,6 +726,174 @@ START_TEST(test_watch_recovers)
 }
 END_TEST
 
+/* ---- keys ---------------------------------------------------------------- */
+
+/* The base64 of the key PREFIX/peers/ and len bytes of name (a NUL may be
+ * among them), as etcd writes keys; free it. */
+static char *peer_key_b64(const char *name, size_t len)
+{
+    char key[512];
+    size_t plen = strlen(PREFIX "/peers/");
+    char *b64;
+
+    ck_assert_uint_le(plen + len, sizeof(key));
+    memcpy(key, PREFIX "/peers/", plen);
+    memcpy(key + plen, name, len);
+    b64 = fe_b64(key, plen + len);
+    ck_assert_ptr_nonnull(b64);
+    return b64;
+}
+
+/* Writes a watch event of the key of name (len bytes) to f: a put, or a
+ * DELETE. */
+static void put_event(FILE *f, bool first, bool deleted, const char *name,
+                      size_t len)
+{
+    char *key = peer_key_b64(name, len);
+
+    fprintf(f, "%s{%s\"kv\":{\"key\":\"%s\"}}", first ? "" : ",",
+            deleted ? "\"type\":\"DELETE\"," : "", key);
+    free(key);
+}
+
+/* Asserts that the next event is kind of name. */
+static void await_event(ferry_meta_t *m, enum ferry_meta_event_kind kind,
+                        const char *name, const char *what)
+{
+    struct ferry_meta_event ev;
+    int ret = ferry_meta_event(m, SHOW_MS, &ev);
+
+    ck_assert_msg(ret == 0, "%s: no event within %d ms: %s (%s)", what,
+                  SHOW_MS, ferry_strerror(ret), ferry_last_error());
+    ck_assert_msg(ev.kind == kind && strcmp(ev.name, name) == 0,
+                  "%s: the watcher reported %s of %s, not %s of %s", what,
+                  ev.kind == FERRY_META_JOIN ? "a JOIN" : "a LEAVE", ev.name,
+                  kind == FERRY_META_JOIN ? "the JOIN" : "the LEAVE", name);
+}
+
+/*
+ * Keys under PREFIX/peers/ that no ferry_meta_open writes are no peer's:
+ * one with a NUL in it (which read as the name before the NUL, so its
+ * DELETE ended the live peer "other"), and names ferry refuses.  Only
+ * the sentinel "third" joins after "other".
+ */
+START_TEST(test_watch_foreign_keys)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+    } foreign[] = {
+        {"other\0x", 7}, {"x/../y", 6}, {"a b", 3}, {"tab\t", 4},
+    };
+    struct world w;
+    char *listing, *stream = NULL;
+    size_t listing_len, stream_len = 0;
+    FILE *f;
+    ferry_meta_t *m;
+
+    world_open(&w, TIMEOUT_MS);
+    listing = fill(&w, LISTING, "", &listing_len);
+    f = open_memstream(&stream, &stream_len);
+    ck_assert_ptr_nonnull(f);
+    fputs(CREATED "{\"result\":{\"events\":[", f);
+    for (size_t i = 0; i < TU_ARRAY_LEN(foreign); i++) {
+        put_event(f, i == 0, false, foreign[i].name, foreign[i].len);
+        put_event(f, false, true, foreign[i].name, foreign[i].len);
+    }
+    put_event(f, false, false, "third", 5);
+    fputs("]}}\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(fe_set(&w.fake, FE_LIST, 200, listing, listing_len,
+                            false), 0);
+    ck_assert_int_eq(fe_set(&w.fake, FE_WATCH, 200, stream, stream_len,
+                            false), 0);
+    m = meta_open(&w);
+    ck_assert_int_eq(ferry_meta_watch(m), 0);
+    await_event(m, FERRY_META_JOIN, "other", "the listing");
+    await_event(m, FERRY_META_JOIN, "third", "keys of no peer, then third");
+    assert_no_event(m, "after third");
+    ferry_meta_close(m);
+    free(listing);
+    free(stream);
+    world_close(&w);
+}
+END_TEST
+
+/* How many peers test_listing_many lists. */
+#define MANY 5000
+
+/*
+ * A listing of MANY peers, each key twice and in descending order (a
+ * hostile etcd may repeat keys, and any may list in any order): each
+ * peer joins once.  Then a frame that puts a name between two listed
+ * ones, deletes one twice and republishes one: one join, one leave,
+ * nothing for the rest, then the sentinel "zend".
+ */
+START_TEST(test_listing_many)
+{
+    static bool seen[MANY];
+    struct world w;
+    char *listing = NULL, *stream = NULL, name[16];
+    size_t listing_len = 0, stream_len = 0;
+    FILE *f;
+    ferry_meta_t *m;
+
+    world_open(&w, TIMEOUT_MS);
+    f = open_memstream(&listing, &listing_len);
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"header\":{\"revision\":\"5\"},\"kvs\":[", f);
+    for (int i = 2 * MANY - 1; i >= 0; i--) {
+        char *key;
+
+        snprintf(name, sizeof(name), "p%05d", i / 2);
+        key = peer_key_b64(name, strlen(name));
+        fprintf(f, "%s{\"key\":\"%s\"}", i == 2 * MANY - 1 ? "" : ",", key);
+        free(key);
+    }
+    fputs("]}", f);
+    ck_assert_int_eq(fclose(f), 0);
+    f = open_memstream(&stream, &stream_len);
+    ck_assert_ptr_nonnull(f);
+    fputs(CREATED "{\"result\":{\"events\":[", f);
+    put_event(f, true, false, "p00010x", 7);
+    put_event(f, false, true, "p00020", 6);
+    put_event(f, false, true, "p00020", 6);
+    put_event(f, false, false, "p00030", 6);
+    put_event(f, false, false, "zend", 4);
+    fputs("]}}\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(fe_set(&w.fake, FE_LIST, 200, listing, listing_len,
+                            false), 0);
+    ck_assert_int_eq(fe_set(&w.fake, FE_WATCH, 200, stream, stream_len,
+                            false), 0);
+    m = meta_open(&w);
+    ck_assert_int_eq(ferry_meta_watch(m), 0);
+    for (int i = 0; i < MANY; i++) {
+        struct ferry_meta_event ev;
+        int ret = ferry_meta_event(m, SHOW_MS, &ev);
+        unsigned n;
+
+        ck_assert_msg(ret == 0, "the listing's join %d of %d: %s (%s)", i + 1,
+                      MANY, ferry_strerror(ret), ferry_last_error());
+        ck_assert_msg(ev.kind == FERRY_META_JOIN &&
+                          sscanf(ev.name, "p%5u", &n) == 1 && n < MANY,
+                      "the listing's event %d: %s of %s", i + 1,
+                      ev.kind == FERRY_META_JOIN ? "a JOIN" : "a LEAVE",
+                      ev.name);
+        ck_assert_msg(!seen[n], "%s joined twice", ev.name);
+        seen[n] = true;
+    }
+    await_event(m, FERRY_META_JOIN, "p00010x", "a put between two names");
+    await_event(m, FERRY_META_LEAVE, "p00020", "a DELETE");
+    await_event(m, FERRY_META_JOIN, "zend", "a second DELETE, a republish");
+    assert_no_event(m, "after zend");
+    ferry_meta_close(m);
+    free(listing);
+    free(stream);
+    world_close(&w);
+}
+END_TEST
+
 static Suite *etcd_hostile_suite(void)
 {
     Suite *s = suite_create("etcd_hostile");
@@ -728,6 +905,9 @@ static Suite *etcd_hostile_suite(void)
     tc = tu_tcase(s, "extras", 30);
     tcase_add_loop_test(tc, test_extra, 0, (int)TU_ARRAY_LEN(extras));
     tcase_add_test(tc, test_watch_recovers);
+    tc = tu_tcase(s, "keys", 60);
+    tcase_add_test(tc, test_watch_foreign_keys);
+    tcase_add_test(tc, test_listing_many);
     return s;
 }
 
