@@ -30,13 +30,16 @@ _Static_assert(sizeof(struct ferry__smr_peer_v9) == 64,
 
 /* The peer table at peers in region (len bytes), of entries of entry
  * bytes, where it lies right before the name at at_name (SMR_NAME_MAX
- * bytes, inside the region) and that name is want; else NULL. */
+ * bytes, inside the region) and that name is want; else NULL.  The
+ * offsets are whatever the region holds (a peer's region is written by
+ * the peer): no sum of them may wrap, or a table "before" a name near
+ * the region's start would lie before the region. */
 static void *table_before_name(void *region, size_t len, uint64_t peers,
                                uint64_t at_name, size_t entry,
                                const char *want)
 {
-    if (want == NULL || peers % 8 != 0 ||
-        at_name != peers + FERRY__SMR_PEERS * entry || at_name + 256 > len ||
+    if (want == NULL || peers % 8 != 0 || len < 256 || at_name > len - 256 ||
+        at_name < peers || at_name - peers != FERRY__SMR_PEERS * entry ||
         strncmp((const char *)region + at_name, want, 256) != 0)
         return NULL;
     return (uint8_t *)region + peers;
@@ -79,6 +82,7 @@ bool ferry__smr_v5_offsets(const void *region, size_t len, uint64_t off[7])
     /* The command queue right after the head, the socket's name right
      * after the name. */
     return total == len && off[0] == cmd_queue &&
+           off[FERRY__SMR_V8_NAME_INDEX] < len &&
            off[6] == off[FERRY__SMR_V8_NAME_INDEX] + 256 && off[6] < len;
 }
 
@@ -115,7 +119,8 @@ struct ferry__smr_peer_v9 *ferry__smr_v9_peers(void *region, size_t len,
     memcpy(off, (const uint8_t *)region + at, sizeof(off));
     /* The command queue right after the head, the name the region's last
      * SMR_NAME_MAX bytes. */
-    if (off[0] != cmd_queue || off[FERRY__SMR_V9_NAME_INDEX] + 256 != len)
+    if (off[0] != cmd_queue || len < 256 ||
+        off[FERRY__SMR_V9_NAME_INDEX] != len - 256)
         return NULL;
     return table_before_name(region, len, off[FERRY__SMR_V9_PEERS_INDEX],
                              off[FERRY__SMR_V9_NAME_INDEX],

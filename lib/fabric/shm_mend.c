@@ -102,6 +102,7 @@ static bool attach_v4(struct ferry__shm_mend *m, void *region, size_t len,
     m->q = (void *)((uint8_t *)region + sz.answers);
     m->peers = (void *)((uint8_t *)region + sz.peers);
     m->seen = m->q->wcnt;
+    m->mask = m->q->size_mask;
     return true;
 }
 
@@ -113,8 +114,10 @@ static void follow_answers(struct ferry__shm_mend *m, void *region,
     uint64_t off[7];
 
     if (ferry__smr_v5_offsets(region, len, off) &&
-        (m->q = queue_at(region, len, off[1], off[2])) != NULL)
+        (m->q = queue_at(region, len, off[1], off[2])) != NULL) {
         m->seen = m->q->wcnt;
+        m->mask = m->q->size_mask;
+    }
 }
 
 /* 1.19 to 1.22: the peer table, where the head names owner and its
@@ -247,7 +250,7 @@ bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
     if (q == NULL || taken == 0 || n < *(volatile uint64_t *)&q->rcnt ||
         n >= q->wcnt)
         return false;
-    status = (_Atomic uint64_t *)&q->buf[n & q->size_mask].status;
+    status = (_Atomic uint64_t *)&q->buf[n & m->mask].status;
     now = atomic_load_explicit(status, memory_order_relaxed);
     if (now == FERRY__SMR_BUSY)
         next = ANSWER_DEAD;

@@ -74,6 +74,8 @@ struct ferry__shm_mend {
     void *map;                     /* the region, mapped here */
     size_t len;
     uint64_t seen; /* the queue's write count after the last post */
+    uint64_t mask; /* q's size_mask, as checked when attached: the
+                      queue's own copy is any peer's to overwrite */
 };
 
 /* Follows the region of ep, an enabled shm endpoint opened from info,

@@ -22,6 +22,7 @@
 
 #include "fabric/shm_mend.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -254,6 +255,24 @@ START_TEST(test_taken_back_and_unknown_left_alone)
 }
 END_TEST
 
+/* The queue's size_mask is checked once, when attached: any peer may
+ * write it later, and an answer moved on stays inside the queue. */
+START_TEST(test_mask_rewritten_after_attach)
+{
+    struct ferry__shm_mend a;
+
+    make_region(18, false, getpid());
+    queue()[2] = queue()[3] = QSIZE + 1; /* entry QSIZE + 1 is entry 1 */
+    ck_assert(ferry__shm_mend_attach(&a, region, LEN, FI_VERSION(1, 18),
+                                     getpid(), NULL));
+    post_one(FERRY__SMR_BUSY);
+    ck_assert_uint_eq(ferry__shm_mend_took(&a), QSIZE + 2);
+    queue()[1] = UINT64_MAX;
+    ck_assert(ferry__shm_mend_answer(&a, QSIZE + 2, true));
+    ck_assert_uint_eq(*status_of(1), (uint64_t)-5);
+}
+END_TEST
+
 START_TEST(test_removed_peers_id_forgotten)
 {
     struct ferry__shm_mend m;
@@ -319,6 +338,28 @@ static bool attach9(struct ferry__shm_mend *m, unsigned minor, pid_t owner,
                                   owner, name);
 }
 
+/* ferry__smr_v9_peers of a region of 2.6's layout, len bytes long
+ * (allocated so, for AddressSanitizer), its name its last 256 bytes (as
+ * far as the region holds them: len - 256 wraps below 256) and its peer
+ * table a whole table before that. */
+static void *v9_peers_short(size_t len)
+{
+    uint64_t at_name = (uint64_t)len - 256;
+    uint64_t off[7] = {192, 0, 0, 0, 0, at_name - 256u * 64u, at_name};
+    uint8_t *r = calloc(1, len);
+    void *table;
+
+    ck_assert_ptr_nonnull(r);
+    r[0] = 10;
+    memcpy(r + 56, &(uint64_t){len}, 8);
+    memcpy(r + 128, off, sizeof(off));
+    if (len >= 256)
+        strcpy((char *)r + at_name, NAME9_TEXT);
+    table = ferry__smr_v9_peers(r, len, NAME9_TEXT);
+    free(r);
+    return table;
+}
+
 START_TEST(test_v9_followed_and_refused)
 {
     struct ferry__shm_mend m;
@@ -356,6 +397,11 @@ START_TEST(test_v9_followed_and_refused)
     memcpy(region9 + 128 + 6 * 8, &(uint64_t){NAME9 + 4}, 8);
     ck_assert(!attach9(&m, 6, me, NAME9_TEXT));
     ck_assert_ptr_null(m.peers_v9);
+    /* Regions too short for a table before their name, which a sum of
+     * offsets that wraps would put before the region: one of 8 KiB, and
+     * one shorter than a name. */
+    ck_assert_ptr_null(v9_peers_short(8192));
+    ck_assert_ptr_null(v9_peers_short(200));
 }
 END_TEST
 
@@ -489,6 +535,20 @@ static int64_t peer8_id(const uint8_t *r, unsigned i)
     return id;
 }
 
+/* Offsets of 2.0's to 2.4's head in r (make_region8's) naming the peer
+ * table at peers and the name at at_name (a copy of r's name put there
+ * when inside r), the rest unchanged. */
+static void set_name_at8(uint8_t *r, uint64_t at_name, uint64_t peers)
+{
+    uint64_t end = at_name + 256;
+
+    if (at_name < LEN8 - 256)
+        memcpy(r + at_name, r + NAME8, 256);
+    memcpy(r + 80 + 4 * 8, &peers, 8);
+    memcpy(r + 80 + 5 * 8, &at_name, 8);
+    memcpy(r + 80 + 6 * 8, &end, 8);
+}
+
 static bool attach8(struct ferry__shm_mend *m, unsigned minor, pid_t owner,
                     const char *name)
 {
@@ -518,6 +578,16 @@ START_TEST(test_v8_followed_and_refused)
     ck_assert(!attach8(&m, 4, me, NAME8_OURS));
     make_region8(ours8, NAME8_OURS, me);
     memcpy(ours8 + 80 + 4 * 8, &(uint64_t){PEERS8 + 8}, 8);
+    ck_assert(!attach8(&m, 4, me, NAME8_OURS));
+    ck_assert_ptr_null(m.peers_v8);
+    /* Offsets whose sums wrap: the name near the region's start and the
+     * table a whole table before it (before the region), or the name
+     * near 2^64 and its end (name + 256) small again. */
+    make_region8(ours8, NAME8_OURS, me);
+    set_name_at8(ours8, 4096, (uint64_t)4096 - 256 * PEER8);
+    ck_assert(!attach8(&m, 4, me, NAME8_OURS));
+    make_region8(ours8, NAME8_OURS, me);
+    set_name_at8(ours8, (uint64_t)-64, (uint64_t)-64 - 256 * PEER8);
     ck_assert(!attach8(&m, 4, me, NAME8_OURS));
     ck_assert_ptr_null(m.peers_v8);
 }
@@ -762,6 +832,7 @@ static Suite *mend_suite(void)
     tcase_add_test(tc, test_which_answer_a_post_took);
     tcase_add_test(tc, test_dead_peers_answers_moved_on);
     tcase_add_test(tc, test_taken_back_and_unknown_left_alone);
+    tcase_add_test(tc, test_mask_rewritten_after_attach);
     tcase_add_test(tc, test_removed_peers_id_forgotten);
     tc = tu_tcase(s, "v9", 30);
     tcase_add_test(tc, test_v9_followed_and_refused);
