@@ -744,16 +744,57 @@ static char *peer_key_b64(const char *name, size_t len)
     return b64;
 }
 
-/* Writes a watch event of the key of name (len bytes) to f: a put, or a
- * DELETE. */
-static void put_event(FILE *f, bool first, bool deleted, const char *name,
-                      size_t len)
-{
-    char *key = peer_key_b64(name, len);
+/* A watch event: a put, or a DELETE, of the key of name (len bytes). */
+struct key_event {
+    const char *name;
+    size_t len;
+    bool deleted;
+};
 
-    fprintf(f, "%s{%s\"kv\":{\"key\":\"%s\"}}", first ? "" : ",",
-            deleted ? "\"type\":\"DELETE\"," : "", key);
-    free(key);
+/* The watch stream CREATED, then one frame of the n events; free it. */
+static char *frame_of(const struct key_event *events, size_t n, size_t *len)
+{
+    char *stream = NULL;
+    FILE *f = open_memstream(&stream, len);
+
+    ck_assert_ptr_nonnull(f);
+    fputs(CREATED "{\"result\":{\"events\":[", f);
+    for (size_t i = 0; i < n; i++) {
+        char *key = peer_key_b64(events[i].name, events[i].len);
+
+        fprintf(f, "%s{%s\"kv\":{\"key\":\"%s\"}}", i == 0 ? "" : ",",
+                events[i].deleted ? "\"type\":\"DELETE\"," : "", key);
+        free(key);
+    }
+    fputs("]}}\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    return stream;
+}
+
+/* A watcher of w's fake etcd, which lists listing and streams stream. */
+static ferry_meta_t *watch_on(struct world *w, const char *listing,
+                              size_t listing_len, const char *stream,
+                              size_t stream_len)
+{
+    ferry_meta_t *m;
+
+    ck_assert_int_eq(fe_set(&w->fake, FE_LIST, 200, listing, listing_len,
+                            false), 0);
+    ck_assert_int_eq(fe_set(&w->fake, FE_WATCH, 200, stream, stream_len,
+                            false), 0);
+    m = meta_open(w);
+    ck_assert_int_eq(ferry_meta_watch(m), 0);
+    return m;
+}
+
+/* Closes watch_on's watcher and w, and frees what it served. */
+static void watch_done(struct world *w, ferry_meta_t *m, char *listing,
+                       char *stream)
+{
+    ferry_meta_close(m);
+    free(listing);
+    free(stream);
+    world_close(w);
 }
 
 /* Asserts that the next event is kind of name. */
@@ -779,43 +820,26 @@ static void await_event(ferry_meta_t *m, enum ferry_meta_event_kind kind,
  */
 START_TEST(test_watch_foreign_keys)
 {
-    static const struct {
-        const char *name;
-        size_t len;
-    } foreign[] = {
-        {"other\0x", 7}, {"x/../y", 6}, {"a b", 3}, {"tab\t", 4},
+    static const struct key_event events[] = {
+        {"other\0x", 7, false}, {"other\0x", 7, true},
+        {"x/../y", 6, false},    {"x/../y", 6, true},
+        {"a b", 3, false},       {"a b", 3, true},
+        {"tab\t", 4, false},     {"tab\t", 4, true},
+        {"third", 5, false},
     };
     struct world w;
-    char *listing, *stream = NULL;
-    size_t listing_len, stream_len = 0;
-    FILE *f;
+    char *listing, *stream;
+    size_t listing_len, stream_len;
     ferry_meta_t *m;
 
     world_open(&w, TIMEOUT_MS);
     listing = fill(&w, LISTING, "", &listing_len);
-    f = open_memstream(&stream, &stream_len);
-    ck_assert_ptr_nonnull(f);
-    fputs(CREATED "{\"result\":{\"events\":[", f);
-    for (size_t i = 0; i < TU_ARRAY_LEN(foreign); i++) {
-        put_event(f, i == 0, false, foreign[i].name, foreign[i].len);
-        put_event(f, false, true, foreign[i].name, foreign[i].len);
-    }
-    put_event(f, false, false, "third", 5);
-    fputs("]}}\n", f);
-    ck_assert_int_eq(fclose(f), 0);
-    ck_assert_int_eq(fe_set(&w.fake, FE_LIST, 200, listing, listing_len,
-                            false), 0);
-    ck_assert_int_eq(fe_set(&w.fake, FE_WATCH, 200, stream, stream_len,
-                            false), 0);
-    m = meta_open(&w);
-    ck_assert_int_eq(ferry_meta_watch(m), 0);
+    stream = frame_of(events, TU_ARRAY_LEN(events), &stream_len);
+    m = watch_on(&w, listing, listing_len, stream, stream_len);
     await_event(m, FERRY_META_JOIN, "other", "the listing");
     await_event(m, FERRY_META_JOIN, "third", "keys of no peer, then third");
     assert_no_event(m, "after third");
-    ferry_meta_close(m);
-    free(listing);
-    free(stream);
-    world_close(&w);
+    watch_done(&w, m, listing, stream);
 }
 END_TEST
 
@@ -831,10 +855,14 @@ END_TEST
  */
 START_TEST(test_listing_many)
 {
+    static const struct key_event events[] = {
+        {"p00010x", 7, false}, {"p00020", 6, true}, {"p00020", 6, true},
+        {"p00030", 6, false},  {"zend", 4, false},
+    };
     static bool seen[MANY];
     struct world w;
-    char *listing = NULL, *stream = NULL, name[16];
-    size_t listing_len = 0, stream_len = 0;
+    char *listing = NULL, *stream, name[16];
+    size_t listing_len = 0, stream_len;
     FILE *f;
     ferry_meta_t *m;
 
@@ -852,22 +880,8 @@ START_TEST(test_listing_many)
     }
     fputs("]}", f);
     ck_assert_int_eq(fclose(f), 0);
-    f = open_memstream(&stream, &stream_len);
-    ck_assert_ptr_nonnull(f);
-    fputs(CREATED "{\"result\":{\"events\":[", f);
-    put_event(f, true, false, "p00010x", 7);
-    put_event(f, false, true, "p00020", 6);
-    put_event(f, false, true, "p00020", 6);
-    put_event(f, false, false, "p00030", 6);
-    put_event(f, false, false, "zend", 4);
-    fputs("]}}\n", f);
-    ck_assert_int_eq(fclose(f), 0);
-    ck_assert_int_eq(fe_set(&w.fake, FE_LIST, 200, listing, listing_len,
-                            false), 0);
-    ck_assert_int_eq(fe_set(&w.fake, FE_WATCH, 200, stream, stream_len,
-                            false), 0);
-    m = meta_open(&w);
-    ck_assert_int_eq(ferry_meta_watch(m), 0);
+    stream = frame_of(events, TU_ARRAY_LEN(events), &stream_len);
+    m = watch_on(&w, listing, listing_len, stream, stream_len);
     for (int i = 0; i < MANY; i++) {
         struct ferry_meta_event ev;
         int ret = ferry_meta_event(m, SHOW_MS, &ev);
@@ -887,10 +901,7 @@ START_TEST(test_listing_many)
     await_event(m, FERRY_META_LEAVE, "p00020", "a DELETE");
     await_event(m, FERRY_META_JOIN, "zend", "a second DELETE, a republish");
     assert_no_event(m, "after zend");
-    ferry_meta_close(m);
-    free(listing);
-    free(stream);
-    world_close(&w);
+    watch_done(&w, m, listing, stream);
 }
 END_TEST
 
