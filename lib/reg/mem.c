@@ -789,6 +789,10 @@ static int parse_inbox(struct ferry__reg *reg, struct ferry__blob_reader *r,
     if (r->bad)
         return ferry__error(FERRY_EBLOB, "remote-key blob ends inside its "
                                          "fan-out inbox fields");
+    if (in->base + in->len < in->base)
+        return ferry__error(FERRY_EBLOB, "remote-key blob's fan-out inbox "
+                            "at 0x%llx wraps past the end of the address "
+                            "space", (unsigned long long)in->base);
     in->magic = FERRY__MAGIC_RMEM;
     return import_keys(reg, r, in, reg->fab.mr_mode & FERRY_MR_RAW);
 }

@@ -21,6 +21,7 @@
 #include "fabric/shm_loop.h"
 #include "fabric/shm_space.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,29 @@ static void label_peer(const struct ferry__rail *rail, const uint8_t *addr,
     snprintf(peer->label, sizeof(peer->label), "%s at %s", host->name, text);
 }
 
+/* NULL when an address of family fmt may be len bytes long, else what
+ * it must be: libfabric reads a sockaddr whole, and a string address up
+ * to its NUL (a peer's bytes, which need not hold one). */
+static const char *address_misfits(uint32_t fmt, const uint8_t *name,
+                                   size_t len)
+{
+    switch (fmt) {
+    case FI_SOCKADDR_IN:
+        return len < sizeof(struct sockaddr_in)
+                   ? "at least 16 bytes (a sockaddr_in)"
+                   : NULL;
+    case FI_SOCKADDR_IN6:
+        return len < sizeof(struct sockaddr_in6)
+                   ? "at least 28 bytes (a sockaddr_in6)"
+                   : NULL;
+    case FI_ADDR_STR:
+        return name[len - 1] != '\0' ? "a string that ends in a NUL byte"
+                                     : NULL;
+    default:
+        return NULL;
+    }
+}
+
 /* A transport section of a peer's address blob, as first read. */
 struct section {
     char provider[FERRY__NAME_MAX];
@@ -218,16 +242,23 @@ static int read_sections(struct ferry__blob_reader *r, struct section *sec,
                                 t, sec[t].rails, FERRY__MAX_RAILS);
         for (unsigned i = 0; i < sec[t].rails; i++) {
             uint8_t name[FERRY__ADDR_MAX];
-            size_t len;
+            uint32_t fmt = ferry__blob_get_u32(r);
+            size_t len = ferry__blob_get_u16(r);
+            const char *misfit;
 
-            (void)ferry__blob_get_u32(r);
-            len = ferry__blob_get_u16(r);
             if (r->bad || len > sizeof(name) || len == 0)
                 return ferry__error(FERRY_EBLOB,
                                     "address blob: rail %u address of %zu "
                                     "bytes is empty, too long or cut short",
                                     sec[t].first + i, len);
             ferry__blob_get_bytes(r, name, len);
+            if (!r->bad && (misfit = address_misfits(fmt, name, len)))
+                return ferry__error(FERRY_EBLOB,
+                                    "address blob: rail %u's %s address of "
+                                    "%zu bytes is none: an address of that "
+                                    "family is %s",
+                                    sec[t].first + i, format_name(fmt), len,
+                                    misfit);
         }
         if ((ret = ferry__pulse_skip(r)) != 0)
             return ret;

@@ -61,6 +61,9 @@ struct rkey_spec {
     /* The pulse slot and generation, written with flag 0x10 (RKEY_SLOT). */
     uint32_t slot;
     uint64_t generation;
+    /* With flag 0x8 (RKEY_INBOX), the inbox's id and base are written
+     * after the rails when inbox_base is not 0 (its keys do not follow). */
+    uint64_t inbox_base;
 };
 
 static size_t build_rkey(uint8_t *buf, size_t cap, const struct rkey_spec *s)
@@ -89,6 +92,10 @@ static size_t build_rkey(uint8_t *buf, size_t cap, const struct rkey_spec *s)
         ferry__blob_put_u64(&w, 0);
         ferry__blob_put_u16(&w, (uint16_t)s->klen);
         ferry__blob_put_bytes(&w, key, s->klen);
+    }
+    if (s->inbox_base != 0) {
+        ferry__blob_put_u64(&w, 1);
+        ferry__blob_put_u64(&w, s->inbox_base);
     }
     for (size_t i = 0; i < s->extra; i++)
         ferry__blob_put_bytes(&w, "\x5a", 1);
@@ -432,12 +439,17 @@ START_TEST(test_import_built_blobs)
     TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
                     "pulse slot beyond");
 
-    /* The fan-out inbox flag without its fields. */
+    /* The fan-out inbox flag without its fields, and with an inbox that
+     * wraps past the end of the address space. */
     s = good_spec();
     s.flags = 0x8;
     len = build_rkey(blob, sizeof(blob), &s);
     TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
                     "ends inside its fan-out inbox fields");
+    s.inbox_base = UINT64_MAX - 4095;
+    len = build_rkey(blob, sizeof(blob), &s);
+    TU_EXPECT_ERROR(import_copy(peer, blob, len, &rmem), FERRY_EBLOB,
+                    "fan-out inbox at 0xfffffffffffff000 wraps past the end");
 
     s = good_spec();
     s.len = 0;

@@ -469,8 +469,49 @@ START_TEST(test_built_blob_address_lengths)
                      0);
     TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
                     "rail 0 address of 0 bytes is empty");
+    /* Shorter than the family's sockaddr, which libfabric reads whole. */
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, big, 8,
+                     0);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                    "rail 0's IPv4 address of 8 bytes is none: an address "
+                    "of that family is at least 16 bytes");
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN6, big, 16,
+                     0);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                    "rail 0's IPv6 address of 16 bytes is none: an address "
+                    "of that family is at least 28 bytes");
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
+    ferry_context_close(ctx);
+}
+END_TEST
+
+/* A string address (shm's) is read up to its NUL: one without, of any
+ * length up to the longest, is refused (it was read past its end). */
+START_TEST(test_built_blob_string_without_nul)
+{
+    ferry_context_t *ctx = tu_context("shm"), *src = tu_context("shm");
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024];
+    size_t nlen = rail_name(src, 0, name, sizeof(name)), len;
+    char says[128];
+
+    ck_assert_uint_gt(nlen, 1);
+    ck_assert_uint_eq(name[nlen - 1], '\0');
+    len = build_addr(blob, sizeof(blob), "shm", 1, 1, FI_ADDR_STR, name,
+                     nlen - 1, 0);
+    snprintf(says, sizeof(says), "rail 0's string address of %zu bytes is "
+             "none: an address of that family is a string that ends in a "
+             "NUL byte", nlen - 1);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EBLOB, says);
+    memset(name + nlen - 1, 'x', sizeof(name) - (nlen - 1));
+    len = build_addr(blob, sizeof(blob), "shm", 1, 1, FI_ADDR_STR, name,
+                     sizeof(name), 0);
+    TU_EXPECT_ERROR(add_copy(ctx, blob, len, &peer), FERRY_EBLOB,
+                    "string address of 256 bytes is none");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    ferry_context_close(src);
     ferry_context_close(ctx);
 }
 END_TEST
@@ -1119,6 +1160,7 @@ static Suite *peer_suite(void)
     tcase_add_test(tc, test_built_blob_accepted);
     tcase_add_test(tc, test_built_blob_rail_counts);
     tcase_add_test(tc, test_built_blob_address_lengths);
+    tcase_add_test(tc, test_built_blob_string_without_nul);
     tcase_add_test(tc, test_built_blob_long_provider_name);
     tcase_add_test(tc, test_built_blob_address_family);
     tcase_add_test(tc, test_multi_rail_peers);
