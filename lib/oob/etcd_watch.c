@@ -86,7 +86,7 @@ static void names_settle(struct names *s)
     qsort(s->v, s->n, sizeof(*s->v), name_order);
     for (size_t i = 1; i < s->n; i++)
         if (strcmp(s->v[i], s->v[kept]) != 0)
-            memcpy(s->v[++kept], s->v[i], sizeof(*s->v));
+            memmove(s->v[++kept], s->v[i], sizeof(*s->v));
     s->n = kept + 1;
 }
 
@@ -124,10 +124,9 @@ static bool name_of_key(struct etcd *e, const char *b64, char *name)
     full[len] = '\0';
     /* A key with a NUL in it would read as a shorter one, another peer's
      * (peers/beta\0x as beta): it is no peer's. */
-    if (strlen(full) != len || len <= plen + 1 || strncmp(full, e->prefix, plen) != 0 ||
-        full[plen] != '/' ||
-        (peer = ferry__meta_peer_of_key(full + plen + 1)) == NULL ||
-        strlen(peer) >= FERRY__META_NAME_MAX)
+    if (strlen(full) != len || len <= plen + 1 ||
+        strncmp(full, e->prefix, plen) != 0 || full[plen] != '/' ||
+        (peer = ferry__meta_peer_of_key(full + plen + 1)) == NULL)
         return false;
     strcpy(name, peer);
     return true;

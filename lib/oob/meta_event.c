@@ -12,11 +12,12 @@
 
 const char *ferry__meta_peer_of_key(const char *key)
 {
-    const char *name = key + 6;
+    const char *name;
     size_t n;
 
     if (strncmp(key, "peers/", 6) != 0)
         return NULL;
+    name = key + 6;
     n = strlen(name);
     return n > 0 && n < FERRY__META_NAME_MAX &&
                    strspn(name, FERRY__META_NAME_CHARS) == n

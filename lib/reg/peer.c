@@ -184,6 +184,10 @@ static void label_peer(const struct ferry__rail *rail, const uint8_t *addr,
     snprintf(peer->label, sizeof(peer->label), "%s at %s", host->name, text);
 }
 
+_Static_assert(sizeof(struct sockaddr_in) == 16 &&
+                   sizeof(struct sockaddr_in6) == 28,
+               "the sizes address_misfits names");
+
 /* NULL when an address of family fmt may be len bytes long, else what
  * it must be: libfabric reads a sockaddr whole, and a string address up
  * to its NUL (a peer's bytes, which need not hold one). */

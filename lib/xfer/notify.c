@@ -492,9 +492,9 @@ void ferry__notify_received(struct ferry__xfer *x, struct ferry__rail *rail,
                 (int64_t)get64(rv->buf + 24));
     } else if (len != NOTIFY_WIRE_LEN || (uint32_t)head != NOTIFY_MAGIC ||
                kind != NOTIFY_KIND) {
-        FERRY_LOG_WARN("dropping a %zu-byte message on domain %s that is not a "
-                   "ferry notification",
-                   len, rail->info->domain_attr->name);
+        FERRY_LOG_WARN("dropping a %zu-byte message on domain %s that is "
+                       "not a ferry notification",
+                       len, rail->info->domain_attr->name);
     } else {
         n.id = get64(rv->buf + 8);
         n.value = get64(rv->buf + 16);
@@ -503,7 +503,7 @@ void ferry__notify_received(struct ferry__xfer *x, struct ferry__rail *rail,
     ret = post_recv(rail, &x->notify.rx[rail->index], rv);
     if (ret != 0)
         FERRY_LOG_WARN("re-posting a receive buffer on domain %s failed: %s",
-                   rail->info->domain_attr->name, fi_strerror(-ret));
+                       rail->info->domain_attr->name, fi_strerror(-ret));
 }
 
 void ferry__notify_destroy(struct ferry__xfer *x)
