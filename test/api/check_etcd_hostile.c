@@ -131,6 +131,22 @@ static void tee_stop(struct tee *t)
     pthread_mutex_destroy(&t->lock);
 }
 
+/* The base64 of the key PREFIX/peers/ and len bytes of name (a NUL may be
+ * among them), as etcd writes keys; free it. */
+static char *peer_key_b64(const char *name, size_t len)
+{
+    char key[512];
+    size_t plen = strlen(PREFIX "/peers/");
+    char *b64;
+
+    ck_assert_uint_le(plen + len, sizeof(key));
+    memcpy(key, PREFIX "/peers/", plen);
+    memcpy(key + plen, name, len);
+    b64 = fe_b64(key, plen + len);
+    ck_assert_ptr_nonnull(b64);
+    return b64;
+}
+
 struct world {
     struct fe_server fake;
     char url[64];
@@ -156,8 +172,8 @@ static void world_open(struct world *w, int timeout_ms)
     w->ctx = tu_context_cfg(&cfg);
     ck_assert_int_eq(ferry_context_address(w->ctx, addr, &len), 0);
     w->addr_b64 = fe_b64(addr, len);
-    w->other_b64 = fe_b64(PREFIX "/peers/other", strlen(PREFIX "/peers/other"));
-    ck_assert(w->addr_b64 != NULL && w->other_b64 != NULL);
+    w->other_b64 = peer_key_b64("other", 5);
+    ck_assert_ptr_nonnull(w->addr_b64);
     tee_start(&w->log);
 }
 
@@ -727,22 +743,6 @@ START_TEST(test_watch_recovers)
 END_TEST
 
 /* ---- keys ---------------------------------------------------------------- */
-
-/* The base64 of the key PREFIX/peers/ and len bytes of name (a NUL may be
- * among them), as etcd writes keys; free it. */
-static char *peer_key_b64(const char *name, size_t len)
-{
-    char key[512];
-    size_t plen = strlen(PREFIX "/peers/");
-    char *b64;
-
-    ck_assert_uint_le(plen + len, sizeof(key));
-    memcpy(key, PREFIX "/peers/", plen);
-    memcpy(key + plen, name, len);
-    b64 = fe_b64(key, plen + len);
-    ck_assert_ptr_nonnull(b64);
-    return b64;
-}
 
 /* A watch event: a put, or a DELETE, of the key of name (len bytes). */
 struct key_event {
