@@ -83,6 +83,30 @@ static unsigned long long start_time(void)
     return t;
 }
 
+/*
+ * The temporary file, made anew for each snapshot.  DIR may be shared by
+ * every user's processes (/run/ferry): a name planted there -- a symbolic
+ * link to a file of this user's, a file of another user's -- must never
+ * be written through.  So whatever holds the name goes first, and the
+ * file is created exclusively (O_EXCL never follows a link); if another
+ * user's file holds the name and cannot be removed, this snapshot fails
+ * and is said.  0644: ferry_stat of another user reads it, nobody else
+ * may change it.  NULL with errno on failure.
+ */
+static FILE *create_temporary(const char *tmp)
+{
+    int fd;
+    FILE *f;
+
+    unlink(tmp);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    if ((f = fdopen(fd, "w")) == NULL)
+        close(fd);
+    return f;
+}
+
 /* Writes the snapshot once: header, time, text; renamed into place. */
 static void write_snapshot(struct ferry__telemetry *t)
 {
@@ -103,7 +127,7 @@ static void write_snapshot(struct ferry__telemetry *t)
     if (ret != 0)
         return;
     clock_gettime(CLOCK_REALTIME, &now);
-    f = fopen(t->tmp, "w");
+    f = create_temporary(t->tmp);
     if (f != NULL) {
         fprintf(f, "%s# written %lld.%03ld\n%s", t->header,
                 (long long)now.tv_sec, now.tv_nsec / 1000000, t->program);

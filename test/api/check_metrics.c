@@ -9,10 +9,12 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PROV "shm"
@@ -322,6 +324,70 @@ START_TEST(test_telemetry_snapshot)
 }
 END_TEST
 
+/* A whole small file into text (at most len - 1 bytes), NUL-ended. */
+static void read_small(const char *path, char *text, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    n = fread(text, 1, len - 1, f);
+    fclose(f);
+    text[n] = '\0';
+}
+
+/* A shared telemetry directory: links planted at every temporary name
+ * this process's contexts would write through (.ferry-PID-N.prom.tmp,
+ * N up to 64), pointing at a file of this user's.  The snapshot is
+ * written and renamed into place as a file; the link's target is never
+ * touched. */
+START_TEST(test_telemetry_planted_links)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx;
+    char dir[256], aside[256], victim[512], link[512], path[512];
+    char text[4096];
+    uint64_t t0 = tu_now_ns();
+    struct stat st;
+    FILE *f;
+
+    tu_tmp_dir(dir, sizeof(dir), "telemetry-shared");
+    tu_tmp_dir(aside, sizeof(aside), "telemetry-victim");
+    snprintf(victim, sizeof(victim), "%s/precious", aside);
+    f = fopen(victim, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("precious\n", f);
+    fclose(f);
+    for (unsigned n = 1; n <= 64; n++) {
+        snprintf(link, sizeof(link), "%s/.ferry-%ld-%u.prom.tmp", dir,
+                 (long)getpid(), n);
+        ck_assert_int_eq(symlink(victim, link), 0);
+    }
+    tu_config(&cfg, PROV);
+    cfg.telemetry_dir = dir;
+    cfg.telemetry_interval_ms = 100;
+    ctx = tu_context_cfg(&cfg);
+    while (!snapshot_in(dir, path, sizeof(path)) && tu_ms_since(t0) < 5000)
+        usleep(20000);
+    ck_assert_msg(snapshot_in(dir, path, sizeof(path)),
+                  "no snapshot in %s after 5 s", dir);
+    usleep(300000); /* two more snapshots at least */
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert_msg(S_ISREG(st.st_mode), "%s is not a file (mode %o)", path,
+                  (unsigned)st.st_mode);
+    read_small(path, text, sizeof(text));
+    ck_assert_msg(strncmp(text, "# ferry telemetry 1\n", 20) == 0,
+                  "snapshot %s: %s", path, text);
+    ck_assert_int_eq(ferry_context_close(ctx), 0);
+    read_small(victim, text, sizeof(text));
+    ck_assert_msg(strcmp(text, "precious\n") == 0,
+                  "the file a planted link points at was written: %.200s",
+                  text);
+    tu_remove_tree(dir);
+    tu_remove_tree(aside);
+}
+END_TEST
+
 START_TEST(test_telemetry_bad_dir)
 {
     struct ferry_config cfg;
@@ -347,6 +413,7 @@ static Suite *metrics_suite(void)
     tcase_add_test(tc, test_small_buffer);
     tc = tu_tcase(s, "telemetry", 60);
     tcase_add_test(tc, test_telemetry_snapshot);
+    tcase_add_test(tc, test_telemetry_planted_links);
     tcase_add_test(tc, test_telemetry_bad_dir);
     return s;
 }
