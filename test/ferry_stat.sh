@@ -196,6 +196,52 @@ has "$tmp/list.err" "$dir/ferry-$live1-8.prom:1: snapshot format 2; this ferry_s
 FERRY_TELEMETRY=$dir "$tool" --list >"$tmp/env" 2>/dev/null || true
 has "$tmp/env" "/usr/bin/app-one" "FERRY_TELEMETRY names the directory"
 
+# A directory other users write into: a FIFO at a snapshot's name (opening
+# it would hold ferry_stat, and its server, for ever), a link to a real
+# snapshot, a directory; and, as root, a well-formed snapshot of a live
+# process in a file another user owns.  Each is left aside with a
+# sentence; the real snapshot beside them is listed, and only it.
+shared=$tmp/shared
+mkdir "$shared"
+dir=$shared snapshot "$live1" "$start1" 1 "$now.0" 1 /usr/bin/app-one
+dir=$shared snapshot "$live1" "$start1" 5 "$now.0" 1 /usr/bin/app-planted
+mkfifo "$shared/ferry-$live1-2.prom"
+ln -s "$shared/ferry-$live1-1.prom" "$shared/ferry-$live1-3.prom"
+mkdir "$shared/ferry-$live1-4.prom"
+planted=no
+if test "$(id -u)" -eq 0; then
+	chown 65534 "$shared/ferry-$live1-5.prom"
+	planted=yes
+else
+	rm "$shared/ferry-$live1-5.prom"
+	echo "SKIP part: not root, so no file of another user's to plant"
+fi
+rc=0
+timeout 20 "$tool" --dir "$shared" --list >"$tmp/shared.list" 2>"$tmp/shared.list.err" || rc=$?
+if test "$rc" -eq 0; then
+	pass "--list on a FIFO, a link and a directory: exit 0"
+else
+	cat "$tmp/shared.list" "$tmp/shared.list.err"
+	fail "--list on a FIFO, a link and a directory: exit $rc (124: it hung)"
+fi
+has "$tmp/shared.list.err" "$shared/ferry-$live1-2.prom: a FIFO, not a snapshot: libferry writes its snapshots as regular files" \
+	"a FIFO is named and left aside"
+has "$tmp/shared.list.err" "$shared/ferry-$live1-3.prom: a symbolic link, not a snapshot" \
+	"a link is named and left aside"
+has "$tmp/shared.list.err" "$shared/ferry-$live1-4.prom: a directory, not a snapshot" \
+	"a directory is named and left aside"
+if test "$planted" = yes; then
+	has "$tmp/shared.list.err" "$shared/ferry-$live1-5.prom: owned by uid 65534, but process $live1 runs as uid 0: not its snapshot, left aside" \
+		"another user's snapshot of a live process is left aside"
+fi
+if test "$(awk '$3 == "live"' "$tmp/shared.list" | wc -l)" -eq 1; then
+	pass "--list: only the real snapshot beside them is live"
+else
+	cat "$tmp/shared.list"
+	fail "--list: expected one live snapshot among the planted files"
+fi
+lacks "$tmp/shared.list" "app-planted" "the planted snapshot is not listed"
+
 # once INTERVAL DELAY: ferry_stat --once while version 2 is written DELAY
 # seconds in, its output in $tmp/once.
 once() {

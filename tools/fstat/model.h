@@ -35,6 +35,7 @@ struct sample {
 struct snapshot {
     char *path;
     pid_t pid;
+    uid_t owner; /* the file's */
     unsigned long long starttime; /* field 22 of /proc/PID/stat */
     unsigned context;
     double written; /* CLOCK_REALTIME seconds */

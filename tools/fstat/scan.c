@@ -77,6 +77,34 @@ static bool process_start(pid_t pid, unsigned long long *start)
     return true;
 }
 
+/*
+ * Whether the process pid runs as uid: its real, effective, saved or
+ * file-system uid (the "Uid:" line of /proc/PID/status, which, unlike the
+ * owner of /proc/PID, a process that changed its uid does not hide).
+ * *real is its real uid.  False too when the line cannot be read.
+ */
+static bool runs_as(pid_t pid, uid_t uid, uid_t *real)
+{
+    char path[64], line[256];
+    unsigned long ids[4];
+    bool found = false, runs = false;
+    FILE *f;
+
+    *real = (uid_t)-1;
+    snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return false;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = sscanf(line, "Uid: %lu %lu %lu %lu", &ids[0], &ids[1],
+                       &ids[2], &ids[3]) == 4;
+    fclose(f);
+    for (int i = 0; found && i < 4; i++)
+        runs = runs || ids[i] == (unsigned long)uid;
+    if (found)
+        *real = (uid_t)ids[0];
+    return runs;
+}
+
 bool scan_problem(struct scan *sc, const char *fmt, ...)
 {
     char **more = grow(sc->problems, &sc->cap_problems, sc->nproblems,
@@ -135,12 +163,20 @@ static void clean_temporary(struct scan *sc, const char *name)
     remove_stale(sc, path);
 }
 
+/* Frees s, not added to sc for the reason why (said): 0, or -ENOMEM. */
+static int left_aside(struct scan *sc, struct snapshot *s, const char *why)
+{
+    snap_free(s);
+    return scan_problem(sc, "%s", why) ? 0 : -ENOMEM;
+}
+
 /* The directory entry `name`, when a snapshot: 0 or -ENOMEM. */
 static int add_snapshot(struct scan *sc, const char *name, bool clean)
 {
-    char path[4096], err[1024];
+    char path[4096], err[4400];
     struct snapshot *s, **more;
     unsigned long n;
+    uid_t real;
     long pid;
     int ret;
 
@@ -153,15 +189,22 @@ static int add_snapshot(struct scan *sc, const char *name, bool clean)
     if (ret != 0)
         return ret != -ENOMEM && scan_problem(sc, "%s", err) ? 0 : -ENOMEM;
     if (s->pid != pid || s->context != n) {
-        ret = scan_problem(sc, "%s: its header says pid %ld, context %u: "
-                               "not those of its name",
-                           path, (long)s->pid, s->context)
-                  ? 0
-                  : -ENOMEM;
-        snap_free(s);
-        return ret;
+        snprintf(err, sizeof(err), "%s: its header says pid %ld, context "
+                                   "%u: not those of its name",
+                 path, (long)s->pid, s->context);
+        return left_aside(sc, s, err);
     }
     judge(sc, s, clean);
+    if (s->live && !runs_as(s->pid, s->owner, &real)) {
+        /* Anyone can read a live process's pid and start time: another
+         * user's file naming them is not that process's snapshot. */
+        snprintf(err, sizeof(err), "%s: owned by uid %lu, but process %ld "
+                                   "runs as uid %ld: not its snapshot, left "
+                                   "aside",
+                 path, (unsigned long)s->owner, (long)s->pid,
+                 real == (uid_t)-1 ? -1L : (long)real);
+        return left_aside(sc, s, err);
+    }
     if ((more = grow(sc->snaps, &sc->cap_snaps, sc->nsnaps,
                      sizeof(*more))) == NULL) {
         snap_free(s);

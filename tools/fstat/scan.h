@@ -21,7 +21,9 @@ struct scan {
  * Reads every DIR/ferry-PID-N.prom into sc (free with scan_free, even on
  * failure), and tells the live from the stale: a snapshot is stale when
  * its process is gone or is another one with the same pid.  A file that
- * cannot be read or is malformed is left out, with a problem saying why.
+ * cannot be read, is not a regular file, is malformed, or names a live
+ * process that does not run as the file's owner is left out, with a
+ * problem saying why.
  * With clean, stale snapshots are removed (snapshot.removed).  Returns 0,
  * or -errno with err filled when DIR itself cannot be read.
  */

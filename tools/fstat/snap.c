@@ -19,18 +19,70 @@
  * one of ferry's. */
 #define MAX_TEXT ((off_t)64 << 20)
 
-/* The file whole, NUL-terminated, into *text: a text without NULs. */
-static int read_text(const char *path, char **text, char *err, size_t len)
+/* What a file that is not a regular one is, for a message. */
+static const char *kind_of(mode_t mode)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    return "not a regular file";
+}
+
+/*
+ * Opens the snapshot at path: a regular file, which is what libferry
+ * writes.  In a directory other users write into, a FIFO would hold the
+ * reader (and the server with it) for ever in open(), a device or a link
+ * would be read as if it were a snapshot: O_NONBLOCK and O_NOFOLLOW, and
+ * the type checked.  The descriptor and its status in *st, or -errno
+ * with err filled (-ENOENT: the file went, its context closed).
+ */
+static int open_regular(const char *path, struct stat *st, char *err,
+                        size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    int ret;
+
+    if (fd < 0 && errno == ELOOP) {
+        snprintf(err, len, "%s: a symbolic link, not a snapshot: libferry "
+                           "writes its snapshots as regular files",
+                 path);
+        return -EINVAL;
+    }
+    if (fd < 0 || fstat(fd, st) != 0) {
+        ret = -errno;
+        snprintf(err, len, "%s: %s", path, strerror(errno));
+    } else if (!S_ISREG(st->st_mode)) {
+        ret = -EINVAL;
+        snprintf(err, len, "%s: %s, not a snapshot: libferry writes its "
+                           "snapshots as regular files",
+                 path, kind_of(st->st_mode));
+    } else {
+        return fd;
+    }
+    if (fd >= 0)
+        close(fd);
+    return ret;
+}
+
+/* The file whole, NUL-terminated, into s->text (a text without NULs), its
+ * owner into s->owner. */
+static int read_text(const char *path, struct snapshot *s, char *err,
+                     size_t len)
+{
     struct stat st;
+    int fd = open_regular(path, &st, err, len), ret = 0;
     size_t have = 0;
     char *buf;
 
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        ret = -errno;
-        snprintf(err, len, "%s: %s", path, strerror(errno));
-    } else if (st.st_size > MAX_TEXT) {
+    if (fd < 0)
+        return fd;
+    s->owner = st.st_uid;
+    if (st.st_size > MAX_TEXT) {
         ret = -EFBIG;
         snprintf(err, len, "%s: %lld bytes, too big for a snapshot", path,
                  (long long)st.st_size);
@@ -39,14 +91,13 @@ static int read_text(const char *path, char **text, char *err, size_t len)
         snprintf(err, len, "%s: out of memory", path);
     } else {
         ssize_t n;
-
         char *nul;
 
         while (have < (size_t)st.st_size &&
                (n = read(fd, buf + have, (size_t)st.st_size - have)) > 0)
             have += (size_t)n;
         buf[have] = '\0';
-        *text = buf;
+        s->text = buf;
         if ((nul = memchr(buf, '\0', have)) != NULL) {
             size_t line = 1;
 
@@ -57,8 +108,7 @@ static int read_text(const char *path, char **text, char *err, size_t len)
                      path, line);
         }
     }
-    if (fd >= 0)
-        close(fd);
+    close(fd);
     return ret;
 }
 
@@ -73,7 +123,7 @@ int snap_load(const char *path, struct snapshot **out, char *err,
         snprintf(err, errlen, "%s: out of memory", path);
         return -ENOMEM;
     }
-    ret = read_text(path, &s->text, err, errlen);
+    ret = read_text(path, s, err, errlen);
     if (ret == 0)
         ret = snap_parse(s, err, errlen);
     if (ret != 0) {
