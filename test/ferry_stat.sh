@@ -328,18 +328,19 @@ else
 	fail "the live view: $frames frames, running when stopped: $running (exit $rc)"
 fi
 
-# fetch URL FILE: the body into FILE; prints the HTTP status.
+# fetch URL FILE [SECONDS]: the body into FILE; prints the HTTP status
+# (000: no answer within SECONDS, 30 by default).
 fetch() {
 	if command -v curl >/dev/null 2>&1; then
-		curl -s -o "$2" -w '%{http_code}' "$1" || echo 000
+		curl -s -m "${3:-30}" -o "$2" -w '%{http_code}' "$1" || true
 	else
 		python3 -c 'import sys, urllib.request, urllib.error
 try:
-    r = urllib.request.urlopen(sys.argv[1], timeout=10)
+    r = urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[3]))
 except urllib.error.HTTPError as e:
     r = e
 open(sys.argv[2], "wb").write(r.read())
-print(r.status if hasattr(r, "status") else r.code)' "$1" "$2" 2>/dev/null || echo 000
+print(r.status if hasattr(r, "status") else r.code)' "$1" "$2" "${3:-30}" 2>/dev/null || echo 000
 	fi
 }
 
@@ -404,6 +405,27 @@ else
 			fail "GET /nothing answered $code"
 		fi
 		has "$tmp/serve.err" "ferry-$live1-9.prom:7:" "--prometheus names the malformed snapshot"
+		# Connections that say nothing, more than the server holds: a
+		# scraper is still answered at once, not when they time out (10 s).
+		python3 -c 'import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+        for _ in range(40)]
+print("held", flush=True)
+time.sleep(60)' "$port" >"$tmp/held" 2>&1 &
+		holder=$!
+		started="$started $holder"
+		for _ in $(seq 120); do
+			grep -q held "$tmp/held" && break
+			sleep 0.25
+		done
+		code=$(fetch "http://127.0.0.1:$port/metrics" "$tmp/metrics.held" 5)
+		if test "$code" = 200; then
+			pass "40 silent connections: GET /metrics still answers 200 at once"
+		else
+			cat "$tmp/held"
+			fail "40 silent connections: GET /metrics answered $code within 5 s"
+		fi
+		kill "$holder" 2>/dev/null || true
 		# The port taken: a clear error, at once.
 		rc=0
 		timeout 10 "$tool" --dir "$dir" --prometheus "127.0.0.1:$port" >"$tmp/busy" 2>&1 || rc=$?

@@ -2,7 +2,8 @@
  * ferry_stat --prometheus: an HTTP/1.0 server in one thread, a poll loop
  * over non-blocking sockets.  Each connection asks once and is closed
  * after the answer; a client that stalls is dropped after CONN_TIMEOUT_MS
- * so that it cannot hold the others up.
+ * so that it cannot hold the others up, or sooner when MAX_CONNS are
+ * taken and another connects.
  */
 #include "serve.h"
 
@@ -283,21 +284,48 @@ static void conn_close(struct server *sv, size_t i)
     sv->conns[i] = sv->conns[--sv->nconns];
 }
 
+/*
+ * The connection still waiting for its request that came first, or
+ * MAX_CONNS when every one is being answered.  When all MAX_CONNS are
+ * taken a new connection replaces it: clients that connect and say
+ * nothing cannot keep a scraper out for CONN_TIMEOUT_MS.
+ */
+static size_t oldest_asking(const struct server *sv)
+{
+    size_t oldest = MAX_CONNS;
+
+    for (size_t i = 0; i < sv->nconns; i++)
+        if (sv->conns[i].out == NULL &&
+            (oldest == MAX_CONNS ||
+             sv->conns[i].deadline_ms < sv->conns[oldest].deadline_ms))
+            oldest = i;
+    return oldest;
+}
+
 static void accept_all(struct server *sv)
 {
-    while (sv->nconns < MAX_CONNS) {
+    for (;;) {
         int fd = accept4(sv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        struct conn *c = &sv->conns[sv->nconns];
+        struct conn *c;
 
         if (fd < 0)
             return;
+        if (sv->nconns == MAX_CONNS) {
+            size_t oldest = oldest_asking(sv);
+
+            if (oldest == MAX_CONNS) {
+                close(fd);
+                return;
+            }
+            conn_close(sv, oldest);
+        }
+        c = &sv->conns[sv->nconns++];
         c->fd = fd;
         c->inlen = 0;
         c->in[0] = '\0';
         c->out = NULL;
         c->outlen = c->sent = 0;
         c->deadline_ms = now_ms() + CONN_TIMEOUT_MS;
-        sv->nconns++;
     }
 }
 
@@ -308,11 +336,13 @@ static bool serve_once(struct server *sv)
     struct pollfd pfd[MAX_CONNS + 1];
     uint64_t now = now_ms();
     int timeout = -1;
+    bool room;
 
     for (size_t i = sv->nconns; i-- > 0;)
         if (sv->conns[i].deadline_ms <= now)
             conn_close(sv, i);
-    pfd[0] = (struct pollfd){sv->fd, sv->nconns < MAX_CONNS ? POLLIN : 0, 0};
+    room = sv->nconns < MAX_CONNS || oldest_asking(sv) < MAX_CONNS;
+    pfd[0] = (struct pollfd){sv->fd, room ? POLLIN : 0, 0};
     for (size_t i = 0; i < sv->nconns; i++) {
         const struct conn *c = &sv->conns[i];
         int left = (int)(c->deadline_ms - now);
