@@ -59,6 +59,7 @@ void ferry__blob_begin(struct ferry__blob_writer *w, void *buf, size_t cap,
     w->buf = buf;
     w->cap = buf != NULL ? cap : 0;
     w->len = 0;
+    w->long_string = 0;
     put(w, FERRY__BLOB_MAGIC, 4);
     put(w, FERRY__BLOB_VERSION, 2);
     put(w, kind, 2);
@@ -93,6 +94,10 @@ void ferry__blob_put_str(struct ferry__blob_writer *w, const char *s)
 {
     size_t n = strlen(s);
 
+    /* The length would be cut to 16 bits and the bytes after the string
+     * read as fields: the blob is refused whole instead. */
+    if (n > UINT16_MAX && w->long_string == 0)
+        w->long_string = n;
     put(w, n, 2);
     ferry__blob_put_bytes(w, s, n);
 }
@@ -102,6 +107,11 @@ int ferry__blob_end(struct ferry__blob_writer *w, size_t *len)
     size_t cap = w->cap;
 
     *len = w->len;
+    if (w->long_string != 0)
+        return ferry__error(FERRY_EINVAL,
+                            "blob: a string of %zu bytes; a string in a blob "
+                            "holds at most %u bytes",
+                            w->long_string, (unsigned)UINT16_MAX);
     if (w->buf == NULL || w->len > cap)
         return ferry__error(FERRY_ENOSPC,
                             "blob needs %zu bytes but the buffer holds %zu; "

@@ -26,6 +26,7 @@ struct ferry__blob_writer {
     uint8_t *buf; /* may be NULL to measure */
     size_t cap;
     size_t len;
+    size_t long_string; /* a string's length its u16 cannot hold; 0: none */
 };
 struct ferry__blob_reader {
     const uint8_t *buf;
@@ -41,11 +42,13 @@ void ferry__blob_put_u32(struct ferry__blob_writer *w, uint32_t v);
 void ferry__blob_put_u64(struct ferry__blob_writer *w, uint64_t v);
 void ferry__blob_put_bytes(struct ferry__blob_writer *w, const void *p,
                            size_t n);
-/* A string as u16 length + bytes (no NUL). */
+/* A string as u16 length + bytes (no NUL); one of more than 65535 bytes
+ * makes ferry__blob_end refuse the blob. */
 void ferry__blob_put_str(struct ferry__blob_writer *w, const char *s);
 /*
  * Seals the header (length, checksum).  Returns FERRY_ENOSPC with *len set
- * to the size needed when the buffer was too small or NULL.
+ * to the size needed when the buffer was too small or NULL; FERRY_EINVAL
+ * when a string was too long for a blob.
  */
 int ferry__blob_end(struct ferry__blob_writer *w, size_t *len);
 

@@ -8,6 +8,7 @@
 #include "base/blob.h"
 #include "base/keys.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static size_t make_blob(uint8_t *buf, size_t cap)
@@ -151,6 +152,37 @@ START_TEST(test_oversized_string_marks_bad)
 }
 END_TEST
 
+/* A string its 16-bit length cannot hold: the blob is refused, measured
+ * or written, rather than sealed with a cut length. */
+START_TEST(test_string_too_long_refused)
+{
+    size_t n = (size_t)UINT16_MAX + 1, need = 0;
+    char *s = malloc(n + 1);
+    uint8_t *buf = malloc(n + 64);
+    struct ferry__blob_writer w;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(buf);
+    memset(s, 'a', n);
+    s[n] = '\0';
+    ferry__blob_begin(&w, NULL, 0, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, s);
+    TU_EXPECT_ERROR(ferry__blob_end(&w, &need), FERRY_EINVAL,
+                    "blob: a string of 65536 bytes; a string in a blob "
+                    "holds at most 65535 bytes");
+    ferry__blob_begin(&w, buf, n + 64, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, s);
+    ferry__blob_put_u32(&w, 7);
+    ck_assert_int_eq(ferry__blob_end(&w, &need), FERRY_EINVAL);
+    s[n - 1] = '\0'; /* 65535 bytes: the most a string holds */
+    ferry__blob_begin(&w, buf, n + 64, FERRY__BLOB_ADDR);
+    ferry__blob_put_str(&w, s);
+    ck_assert_int_eq(ferry__blob_end(&w, &need), 0);
+    free(buf);
+    free(s);
+}
+END_TEST
+
 START_TEST(test_keys_one_byte_wrap)
 {
     struct ferry__keyalloc ka;
@@ -203,6 +235,7 @@ static Suite *blob_suite(void)
     tcase_add_test(tc, test_every_corrupted_byte_refused);
     tcase_add_test(tc, test_wrong_kind_and_version);
     tcase_add_test(tc, test_oversized_string_marks_bad);
+    tcase_add_test(tc, test_string_too_long_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("keys");
     tcase_add_test(tc, test_keys_one_byte_wrap);
