@@ -55,17 +55,25 @@ static void table_name(char *buf, size_t len, uint64_t incarnation)
              (unsigned long long)incarnation);
 }
 
-/* Whether the table named `table` in d is gone or its owner is: a table
- * (or a bell) of a process killed before it could close its context. */
+/*
+ * Whether the table named `table` in d is gone or its owner is: a table
+ * (or a bell) of a process killed before it could close its context.
+ * Any user can put a FIFO or a link at a table's name in /dev/shm: the
+ * open does not wait for a FIFO's writer (O_NONBLOCK) nor follow a link,
+ * and only a regular file is read.
+ */
 static bool owner_gone(DIR *d, const char *table)
 {
     uint64_t owner = 0;
+    struct stat st;
     bool gone;
-    int fd = openat(dirfd(d), table, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dirfd(d), table,
+                    O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 
     if (fd < 0)
         return errno == ENOENT;
-    gone = pread(fd, &owner, sizeof(owner),
+    gone = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+           pread(fd, &owner, sizeof(owner),
                  FERRY__PULSE_OWNER * sizeof(owner)) == sizeof(owner) &&
            owner > 0 && owner <= INT_MAX && kill((pid_t)owner, 0) != 0 &&
            errno == ESRCH;
@@ -360,9 +368,12 @@ static void map_peer_table(struct ferry__pulse_remote *p)
     int fd;
 
     table_name(name, sizeof(name), p->incarnation);
-    if ((fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0)) < 0)
+    /* As in owner_gone: a FIFO at the name must not hold the open, and
+     * only a regular file is mapped (shm_open adds O_NOFOLLOW itself). */
+    if ((fd = shm_open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0)) < 0)
         return; /* on another host (or one without /dev/shm) */
-    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)TABLE_LEN)
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size >= (off_t)TABLE_LEN)
         t = mmap(NULL, TABLE_LEN, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (t == MAP_FAILED)
@@ -394,16 +405,24 @@ static int read_fields(struct ferry__blob_reader *r,
     return 0;
 }
 
-/* Opens the bell of the peer whose table is mapped, if it has one. */
+/* Opens the bell of the peer whose table is mapped, if it has one: a
+ * FIFO, and only a FIFO -- a ring writes into it, and a file or a link
+ * another user put at its name must not be written. */
 static bool peer_bell_open(struct ferry__pulse_remote *p)
 {
     char path[64];
+    struct stat st;
 
     bell_path(path, sizeof(path), p->incarnation);
     /* Read and write, as its owner: with a reader always there, a ring
      * after the owner died is no SIGPIPE (the bytes fill the FIFO, then
      * writes answer EAGAIN). */
-    p->bell_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    p->bell_fd = open(path, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (p->bell_fd >= 0 &&
+        (fstat(p->bell_fd, &st) != 0 || !S_ISFIFO(st.st_mode))) {
+        close(p->bell_fd);
+        p->bell_fd = -1;
+    }
     p->has_bell = p->bell_fd >= 0;
     return p->has_bell;
 }

@@ -20,8 +20,10 @@
 
 #include <rdma/fi_cm.h>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -854,6 +856,67 @@ START_TEST(test_built_blob_pulse)
 }
 END_TEST
 
+/* The files of the pulse whose incarnation is inc, in /dev/shm. */
+static void pulse_paths(uint64_t inc, char *table, char *bell, size_t len)
+{
+    snprintf(table, len, "/dev/shm/ferry-pulse-%016llx",
+             (unsigned long long)inc);
+    snprintf(bell, len, "/dev/shm/ferry-bell-%016llx",
+             (unsigned long long)inc);
+    unlink(table);
+    unlink(bell);
+}
+
+/*
+ * Files anyone can put in /dev/shm at the names a peer's incarnation
+ * gives: a FIFO at its table's name (opening it waited for a writer for
+ * ever, in every context's sweep of leftovers and in ferry_peer_add), and
+ * a regular file at its bell's name beside a real table (a ring would
+ * have written into it).  The context is made, the peer added, and
+ * neither file taken.
+ */
+START_TEST(test_planted_pulse_files)
+{
+    uint64_t inc = 0x5eed000000000000u | (uint64_t)getpid();
+    const size_t table_len = (FERRY__PULSE_HEADER + FERRY__PULSE_SLOTS) * 8;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024], key[8] = {1};
+    struct pulse_spec p = {.incarnation = inc, .addr = 0x1000, .key = key,
+                           .klen = sizeof(key)};
+    char table[64], bell[64];
+    ferry_peer_t *fifo_peer = NULL, *file_peer = NULL;
+    ferry_context_t *ctx;
+    size_t nlen, len;
+    int fd;
+
+    pulse_paths(inc, table, bell, sizeof(table));
+    ck_assert_int_eq(mkfifo(table, S_IRUSR | S_IWUSR), 0);
+    ctx = tu_context(TCP);
+    nlen = rail_name(ctx, 0, name, sizeof(name));
+    len = build_blob(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, &p, 0);
+    ck_assert_msg(add_copy(ctx, blob, len, &fifo_peer) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_ptr_null(fifo_peer->pulse.local);
+    ck_assert_int_eq(unlink(table), 0);
+
+    fd = open(table, O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)table_len), 0);
+    ck_assert_int_eq(pwrite(fd, &inc, sizeof(inc), 0), (ssize_t)sizeof(inc));
+    close(fd);
+    fd = open(bell, O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(add_copy(ctx, blob, len, &file_peer) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_ptr_nonnull(file_peer->pulse.local);
+    ck_assert_msg(!file_peer->pulse.has_bell,
+                  "a regular file at the bell's name was taken as its bell");
+    pulse_paths(inc, table, bell, sizeof(table));
+    ferry_context_close(ctx);
+}
+END_TEST
+
 /* What a context's heartbeat word holds. */
 static uint64_t incarnation_of(const struct ferry__fabric *fab)
 {
@@ -1186,6 +1249,7 @@ static Suite *peer_suite(void)
     tc = tcase_create("pulse");
     tcase_add_test(tc, test_built_blob_pulse);
     tcase_add_test(tc, test_context_blob_pulse);
+    tcase_add_test(tc, test_planted_pulse_files);
     tcase_add_loop_test(tc, test_pulse_incarnation, 0, 2);
     tcase_add_loop_test(tc, test_remove_with_heartbeat_out, 0, 2);
     suite_add_tcase(s, tc);
