@@ -179,7 +179,10 @@ static void forget(struct ferry__shm_mend *m, unsigned i)
 }
 
 /* 2.0 to 2.4: maps the region of the peer at fi_addr of av (read only)
- * into out, when it is one of that layout (no av: none). */
+ * into out, when it is one of that layout (no av: none).  The name is
+ * the peer's, who may have put a FIFO there since: O_NONBLOCK, so that
+ * its open does not wait for a writer, and only a regular file is
+ * mapped. */
 static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
                        struct ferry__shm_names *out)
 {
@@ -193,7 +196,7 @@ static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
         len >= sizeof(addr) ||
         !ferry__shm_region_path(addr, strnlen(addr, len), path,
                                 sizeof(path)) ||
-        (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+        (fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)) < 0)
         return;
     map = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
               ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)
