@@ -286,31 +286,48 @@ static bool snapshot_in(const char *dir, char *path, size_t len)
     return found;
 }
 
-/* config.telemetry_dir: a snapshot appears, says whose it is, holds the
- * metrics, and goes with the context. */
-START_TEST(test_telemetry_snapshot)
+/* A whole small file into text (at most len - 1 bytes), NUL-ended. */
+static void read_small(const char *path, char *text, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    n = fread(text, 1, len - 1, f);
+    fclose(f);
+    text[n] = '\0';
+}
+
+/* A context writing its snapshots into dir every 100 ms, once its first
+ * is there: its path into path. */
+static ferry_context_t *telemetry_context(const char *dir, char *path,
+                                          size_t len)
 {
     struct ferry_config cfg;
     ferry_context_t *ctx;
-    char dir[256], path[512], want[64], text[4096];
     uint64_t t0 = tu_now_ns();
-    size_t n;
-    FILE *f;
 
-    tu_tmp_dir(dir, sizeof(dir), "telemetry");
     tu_config(&cfg, PROV);
     cfg.telemetry_dir = dir;
     cfg.telemetry_interval_ms = 100;
     ctx = tu_context_cfg(&cfg);
-    while (!snapshot_in(dir, path, sizeof(path)) && tu_ms_since(t0) < 5000)
+    while (!snapshot_in(dir, path, len) && tu_ms_since(t0) < 5000)
         usleep(20000);
-    ck_assert_msg(snapshot_in(dir, path, sizeof(path)),
-                  "no snapshot in %s after 5 s", dir);
-    f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    ck_assert_msg(snapshot_in(dir, path, len), "no snapshot in %s after 5 s",
+                  dir);
+    return ctx;
+}
+
+/* config.telemetry_dir: a snapshot appears, says whose it is, holds the
+ * metrics, and goes with the context. */
+START_TEST(test_telemetry_snapshot)
+{
+    ferry_context_t *ctx;
+    char dir[256], path[512], want[64], text[4096];
+
+    tu_tmp_dir(dir, sizeof(dir), "telemetry");
+    ctx = telemetry_context(dir, path, sizeof(path));
+    read_small(path, text, sizeof(text));
     snprintf(want, sizeof(want), "# pid %ld\n", (long)getpid());
     ck_assert_msg(strncmp(text, "# ferry telemetry 1\n", 20) == 0 &&
                       strstr(text, want) != NULL &&
@@ -324,18 +341,6 @@ START_TEST(test_telemetry_snapshot)
 }
 END_TEST
 
-/* A whole small file into text (at most len - 1 bytes), NUL-ended. */
-static void read_small(const char *path, char *text, size_t len)
-{
-    FILE *f = fopen(path, "r");
-    size_t n;
-
-    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    n = fread(text, 1, len - 1, f);
-    fclose(f);
-    text[n] = '\0';
-}
-
 /* A shared telemetry directory: links planted at every temporary name
  * this process's contexts would write through (.ferry-PID-N.prom.tmp,
  * N up to 64), pointing at a file of this user's.  The snapshot is
@@ -343,11 +348,9 @@ static void read_small(const char *path, char *text, size_t len)
  * touched. */
 START_TEST(test_telemetry_planted_links)
 {
-    struct ferry_config cfg;
     ferry_context_t *ctx;
     char dir[256], aside[256], victim[512], link[512], path[512];
     char text[4096];
-    uint64_t t0 = tu_now_ns();
     struct stat st;
     FILE *f;
 
@@ -363,14 +366,7 @@ START_TEST(test_telemetry_planted_links)
                  (long)getpid(), n);
         ck_assert_int_eq(symlink(victim, link), 0);
     }
-    tu_config(&cfg, PROV);
-    cfg.telemetry_dir = dir;
-    cfg.telemetry_interval_ms = 100;
-    ctx = tu_context_cfg(&cfg);
-    while (!snapshot_in(dir, path, sizeof(path)) && tu_ms_since(t0) < 5000)
-        usleep(20000);
-    ck_assert_msg(snapshot_in(dir, path, sizeof(path)),
-                  "no snapshot in %s after 5 s", dir);
+    ctx = telemetry_context(dir, path, sizeof(path));
     usleep(300000); /* two more snapshots at least */
     ck_assert_int_eq(lstat(path, &st), 0);
     ck_assert_msg(S_ISREG(st.st_mode), "%s is not a file (mode %o)", path,
