@@ -6,6 +6,7 @@
 
 #include "base/defs.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -133,6 +134,7 @@ int ferry__error(int err, const char *fmt, ...)
     va_end(ap);
     if (full >= (int)sizeof(sentence))
         end_cleanly(sentence, sizeof(sentence), (size_t)full);
+    ferry__text_printable(sentence);
     if (mine_now != NULL)
         memcpy(mine_now->text, sentence, sizeof(sentence));
     FERRY_LOG_DEBUG("error %d (%s): %s", err, ferry_strerror(err), sentence);

@@ -4,6 +4,7 @@
 #include "base/log.h"
 
 #include "base/defs.h"
+#include "base/text.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -51,6 +52,7 @@ void ferry__log(int lvl, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    ferry__text_printable(line);
     /* One fprintf per line so lines from several threads do not mix. */
     fprintf(stderr, "ferry[%d] %s: %s\n", (int)getpid(), names[lvl], line);
 }

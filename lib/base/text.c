@@ -36,3 +36,11 @@ void ferry__appendf(char *buf, size_t cap, const char *fmt, ...)
     vsnprintf(buf + used, cap - used, fmt, ap);
     va_end(ap);
 }
+
+char *ferry__text_printable(char *s)
+{
+    for (unsigned char *c = (unsigned char *)s; *c != '\0'; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = (*c >= '\t' && *c <= '\r') ? ' ' : '?';
+    return s;
+}

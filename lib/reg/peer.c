@@ -182,6 +182,9 @@ static void label_peer(const struct ferry__rail *rail, const uint8_t *addr,
         snprintf(text, sizeof(text), "(a %s address)",
                  format_name(rail->info->addr_format));
     snprintf(peer->label, sizeof(peer->label), "%s at %s", host->name, text);
+    /* The host name is the peer's to choose, and the label goes into
+     * metrics, which ferry_stat shows on a terminal. */
+    ferry__text_printable(peer->label);
 }
 
 _Static_assert(sizeof(struct sockaddr_in) == 16 &&

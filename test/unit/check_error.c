@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 START_TEST(test_codes_match_errno)
 {
@@ -118,6 +119,46 @@ START_TEST(test_log_level_bad_value_keeps_warn)
 }
 END_TEST
 
+/* What peers, etcd and the bootstrap sent, quoted in a sentence: no
+ * control byte reaches the reader's terminal. */
+START_TEST(test_sentence_quotes_printably)
+{
+    ferry__error(FERRY_EBLOB, "peer '%s' offers '%s'", "evil\033[2J\a",
+                 "tcp\tline\nferry[1] warn: forged\x7f");
+    ck_assert_str_eq(ferry_last_error(),
+                     "peer 'evil?[2J?' offers 'tcp line ferry[1] warn: "
+                     "forged?'");
+}
+END_TEST
+
+/* A log line quoting a peer's bytes stays one line, without escapes. */
+START_TEST(test_log_line_quotes_printably)
+{
+    char path[] = "/tmp/ferry-log.XXXXXX", text[512];
+    int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+    ssize_t n;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(saved, 0);
+    fflush(stderr);
+    ck_assert_int_ge(dup2(fd, STDERR_FILENO), 0);
+    ferry__log(FERRY__LOG_WARN, "peer %s is dead",
+               "\033]0;owned\a\nferry[1] warn: forged");
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    n = pread(fd, text, sizeof(text) - 1, 0);
+    close(fd);
+    unlink(path);
+    ck_assert_int_gt(n, 0);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, " warn: peer ?]0;owned? ferry[1] warn: forged "
+                               "is dead\n") != NULL &&
+                      strchr(text, '\n') == text + n - 1,
+                  "the log line: %s", text);
+}
+END_TEST
+
 static Suite *error_suite(void)
 {
     Suite *s = suite_create("error");
@@ -129,6 +170,8 @@ static Suite *error_suite(void)
     tcase_add_test(tc, test_refusal_sized_sentence_is_whole);
     tcase_add_test(tc, test_last_error_is_per_thread);
     tcase_add_test(tc, test_fi_errors_map);
+    tcase_add_test(tc, test_sentence_quotes_printably);
+    tcase_add_test(tc, test_log_line_quotes_printably);
     suite_add_tcase(s, tc);
     tc = tcase_create("log");
     tcase_add_test(tc, test_log_level_from_env);

@@ -400,6 +400,29 @@ END_TEST
 
 /* ---- add: hand-built blobs --------------------------------------------- */
 
+/* A peer names its own host: a name with an escape and a newline in it
+ * is shown printably in its label, which logs, sentences and metrics
+ * (ferry_stat's view, on a terminal) carry. */
+START_TEST(test_built_blob_host_name_printable)
+{
+    ferry_context_t *ctx = tu_context(TCP);
+    ferry_peer_t *peer = NULL;
+    uint8_t name[FERRY__ADDR_MAX], blob[1024];
+    size_t nlen = rail_name(ctx, 0, name, sizeof(name)), len;
+
+    blob_host = *ferry__host_self();
+    snprintf(blob_host.name, sizeof(blob_host.name), "evil\033[2J\nhost");
+    len = build_addr(blob, sizeof(blob), TCP, 1, 1, FI_SOCKADDR_IN, name,
+                     nlen, 0);
+    here();
+    ck_assert_msg(add_copy(ctx, blob, len, &peer) == 0, "%s",
+                  ferry_last_error());
+    ck_assert_msg(strncmp(peer->label, "evil?[2J host at ", 17) == 0,
+                  "label: %s", peer->label);
+    ferry_context_close(ctx);
+}
+END_TEST
+
 START_TEST(test_built_blob_accepted)
 {
     ferry_context_t *ctx = tu_context(TCP);
@@ -1230,6 +1253,7 @@ static Suite *peer_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("built");
     tcase_add_test(tc, test_built_blob_accepted);
+    tcase_add_test(tc, test_built_blob_host_name_printable);
     tcase_add_test(tc, test_built_blob_rail_counts);
     tcase_add_test(tc, test_built_blob_address_lengths);
     tcase_add_test(tc, test_built_blob_string_without_nul);
