@@ -242,6 +242,30 @@ else
 fi
 lacks "$tmp/shared.list" "app-planted" "the planted snapshot is not listed"
 
+# Escapes in a snapshot (a peer names its own host; a file's text is its
+# writer's): the view and the problems show them printably, and nothing
+# reaches the terminal that could move its cursor or forge a line.
+esc=$tmp/escapes
+mkdir "$esc"
+printf '# ferry telemetry 1\n# pid %s\n# starttime %s\n# context 1\n# written %s.0\n# program /usr/bin/app\033[31mred\nferry_peer_up{peer="evil\033[2J\\nhost"} 1\n' \
+	"$live1" "$start1" "$now" >"$esc/ferry-$live1-1.prom"
+printf '# ferry telemetry 1\n# pid %s\n# starttime %s\n# context 2\n# written %s.0\n# program /x\nferry_peer_up 1\033]0;x\n' \
+	"$live1" "$start1" "$now" >"$esc/ferry-$live1-2.prom"
+rc=0
+"$tool" --dir "$esc" --once --interval 0.2 >"$tmp/esc.out" 2>"$tmp/esc.err" || rc=$?
+if test "$rc" -eq 0 && ! tr -d -c '\033' <"$tmp/esc.out" | grep . >/dev/null &&
+	! tr -d -c '\033' <"$tmp/esc.err" | grep . >/dev/null; then
+	pass "escapes in snapshots: --once prints none"
+else
+	cat -v "$tmp/esc.out" "$tmp/esc.err"
+	fail "escapes in snapshots: --once exited $rc or printed an escape"
+fi
+has "$tmp/esc.out" "pid $live1, context 1: /usr/bin/app?[31mred" \
+	"a program name's escape is shown as ?"
+has "$tmp/esc.out" "peer evil?[2J host: up" \
+	"a peer label's escape and newline are shown as ? and a space"
+has "$tmp/esc.err" "ferry-$live1-2.prom:7:" "the malformed one is named"
+
 # once INTERVAL DELAY: ferry_stat --once while version 2 is written DELAY
 # seconds in, its output in $tmp/once.
 once() {

@@ -120,6 +120,8 @@ bool scan_problem(struct scan *sc, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return false;
+    /* A problem may quote the file's text. */
+    text_printable(more[sc->nproblems]);
     sc->nproblems++;
     return true;
 }

@@ -112,6 +112,20 @@ static int read_text(const char *path, struct snapshot *s, char *err,
     return ret;
 }
 
+/* What the view prints of s, printable: the program, the label values
+ * (unescaped: a \n there is a newline) and the HELP texts.  They point
+ * into s->text, which is s's own. */
+static void make_printable(struct snapshot *s)
+{
+    if (s->program != NULL)
+        text_printable((char *)s->program);
+    for (size_t i = 0; i < s->nlabels; i++)
+        text_printable((char *)s->labels[i].value);
+    for (size_t i = 0; i < s->nfamilies; i++)
+        if (s->families[i].help != NULL)
+            text_printable((char *)s->families[i].help);
+}
+
 int snap_load(const char *path, struct snapshot **out, char *err,
               size_t errlen)
 {
@@ -130,6 +144,7 @@ int snap_load(const char *path, struct snapshot **out, char *err,
         snap_free(s);
         return ret;
     }
+    make_printable(s);
     *out = s;
     return 0;
 }
