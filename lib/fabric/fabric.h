@@ -118,6 +118,7 @@ struct ferry__fabric {
         _Atomic uint64_t *words; /* FERRY__PULSE_* words, then the slots */
         bool mapped;           /* in /dev/shm (shm_name), not on the heap */
         char shm_name[48];
+        int table_fd;          /* while mapped: its file, locked (pulse.c) */
         bool slots;            /* registered on transport 0: slots given */
         /* The bell peers of this host ring (pulse.h), or -1. */
         int bell_fd;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -61,6 +62,14 @@ static void table_name(char *buf, size_t len, uint64_t incarnation)
  * Any user can put a FIFO or a link at a table's name in /dev/shm: the
  * open does not wait for a FIFO's writer (O_NONBLOCK) nor follow a link,
  * and only a regular file is read.
+ *
+ * The owner word alone cannot say it: a process of another pid namespace
+ * that shares /dev/shm (containers of one pod, --ipc=host) has a number
+ * that names no process here, and its live table and bell would go.  An
+ * owner holds a shared lock on its table while it lives (table_in_shm),
+ * which the kernel drops at its death whatever its namespace: a table
+ * whose lock is held is not a leftover.  A table of a release before the
+ * lock has only its owner word to go by.
  */
 static bool owner_gone(DIR *d, const char *table)
 {
@@ -73,6 +82,7 @@ static bool owner_gone(DIR *d, const char *table)
     if (fd < 0)
         return errno == ENOENT;
     gone = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+           flock(fd, LOCK_EX | LOCK_NB) == 0 &&
            pread(fd, &owner, sizeof(owner),
                  FERRY__PULSE_OWNER * sizeof(owner)) == sizeof(owner) &&
            owner > 0 && owner <= INT_MAX && kill((pid_t)owner, 0) != 0 &&
@@ -111,8 +121,9 @@ static void sweep_leftovers(void)
     closedir(d);
 }
 
-/* The table in /dev/shm, where peers of this host can map it; NULL when
- * it cannot be made there. */
+/* The table in /dev/shm, where peers of this host can map it, its file
+ * kept open in table_fd with a shared lock that says its owner lives
+ * (owner_gone); NULL when it cannot be made there. */
 static _Atomic uint64_t *table_in_shm(struct ferry__fabric *fab,
                                       uint64_t incarnation)
 {
@@ -125,13 +136,22 @@ static _Atomic uint64_t *table_in_shm(struct ferry__fabric *fab,
                   S_IRUSR | S_IWUSR);
     if (fd < 0)
         return NULL;
+    /* Before the owner word is written: a sweep that takes the lock
+     * first reads 0 there, which is no leftover.  It waits at most for a
+     * sweep's look; without a lock the owner word still speaks. */
+    if (flock(fd, LOCK_SH) != 0)
+        FERRY_LOG_INFO("pulse table %s: no lock (%s): a process of another "
+                       "pid namespace sharing /dev/shm may take it for a "
+                       "leftover",
+                       fab->pulse.shm_name, strerror(errno));
     if (ftruncate(fd, TABLE_LEN) == 0)
         p = mmap(NULL, TABLE_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (p == MAP_FAILED) {
+        close(fd);
         shm_unlink(fab->pulse.shm_name);
         return NULL;
     }
+    fab->pulse.table_fd = fd;
     return p;
 }
 
@@ -306,6 +326,7 @@ void ferry__pulse_close(struct ferry__fabric *fab)
     if (fab->pulse.mapped) {
         munmap((void *)fab->pulse.words, TABLE_LEN);
         shm_unlink(fab->pulse.shm_name);
+        close(fab->pulse.table_fd);
     } else {
         free((void *)fab->pulse.words);
     }

@@ -22,8 +22,10 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -940,6 +942,58 @@ START_TEST(test_planted_pulse_files)
 }
 END_TEST
 
+/* A table at the names of inc whose owner word is pid, and its bell;
+ * the table's descriptor. */
+static int fake_table(uint64_t inc, pid_t pid, char *table, char *bell,
+                      size_t len)
+{
+    uint64_t owner = (uint64_t)pid;
+    int fd;
+
+    pulse_paths(inc, table, bell, len);
+    fd = open(table, O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 65536), 0);
+    ck_assert_int_eq(pwrite(fd, &owner, sizeof(owner), 8),
+                     (ssize_t)sizeof(owner));
+    ck_assert_int_eq(mkfifo(bell, S_IRUSR | S_IWUSR), 0);
+    return fd;
+}
+
+/*
+ * A new context sweeps the tables (and bells) that processes killed
+ * before closing their contexts left in /dev/shm: their owner word names
+ * a process that is gone.  A process of another pid namespace sharing
+ * /dev/shm has a number that names none here either, but it lives, and
+ * holds its table's lock: its table and bell stay.
+ */
+START_TEST(test_sweep_spares_locked_tables)
+{
+    uint64_t inc = 0x5eef000000000000u | ((uint64_t)getpid() << 8);
+    char live[64], live_bell[64], left[64], left_bell[64];
+    pid_t gone = fork();
+    int live_fd, left_fd;
+    ferry_context_t *ctx;
+
+    ck_assert_int_ge(gone, 0);
+    if (gone == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(gone, NULL, 0), gone);
+    live_fd = fake_table(inc, gone, live, live_bell, sizeof(live));
+    ck_assert_int_eq(flock(live_fd, LOCK_SH), 0);
+    left_fd = fake_table(inc + 1, gone, left, left_bell, sizeof(left));
+    close(left_fd);
+    ctx = tu_context(TCP);
+    ck_assert_msg(access(live, F_OK) == 0 && access(live_bell, F_OK) == 0,
+                  "the sweep removed a table its owner holds locked");
+    ck_assert_msg(access(left, F_OK) != 0 && access(left_bell, F_OK) != 0,
+                  "the sweep left a dead owner's table or bell");
+    close(live_fd);
+    pulse_paths(inc, live, live_bell, sizeof(live));
+    ferry_context_close(ctx);
+}
+END_TEST
+
 /* What a context's heartbeat word holds. */
 static uint64_t incarnation_of(const struct ferry__fabric *fab)
 {
@@ -1274,6 +1328,7 @@ static Suite *peer_suite(void)
     tcase_add_test(tc, test_built_blob_pulse);
     tcase_add_test(tc, test_context_blob_pulse);
     tcase_add_test(tc, test_planted_pulse_files);
+    tcase_add_test(tc, test_sweep_spares_locked_tables);
     tcase_add_loop_test(tc, test_pulse_incarnation, 0, 2);
     tcase_add_loop_test(tc, test_remove_with_heartbeat_out, 0, 2);
     suite_add_tcase(s, tc);
