@@ -9,6 +9,8 @@
 
 #include "util.h"
 
+#include "base/text.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -121,7 +123,7 @@ bool scan_problem(struct scan *sc, const char *fmt, ...)
     if (n < 0)
         return false;
     /* A problem may quote the file's text. */
-    text_printable(more[sc->nproblems]);
+    ferry__text_printable(more[sc->nproblems]);
     sc->nproblems++;
     return true;
 }

@@ -7,6 +7,8 @@
 #include "parse.h"
 #include "util.h"
 
+#include "base/text.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -118,12 +120,12 @@ static int read_text(const char *path, struct snapshot *s, char *err,
 static void make_printable(struct snapshot *s)
 {
     if (s->program != NULL)
-        text_printable((char *)s->program);
+        ferry__text_printable((char *)s->program);
     for (size_t i = 0; i < s->nlabels; i++)
-        text_printable((char *)s->labels[i].value);
+        ferry__text_printable((char *)s->labels[i].value);
     for (size_t i = 0; i < s->nfamilies; i++)
         if (s->families[i].help != NULL)
-            text_printable((char *)s->families[i].help);
+            ferry__text_printable((char *)s->families[i].help);
 }
 
 int snap_load(const char *path, struct snapshot **out, char *err,

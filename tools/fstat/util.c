@@ -69,11 +69,3 @@ const char *fmt_duration(char *buf, size_t len, double s)
         snprintf(buf, len, "%.2f s", s);
     return buf;
 }
-
-char *text_printable(char *s)
-{
-    for (unsigned char *c = (unsigned char *)s; *c != '\0'; c++)
-        if (*c < 0x20 || *c == 0x7f)
-            *c = (*c >= '\t' && *c <= '\r') ? ' ' : '?';
-    return s;
-}

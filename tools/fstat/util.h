@@ -22,12 +22,4 @@ const char *fmt_rate(char *buf, size_t len, double bytes_per_s);
 /* A duration: "850 ns", "12.0 us", "3.5 ms", "1.20 s". */
 const char *fmt_duration(char *buf, size_t len, double s);
 
-/*
- * Makes s safe to print on a terminal: a white-space control becomes a
- * space, any other control byte (ESC among them) a '?'.  A snapshot is
- * any writer's text, and its label values (a peer's host name) anyone's.
- * Returns s.
- */
-char *text_printable(char *s);
-
 #endif /* FERRY_STAT_UTIL_H */
