@@ -892,6 +892,25 @@ static void pulse_paths(uint64_t inc, char *table, char *bell, size_t len)
     unlink(bell);
 }
 
+/* A table file at path of a table's size, word `word` holding value; its
+ * descriptor.  locked: with its owner's lock, taken before the word is
+ * written, as an owner does (a sweep of a test running beside this one
+ * must not take it for a leftover meanwhile). */
+static int table_file(const char *path, unsigned word, uint64_t value,
+                      bool locked)
+{
+    const size_t len = (FERRY__PULSE_HEADER + FERRY__PULSE_SLOTS) * 8;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+
+    ck_assert_int_ge(fd, 0);
+    if (locked)
+        ck_assert_int_eq(flock(fd, LOCK_SH), 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+    ck_assert_int_eq(pwrite(fd, &value, sizeof(value), word * sizeof(value)),
+                     (ssize_t)sizeof(value));
+    return fd;
+}
+
 /*
  * Files anyone can put in /dev/shm at the names a peer's incarnation
  * gives: a FIFO at its table's name (opening it waited for a writer for
@@ -903,7 +922,6 @@ static void pulse_paths(uint64_t inc, char *table, char *bell, size_t len)
 START_TEST(test_planted_pulse_files)
 {
     uint64_t inc = 0x5eed000000000000u | (uint64_t)getpid();
-    const size_t table_len = (FERRY__PULSE_HEADER + FERRY__PULSE_SLOTS) * 8;
     uint8_t name[FERRY__ADDR_MAX], blob[1024], key[8] = {1};
     struct pulse_spec p = {.incarnation = inc, .addr = 0x1000, .key = key,
                            .klen = sizeof(key)};
@@ -924,11 +942,7 @@ START_TEST(test_planted_pulse_files)
     ck_assert_ptr_null(fifo_peer->pulse.local);
     ck_assert_int_eq(unlink(table), 0);
 
-    fd = open(table, O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(ftruncate(fd, (off_t)table_len), 0);
-    ck_assert_int_eq(pwrite(fd, &inc, sizeof(inc), 0), (ssize_t)sizeof(inc));
-    close(fd);
+    close(table_file(table, FERRY__PULSE_INCARNATION, inc, false));
     fd = open(bell, O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
     ck_assert_int_ge(fd, 0);
     close(fd);
@@ -942,20 +956,15 @@ START_TEST(test_planted_pulse_files)
 }
 END_TEST
 
-/* A table at the names of inc whose owner word is pid, and its bell;
- * the table's descriptor. */
-static int fake_table(uint64_t inc, pid_t pid, char *table, char *bell,
-                      size_t len)
+/* A table at the names of inc whose owner word is pid, locked or not,
+ * and its bell; the table's descriptor. */
+static int fake_table(uint64_t inc, pid_t pid, bool locked, char *table,
+                      char *bell, size_t len)
 {
-    uint64_t owner = (uint64_t)pid;
     int fd;
 
     pulse_paths(inc, table, bell, len);
-    fd = open(table, O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(ftruncate(fd, 65536), 0);
-    ck_assert_int_eq(pwrite(fd, &owner, sizeof(owner), 8),
-                     (ssize_t)sizeof(owner));
+    fd = table_file(table, FERRY__PULSE_OWNER, (uint64_t)pid, locked);
     ck_assert_int_eq(mkfifo(bell, S_IRUSR | S_IWUSR), 0);
     return fd;
 }
@@ -972,17 +981,15 @@ START_TEST(test_sweep_spares_locked_tables)
     uint64_t inc = 0x5eef000000000000u | ((uint64_t)getpid() << 8);
     char live[64], live_bell[64], left[64], left_bell[64];
     pid_t gone = fork();
-    int live_fd, left_fd;
     ferry_context_t *ctx;
+    int live_fd;
 
     ck_assert_int_ge(gone, 0);
     if (gone == 0)
         _exit(0);
     ck_assert_int_eq(waitpid(gone, NULL, 0), gone);
-    live_fd = fake_table(inc, gone, live, live_bell, sizeof(live));
-    ck_assert_int_eq(flock(live_fd, LOCK_SH), 0);
-    left_fd = fake_table(inc + 1, gone, left, left_bell, sizeof(left));
-    close(left_fd);
+    live_fd = fake_table(inc, gone, true, live, live_bell, sizeof(live));
+    close(fake_table(inc + 1, gone, false, left, left_bell, sizeof(left)));
     ctx = tu_context(TCP);
     ck_assert_msg(access(live, F_OK) == 0 && access(live_bell, F_OK) == 0,
                   "the sweep removed a table its owner holds locked");
