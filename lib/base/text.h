@@ -1,6 +1,7 @@
 /*
- * Text a person reads: sizes in words ("12.5 GiB"), and sentences built
- * piece by piece in a fixed buffer.
+ * Text a person reads: sizes in words ("12.5 GiB"), sentences built piece
+ * by piece in a fixed buffer, and what others sent made printable.
+ * ferry_stat compiles this file in as well: it needs nothing else.
  */
 #ifndef FERRY_BASE_TEXT_H
 #define FERRY_BASE_TEXT_H
