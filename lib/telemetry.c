@@ -14,12 +14,16 @@
  *   # pid 12345
  *   # starttime 987654        field 22 of /proc/PID/stat
  *   # context 1
+ *   # pidns 4026531836        the inode of /proc/self/ns/pid
+ *   # interval 1000           milliseconds between two snapshots
  *   # written 1764321234.567  CLOCK_REALTIME seconds
  *   # program /usr/bin/app
  *
- * then the exposition text.  The context removes its file when it
- * closes.  A thread of its own writes, so a busy progress loop is never
- * delayed by the file system.
+ * then the exposition text (pidns 0: unknown).  A reader in another pid
+ * namespace (a sidecar container sharing DIR) cannot ask after the pid:
+ * it goes by how recently the file was rewritten.  The context removes
+ * its file when it closes.  A thread of its own writes, so a busy
+ * progress loop is never delayed by the file system.
  */
 #include "telemetry.h"
 
@@ -105,6 +109,16 @@ static FILE *create_temporary(const char *tmp)
     if ((f = fdopen(fd, "w")) == NULL)
         close(fd);
     return f;
+}
+
+/* This process's pid namespace, the inode of /proc/self/ns/pid; 0 when
+ * unreadable.  A reader in another one cannot ask after this pid. */
+static unsigned long long pid_namespace(void)
+{
+    struct stat st;
+
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino
+                                                : 0;
 }
 
 /* Writes the snapshot once: header, time, text; renamed into place. */
@@ -212,8 +226,9 @@ int ferry__telemetry_start(ferry_context_t *ctx, const char *dir,
     program[n > 0 ? n : 0] = '\0';
     snprintf(t->header, sizeof(t->header),
              "# ferry telemetry 1\n# pid %ld\n# starttime %llu\n"
-             "# context %u\n",
-             (long)getpid(), start_time(), number);
+             "# context %u\n# pidns %llu\n# interval %u\n",
+             (long)getpid(), start_time(), number, pid_namespace(),
+             interval_ms);
     snprintf(t->program, sizeof(t->program), "# program %s\n", program);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->wake, NULL);

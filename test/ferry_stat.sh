@@ -492,19 +492,24 @@ says 2 "--prometheus wants [HOST]:PORT" --dir "$dir" --prometheus 9100
 says 0 "--prometheus [HOST]:PORT" --help
 
 # --clean: the stale go, the live and the malformed stay; so do a
-# writer's temporary files: one a dead process left goes, a live one's
-# (a snapshot being written) stays.
+# writer's temporary files: one a dead process left a minute ago goes; a
+# live one's (a snapshot being written), and a fresh one of a pid not
+# here (a writer of another pid namespace, renaming it any moment), stay.
 echo partial >"$dir/.ferry-$gone-3.prom.tmp"
+touch -d '2 minutes ago' "$dir/.ferry-$gone-3.prom.tmp"
+echo partial >"$dir/.ferry-$gone-5.prom.tmp"
 echo partial >"$dir/.ferry-$live1-4.prom.tmp"
+touch -d '2 minutes ago' "$dir/.ferry-$live1-4.prom.tmp"
 "$tool" --dir "$dir" --list --clean >"$tmp/clean" 2>/dev/null || true
 if test -e "$dir/.ferry-$gone-3.prom.tmp"; then
 	fail "--clean left the temporary file of a process gone"
-elif test -e "$dir/.ferry-$live1-4.prom.tmp"; then
-	pass "--clean removes a dead writer's temporary file, not a live one's"
+elif test -e "$dir/.ferry-$live1-4.prom.tmp" &&
+	test -e "$dir/.ferry-$gone-5.prom.tmp"; then
+	pass "--clean removes a dead writer's old temporary file, not a live one's or a fresh one"
 else
-	fail "--clean removed a live writer's temporary file"
+	fail "--clean removed a live writer's temporary file, or a fresh one"
 fi
-rm -f "$dir/.ferry-$live1-4.prom.tmp"
+rm -f "$dir/.ferry-$live1-4.prom.tmp" "$dir/.ferry-$gone-5.prom.tmp"
 has "$tmp/clean" "stale, removed" "--clean says what it removed"
 if test -e "$dir/ferry-$gone-1.prom" || test -e "$dir/ferry-$live2-2.prom"; then
 	ls -la "$dir"
@@ -520,30 +525,39 @@ fi
 # Real processes: libferry writes the snapshots of ferry_bench's two
 # sides (its loopback mode runs each in its own process).
 bench=$abs_top_builddir/bench/ferry_bench
+# run_bench DIR SECONDS [PREFIX...]: ferry_bench's loopback run over shm
+# for SECONDS with FERRY_TELEMETRY=DIR, in the background ($benchpid; its
+# output in DIR.out), started through PREFIX.  Then waits for both its
+# processes to show live in --list (DIR.list) and to have met their
+# peer: a rate needs the peer's counters in both of the views' reads.  Up
+# to 60 s (its timeout): two processes meeting can take seconds on a
+# loaded machine.  How many show live is in $nlive.
+run_bench() {
+	d=$1 secs=$2
+	shift 2
+	mkdir "$d"
+	FERRY_TELEMETRY=$d timeout 60 "$@" "$bench" --provider shm \
+		--duration "$secs" --warmup 0.2 >"$d.out" 2>&1 &
+	benchpid=$!
+	started="$started $benchpid"
+	nlive=0
+	for _ in $(seq 240); do
+		"$tool" --dir "$d" --list >"$d.list" 2>&1 || true
+		nlive=$(awk '$3 == "live"' "$d.list" | wc -l)
+		met=$(grep -l '^ferry_bytes_total{' "$d"/*.prom 2>/dev/null | wc -l)
+		test "$nlive" -ge 2 && test "$met" -ge 2 && return 0
+		kill -0 "$benchpid" 2>/dev/null || return 1
+		sleep 0.25
+	done
+	return 1
+}
 if ! grep 'telemetry_dir, STR' "$abs_top_srcdir/include/ferry/core.h" >/dev/null; then
 	echo "SKIP part: this libferry writes no snapshots (no config.telemetry_dir)"
 elif ! test -x "$bench"; then
 	fail "no $bench to run with FERRY_TELEMETRY"
 else
 	real=$tmp/real
-	mkdir "$real"
-	FERRY_TELEMETRY=$real timeout 60 "$bench" --provider shm --duration 8 \
-		--warmup 0.2 >"$tmp/bench" 2>&1 &
-	benchpid=$!
-	started="$started $benchpid"
-	# Both live, and both past meeting their peer: a rate needs the
-	# peer's counters in both of the views' reads.  Up to 60 s (its
-	# timeout): two processes meeting can take seconds on a loaded
-	# machine; the run then lasts 8 s more.
-	nlive=0
-	for _ in $(seq 240); do
-		"$tool" --dir "$real" --list >"$tmp/real.list" 2>&1 || true
-		nlive=$(awk '$3 == "live"' "$tmp/real.list" | wc -l)
-		met=$(grep -l '^ferry_bytes_total{' "$real"/*.prom 2>/dev/null | wc -l)
-		test "$nlive" -ge 2 && test "$met" -ge 2 && break
-		kill -0 "$benchpid" 2>/dev/null || break
-		sleep 0.25
-	done
+	run_bench "$real" 8 || true
 	if test "$nlive" -ge 2; then
 		pass "ferry_bench's two processes show live"
 		"$tool" --dir "$real" --once --interval 1.5 >"$tmp/real.once" 2>&1 || true
@@ -554,13 +568,13 @@ else
 			fail "--once shows no rate for ferry_bench's processes"
 		fi
 	else
-		cat "$tmp/real.list" "$tmp/bench"
+		cat "$real.list" "$real.out"
 		fail "ferry_bench's processes do not show live ($nlive live)"
 	fi
 	rc=0
 	wait "$benchpid" || rc=$?
 	if test "$rc" -ne 0; then
-		cat "$tmp/bench"
+		cat "$real.out"
 		fail "ferry_bench with FERRY_TELEMETRY exited with $rc"
 	fi
 	if test -n "$(find "$real" -name '*.prom')"; then
@@ -569,5 +583,48 @@ else
 	else
 		pass "the snapshots go when their contexts close"
 	fi
+fi
+# Another pid namespace (a metrics sidecar in its own container, sharing
+# the directory): a writer's pid says nothing here.  Its snapshot is live
+# while rewritten within three intervals and 2 s, stale after; --clean
+# removes it only once unchanged for 10 minutes.
+other=$tmp/otherns
+mkdir "$other"
+# ns_snapshot CONTEXT AGE: a snapshot of pid 2147483646 (none here) in
+# namespace 1 (not this one), written AGE seconds ago.
+ns_snapshot() {
+	printf '# ferry telemetry 1\n# pid 2147483646\n# starttime 1\n# context %s\n# pidns 1\n# interval 1000\n# written %s.0\n# program /usr/bin/sidecar-app\nferry_peer_up{peer="p"} 1\n' \
+		"$1" "$(($(date +%s) - $2))" >"$other/ferry-2147483646-$1.prom"
+}
+ns_snapshot 1 0
+ns_snapshot 2 30
+ns_snapshot 3 700
+"$tool" --dir "$other" --list --clean >"$tmp/other.list" 2>&1 || true
+if awk '$2 == 1 && $3 == "live"' "$tmp/other.list" | grep . >/dev/null &&
+	awk '$2 == 2 && $3 == "stale"' "$tmp/other.list" | grep . >/dev/null &&
+	test -e "$other/ferry-2147483646-1.prom" &&
+	test -e "$other/ferry-2147483646-2.prom" &&
+	! test -e "$other/ferry-2147483646-3.prom"; then
+	pass "another pid namespace: live while rewritten, stale after, removed after 10 minutes"
+else
+	cat "$tmp/other.list"
+	ls -la "$other"
+	fail "another pid namespace: expected context 1 live, 2 stale and kept, 3 removed"
+fi
+
+# The same with a real one: ferry_bench in a pid namespace of its own
+# (root and unshare needed), its snapshots read from here.
+if test "$(id -u)" -ne 0 || ! unshare -pf --mount-proc true 2>/dev/null; then
+	echo "SKIP part: not root, or no unshare -p: no pid namespace to run ferry_bench in"
+elif test -x "$bench"; then
+	ns=$tmp/realns
+	run_bench "$ns" 6 unshare -pf --mount-proc || true
+	if test "$nlive" -ge 2; then
+		pass "ferry_bench's processes in another pid namespace show live"
+	else
+		cat "$ns.list" "$ns.out"
+		fail "ferry_bench's processes in another pid namespace: $nlive live"
+	fi
+	wait "$benchpid" || true
 fi
 exit "$status"

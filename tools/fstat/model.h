@@ -37,6 +37,10 @@ struct snapshot {
     pid_t pid;
     uid_t owner; /* the file's */
     unsigned long long starttime; /* field 22 of /proc/PID/stat */
+    /* The writer's pid namespace (the inode of /proc/PID/ns/pid) and how
+     * often it rewrites the file; 0 when its header does not say. */
+    unsigned long long pidns;
+    unsigned interval_ms;
     unsigned context;
     double written; /* CLOCK_REALTIME seconds */
     const char *program;

@@ -21,23 +21,29 @@
 #include <string.h>
 #include <strings.h>
 
-/* The header's lines, each once. */
+/* The header's lines, each once; the last two came later (a writer
+ * before them leaves them out). */
 enum field {
     F_PID = 1,
     F_STARTTIME = 2,
     F_CONTEXT = 4,
     F_WRITTEN = 8,
-    F_PROGRAM = 16
+    F_PROGRAM = 16,
+    F_PIDNS = 32,
+    F_INTERVAL = 64
 };
 
 static const struct {
     const char *key;
     enum field bit;
-} header_fields[] = {{"pid", F_PID},
-                     {"starttime", F_STARTTIME},
-                     {"context", F_CONTEXT},
-                     {"written", F_WRITTEN},
-                     {"program", F_PROGRAM}};
+    bool required;
+} header_fields[] = {{"pid", F_PID, true},
+                     {"starttime", F_STARTTIME, true},
+                     {"context", F_CONTEXT, true},
+                     {"written", F_WRITTEN, true},
+                     {"program", F_PROGRAM, true},
+                     {"pidns", F_PIDNS, false},
+                     {"interval", F_INTERVAL, false}};
 
 struct parser {
     struct snapshot *s;
@@ -217,6 +223,12 @@ static int header_value(struct parser *p, enum field f, const char *key,
         return ret;
     case F_STARTTIME:
         return header_number(p, key, value, 0, ULLONG_MAX, &s->starttime);
+    case F_PIDNS:
+        return header_number(p, key, value, 0, ULLONG_MAX, &s->pidns);
+    case F_INTERVAL:
+        ret = header_number(p, key, value, 100, INT_MAX, &v);
+        s->interval_ms = (unsigned)v;
+        return ret;
     case F_WRITTEN:
         if (value[strspn(value, DIGITS ".")] == '\0')
             s->written = strtod(value, &end);
@@ -529,7 +541,7 @@ static int parse(struct parser *p)
     }
     for (size_t i = 0; i < sizeof(header_fields) / sizeof(header_fields[0]);
          i++)
-        if (!(p->seen & header_fields[i].bit)) {
+        if (header_fields[i].required && !(p->seen & header_fields[i].bit)) {
             p->line = 1;
             return bad(p, "the header has no \"# %s\" line",
                        header_fields[i].key);

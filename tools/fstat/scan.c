@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Whether name is PREFIX PID-N SUFFIX, with its PID and N. */
@@ -138,12 +139,53 @@ static bool remove_stale(struct scan *sc, const char *path)
     return false;
 }
 
-/* Live or stale; a stale one removed with clean. */
+/* This process's pid namespace: the inode of /proc/self/ns/pid (0 when
+ * unreadable), as a writer's "# pidns" gives its own. */
+static unsigned long long own_pidns(void)
+{
+    struct stat st;
+
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino
+                                                : 0;
+}
+
+/*
+ * Whether s was written by a process of another pid namespace that
+ * shares the directory (a metrics sidecar in its own container): its
+ * pid names no process here, or another one.
+ */
+static bool elsewhere(const struct snapshot *s)
+{
+    static unsigned long long ours;
+
+    if (ours == 0)
+        ours = own_pidns();
+    return s->pidns != 0 && ours != 0 && s->pidns != ours;
+}
+
+/*
+ * Live or stale; a stale one removed with clean.  Here a process is
+ * asked by its pid and start time.  One of another pid namespace cannot
+ * be: it is live while it rewrites its file, within STALE_INTERVALS of
+ * its interval and STALE_SLACK_S; --clean removes its file only once
+ * unchanged for GONE_AFTER_S, so that a writer held up for a while is
+ * not taken for dead.
+ */
+#define STALE_INTERVALS 3
+#define STALE_SLACK_S 2.0
+#define GONE_AFTER_S 600.0
 static void judge(struct scan *sc, struct snapshot *s, bool clean)
 {
     unsigned long long start;
+    double age = now_s() - s->written;
+    double interval = (s->interval_ms != 0 ? s->interval_ms : 1000) / 1e3;
 
-    s->live = process_start(s->pid, &start) && start == s->starttime;
+    if (elsewhere(s)) {
+        s->live = age <= STALE_INTERVALS * interval + STALE_SLACK_S;
+        clean = clean && age > GONE_AFTER_S;
+    } else {
+        s->live = process_start(s->pid, &start) && start == s->starttime;
+    }
     if (!s->live && clean)
         s->removed = remove_stale(sc, s->path);
 }
@@ -152,19 +194,25 @@ static void judge(struct scan *sc, struct snapshot *s, bool clean)
  * The directory entry `name`, when a writer's temporary file that its
  * process left when it died between writing and renaming: removed.  It
  * has no header to tell a reused pid apart, so only one whose pid no
- * process has goes.
+ * process has goes; nor one to tell another pid namespace's, whose
+ * writer lives and renames it within milliseconds: only one unchanged
+ * for TEMPORARY_GONE_AFTER_S goes.
  */
+#define TEMPORARY_GONE_AFTER_S 60
 static void clean_temporary(struct scan *sc, const char *name)
 {
     unsigned long long start;
     char path[4096];
     unsigned long n;
+    struct stat st;
     long pid;
 
     if (!temporary_name(name, &pid, &n) || process_start((pid_t)pid, &start))
         return;
     snprintf(path, sizeof(path), "%s/%s", sc->dir, name);
-    remove_stale(sc, path);
+    if (lstat(path, &st) == 0 &&
+        now_s() - (double)st.st_mtime >= TEMPORARY_GONE_AFTER_S)
+        remove_stale(sc, path);
 }
 
 /* Frees s, not added to sc for the reason why (said): 0, or -ENOMEM. */
@@ -199,7 +247,7 @@ static int add_snapshot(struct scan *sc, const char *name, bool clean)
         return left_aside(sc, s, err);
     }
     judge(sc, s, clean);
-    if (s->live && !runs_as(s->pid, s->owner, &real)) {
+    if (s->live && !elsewhere(s) && !runs_as(s->pid, s->owner, &real)) {
         /* Anyone can read a live process's pid and start time: another
          * user's file naming them is not that process's snapshot. */
         snprintf(err, sizeof(err), "%s: owned by uid %lu, but process %ld "
