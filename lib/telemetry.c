@@ -28,6 +28,7 @@
 #include "telemetry.h"
 
 #include "base/ferry-internal.h"
+#include "base/proc.h"
 #include "progress/part.h"
 
 #include <errno.h>
@@ -60,33 +61,6 @@ struct ferry__telemetry {
 /* Contexts this process made with telemetry: each one's N. */
 static atomic_uint next_number = 1;
 
-/* Field 22 of /proc/self/stat: when this process started, in clock ticks
- * since boot; 0 when unreadable.  The command name (field 2) may hold
- * spaces and parentheses, so the fields are counted after its last ')'. */
-static unsigned long long start_time(void)
-{
-    char buf[1024];
-    unsigned long long t = 0;
-    FILE *f = fopen("/proc/self/stat", "r");
-    size_t n;
-    char *p;
-
-    if (f == NULL)
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ')
-        return 0;
-    p += 2; /* field 3, the state */
-    for (int field = 3; field < 22 && p != NULL; field++)
-        if ((p = strchr(p, ' ')) != NULL)
-            p++;
-    if (p != NULL)
-        t = strtoull(p, NULL, 10);
-    return t;
-}
-
 /*
  * The temporary file, made anew for each snapshot.  DIR may be shared by
  * every user's processes (/run/ferry): a name planted there -- a symbolic
@@ -109,16 +83,6 @@ static FILE *create_temporary(const char *tmp)
     if ((f = fdopen(fd, "w")) == NULL)
         close(fd);
     return f;
-}
-
-/* This process's pid namespace, the inode of /proc/self/ns/pid; 0 when
- * unreadable.  A reader in another one cannot ask after this pid. */
-static unsigned long long pid_namespace(void)
-{
-    struct stat st;
-
-    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino
-                                                : 0;
 }
 
 /* Writes the snapshot once: header, time, text; renamed into place. */
@@ -201,6 +165,7 @@ int ferry__telemetry_start(ferry_context_t *ctx, const char *dir,
 {
     struct ferry__telemetry *t;
     char program[4096];
+    unsigned long long start = 0;
     ssize_t n;
     unsigned number;
     int ret;
@@ -224,10 +189,11 @@ int ferry__telemetry_start(ferry_context_t *ctx, const char *dir,
              (long)getpid(), number);
     n = readlink("/proc/self/exe", program, sizeof(program) - 1);
     program[n > 0 ? n : 0] = '\0';
+    ferry__proc_start_time(0, &start); /* 0 when unreadable */
     snprintf(t->header, sizeof(t->header),
              "# ferry telemetry 1\n# pid %ld\n# starttime %llu\n"
              "# context %u\n# pidns %llu\n# interval %u\n",
-             (long)getpid(), start_time(), number, pid_namespace(),
+             (long)getpid(), start, number, ferry__proc_pid_namespace(),
              interval_ms);
     snprintf(t->program, sizeof(t->program), "# program %s\n", program);
     pthread_mutex_init(&t->lock, NULL);

@@ -9,6 +9,7 @@
 
 #include "util.h"
 
+#include "base/proc.h"
 #include "base/text.h"
 
 #include <dirent.h>
@@ -47,37 +48,6 @@ static bool snapshot_name(const char *name, long *pid, unsigned long *n)
 static bool temporary_name(const char *name, long *pid, unsigned long *n)
 {
     return named(name, ".ferry-", ".prom.tmp", pid, n);
-}
-
-/*
- * The start time of process pid (field 22 of /proc/PID/stat, clock ticks
- * since boot).  False when there is no such process, or only its zombie:
- * it died, and its snapshot will never change again.
- */
-static bool process_start(pid_t pid, unsigned long long *start)
-{
-    char path[64], buf[1024], *p;
-    size_t n;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-    if ((f = fopen(path, "re")) == NULL)
-        return false;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name (field 2) may hold spaces and ')': fields are
-     * counted from its last ')', each after a space, field 3 (the state)
-     * the first. */
-    if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ' || p[2] == 'Z' ||
-        p[2] == 'X')
-        return false;
-    for (int field = 3; field <= 22 && p != NULL; field++)
-        p = strchr(p + 1, ' ');
-    if (p == NULL)
-        return false;
-    *start = strtoull(p + 1, NULL, 10);
-    return true;
 }
 
 /*
@@ -139,16 +109,6 @@ static bool remove_stale(struct scan *sc, const char *path)
     return false;
 }
 
-/* This process's pid namespace: the inode of /proc/self/ns/pid (0 when
- * unreadable), as a writer's "# pidns" gives its own. */
-static unsigned long long own_pidns(void)
-{
-    struct stat st;
-
-    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino
-                                                : 0;
-}
-
 /*
  * Whether s was written by a process of another pid namespace that
  * shares the directory (a metrics sidecar in its own container): its
@@ -159,7 +119,7 @@ static bool elsewhere(const struct snapshot *s)
     static unsigned long long ours;
 
     if (ours == 0)
-        ours = own_pidns();
+        ours = ferry__proc_pid_namespace();
     return s->pidns != 0 && ours != 0 && s->pidns != ours;
 }
 
@@ -177,14 +137,15 @@ static bool elsewhere(const struct snapshot *s)
 static void judge(struct scan *sc, struct snapshot *s, bool clean)
 {
     unsigned long long start;
-    double age = now_s() - s->written;
-    double interval = (s->interval_ms != 0 ? s->interval_ms : 1000) / 1e3;
 
     if (elsewhere(s)) {
+        double age = now_s() - s->written;
+        double interval = (s->interval_ms ? s->interval_ms : 1000) / 1e3;
+
         s->live = age <= STALE_INTERVALS * interval + STALE_SLACK_S;
         clean = clean && age > GONE_AFTER_S;
     } else {
-        s->live = process_start(s->pid, &start) && start == s->starttime;
+        s->live = ferry__proc_start_time(s->pid, &start) && start == s->starttime;
     }
     if (!s->live && clean)
         s->removed = remove_stale(sc, s->path);
@@ -207,7 +168,7 @@ static void clean_temporary(struct scan *sc, const char *name)
     struct stat st;
     long pid;
 
-    if (!temporary_name(name, &pid, &n) || process_start((pid_t)pid, &start))
+    if (!temporary_name(name, &pid, &n) || ferry__proc_start_time((pid_t)pid, &start))
         return;
     snprintf(path, sizeof(path), "%s/%s", sc->dir, name);
     if (lstat(path, &st) == 0 &&
