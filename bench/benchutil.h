@@ -27,7 +27,7 @@ static inline double ms_since(uint64_t t0)
 }
 
 /* "PROGRAM: what: code (ferry's sentence)", then exit 1. */
-static inline void die(const char *what, int err)
+__attribute__((noreturn)) static inline void die(const char *what, int err)
 {
     fprintf(stderr, "%s: %s: %s (%s)\n", program_invocation_short_name, what,
             ferry_strerror(err), ferry_last_error());

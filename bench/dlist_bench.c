@@ -26,6 +26,8 @@
  */
 #include <ferry.h>
 
+#include "benchutil.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,13 +55,6 @@ static double cpu_s(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
-
-static void die(const char *what, int err)
-{
-    fprintf(stderr, "dlist_bench: %s: %s (%s)\n", what, ferry_strerror(err),
-            ferry_last_error());
-    exit(1);
 }
 
 static ferry_context_t *open_context(bool progress_thread)

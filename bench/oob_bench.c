@@ -354,7 +354,7 @@ static unsigned number(const char *s, unsigned max)
 
 static void options(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
         if (v == NULL)
@@ -373,7 +373,6 @@ static void options(int argc, char **argv)
             opt_domain = v;
         else
             usage();
-        i++;
     }
 }
 

@@ -107,7 +107,7 @@ static size_t number(const char *flag, const char *s, unsigned long long min,
 
 static void options(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
@@ -135,7 +135,6 @@ static void options(int argc, char **argv)
             fprintf(stderr, "post_bench: %s: unknown option\n", a);
             usage(stderr, 2);
         }
-        i++;
     }
     /* blocks <= 1e6 and block size <= 4 GiB: the product fits 64 bits. */
     if (2ull * opt_blocks * opt_block > MAX_REGION ||

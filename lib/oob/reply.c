@@ -112,8 +112,9 @@ void ferry__oob_reply(struct ferry__oob_conn *c, unsigned kind, const char *name
 }
 
 /* A REFUSED or ERROR frame saying why; false if it cannot be built. */
-static bool build_why(uint8_t *frame, size_t *len, unsigned kind, int code,
-                      const char *fmt, va_list ap)
+__attribute__((format(printf, 5, 0))) static bool
+build_why(uint8_t *frame, size_t *len, unsigned kind, int code, const char *fmt,
+          va_list ap)
 {
     char why[FERRY__FRAME_MAX / 2];
 

@@ -310,7 +310,9 @@ int ferry__oob_recv_frame(int fd, uint8_t *buf, uint64_t deadline,
                           const char *where, struct ferry__blob_reader *r,
                           unsigned *kind)
 {
-    size_t len;
+    /* Set by ferry__oob_frame_length whenever it returns 0; gcc -O3, not
+     * knowing that ferry__error never returns 0, warns without the 0. */
+    size_t len = 0;
     int ret;
 
     if ((ret = recv_all(fd, buf, FERRY__BLOB_HEADER_LEN, deadline, where,

@@ -206,8 +206,9 @@ static uint64_t end_time(struct ferry__req_part *reqs)
     return reqs->batch_ns;
 }
 
-static void req_end_v(struct ferry_req *req, size_t item, int status,
-                      const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static void
+req_end_v(struct ferry_req *req, size_t item, int status, const char *fmt,
+          va_list ap)
 {
     struct ferry__req_part *reqs = &ferry__xfer_of(req->ctx)->req;
 

@@ -48,7 +48,7 @@ static unsigned suite_pid;
 static char last_cmd[512];
 
 /* Runs a shell command; returns its exit status (-1: not run). */
-static int sh(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static int sh(const char *fmt, ...)
 {
     va_list ap;
     int st;

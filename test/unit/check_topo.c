@@ -152,8 +152,10 @@ END_TEST
 static void make_path(const char *root, const char *rel)
 {
     char path[PATH_MAX];
+    int n = snprintf(path, sizeof(path), "%s/%s", root, rel);
 
-    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    ck_assert_msg(n > 0 && (size_t)n < sizeof(path), "%s/%s: too long a path",
+                  root, rel);
     for (char *p = path + strlen(root) + 1; *p != '\0'; p++) {
         if (*p != '/')
             continue;
