@@ -76,6 +76,12 @@ if grep -q -- -fsanitize "$build/config.log" 2> /dev/null; then
 	echo "$me: $build is a sanitizer build, which valgrind cannot run" >&2
 	exit 1
 fi
+# valgrind before 3.20 (Debian 12 has 3.19) cannot read the DWARF 5 debug
+# information clang 14 writes by default, and gives up on the first run.
+if [[ $(valgrind -q --tool=none "$fbench" --help 2>&1 > /dev/null) == *"debuginfo reader"* ]]; then
+	echo "$me: valgrind $(valgrind --version | sed 's/^valgrind-//') cannot read the debug information of $fbench (clang writes DWARF 5, which valgrind reads from 3.20 on): rebuild with CFLAGS=\"-O2 -g -gdwarf-4\"" >&2
+	exit 1
+fi
 $ucx && ! command -v ucx_perftest > /dev/null &&
 	{ echo "$me: -u needs ucx_perftest (apt-get install ucx-utils)" >&2; exit 1; }
 
