@@ -48,6 +48,24 @@ extern "C" {
  * caller (ferry_config_init: the caller's sizeof). */
 #define FERRY_INLINE static inline
 
+/*
+ * What the FERRY_..._INIT macros stand for: a struct whose size field says
+ * its size, every other member zero.  C names the field.  C++ before C++20
+ * has no designated initializers, and g++ -Wextra warns of every member a
+ * braced list leaves out, so there a value-initialized (zeroed) object is
+ * given its size.
+ */
+#ifdef __cplusplus
+#define FERRY__SIZED_INIT(type)                                                \
+    ([] {                                                                      \
+        type sized_{};                                                         \
+        sized_.size = sizeof(sized_);                                          \
+        return sized_;                                                         \
+    }())
+#else
+#define FERRY__SIZED_INIT(type) {.size = sizeof(type)}
+#endif
+
 /* API version this header describes: major << 16 | minor << 8 | release. */
 #define FERRY_API_VERSION 0x010000
 
@@ -399,7 +417,7 @@ struct ferry_context_info {
     const char *local_provider;
     const char *local_why;
 };
-#define FERRY_CONTEXT_INFO_INIT {.size = sizeof(struct ferry_context_info)}
+#define FERRY_CONTEXT_INFO_INIT FERRY__SIZED_INIT(struct ferry_context_info)
 
 /* Returns 0, or FERRY_EINVAL if ctx or info is NULL or info->size is 0. */
 FERRY_API int ferry_context_info(ferry_context_t *ctx,
@@ -451,7 +469,7 @@ struct ferry_provider_report {
      * 1.17 the reliable-datagram tcp provider is called net)". */
     const char *about;
 };
-#define FERRY_PROVIDER_REPORT_INIT {.size = sizeof(struct ferry_provider_report)}
+#define FERRY_PROVIDER_REPORT_INIT FERRY__SIZED_INIT(struct ferry_provider_report)
 
 /* Returns 0 even when nothing is usable (count 0; see refused), or
  * FERRY_EINVAL / FERRY_ENOMEM / FERRY_EPROVIDER. */
@@ -530,7 +548,7 @@ struct ferry_peer_info {
     int shm;              /* shared memory: the peer is on this host */
     const char *why;      /* one sentence: why this transport */
 };
-#define FERRY_PEER_INFO_INIT {.size = sizeof(struct ferry_peer_info)}
+#define FERRY_PEER_INFO_INIT FERRY__SIZED_INIT(struct ferry_peer_info)
 
 /* Returns 0, FERRY_EINVAL (NULL info or info->size 0) or FERRY_EHANDLE. */
 FERRY_API int ferry_peer_info(ferry_peer_t *peer,
@@ -618,7 +636,7 @@ struct ferry_stats {
     uint64_t ops_interrupted;
     uint64_t ops_posted_again;
 };
-#define FERRY_STATS_INIT {.size = sizeof(struct ferry_stats)}
+#define FERRY_STATS_INIT FERRY__SIZED_INIT(struct ferry_stats)
 
 /* Returns 0, or FERRY_EINVAL for NULL arguments or stats->size 0. */
 FERRY_API int ferry_context_stats(ferry_context_t *ctx,
@@ -732,7 +750,7 @@ struct ferry_xfer_opts {
      * built with an older header passes a smaller size, and gets NULL). */
     void *user_data;
 };
-#define FERRY_XFER_OPTS_INIT {.size = sizeof(struct ferry_xfer_opts)}
+#define FERRY_XFER_OPTS_INIT FERRY__SIZED_INIT(struct ferry_xfer_opts)
 
 /*
  * Writes (or reads) every iov as one request.  Each iov is checked against
@@ -807,7 +825,7 @@ struct ferry_req_result {
     const char *error;   /* its sentence ("" if none); lives with req */
     void *user_data;     /* opts->user_data */
 };
-#define FERRY_REQ_RESULT_INIT {.size = sizeof(struct ferry_req_result)}
+#define FERRY_REQ_RESULT_INIT FERRY__SIZED_INIT(struct ferry_req_result)
 
 /*
  * Fills out (at most out->size bytes of it) with what req did so far;
@@ -1002,7 +1020,7 @@ struct ferry_fanout_opts {
                            it may leave then (below
                            FERRY_NOTIFY_ID_RESERVED) */
 };
-#define FERRY_FANOUT_OPTS_INIT {.size = sizeof(struct ferry_fanout_opts)}
+#define FERRY_FANOUT_OPTS_INIT FERRY__SIZED_INIT(struct ferry_fanout_opts)
 
 /*
  * Starts the fan-out of len bytes at offset in src to dst[i] (imported

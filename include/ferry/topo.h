@@ -89,7 +89,7 @@ struct ferry_topo_config {
     const char *const *rdma_nics;
     size_t nrdma_nics;
 };
-#define FERRY_TOPO_CONFIG_INIT {.size = sizeof(struct ferry_topo_config)}
+#define FERRY_TOPO_CONFIG_INIT FERRY__SIZED_INIT(struct ferry_topo_config)
 
 /*
  * Loads the topology and decides the NICs of every GPU and NUMA node.
@@ -115,7 +115,7 @@ struct ferry_topo_info {
     /* Where the topology came from and how GPUs and NICs were found. */
     const char *summary;
 };
-#define FERRY_TOPO_INFO_INIT {.size = sizeof(struct ferry_topo_info)}
+#define FERRY_TOPO_INFO_INIT FERRY__SIZED_INIT(struct ferry_topo_info)
 
 /* Strings stay valid while topo lives.  Returns 0 or FERRY_EINVAL. */
 FERRY_API int ferry_topo_info(const ferry_topo_t *topo,
@@ -138,7 +138,7 @@ struct ferry_topo_device {
     int rdma;
     const char *rdma_why;
 };
-#define FERRY_TOPO_DEVICE_INIT {.size = sizeof(struct ferry_topo_device)}
+#define FERRY_TOPO_DEVICE_INIT FERRY__SIZED_INIT(struct ferry_topo_device)
 
 /* GPU or NIC i.  Strings stay valid while topo lives.  Returns 0 or
  * FERRY_EINVAL (index out of range: the sentence gives the count). */
@@ -160,7 +160,7 @@ struct ferry_topo_choice {
     int distance;       /* FERRY_TOPO_* of the primary */
     const char *reason; /* one sentence saying why */
 };
-#define FERRY_TOPO_CHOICE_INIT {.size = sizeof(struct ferry_topo_choice)}
+#define FERRY_TOPO_CHOICE_INIT FERRY__SIZED_INIT(struct ferry_topo_choice)
 
 /*
  * The NICs for GPU gpu: those at its nearest class, every one carrying a
