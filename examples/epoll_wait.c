@@ -7,7 +7,7 @@
  *
  *   epoll_wait [--writes N] [--size SIZE]
  */
-#include <ferry.h>
+#include "example.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +15,6 @@
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
-
-#include "example.h"
 
 #define MAX_WRITES 64
 

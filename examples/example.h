@@ -8,6 +8,12 @@
 #ifndef FERRY_EXAMPLE_H
 #define FERRY_EXAMPLE_H
 
+/* The POSIX calls below (clock_gettime, kill, waitpid...) under a strict
+ * -std=c11 as well: each example includes this header first. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include <ferry.h>
 
 #include <signal.h>

@@ -73,4 +73,12 @@ if ! grep -q -i usage "$tmp/hello.out"; then
 	echo "FAIL: the installed hello_write did not print its usage"
 	exit 1
 fi
-echo "PASS: the installed ferry builds and runs a program, and its installed examples build"
+# A user's project may compile as strict C11: the examples (and so the
+# code copied from them) build so too, POSIX calls and all.
+$MAKE -C "$tmp/examples" clean >/dev/null
+if ! $MAKE -C "$tmp/examples" CFLAGS="-O0 -std=c11 -pedantic ${FERRY_TEST_CFLAGS:-}" >"$tmp/examples.out" 2>&1; then
+	cat "$tmp/examples.out"
+	echo "FAIL: the installed examples do not build with -std=c11 -pedantic"
+	exit 1
+fi
+echo "PASS: the installed ferry builds and runs a program, and its installed examples build (also as strict C11)"
