@@ -1,7 +1,8 @@
 #!/bin/sh
 # Check that libferry.so exports the public API and nothing else: every
 # defined dynamic symbol must start with ferry_ (and not ferry__, the
-# internal prefix).  Run by `make check`; exit 77 (SKIP) when there is no
+# internal prefix); and that a C++ program links every exported function
+# through <ferry.h>.  Run by `make check`; exit 77 (SKIP) when there is no
 # shared library to look at.
 set -eu
 
@@ -32,5 +33,35 @@ if test -n "$bad"; then
 	echo "FAIL: exported symbols outside the public ferry_ API (make them static, or ferry__ without FERRY_API):"
 	printf '  %s\n' $bad
 	status=1
+fi
+
+# Each exported function is declared by <ferry.h> with C linkage: a C++
+# program that takes every one's address compiles and links (a header
+# without its extern "C" guard would leave C++-mangled names unresolved).
+cxx=
+for c in "${CXX:-}" c++ g++ clang++; do
+	if test -n "$c" && command -v "$c" >/dev/null 2>&1; then
+		cxx=$c
+		break
+	fi
+done
+funcs=$("$NM" -D --defined-only "$so" | awk '$2 == "T" && $3 ~ /^ferry_[^_]/ { sub(/@.*/, "", $3); print $3 }' | sort -u)
+if test -n "$cxx" && test -n "$funcs"; then
+	srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/symbols.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	{
+		printf '#include <ferry.h>\n#include <cstdio>\nint main()\n{\n'
+		printf '%s\n' "$funcs" | sed 's/.*/    std::printf("%p\\n", (void *)\&&);/'
+		printf '    return 0;\n}\n'
+	} >"$tmp/link.cc"
+	if $cxx -Wall -Wextra -Werror -I"$srcdir/include" "$tmp/link.cc" \
+		-o "$tmp/link" -L"$builddir/lib/.libs" -lferry 2>"$tmp/err"; then
+		echo "PASS: $(printf '%s\n' "$funcs" | wc -l) exported functions link from C++ ($cxx)"
+	else
+		head -n 20 "$tmp/err"
+		echo "FAIL: exported functions that a C++ program cannot link through <ferry.h> (undeclared, or without extern \"C\")"
+		status=1
+	fi
 fi
 exit $status
