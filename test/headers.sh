@@ -9,13 +9,7 @@ srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 CC=${CC:-cc}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/headers.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-cxx=
-for c in "${CXX:-}" c++ g++ clang++; do
-	if test -n "$c" && command -v "$c" >/dev/null 2>&1; then
-		cxx=$c
-		break
-	fi
-done
+. "$srcdir/test/cxx.sh"
 
 status=0
 n=0

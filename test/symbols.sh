@@ -38,16 +38,10 @@ fi
 # Each exported function is declared by <ferry.h> with C linkage: a C++
 # program that takes every one's address compiles and links (a header
 # without its extern "C" guard would leave C++-mangled names unresolved).
-cxx=
-for c in "${CXX:-}" c++ g++ clang++; do
-	if test -n "$c" && command -v "$c" >/dev/null 2>&1; then
-		cxx=$c
-		break
-	fi
-done
+srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$srcdir/test/cxx.sh"
 funcs=$("$NM" -D --defined-only "$so" | awk '$2 == "T" && $3 ~ /^ferry_[^_]/ { sub(/@.*/, "", $3); print $3 }' | sort -u)
 if test -n "$cxx" && test -n "$funcs"; then
-	srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/symbols.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
 	{
