@@ -18,7 +18,8 @@ fi
 # "nm -D --defined-only" prints "value type name[@@version]".  Type A is
 # the version node itself (FERRY_1.0).  _init/_fini/_edata/_end/__bss_start
 # are put there by the linker when there is no version script to hide them.
-syms=$("$NM" -D --defined-only "$so" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u)
+table=$("$NM" -D --defined-only "$so")
+syms=$(printf '%s\n' "$table" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u)
 
 bad=$(printf '%s\n' "$syms" | grep -v -E '^(ferry_[^_]|_init$|_fini$|_edata$|_end$|__bss_start$)' || true)
 count=$(printf '%s\n' "$syms" | grep -c -E '^ferry_[^_]' || true)
@@ -40,7 +41,7 @@ fi
 # without its extern "C" guard would leave C++-mangled names unresolved).
 srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 . "$srcdir/test/cxx.sh"
-funcs=$("$NM" -D --defined-only "$so" | awk '$2 == "T" && $3 ~ /^ferry_[^_]/ { sub(/@.*/, "", $3); print $3 }' | sort -u)
+funcs=$(printf '%s\n' "$table" | awk '$2 == "T" && $3 ~ /^ferry_[^_]/ { sub(/@.*/, "", $3); print $3 }' | sort -u)
 if test -n "$cxx" && test -n "$funcs"; then
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/symbols.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
