@@ -111,7 +111,6 @@ struct ferry_req {
     enum ferry__op_kind kind;
     size_t niov;                 /* iovs, or prepared block pairs */
     struct ferry_iov *iov;       /* copy of the caller's array, or NULL */
-    struct ferry_iov iov_inline[FERRY__REQ_INLINE_IOVS]; /* iov, if it fits */
     struct ferry_prep *prep;     /* a prepared request: */
     uint32_t *lidx, *ridx;       /* its block pairs (one allocation) */
     struct ferry__found *found;  /* per iov without lmem, or NULL */
@@ -123,7 +122,6 @@ struct ferry_req {
     size_t chunk;    /* largest operation it posts */
     unsigned rail;   /* the rail of an unstriped request */
     int rail_pending; /* rail chosen for the next chunk, or -1 */
-    int64_t credit[FERRY__MAX_RAILS]; /* weighted round robin of chunks */
     size_t ops_in_flight;
     uint64_t bytes_done;
     uint64_t deadline_ns; /* 0: none */
@@ -156,17 +154,24 @@ struct ferry_req {
     atomic_bool freed_once;
     /* On part.h's given_back stack, then, freed, on its spare stack. */
     struct ferry_req *stack_next;
+    /*
+     * The fields from here on are not cleared with those above (req_new,
+     * xfer.c), each being written before it is read:
+     * iov_inline: iov, if it fits; the request copies n of them in.
+     */
+    struct ferry_iov iov_inline[FERRY__REQ_INLINE_IOVS];
+    /* A striped request's weighted round robin of chunks, cleared where
+     * it stripes. */
+    int64_t credit[FERRY__MAX_RAILS];
     /* With covers: per peer rail, the last write posted there without
      * waiting since one into its region (rmem) that waited (len 0: none),
      * posted again, waiting, once all else is: its delivery then covers
-     * theirs.  Not cleared with the fields above but where the request
-     * covers. */
+     * theirs.  Cleared where the request covers. */
     struct ferry__cover {
         const struct ferry_rmem *rmem;
         size_t first_item, last_item, off, len;
     } cover[FERRY__MAX_RAILS];
-    /* Last: a new request clears the fields before cover, and of this one
-     * only the first byte (req_new, xfer.c). */
+    /* Last: of this one a new request clears only the first byte. */
     char errmsg[256];
 };
 

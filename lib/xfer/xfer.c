@@ -419,11 +419,11 @@ static struct ferry_req *req_new(struct ferry_peer *peer,
     FERRY__ASSERT_LOCKED(&x->reg.fab.lock);
     req = req_take_spare(x);
 
-    /* A kept request is cleared but for its covers (req_start clears them
-     * where it has any) and its sentence, of which an empty string needs
-     * one byte: 512 bytes fewer to clear per request. */
+    /* A kept request is cleared up to the fields each request writes
+     * before it reads them (op.h), and of its sentence the first byte:
+     * 720 bytes fewer to clear per request. */
     if (req != NULL) {
-        memset(req, 0, offsetof(struct ferry_req, cover));
+        memset(req, 0, offsetof(struct ferry_req, iov_inline));
         req->errmsg[0] = '\0';
     } else if ((req = calloc(1, sizeof(*req))) == NULL) {
         return NULL;
@@ -538,8 +538,10 @@ static int req_start(struct ferry_req *req, ferry_req_t **out,
     /* A striped request's round robin starts on its turn's rail: one
      * that goes as a single operation (a run merged up to the operation
      * size) would otherwise always take rail 0. */
-    if (req->striped)
+    if (req->striped) {
+        memset(req->credit, 0, sizeof(req->credit));
         req->credit[req->rail % req->peer->nrails] = 1;
+    }
     /* Writes into a peer's host mirror of device memory tell the peer
      * what they wrote (post_syncs); only contexts that imported one look. */
     req->sync_mirrors =
