@@ -103,7 +103,9 @@ struct ferry_topo_config {
 FERRY_API int ferry_topo_load(const struct ferry_topo_config *cfg,
                               ferry_topo_t **topo);
 /* Frees the topology and every string it handed out.  Returns 0 (also
- * for NULL) or FERRY_EINVAL (not a live topology). */
+ * for NULL) or FERRY_EHANDLE (not a live topology: closed already).  Every
+ * ferry_topo_ call given a topology that is not live returns
+ * FERRY_EHANDLE. */
 FERRY_API int ferry_topo_close(ferry_topo_t *topo);
 
 struct ferry_topo_info {
@@ -194,7 +196,7 @@ FERRY_API int ferry_topo_host_nics(const ferry_topo_t *topo, int numa_node,
  * "eth0", efa's "rdmap16s27-rdm"), from /sys/class/infiniband or
  * /sys/class/net.  Returns 0, FERRY_ENOENT (no such device), FERRY_ENOTSUP
  * (not a PCI device: loopback, veth and other virtual interfaces),
- * FERRY_ENOSPC (len < FERRY_TOPO_PCI_LEN) or FERRY_EINVAL.
+ * FERRY_ENOSPC (pci NULL or len < FERRY_TOPO_PCI_LEN) or FERRY_EINVAL.
  */
 FERRY_API int ferry_topo_domain_pci(const char *domain, char *pci,
                                     size_t len);

@@ -200,6 +200,7 @@ static const struct {
     {FERRY__MAGIC_FAN, "fan-out", "fan-out"},
     {FERRY__MAGIC_META, "metadata handle", "metadata handle"},
     {FERRY__MAGIC_PREP, "prepared transfer", "prepared transfer"},
+    {FERRY__MAGIC_TOPO, "topology", "topology"},
 };
 
 int ferry__handle_error(const void *handle, uint32_t magic, const char *what)

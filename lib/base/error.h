@@ -19,6 +19,7 @@ enum ferry__magic {
     FERRY__MAGIC_PREP = 0x66707270, /* "fprp" */
     FERRY__MAGIC_FAN = 0x6666616e,  /* "ffan" */
     FERRY__MAGIC_META = 0x666d7461, /* "fmta" */
+    FERRY__MAGIC_TOPO = 0x66746f70, /* "ftop" */
     FERRY__MAGIC_DEAD = 0x64656164, /* "dead": freed, for use-after-free hints */
 };
 
@@ -58,5 +59,6 @@ static inline int ferry__check_handle(const void *handle, uint32_t magic,
 #define ferry__check_prep(h, what) ferry__check_handle((h), FERRY__MAGIC_PREP, (what))
 #define ferry__check_fan(h, what) ferry__check_handle((h), FERRY__MAGIC_FAN, (what))
 #define ferry__check_meta(h, what) ferry__check_handle((h), FERRY__MAGIC_META, (what))
+#define ferry__check_topo(h, what) ferry__check_handle((h), FERRY__MAGIC_TOPO, (what))
 
 #endif /* FERRY_BASE_ERROR_H */

@@ -1319,18 +1319,6 @@ static void free_choices(struct ferry__topo_choice *c, size_t n)
     free(c);
 }
 
-static int check_topo(const ferry_topo_t *t, const char *what)
-{
-    if (t == NULL)
-        return ferry__error(FERRY_EINVAL, "%s: topo is NULL", what);
-    if (t->magic != FERRY__TOPO_MAGIC)
-        return ferry__error(FERRY_EINVAL,
-                            "%s: topo is not a live topology (closed "
-                            "already, or not from ferry_topo_load)",
-                            what);
-    return 0;
-}
-
 /* Frees a topology (also a half-built one: ferry_topo_load's failures). */
 static void topo_free(ferry_topo_t *t)
 {
@@ -1354,7 +1342,7 @@ int ferry_topo_close(ferry_topo_t *t)
     ferry__error_clear();
     if (t == NULL)
         return 0;
-    if ((ret = check_topo(t, "ferry_topo_close")))
+    if ((ret = ferry__check_topo(t, "ferry_topo_close")))
         return ret;
     topo_free(t);
     return 0;
@@ -1436,7 +1424,7 @@ int ferry_topo_load(const struct ferry_topo_config *user, ferry_topo_t **out)
     t = calloc(1, sizeof(*t));
     if (t == NULL)
         return out_of_memory();
-    t->magic = FERRY__TOPO_MAGIC;
+    t->magic = FERRY__MAGIC_TOPO;
     ret = open_hwloc(t, xml, xml_origin);
     if (ret == 0)
         ret = build(t, &cfg);
@@ -1496,7 +1484,7 @@ int ferry_topo_info(const ferry_topo_t *t, struct ferry_topo_info *info)
     int ret;
 
     ferry__error_clear();
-    ret = check_topo(t, "ferry_topo_info");
+    ret = ferry__check_topo(t, "ferry_topo_info");
     if (ret != 0)
         return ret;
     full = (struct ferry_topo_info){
@@ -1518,7 +1506,7 @@ static int get_dev(const ferry_topo_t *t, const struct ferry__topo_dev *devs,
     int ret;
 
     ferry__error_clear();
-    ret = check_topo(t, what);
+    ret = ferry__check_topo(t, what);
     if (ret == 0)
         ret = check_index(i, n, role, what);
     if (ret != 0)
@@ -1556,7 +1544,7 @@ int ferry_topo_distance(const ferry_topo_t *t, size_t gpu, size_t nic)
     int ret;
 
     ferry__error_clear();
-    ret = check_topo(t, "ferry_topo_distance");
+    ret = ferry__check_topo(t, "ferry_topo_distance");
     if (ret == 0)
         ret = check_index(gpu, t->ngpus, "GPU", "ferry_topo_distance");
     if (ret == 0)
@@ -1590,7 +1578,7 @@ int ferry_topo_gpu_nics(const ferry_topo_t *t, size_t gpu,
     int ret;
 
     ferry__error_clear();
-    ret = check_topo(t, "ferry_topo_gpu_nics");
+    ret = ferry__check_topo(t, "ferry_topo_gpu_nics");
     if (ret == 0)
         ret = check_index(gpu, t->ngpus, "GPU", "ferry_topo_gpu_nics");
     return ret != 0 ? ret : get_choice(&t->gpu_choice[gpu], choice);
@@ -1642,7 +1630,7 @@ int ferry_topo_host_nics(const ferry_topo_t *t, int numa_node,
     int ret;
 
     ferry__error_clear();
-    ret = check_topo(t, "ferry_topo_host_nics");
+    ret = ferry__check_topo(t, "ferry_topo_host_nics");
     if (ret == 0 && numa_node == FERRY_TOPO_CURRENT_NODE)
         ret = current_node(t, &numa_node);
     if (ret != 0)

@@ -12,8 +12,6 @@
 
 #include <hwloc.h>
 
-#define FERRY__TOPO_MAGIC 0x66746f70 /* "ftop" */
-
 /* A GPU or a NIC: the PCI address it was named by, and where hwloc has it. */
 struct ferry__topo_dev {
     char pci[FERRY_TOPO_PCI_LEN]; /* canonical "dddd:bb:dd.f" */

@@ -272,6 +272,8 @@ START_TEST(test_close_null_and_twice)
                     FERRY_EHANDLE, "not a live metadata handle");
     TU_EXPECT_ERROR(ferry_context_close((ferry_context_t *)(void *)h.meta),
                     FERRY_EHANDLE, "not a live ferry context");
+    TU_EXPECT_ERROR(ferry_topo_close((ferry_topo_t *)(void *)h.ctx),
+                    FERRY_EHANDLE, "not a live topology");
     ck_assert_int_eq(ferry_context_close(h.ctx), 0);
     tu_free_buf(h.buf, LEN);
 }
