@@ -21,7 +21,8 @@
  * With a GPU (CUDA's driver, libcuda.so.1) it uses it.  Without one it
  * says so and runs on ferry's simulated device (FERRY_SIM_DEVICES=1),
  * whose memory the CPU cannot touch, so the same code paths run.
- * FERRY_PROVIDER / FI_PROVIDER pick the provider (default tcp on lo).
+ * FERRY_PROVIDER / FI_PROVIDER pick the provider (default: shared
+ * memory, both processes being on this host).
  */
 #include "example.h"
 

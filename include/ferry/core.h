@@ -360,7 +360,8 @@ FERRY_API const char *ferry_fi_mr_cache_status(void);
  * completion queue and address vector for each rail.
  * cfg may be NULL (defaults).  *ctx is set on success only.
  * Returns 0, FERRY_EINVAL (bad cfg), FERRY_ENOPROVIDER (the sentence lists
- * every candidate and why it was refused), FERRY_EPROVIDER or FERRY_ENOMEM.
+ * every candidate and why it was refused), FERRY_ENOSPC (shm: no room in
+ * /dev/shm), FERRY_EPROVIDER or FERRY_ENOMEM.
  */
 FERRY_API int ferry_context_create(const struct ferry_config *cfg,
                                    ferry_context_t **ctx);
@@ -492,7 +493,9 @@ FERRY_API int ferry_probe_close(ferry_probe_t *probe);
 /*
  * Adds a peer from its address blob.  Returns 0, FERRY_EBLOB (malformed),
  * FERRY_EINCOMPAT (another provider or address format: the sentence names
- * both sides), FERRY_EPROVIDER or FERRY_ENOMEM.  The peer lives until
+ * both sides), FERRY_EHOSTUNREACH (shared memory or a loopback address
+ * towards another host), FERRY_ENOSPC (no room in /dev/shm),
+ * FERRY_EPROVIDER or FERRY_ENOMEM.  The peer lives until
  * ferry_peer_close() or the context's destruction.
  */
 FERRY_API int ferry_peer_add(ferry_context_t *ctx, const void *addr,
@@ -781,7 +784,8 @@ FERRY_API int ferry_req_wait(ferry_req_t *req, int timeout_ms);
 /*
  * Ends the request with FERRY_ECANCELED unless it has already ended.
  * Operations already handed to the provider finish in the background;
- * buffers stay registered until they do.  Returns 0.
+ * buffers stay registered until they do.  Returns 0, FERRY_EINVAL (NULL)
+ * or FERRY_EHANDLE (closed already, or not a request).
  */
 FERRY_API int ferry_req_cancel(ferry_req_t *req);
 /* Frees the request, cancelling it if it has not ended.  Returns 0 (also
