@@ -495,7 +495,8 @@ FERRY_API int ferry_probe_close(ferry_probe_t *probe);
  * FERRY_EINCOMPAT (another provider or address format: the sentence names
  * both sides), FERRY_EHOSTUNREACH (shared memory or a loopback address
  * towards another host), FERRY_ENOSPC (no room in /dev/shm),
- * FERRY_EPROVIDER or FERRY_ENOMEM.  The peer lives until
+ * FERRY_EPEERDEAD (a closed shm context of this process), FERRY_EPROVIDER
+ * or FERRY_ENOMEM.  The peer lives until
  * ferry_peer_close() or the context's destruction.
  */
 FERRY_API int ferry_peer_add(ferry_context_t *ctx, const void *addr,

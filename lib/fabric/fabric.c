@@ -65,7 +65,7 @@ static int name_shm_endpoint(struct ferry__rail *rail)
     if (rail->info->src_addr == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory naming an endpoint");
     rail->info->src_addrlen = strlen(name) + 1;
-    return 0;
+    return ferry__shm_loop_open(rail->info);
 }
 
 /* Tries at an endpoint whose provider found its address in use, where

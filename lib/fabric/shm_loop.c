@@ -1,9 +1,10 @@
 /*
- * Two shm endpoints of one process, connected both ways (shm_loop.h).
+ * shm endpoints of this process as peers of each other (shm_loop.h).
  *
- * The connections between endpoints of this process live in one list for
- * the whole process, under a mutex: peers are added and contexts closed
- * rarely, and never from libfabric's progress.
+ * The open endpoints of this process and the connections between them
+ * live in two lists for the whole process, under one mutex: endpoints
+ * open, peers are added and contexts closed rarely, and never from
+ * libfabric's progress.
  */
 #include "fabric/shm_loop.h"
 
@@ -21,8 +22,14 @@ struct shm_link {
     char to[FERRY__NAME_MAX];
 };
 
+struct shm_name {
+    struct shm_name *next;
+    char name[FERRY__NAME_MAX];
+};
+
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_link *links;
+static struct shm_name *open_names;
 
 void ferry__shm_endpoint_prefix(pid_t pid, char *buf, size_t len)
 {
@@ -82,22 +89,55 @@ static bool linked(const char *from, const char *to)
     return false;
 }
 
-int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
-                          size_t len)
+static bool is_open(const char *name)
 {
-    char self[FERRY__NAME_MAX], other[FERRY__NAME_MAX];
-    struct shm_link *l;
-    int ret = 0;
+    for (struct shm_name *n = open_names; n != NULL; n = n->next)
+        if (strcmp(n->name, name) == 0)
+            return true;
+    return false;
+}
 
-    if (!ferry__shm_loop_faulty(info) ||
-        !name_in_this_process(info->src_addr, info->src_addrlen,
-                              self, sizeof(self)) ||
-        !name_in_this_process(peer, len, other, sizeof(other)) ||
-        strcmp(self, other) == 0)
+int ferry__shm_loop_open(const struct fi_info *info)
+{
+    char self[FERRY__NAME_MAX];
+    struct shm_name *n;
+
+    if (!name_in_this_process(info->src_addr, info->src_addrlen, self,
+                              sizeof(self)))
         return 0;
+    if ((n = calloc(1, sizeof(*n))) == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory naming an endpoint");
+    snprintf(n->name, sizeof(n->name), "%s", self);
     pthread_mutex_lock(&links_lock);
-    if (linked(other, self)) {
-        ret = ferry__error(
+    n->next = open_names;
+    open_names = n;
+    pthread_mutex_unlock(&links_lock);
+    return 0;
+}
+
+/* The peer other, an endpoint of this process, is closed: refused. */
+static int closed_peer(const char *other)
+{
+    return ferry__error(
+        FERRY_EPEERDEAD,
+        "the peer's shm endpoint %s is named as one of this process "
+        "(pid %d), but no context of this process has it open: its "
+        "context was closed (ferry_context_close), or it belonged to an "
+        "earlier process with this pid; nothing can reach it, and "
+        "libfabric 1.17's shm provider, which keeps a closed endpoint of "
+        "the process in its list, dies of SIGSEGV at the first write to "
+        "one: add the peer while its context is open",
+        other, (int)getpid());
+}
+
+/* self, opening a connection to other, both of this process, where shm
+ * has the fault: refused if other already reaches self, else noted. */
+static int link_once(const char *self, const char *other)
+{
+    struct shm_link *l;
+
+    if (linked(other, self))
+        return ferry__error(
             FERRY_ENOTSUP,
             "the peer is a context of this same process that already "
             "reaches this one over shm, and libfabric %u.%u's shm provider "
@@ -106,16 +146,34 @@ int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
             "only, put the contexts in separate processes, or choose "
             "another provider (FERRY_PROVIDER=tcp)",
             FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
-    } else if (!linked(self, other)) {
-        if ((l = calloc(1, sizeof(*l))) == NULL) {
-            ret = ferry__error(FERRY_ENOMEM, "out of memory for a peer");
-        } else {
-            snprintf(l->from, sizeof(l->from), "%s", self);
-            snprintf(l->to, sizeof(l->to), "%s", other);
-            l->next = links;
-            links = l;
-        }
-    }
+    if (linked(self, other))
+        return 0;
+    if ((l = calloc(1, sizeof(*l))) == NULL)
+        return ferry__error(FERRY_ENOMEM, "out of memory for a peer");
+    snprintf(l->from, sizeof(l->from), "%s", self);
+    snprintf(l->to, sizeof(l->to), "%s", other);
+    l->next = links;
+    links = l;
+    return 0;
+}
+
+int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
+                          size_t len)
+{
+    char self[FERRY__NAME_MAX], other[FERRY__NAME_MAX];
+    int ret = 0;
+
+    if (info->ep_attr->protocol != FI_PROTO_SHM ||
+        !name_in_this_process(peer, len, other, sizeof(other)))
+        return 0;
+    pthread_mutex_lock(&links_lock);
+    if (!is_open(other))
+        ret = closed_peer(other);
+    else if (ferry__shm_loop_faulty(info) &&
+             name_in_this_process(info->src_addr, info->src_addrlen, self,
+                                  sizeof(self)) &&
+             strcmp(self, other) != 0)
+        ret = link_once(self, other);
     pthread_mutex_unlock(&links_lock);
     return ret;
 }
@@ -140,5 +198,13 @@ void ferry__shm_loop_forget(const struct fi_info *info)
             p = &l->next;
         }
     }
+    for (struct shm_name **n = &open_names; *n; n = &(*n)->next)
+        if (strcmp((*n)->name, self) == 0) {
+            struct shm_name *gone = *n;
+
+            *n = gone->next;
+            free(gone);
+            break;
+        }
     pthread_mutex_unlock(&links_lock);
 }

@@ -1,7 +1,17 @@
 /*
- * Two shm endpoints of one process, connected both ways.
+ * shm endpoints of one process as peers of each other: two cases are
+ * refused before libfabric sees them.
  *
- * From libfabric 2.5 (the rewritten shm provider) to at least its main
+ * A closed endpoint of this process.  libfabric 1.17's shm provider keeps every endpoint of
+ * the process in a list of its own (ep_name_list, left until exit) and
+ * takes a peer named there from it, region and all: a peer that is a
+ * closed endpoint of this process gets the region unmapped at close, and
+ * the first write to it dies of SIGSEGV (seen in a fan-out whose
+ * receiver's context closed before the plan reached the others).  ferry
+ * keeps the names of its open shm endpoints, and refuses a peer of this
+ * process that is not among them, on every release: it is dead anyway.
+ *
+ * Two endpoints of this process connected both ways.  From libfabric 2.5 (the rewritten shm provider) to at least its main
  * branch of August 2026, the endpoint that connects first to another
  * endpoint of the same process never learns where that endpoint's region
  * lies in its address space (smr_map_to_region returns early for a name
@@ -38,16 +48,27 @@ void ferry__shm_endpoint_prefix(pid_t pid, char *buf, size_t len);
 bool ferry__shm_loop_faulty(const struct fi_info *info);
 
 /*
+ * Remembers that info's endpoint, if it is an shm endpoint named by
+ * ferry__shm_endpoint_name, is open in this process, until
+ * ferry__shm_loop_forget.  0 or FERRY_ENOMEM.
+ */
+int ferry__shm_loop_open(const struct fi_info *info);
+
+/*
  * Called before the endpoint opened from info inserts the address peer
- * (len bytes, as the peer's fi_getname gave it).  When both are shm
- * endpoints of this process and the peer already reaches this endpoint,
- * refuses with FERRY_ENOTSUP and a sentence that says why and what to do;
- * otherwise remembers that this endpoint reaches peer and returns 0.
+ * (len bytes, as the peer's fi_getname gave it).  When info's endpoint is
+ * an shm one and the peer names an endpoint of this process that is not
+ * open, refuses with FERRY_EPEERDEAD.  When both are shm endpoints of
+ * this process, shm has the fault and the peer already reaches this
+ * endpoint, refuses with FERRY_ENOTSUP.  Each with a sentence that says
+ * why and what to do; otherwise remembers that this endpoint reaches
+ * peer and returns 0.
  */
 int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
                           size_t len);
 
-/* Forgets every connection to or from info's endpoint (it is closing). */
+/* Forgets info's endpoint, and every connection to or from it (it is
+ * closing). */
 void ferry__shm_loop_forget(const struct fi_info *info);
 
 #endif /* FERRY_FABRIC_SHM_LOOP_H */

@@ -757,6 +757,8 @@ START_TEST(test_shm_loop_rule)
     ib = shm_info(b);
     tcp = shm_info(a);
     tcp->ep_attr->protocol = FI_PROTO_RXM;
+    ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
+    ck_assert_int_eq(ferry__shm_loop_open(ib), 0);
     setenv("FERRY_SHM_LOOP_FAULT", "1", 1);
 
     ck_assert_int_eq(admit(ia, b_url), 0); /* a -> b, URL form */
@@ -768,15 +770,24 @@ START_TEST(test_shm_loop_rule)
     ck_assert_int_eq(admit(ib, far), 0); /* not this process */
     ck_assert_int_eq(admit(tcp, b), 0);  /* not shm */
 
-    /* Once a's endpoint closes, b may reach a new endpoint of that name. */
+    /* Once a's endpoint closes, nothing reaches it; b may reach a new
+     * endpoint of that name. */
     ferry__shm_loop_forget(ia);
+    ck_assert_int_eq(admit(ib, a), FERRY_EPEERDEAD);
+    tu_assert_sentence("no context of this process has it open",
+                       "ferry_context_close", NULL);
+    ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
     ck_assert_int_eq(admit(ib, a), 0);
     ck_assert_int_eq(admit(ia, b), FERRY_ENOTSUP);
 
-    /* A libfabric without the fault admits both ways. */
+    /* A libfabric without the fault admits both ways, but never an
+     * endpoint of this process that is closed. */
     setenv("FERRY_SHM_LOOP_FAULT", "0", 1);
     ck_assert(!ferry__shm_loop_faulty(ia));
     ck_assert_int_eq(admit(ia, b), 0);
+    ferry__shm_loop_forget(ib);
+    ck_assert_int_eq(admit(ia, b), FERRY_EPEERDEAD);
+    ck_assert_int_eq(admit(tcp, b), 0); /* not shm: its names are others */
     unsetenv("FERRY_SHM_LOOP_FAULT");
     ck_assert(ferry__shm_loop_faulty(ia) ==
               FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)));
@@ -787,6 +798,25 @@ START_TEST(test_shm_loop_rule)
     fi_freeinfo(ia);
     fi_freeinfo(ib);
     fi_freeinfo(tcp);
+}
+END_TEST
+
+/* Through ferry_peer_add: a closed context of this process is refused,
+ * not inserted into shm's address vector, where libfabric 1.17 would
+ * hand out the closed endpoint's unmapped region (shm_loop.h). */
+START_TEST(test_shm_closed_context_refused)
+{
+    ferry_context_t *ctx = tu_context("shm"), *gone = tu_context("shm");
+    ferry_peer_t *peer = UNTOUCHED;
+    uint8_t addr[512];
+    size_t len = address_of(gone, addr, sizeof(addr));
+
+    ck_assert_int_eq(ferry_context_close(gone), 0);
+    TU_EXPECT_ERROR(ferry_peer_add(ctx, addr, len, &peer), FERRY_EPEERDEAD,
+                    "no context of this process has it open");
+    ck_assert_ptr_eq(peer, UNTOUCHED);
+    peer_count_is(ctx, 0);
+    ferry_context_close(ctx);
 }
 END_TEST
 
@@ -1345,6 +1375,7 @@ static Suite *peer_suite(void)
 
     tc = tcase_create("shm_loop");
     tcase_add_test(tc, test_shm_loop_rule);
+    tcase_add_test(tc, test_shm_closed_context_refused);
     tcase_add_loop_test(tc, test_shm_both_ways_refused, 0, (int)tu_nproviders);
     suite_add_tcase(s, tc);
     return s;
