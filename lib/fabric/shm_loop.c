@@ -158,11 +158,12 @@ static int link_once(const char *self, const char *other)
 }
 
 int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
-                          size_t len)
+                          size_t len, bool *one_way)
 {
     char self[FERRY__NAME_MAX], other[FERRY__NAME_MAX];
     int ret = 0;
 
+    *one_way = false;
     if (info->ep_attr->protocol != FI_PROTO_SHM ||
         !name_in_this_process(peer, len, other, sizeof(other)))
         return 0;
@@ -173,7 +174,7 @@ int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
              name_in_this_process(info->src_addr, info->src_addrlen, self,
                                   sizeof(self)) &&
              strcmp(self, other) != 0)
-        ret = link_once(self, other);
+        *one_way = (ret = link_once(self, other)) == 0;
     pthread_mutex_unlock(&links_lock);
     return ret;
 }

@@ -62,10 +62,11 @@ int ferry__shm_loop_open(const struct fi_info *info);
  * this process, shm has the fault and the peer already reaches this
  * endpoint, refuses with FERRY_ENOTSUP.  Each with a sentence that says
  * why and what to do; otherwise remembers that this endpoint reaches
- * peer and returns 0.
+ * peer and returns 0, with *one_way true when that peer can therefore
+ * never reach this endpoint back.
  */
 int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
-                          size_t len);
+                          size_t len, bool *one_way);
 
 /* Forgets info's endpoint, and every connection to or from it (it is
  * closing). */

@@ -316,14 +316,17 @@ static void node_lost(struct ferry_fanout *f, uint32_t c, const char *why);
 static void send_failed(struct ferry_fanout *f, uint32_t c, const char *why)
 {
     enum ferry_peer_state st = FERRY_PEER_UP;
+    char reason[256];
 
     if (f->dead[c])
         return;
+    /* why is often ferry_last_error(), which ferry_peer_state clears. */
+    snprintf(reason, sizeof(reason), "%s", why);
     if (f->peer[c] != NULL)
         ferry_peer_state(f->peer[c], &st, NULL, 0);
     if (st == FERRY_PEER_DEAD || st == FERRY_PEER_UNREACHABLE ||
         ++f->fails[c] >= MAX_FAILS)
-        node_lost(f, c, why);
+        node_lost(f, c, reason);
 }
 
 /* Node c is gone.  The source tells every live receiver (their
@@ -926,6 +929,18 @@ static int check_receivers(ferry_mem_t *src, size_t len,
                                     ? "its peer belongs to another context"
                                     : "dst[i] was not imported from "
                                       "peers[i]");
+        /* Its receivers answer the source and forward to each other. */
+        if (peers[i]->shm_one_way)
+            return ferry__error(
+                FERRY_ENOTSUP,
+                "ferry_fanout: receiver %zu is a context of this process "
+                "reached over shm, and libfabric %u.%u's shm provider "
+                "cannot connect two endpoints of one process both ways "
+                "(docs/compatibility.md), which a fan-out needs (its "
+                "receivers report to the source): put the receivers in "
+                "other processes, or choose another provider "
+                "(FERRY_PROVIDER=tcp)",
+                i, FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
         if (dst[i]->inbox == NULL)
             return ferry__error(FERRY_EINVAL,
                                 "ferry_fanout: receiver %zu's region was "

@@ -385,7 +385,8 @@ static int insert_section(struct ferry__reg *reg, struct ferry__blob_reader *r,
                 rail->info->domain_attr->name,
                 format_name(rail->info->addr_format));
         if ((ret = check_loopback_reach(fmt, name, len, host)) ||
-            (ret = ferry__shm_loop_admit(rail->info, name, len)) ||
+            (ret = ferry__shm_loop_admit(rail->info, name, len,
+                                         &peer->shm_one_way)) ||
             (ret = ferry__shm_region_reserve_peer(rail->info, name, len)))
             return ret;
         if (i == 0)

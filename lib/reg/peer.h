@@ -121,6 +121,10 @@ struct ferry_peer {
     _Atomic unsigned rmem_count; /* imported regions still held */
     struct ferry__pulse_remote pulse; /* its heartbeat word */
     struct ferry__peer_live live;
+    /* A context of this process over an shm that cannot connect two of
+     * its endpoints both ways: it can never add this context as a peer
+     * (fabric/shm_loop.h). */
+    bool shm_one_way;
     /* ferry_peer_close'd while the provider still held operations to it
      * (of requests that ended, heartbeats): the handle is invalid, and
      * the memory goes when the last one comes back (xfer/op.c). */

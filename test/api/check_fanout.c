@@ -4,8 +4,11 @@
  * thread (the receivers' threads do the forwarding): every receiver's
  * bytes are checked against the pattern and its counter must reach 1,
  * for a chain, a tree, sizes that are no multiple of the chunk, one
- * receiver, staged device memory on every side; a receiver that is gone is reported by index while the one
- * behind it still gets everything; bad arguments are refused with
+ * receiver, staged device memory on every side; a receiver that is gone
+ * (on tcp and on shm) is reported by index and why while the one behind
+ * it still gets everything; receivers in this process that an shm
+ * provider lets reach the source one way only are refused up front;
+ * bad arguments are refused with
  * sentences that say what to do, and so is a shape in which a region
  * peers may only write would forward, while such regions take a fan-out
  * as leaves.  A fan-out across processes in
@@ -13,6 +16,7 @@
  */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,10 +54,12 @@ struct fan_fx {
  * receiver on purpose (then long enough that a slow sanitizer build does
  * not lose the live ones too). */
 static unsigned fx_liveness_ms;
+/* The provider of the next fixture's contexts. */
+static const char *fx_provider = TCP;
 
 static void config(struct ferry_config *cfg)
 {
-    tu_config(cfg, TCP);
+    tu_config(cfg, fx_provider);
     cfg->progress_thread = 1;
     cfg->liveness_ms = fx_liveness_ms;
 }
@@ -264,6 +270,29 @@ START_TEST(twice_over_the_same_regions)
 END_TEST
 
 /* A chain of the fixture's receivers, 256 KiB chunks, started. */
+/* Whether ctx's libfabric connects two shm endpoints of one process one
+ * way only (its shm provider from 2.5 on: docs/compatibility.md). */
+static bool one_way_shm(ferry_context_t *ctx)
+{
+    struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
+
+    ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
+    return info.fi_version >= ((2u << 16) | 5u);
+}
+
+/* A fan-out to receivers that could never reach the source back is
+ * refused before it starts, with a sentence that says why. */
+static void assert_one_way_refused(struct fan_fx *fx)
+{
+    ferry_fanout_t *f = NULL;
+
+    TU_EXPECT_ERROR(ferry_fanout(fx->mem, 0, fx->len, fx->peers, fx->dst,
+                                 fx->n, NULL, &f),
+                    FERRY_ENOTSUP, "receiver 0 is a context of this process");
+    tu_assert_sentence("both ways", "FERRY_PROVIDER=tcp", NULL);
+    ck_assert_ptr_null(f);
+}
+
 static ferry_fanout_t *start_chain(struct fan_fx *fx)
 {
     struct ferry_fanout_opts opts = FERRY_FANOUT_OPTS_INIT;
@@ -280,19 +309,29 @@ static ferry_fanout_t *start_chain(struct fan_fx *fx)
 
 /*
  * Source -> 0 -> 1 -> 2, and receiver 0 or 1 is gone before the data
- * comes: it is reported missing by index, and the other two still get
- * everything (the source takes 1 over; 0 takes 2 over).
+ * comes: it is reported missing by index and why, and the other two
+ * still get everything (the source takes 1 over; 0 takes 2 over).  On
+ * tcp and on shm, where the closed context is known at once and the
+ * source's first write to it is what fails.
  */
 START_TEST(middle_receiver_gone)
 {
-    size_t gone = (size_t)_i, kept[2] = {gone == 0 ? 1 : 0, 2};
+    size_t gone = (size_t)_i % 2, kept[2] = {gone == 0 ? 1 : 0, 2};
     struct fan_fx fx;
     ferry_fanout_t *f;
     size_t missing[MAX_RECV];
+    char lost[32];
     int ret;
 
     fx_liveness_ms = 3000;
+    fx_provider = _i < 2 ? TCP : "shm";
     fx_open(&fx, 3, 2 * MiB);
+    fx_provider = TCP;
+    if (_i >= 2 && one_way_shm(fx.src)) {
+        assert_one_way_refused(&fx);
+        fx_close(&fx);
+        return;
+    }
     receiver_close(&fx, &fx.r[gone]);
     f = start_chain(&fx);
     ret = ferry_fanout_wait(f, 30000);
@@ -300,6 +339,10 @@ START_TEST(middle_receiver_gone)
                   ferry_last_error());
     ck_assert_msg(strstr(ferry_last_error(), "died without the data") != NULL,
                   "%s", ferry_last_error());
+    snprintf(lost, sizeof(lost), "%zu (", gone);
+    ck_assert_msg(strstr(ferry_last_error(), lost) != NULL &&
+                      strstr(ferry_last_error(), "context was closed") != NULL,
+                  "the reason is missing: %s", ferry_last_error());
     ck_assert_uint_eq(ferry_fanout_missing(f, missing, MAX_RECV), 1);
     ck_assert_uint_eq(missing[0], gone);
     {
@@ -314,6 +357,26 @@ START_TEST(middle_receiver_gone)
     ferry_fanout_close(f);
     assert_received(&fx, kept[0]);
     assert_received(&fx, kept[1]);
+    fx_close(&fx);
+}
+END_TEST
+
+/*
+ * Receivers that are contexts of this process on an shm that connects
+ * two of its endpoints one way only: refused up front, where they would
+ * otherwise wait out the deadline without a word (the fault forced, so
+ * that the rule is tested on every libfabric).
+ */
+START_TEST(one_way_shm_refused)
+{
+    struct fan_fx fx;
+
+    setenv("FERRY_SHM_LOOP_FAULT", "1", 1);
+    fx_provider = "shm";
+    fx_open(&fx, 2, 64 * KiB);
+    fx_provider = TCP;
+    unsetenv("FERRY_SHM_LOOP_FAULT");
+    assert_one_way_refused(&fx);
     fx_close(&fx);
 }
 END_TEST
@@ -540,7 +603,8 @@ int main(void)
     tcase_add_test(tu_tcase(s, "one", 60), one_receiver_small);
     tcase_add_test(tu_tcase(s, "shape", 60), shape_chosen_by_size);
     tcase_add_test(tu_tcase(s, "twice", 60), twice_over_the_same_regions);
-    tcase_add_loop_test(tu_tcase(s, "gone", 90), middle_receiver_gone, 0, 2);
+    tcase_add_loop_test(tu_tcase(s, "gone", 90), middle_receiver_gone, 0, 4);
+    tcase_add_test(tu_tcase(s, "one_way", 30), one_way_shm_refused);
     tcase_add_test(tu_tcase(s, "dies", 90), middle_receiver_dies_midway);
     tcase_add_test(tu_tcase(s, "device", 60), staged_device_memory);
     tcase_add_test(tu_tcase(s, "bad", 60), bad_arguments);

@@ -738,15 +738,25 @@ static struct fi_info *shm_info(const char *name)
     return info;
 }
 
+/* Admits peer on info's endpoint; one_way tells what admit said of it. */
+static int admit_as(const struct fi_info *info, const char *peer,
+                    bool *one_way)
+{
+    return ferry__shm_loop_admit(info, peer, strlen(peer) + 1, one_way);
+}
+
 static int admit(const struct fi_info *info, const char *peer)
 {
-    return ferry__shm_loop_admit(info, peer, strlen(peer) + 1);
+    bool one_way;
+
+    return admit_as(info, peer, &one_way);
 }
 
 START_TEST(test_shm_loop_rule)
 {
     char a[64], b[64], far[64], b_url[80];
     struct fi_info *ia, *ib, *tcp;
+    bool one_way = false;
 
     snprintf(a, sizeof(a), "ferry_%d_1a_0", (int)getpid());
     snprintf(b, sizeof(b), "ferry_%d_1b_1", (int)getpid());
@@ -761,14 +771,18 @@ START_TEST(test_shm_loop_rule)
     ck_assert_int_eq(ferry__shm_loop_open(ib), 0);
     setenv("FERRY_SHM_LOOP_FAULT", "1", 1);
 
-    ck_assert_int_eq(admit(ia, b_url), 0); /* a -> b, URL form */
-    ck_assert_int_eq(admit(ia, b), 0);     /* again: the same direction */
-    ck_assert_int_eq(admit(ia, a), 0);     /* to itself */
+    ck_assert_int_eq(admit_as(ia, b_url, &one_way), 0); /* a -> b, URL form */
+    ck_assert(one_way); /* b may never reach a */
+    ck_assert_int_eq(admit(ia, b), 0); /* again: the same direction */
+    ck_assert_int_eq(admit_as(ia, a, &one_way), 0); /* to itself */
+    ck_assert(!one_way);
     ck_assert_int_eq(admit(ib, a), FERRY_ENOTSUP);
     tu_assert_sentence("this same process", "both ways",
                        "FERRY_PROVIDER=tcp", NULL);
-    ck_assert_int_eq(admit(ib, far), 0); /* not this process */
-    ck_assert_int_eq(admit(tcp, b), 0);  /* not shm */
+    ck_assert_int_eq(admit_as(ib, far, &one_way), 0); /* not this process */
+    ck_assert(!one_way);
+    ck_assert_int_eq(admit_as(tcp, b, &one_way), 0); /* not shm */
+    ck_assert(!one_way);
 
     /* Once a's endpoint closes, nothing reaches it; b may reach a new
      * endpoint of that name. */
@@ -784,7 +798,8 @@ START_TEST(test_shm_loop_rule)
      * endpoint of this process that is closed. */
     setenv("FERRY_SHM_LOOP_FAULT", "0", 1);
     ck_assert(!ferry__shm_loop_faulty(ia));
-    ck_assert_int_eq(admit(ia, b), 0);
+    ck_assert_int_eq(admit_as(ia, b, &one_way), 0);
+    ck_assert(!one_way);
     ferry__shm_loop_forget(ib);
     ck_assert_int_eq(admit(ia, b), FERRY_EPEERDEAD);
     ck_assert_int_eq(admit(tcp, b), 0); /* not shm: its names are others */
