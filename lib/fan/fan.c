@@ -211,7 +211,10 @@ static bool source_watched(const struct ferry_fanout *f)
 
 /* Frees a node whose requests are all back.  A receiver also lets go of
  * the regions it imported and of its own region, and stops watching its
- * source unless another node still does. */
+ * source unless another node still does.  A request back with an error
+ * may still have operations out (to a receiver that was lost): the
+ * region it writes into then refuses to close (FERRY_EBUSY) and stays
+ * on the context's list until the context closes. */
 static void node_free(struct ferry_fanout *f)
 {
     struct ferry__fabric *fab = ferry__fabric_of(f->ctx);

@@ -926,6 +926,21 @@ size_t ferry_rmem_length(const ferry_rmem_t *rmem)
     return rmem != NULL && rmem->magic == FERRY__MAGIC_RMEM ? rmem->len : 0;
 }
 
+/*
+ * What still holds a remote region: descriptor lists and requests, its
+ * fan-out inbox's too.  The inbox goes with its region (rmem_release),
+ * so a write into it still out -- a fan-out plan to a receiver that was
+ * lost meanwhile -- holds the region; under the lock.
+ */
+static unsigned rmem_holds(struct ferry_rmem *rmem, struct ferry__lock *lock)
+{
+    unsigned n = 0;
+
+    for (struct ferry_rmem *r = rmem; r != NULL; r = r->inbox)
+        n += ferry__users_read(&r->users, lock) + r->requests;
+    return n;
+}
+
 int ferry_rmem_close(ferry_rmem_t *rmem)
 {
     struct ferry__reg *reg;
@@ -939,7 +954,7 @@ int ferry_rmem_close(ferry_rmem_t *rmem)
         return ret;
     reg = ferry__reg_of(rmem->peer->ctx);
     ferry__lock_acquire(&reg->fab.lock);
-    users = ferry__users_read(&rmem->users, &reg->fab.lock) + rmem->requests;
+    users = rmem_holds(rmem, &reg->fab.lock);
     if (users == 0) {
         if (rmem->prev)
             rmem->prev->next = rmem->next;

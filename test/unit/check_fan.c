@@ -7,7 +7,8 @@
  * must not write its earlier bytes out to that child, nor count the
  * fan-out as received: write permission never becomes read permission.
  * The same lies to a region its peers may read do make it forward, which
- * shows that they are heard.  (Fan-outs that keep to the rules:
+ * shows that they are heard.  A region whose inbox a write still holds
+ * does not close.  (Fan-outs that keep to the rules:
  * test/api/check_fanout.c.)
  */
 #include "testutil.h"
@@ -224,6 +225,53 @@ START_TEST(test_readable_region_forwards)
 END_TEST
 
 /*
+ * A region whose inbox a write still holds does not close: the inbox goes
+ * with it, and the write's end would then touch freed memory.  A fan-out
+ * node closed such a region when a receiver was lost while its plan was
+ * out (check_fanout's `gone` case under AddressSanitizer, libfabric 2.6).
+ * Here the target does not progress, so the write stays out.
+ */
+START_TEST(test_held_inbox_keeps_region)
+{
+    const char *prov = tu_providers[_i];
+    struct tu_pair p;
+    uint8_t *buf = tu_alloc_buf(LEN), plan[64] = {0};
+    struct ferry_iov iov = {.local = plan, .len = sizeof(plan)};
+    ferry_mem_t *region;
+    ferry_rmem_t *rregion;
+    ferry_req_t *req;
+    uint64_t t0;
+    int ret;
+
+    tu_pair_open_threads(&p, prov, NULL, 0, 0);
+    region = tu_register(p.target, buf, LEN, WRITE_ONLY);
+    rregion = tu_share(region, p.peer);
+    iov.rmem = rregion->inbox;
+    ck_assert_msg(ferry__write_own(p.peer, &iov, 1, NULL, &req) == 0, "%s",
+                  ferry_last_error());
+    ret = ferry_rmem_close(rregion);
+    ck_assert_msg(ret == FERRY_EBUSY,
+                  "%s: a region closed (%d) while a write into its inbox "
+                  "was out",
+                  prov, ret);
+    tu_assert_sentence("ferry_rmem_close", "1 user", NULL);
+    t0 = tu_now_ns();
+    do {
+        ck_assert_int_ge(ferry_progress(p.target), 0);
+        ret = ferry_req_test(req);
+    } while (ret == FERRY_EINPROGRESS && tu_ms_since(t0) < PATIENCE_MS);
+    ck_assert_msg(ret == 0, "%s: the inbox write: %s", prov,
+                  ferry_last_error());
+    ferry_req_close(req);
+    ck_assert_msg(ferry_rmem_close(rregion) == 0, "%s: %s", prov,
+                  ferry_last_error());
+    ferry_mem_close(region);
+    tu_pair_close(&p);
+    tu_free_buf(buf, LEN);
+}
+END_TEST
+
+/*
  * The providers the control runs on.  In one process, the receiver must
  * reach back to the liar, a context of the same process; libfabric 2.5
  * and later's shm crashes on two endpoints of one process connected both
@@ -262,6 +310,9 @@ static Suite *fan_suite(void)
                         (int)tu_nproviders);
     tcase_add_loop_test(tc, test_readable_region_forwards, 0,
                         control_providers());
+    tc = tu_tcase(s, "inbox", 30);
+    tcase_add_loop_test(tc, test_held_inbox_keeps_region, 0,
+                        (int)tu_nproviders);
     return s;
 }
 
