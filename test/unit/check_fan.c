@@ -240,7 +240,6 @@ START_TEST(test_held_inbox_keeps_region)
     ferry_mem_t *region;
     ferry_rmem_t *rregion;
     ferry_req_t *req;
-    uint64_t t0;
     int ret;
 
     tu_pair_open_threads(&p, prov, NULL, 0, 0);
@@ -255,14 +254,7 @@ START_TEST(test_held_inbox_keeps_region)
                   "was out",
                   prov, ret);
     tu_assert_sentence("ferry_rmem_close", "1 user", NULL);
-    t0 = tu_now_ns();
-    do {
-        ck_assert_int_ge(ferry_progress(p.target), 0);
-        ret = ferry_req_test(req);
-    } while (ret == FERRY_EINPROGRESS && tu_ms_since(t0) < PATIENCE_MS);
-    ck_assert_msg(ret == 0, "%s: the inbox write: %s", prov,
-                  ferry_last_error());
-    ferry_req_close(req);
+    tu_finish_on_stalled(p.target, req, "the inbox write");
     ck_assert_msg(ferry_rmem_close(rregion) == 0, "%s: %s", prov,
                   ferry_last_error());
     ferry_mem_close(region);
