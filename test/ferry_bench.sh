@@ -104,6 +104,8 @@ expect 0 "to 3 receivers" --fanout 3 --block-size 3M --fanout-chunk 256K \
 	--fanout-degree 1 --provider "tcp;ofi_rxm" --domain lo $short
 expect 0 "every receiver verified" --fanout 3 --block-size 1M \
 	--fanout-degree 2 --provider shm $short
+FERRY_BENCH_CORRUPT=100 expect 1 "does not hold every byte" --fanout 2 \
+	--block-size 64K --provider shm $short
 expect 2 "drop --op read" --fanout 2 --op read
 expect 2 "go with --fanout N" --fanout-chunk 1M
 expect 2 "does not fit in --buffer-size 64 KiB" --block-size 64K \

@@ -97,7 +97,10 @@ static int receiver_main(const struct options *o, int in, int out)
         !put(out, rkey, rlen))
         return complain("cannot hand the blobs to the source");
     while (get(in, &cmd, 1) && cmd == 'v') {
-        uint8_t ok = pattern_mismatch(buf, 0, o->block, PAT_A) == UINT64_MAX;
+        uint8_t ok;
+
+        corrupt_for_self_test(buf, o->block);
+        ok = pattern_mismatch(buf, 0, o->block, PAT_A) == UINT64_MAX;
 
         if (!put(out, &ok, 1))
             break;

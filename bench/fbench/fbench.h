@@ -66,7 +66,8 @@
  * the initiator send WRITTEN, so nothing lands inside it.
  *
  * FERRY_BENCH_CORRUPT=OFFSET (a self-test of the checkers) flips a byte of
- * the checked buffer before --validate checks it: the run must fail.
+ * the checked buffer before --validate, or a fan-out's receiver, checks
+ * it: the run must fail.
  *
  * Nothing hangs: every request has a deadline (--timeout), every wait for
  * the peer has one, and SIGALRM bounds the whole session (--time-limit).

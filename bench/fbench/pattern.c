@@ -58,7 +58,8 @@ void pattern_fill(uint8_t *buf, uint64_t off, uint64_t len,
 /*
  * Self-test of the checkers: FERRY_BENCH_CORRUPT=OFFSET flips the byte at
  * OFFSET of the checked buffer (the target's for write, the initiator's
- * for read) just before it is checked, so the run must fail.
+ * for read, each receiver's in a fan-out) just before it is checked, so
+ * the run must fail.
  */
 void corrupt_for_self_test(uint8_t *buf, uint64_t len)
 {
