@@ -188,7 +188,10 @@ int ferry_meta_withdraw(ferry_meta_t *m, const char *region)
  * one deadline for every wait of a call) has passed; at least once (a
  * timeout of 0), never giving up (< 0).  A failure of the service is
  * asked again too until the deadline, which then ends the call with that
- * failure's sentence.
+ * failure's sentence; but a service the backend has lost for good (the
+ * bootstrap hub's connection ended) ends the call at once, with the
+ * sentence of the failure that lost it: asking again could only wait out
+ * the deadline, or never end.
  */
 static int get_waiting(struct ferry_meta *m, const char *key, int timeout_ms,
                        uint64_t start, void *blob, size_t *len,
@@ -214,6 +217,9 @@ static int get_waiting(struct ferry_meta *m, const char *key, int timeout_ms,
         ret = m->backend->get(m, key, blob, len, attempt);
         if (ret == 0)
             return 0;
+        if (ret != FERRY_ENOENT && m->backend->lost != NULL &&
+            m->backend->lost(m))
+            return ret;
         spent = (ferry__now_ns() - start) / 1000000u;
         if (timeout_ms >= 0 && spent + LOOKUP_POLL_MS > (uint64_t)timeout_ms)
             break;

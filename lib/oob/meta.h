@@ -47,6 +47,10 @@ struct ferry__meta_backend {
      * failure of the service.  *len: capacity in, length out. */
     int (*get)(struct ferry_meta *m, const char *key, void *blob,
                size_t *len, int timeout_ms);
+    /* Whether the service is lost for good (its connection ended), so
+     * that a failed get is not asked again; NULL when every request
+     * reaches the service afresh. */
+    bool (*lost)(struct ferry_meta *m);
     /* Starts reporting peers joining and leaving (ferry__meta_saw). */
     int (*watch)(struct ferry_meta *m);
     /* Leaves (every entry goes at once) and frees the backend's state. */

@@ -41,22 +41,27 @@ static struct boot *boot_of(struct ferry_meta *m)
     return m->backend_state;
 }
 
-/* A member pings the hub every PING_MS until the backend closes. */
+/* A member pings the hub every PING_MS until the backend closes, or
+ * until the connection to the hub has ended: then no ping could help. */
 static void *pinger_main(void *arg)
 {
     struct boot *b = arg;
+    bool lost = false;
 
     pthread_mutex_lock(&b->lock);
-    while (!b->stop) {
+    while (!b->stop && !lost) {
         struct timespec until = ferry__realtime_after(PING_MS);
 
         if (pthread_cond_timedwait(&b->stop_cv, &b->lock, &until) == 0 ||
             b->stop)
             continue;
         pthread_mutex_unlock(&b->lock);
-        if (ferry__oob_ping(b->conn, b->timeout_ms) != 0)
+        if (ferry__oob_ping(b->conn, b->timeout_ms) != 0) {
+            lost = ferry__oob_conn_lost(b->conn);
             FERRY_LOG_WARN("metadata: the bootstrap hub did not answer a "
-                           "ping: %s", ferry_last_error());
+                           "ping: %s%s", ferry_last_error(),
+                           lost ? "; no more pings" : "");
+        }
         pthread_mutex_lock(&b->lock);
     }
     pthread_mutex_unlock(&b->lock);
@@ -111,6 +116,13 @@ static int boot_get(struct ferry_meta *m, const char *key, void *blob,
     return b->hub != NULL
                ? ferry__oob_find(b->hub, key, blob, len)
                : ferry__oob_lookup_blob(b->conn, key, timeout_ms, blob, len);
+}
+
+static bool boot_lost(struct ferry_meta *m)
+{
+    struct boot *b = boot_of(m);
+
+    return b->conn != NULL && ferry__oob_conn_lost(b->conn);
 }
 
 static int boot_put(struct ferry_meta *m, const char *key, const void *blob,
@@ -209,6 +221,7 @@ const struct ferry__meta_backend ferry__meta_bootstrap = {
     .put = boot_put,
     .del = boot_del,
     .get = boot_get,
+    .lost = boot_lost,
     .watch = boot_watch,
     .close = boot_close,
 };

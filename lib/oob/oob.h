@@ -172,6 +172,10 @@ int ferry__oob_lookup_published(ferry__oob_conn_t *conn, const char *name,
 /* Client side: a request that does nothing but keep the connection from
  * being closed as idle. */
 int ferry__oob_ping(ferry__oob_conn_t *conn, int timeout_ms);
+/* Client side: whether a request failed in a way that ended the
+ * connection (closed by the other side, timed out mid-answer): every
+ * later request fails at once, and only a new connection helps. */
+bool ferry__oob_conn_lost(ferry__oob_conn_t *conn);
 
 /*
  * ferry__oob_connect with the context's token for a caller that expects

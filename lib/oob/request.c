@@ -178,3 +178,14 @@ int ferry__oob_offer(ferry__oob_conn_t *conn, const char *name,
         return ret;
     return ferry__oob_offer_blob(conn, name, blob, len, timeout_ms);
 }
+
+bool ferry__oob_conn_lost(ferry__oob_conn_t *conn)
+{
+    bool lost;
+
+    /* Under the lock the requests hold: one may be hanging up now. */
+    pthread_mutex_lock(&conn->lock);
+    lost = conn->fd < 0;
+    pthread_mutex_unlock(&conn->lock);
+    return lost;
+}

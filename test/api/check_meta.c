@@ -1426,6 +1426,53 @@ START_TEST(test_bootstrap_hub)
 }
 END_TEST
 
+/*
+ * A hub that closes ends its members' connections, and a member's calls
+ * say so at once, with why: a lookup that would wait for an entry to
+ * appear does not wait out its timeout, or for ever, on a hub it can no
+ * longer reach.  (It waited the whole timeout: 30 s in the Python suite.)
+ */
+START_TEST(test_bootstrap_hub_gone)
+{
+    struct ferry_config cfg;
+    ferry_context_t *ctx, *ctx2;
+    ferry_meta_t *hub, *member;
+    ferry_peer_t *peer = NULL;
+    ferry_rmem_t *rmem = NULL;
+    char url[64];
+    uint64_t t0;
+    int ret;
+
+    snprintf(url, sizeof(url), "bootstrap://127.0.0.1:%d", free_port());
+    meta_config(&cfg, 3, 2000);
+    ctx = tu_context_cfg(&cfg);
+    ctx2 = tu_context_cfg(&cfg);
+    hub = meta_open(ctx, url, "hub");
+    member = meta_open(ctx2, url, "member");
+    meta_peer(member, "hub", 5000);
+    ferry_meta_close(hub);
+
+    t0 = tu_now_ns();
+    ret = ferry_meta_peer(member, "hub", 20000, &peer);
+    ck_assert_msg(ret == FERRY_ECONNRESET,
+                  "a lookup on the closed hub gave %s (%s), expected "
+                  "FERRY_ECONNRESET",
+                  ferry_strerror(ret), ferry_last_error());
+    ck_assert_msg(tu_ms_since(t0) < 5000,
+                  "a lookup on the closed hub answered after %llu ms of its "
+                  "20000: it waited on a connection that had ended",
+                  (unsigned long long)tu_ms_since(t0));
+    tu_assert_sentence("closed the connection", NULL);
+    /* Never giving up (-1) cannot mean for ever on a lost hub. */
+    TU_EXPECT_ERROR(ferry_meta_lookup(member, "hub", "kv", -1, &rmem),
+                    FERRY_ECONNRESET, "join again (ferry_meta_open)");
+    ck_assert_ptr_null(rmem);
+    ferry_meta_close(member);
+    ferry_context_close(ctx);
+    ferry_context_close(ctx2);
+}
+END_TEST
+
 static Suite *meta_suite(bool etcd)
 {
     Suite *s = suite_create("meta");
@@ -1435,6 +1482,7 @@ static Suite *meta_suite(bool etcd)
     tcase_add_test(tc, test_bad_args);
     tc = tu_tcase(s, "bootstrap", 60);
     tcase_add_test(tc, test_bootstrap_hub);
+    tcase_add_test(tc, test_bootstrap_hub_gone);
     if (!etcd)
         return s;
     tc = tu_tcase(s, "meet", 60);
