@@ -185,14 +185,13 @@ static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
     return 0;
 }
 
-static void rail_close(struct ferry__rail *rail)
+static void rail_close_now(struct ferry__rail *rail)
 {
     /* Children before parents: libfabric refuses to close a domain with
      * open endpoints (-FI_EBUSY). */
     if (rail->ep)
         fi_close(&rail->ep->fid);
     ferry__shm_mend_close(&rail->mend);
-    ferry__shm_loop_forget(rail->info);
     if (rail->cq)
         fi_close(&rail->cq->fid);
     if (rail->av)
@@ -203,6 +202,35 @@ static void rail_close(struct ferry__rail *rail)
         fi_close(&rail->fabric->fid);
     fi_freeinfo(rail->info);
     memset(rail, 0, sizeof(*rail));
+}
+
+/* A kept rail's close (ferry__shm_loop_release). */
+static void kept_rail_close(void *arg)
+{
+    rail_close_now(arg);
+    free(arg);
+}
+
+/*
+ * Closes the rail, or hands it whole to shm_loop when its endpoint is
+ * open still because open shm endpoints of this process are connected to
+ * it (shm_loop.h): they use its region, which the endpoint's close would
+ * unmap.
+ */
+static void rail_close(struct ferry__rail *rail)
+{
+    struct ferry__rail *keep = NULL;
+
+    if (ferry__shm_loop_forget(rail->info) && rail->ep != NULL &&
+        (keep = malloc(sizeof(*keep))) != NULL)
+        *keep = *rail;
+    if (ferry__shm_loop_release(rail->info, keep ? kept_rail_close : NULL,
+                                keep)) {
+        memset(rail, 0, sizeof(*rail));
+        return;
+    }
+    free(keep);
+    rail_close_now(rail);
 }
 
 /*
@@ -590,9 +618,15 @@ int ferry__fabric_open(struct ferry__fabric *fab,
 void ferry__fabric_close_endpoints(struct ferry__fabric *fab)
 {
     for (unsigned i = 0; i < fab->nrails; i++) {
-        if (fab->rails[i].ep)
-            fi_close(&fab->rails[i].ep->fid);
-        fab->rails[i].ep = NULL;
+        struct ferry__rail *rail = &fab->rails[i];
+
+        /* Forgotten first, so that no context of this process adds it as
+         * a peer from now on; one connected to it already keeps it open
+         * (rail_close). */
+        if (rail->ep && !ferry__shm_loop_forget(rail->info)) {
+            fi_close(&rail->ep->fid);
+            rail->ep = NULL;
+        }
     }
 }
 

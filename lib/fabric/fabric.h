@@ -189,7 +189,9 @@ static inline struct ferry__fabric *ferry__fabric_of(ferry_context_t *ctx)
  */
 int ferry__fabric_open(struct ferry__fabric *fab,
                        struct ferry__selection *sel, const char *rails_why);
-/* Closes the endpoints: every operation still in flight ends with them. */
+/* Closes the endpoints: every operation still in flight ends with them.
+ * An shm endpoint that open contexts of this process have as a peer stays
+ * open, forgotten, until they close (shm_loop.h). */
 void ferry__fabric_close_endpoints(struct ferry__fabric *fab);
 /* Closes the rest of every rail (after ferry__fabric_close_endpoints and
  * after everything registered on the domains is closed). */

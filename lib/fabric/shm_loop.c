@@ -1,10 +1,10 @@
 /*
  * shm endpoints of this process as peers of each other (shm_loop.h).
  *
- * The open endpoints of this process and the connections between them
- * live in two lists for the whole process, under one mutex: endpoints
- * open, peers are added and contexts closed rarely, and never from
- * libfabric's progress.
+ * The open endpoints of this process, the connections between them and
+ * the closed ones kept for their holders live in three lists for the
+ * whole process, under one mutex: endpoints open, peers are added and
+ * contexts closed rarely, and never from libfabric's progress.
  */
 #include "fabric/shm_loop.h"
 
@@ -27,9 +27,18 @@ struct shm_name {
     char name[FERRY__NAME_MAX];
 };
 
+/* A closed endpoint that open ones still have as a peer, kept open. */
+struct shm_kept {
+    struct shm_kept *next;
+    char name[FERRY__NAME_MAX];
+    void (*close)(void *arg);
+    void *arg;
+};
+
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_link *links;
 static struct shm_name *open_names;
+static struct shm_kept *kept;
 
 void ferry__shm_endpoint_prefix(pid_t pid, char *buf, size_t len)
 {
@@ -97,6 +106,17 @@ static bool is_open(const char *name)
     return false;
 }
 
+/* Whether an endpoint still open is connected to name, either way: one
+ * that name reached has its region too, from name's first message. */
+static bool held(const char *name)
+{
+    for (struct shm_link *l = links; l; l = l->next)
+        if ((strcmp(l->to, name) == 0 && is_open(l->from)) ||
+            (strcmp(l->from, name) == 0 && is_open(l->to)))
+            return true;
+    return false;
+}
+
 int ferry__shm_loop_open(const struct fi_info *info)
 {
     char self[FERRY__NAME_MAX];
@@ -130,13 +150,13 @@ static int closed_peer(const char *other)
         other, (int)getpid());
 }
 
-/* self, opening a connection to other, both of this process, where shm
- * has the fault: refused if other already reaches self, else noted. */
-static int link_once(const char *self, const char *other)
+/* self, opening a connection to other, both of this process: noted.
+ * Where shm has the fault, refused if other already reaches self. */
+static int link_once(const char *self, const char *other, bool faulty)
 {
     struct shm_link *l;
 
-    if (linked(other, self))
+    if (faulty && linked(other, self))
         return ferry__error(
             FERRY_ENOTSUP,
             "the peer is a context of this same process that already "
@@ -168,37 +188,63 @@ int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
         !name_in_this_process(peer, len, other, sizeof(other)))
         return 0;
     pthread_mutex_lock(&links_lock);
-    if (!is_open(other))
+    if (!is_open(other)) {
         ret = closed_peer(other);
-    else if (ferry__shm_loop_faulty(info) &&
-             name_in_this_process(info->src_addr, info->src_addrlen, self,
-                                  sizeof(self)) &&
-             strcmp(self, other) != 0)
-        *one_way = (ret = link_once(self, other)) == 0;
+    } else if (name_in_this_process(info->src_addr, info->src_addrlen, self,
+                                    sizeof(self)) &&
+               strcmp(self, other) != 0) {
+        bool faulty = ferry__shm_loop_faulty(info);
+
+        ret = link_once(self, other, faulty);
+        *one_way = ret == 0 && faulty;
+    }
     pthread_mutex_unlock(&links_lock);
     return ret;
 }
 
-void ferry__shm_loop_forget(const struct fi_info *info)
+/* Drops the connections to and from name, closed (under links_lock). */
+static void unlink_all(const char *name)
 {
-    char self[FERRY__NAME_MAX];
-    struct shm_link **p;
-
-    if (info == NULL ||
-        !name_in_this_process(info->src_addr, info->src_addrlen,
-                              self, sizeof(self)))
-        return;
-    pthread_mutex_lock(&links_lock);
-    for (p = &links; *p;) {
+    for (struct shm_link **p = &links; *p;) {
         struct shm_link *l = *p;
 
-        if (strcmp(l->from, self) == 0 || strcmp(l->to, self) == 0) {
+        if (strcmp(l->from, name) == 0 || strcmp(l->to, name) == 0) {
             *p = l->next;
             free(l);
         } else {
             p = &l->next;
         }
     }
+}
+
+/* Takes out of the kept list, into *out, the endpoints no open one is
+ * connected to any more, and their connections (under links_lock). */
+static void take_unheld(struct shm_kept **out)
+{
+    for (struct shm_kept **k = &kept; *k;) {
+        struct shm_kept *one = *k;
+
+        if (!held(one->name)) {
+            *k = one->next;
+            one->next = *out;
+            *out = one;
+            unlink_all(one->name);
+        } else {
+            k = &one->next;
+        }
+    }
+}
+
+bool ferry__shm_loop_forget(const struct fi_info *info)
+{
+    char self[FERRY__NAME_MAX];
+    bool still_held;
+
+    if (info == NULL ||
+        !name_in_this_process(info->src_addr, info->src_addrlen,
+                              self, sizeof(self)))
+        return false;
+    pthread_mutex_lock(&links_lock);
     for (struct shm_name **n = &open_names; *n; n = &(*n)->next)
         if (strcmp((*n)->name, self) == 0) {
             struct shm_name *gone = *n;
@@ -207,5 +253,46 @@ void ferry__shm_loop_forget(const struct fi_info *info)
             free(gone);
             break;
         }
+    still_held = held(self);
     pthread_mutex_unlock(&links_lock);
+    return still_held;
+}
+
+bool ferry__shm_loop_release(const struct fi_info *info,
+                             void (*close)(void *), void *arg)
+{
+    char self[FERRY__NAME_MAX];
+    struct shm_kept *k = NULL, *unheld = NULL;
+    bool keep = false;
+
+    if (info == NULL ||
+        !name_in_this_process(info->src_addr, info->src_addrlen, self,
+                              sizeof(self)))
+        return false;
+    if (close != NULL && (k = calloc(1, sizeof(*k))) != NULL) {
+        snprintf(k->name, sizeof(k->name), "%s", self);
+        k->close = close;
+        k->arg = arg;
+    }
+    pthread_mutex_lock(&links_lock);
+    if (k != NULL && (keep = held(self))) {
+        k->next = kept;
+        kept = k;
+    } else {
+        unlink_all(self);
+    }
+    take_unheld(&unheld);
+    pthread_mutex_unlock(&links_lock);
+    if (!keep)
+        free(k);
+    /* Outside the lock: closing an endpoint is libfabric's business, and
+     * a closer asks this module again. */
+    while (unheld != NULL) {
+        struct shm_kept *one = unheld;
+
+        unheld = one->next;
+        one->close(one->arg);
+        free(one);
+    }
+    return keep;
 }

@@ -1,6 +1,7 @@
 /*
  * shm endpoints of one process as peers of each other: two cases are
- * refused before libfabric sees them.
+ * refused before libfabric sees them, and a closed endpoint that others
+ * have as a peer is kept open until they close.
  *
  * A closed endpoint of this process.  libfabric 1.17's shm provider keeps every endpoint of
  * the process in a list of its own (ep_name_list, left until exit) and
@@ -10,6 +11,20 @@
  * receiver's context closed before the plan reached the others).  ferry
  * keeps the names of its open shm endpoints, and refuses a peer of this
  * process that is not among them, on every release: it is dead anyway.
+ *
+ * A closed endpoint that open ones of this process are connected to.
+ * The same list gives such a peer the endpoint's own region, not a
+ * mapping of its own (a peer the endpoint reached too: its first message
+ * names it): when the endpoint closed, shm unmapped the region under
+ * them, and their next look at it died of SIGSEGV (1.17: a progress
+ * thread taking back the answer to a write through bounce buffers,
+ * smr_progress_resp_entry, in a fan-out whose receivers were contexts of
+ * one process closed in turn: 4 runs in 80, two at a time).  Contexts in
+ * separate processes map each other's regions themselves and are not
+ * reached.  ferry keeps such an endpoint open, and its rail with it,
+ * until no open endpoint of this process that it reached or that added
+ * it as a peer is left; nothing progresses it meanwhile, and its region
+ * stays in /dev/shm until then.
  *
  * Two endpoints of this process connected both ways.  From libfabric 2.5 (the rewritten shm provider) to at least its main
  * branch of August 2026, the endpoint that connects first to another
@@ -68,8 +83,23 @@ int ferry__shm_loop_open(const struct fi_info *info);
 int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
                           size_t len, bool *one_way);
 
-/* Forgets info's endpoint, and every connection to or from it (it is
- * closing). */
-void ferry__shm_loop_forget(const struct fi_info *info);
+/*
+ * Forgets info's endpoint, before it closes: a peer naming it is refused
+ * from now on.  Returns whether an endpoint of this process still open
+ * is connected to it, either way: then it must stay open
+ * (ferry__shm_loop_release).
+ */
+bool ferry__shm_loop_forget(const struct fi_info *info);
+
+/*
+ * info's rail is done with (its context closed every peer), and the
+ * endpoints kept for no one open any more are closed.  With close
+ * non-NULL (its endpoint is open), it is kept open itself while an open
+ * endpoint of this process is connected to it: close(arg) is called once
+ * none is, and it returns true.  False, with nothing kept, when none is
+ * now (or memory ran out): the caller closes it.
+ */
+bool ferry__shm_loop_release(const struct fi_info *info,
+                             void (*close)(void *), void *arg);
 
 #endif /* FERRY_FABRIC_SHM_LOOP_H */

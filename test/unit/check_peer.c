@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TCP "tcp;ofi_rxm"
@@ -785,11 +786,12 @@ START_TEST(test_shm_loop_rule)
     ck_assert(!one_way);
 
     /* Once a's endpoint closes, nothing reaches it; b may reach a new
-     * endpoint of that name. */
-    ferry__shm_loop_forget(ia);
+     * endpoint of that name once a's rail is gone. */
+    ck_assert(ferry__shm_loop_forget(ia)); /* b, which a reached, is open */
     ck_assert_int_eq(admit(ib, a), FERRY_EPEERDEAD);
     tu_assert_sentence("no context of this process has it open",
                        "ferry_context_close", NULL);
+    ck_assert(!ferry__shm_loop_release(ia, NULL, NULL));
     ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
     ck_assert_int_eq(admit(ib, a), 0);
     ck_assert_int_eq(admit(ia, b), FERRY_ENOTSUP);
@@ -810,9 +812,102 @@ START_TEST(test_shm_loop_rule)
 
     ferry__shm_loop_forget(ia);
     ferry__shm_loop_forget(ib);
+    ferry__shm_loop_release(ia, NULL, NULL);
+    ferry__shm_loop_release(ib, NULL, NULL);
     fi_freeinfo(ia);
     fi_freeinfo(ib);
     fi_freeinfo(tcp);
+}
+END_TEST
+
+/* What a kept endpoint's close did: how many times, and the last one. */
+struct closes {
+    int n;
+    const char *last;
+};
+
+static void count_close(void *arg)
+{
+    struct closes *c = *(struct closes **)arg;
+
+    c->n++;
+    c->last = ((const char *const *)arg)[1];
+}
+
+/* Closes the endpoint of info (named name) as fabric.c does; returns
+ * whether it was kept (then *slot's close reports it). */
+static bool close_as_fabric(struct fi_info *info, void **slot)
+{
+    bool held = ferry__shm_loop_forget(info);
+
+    return ferry__shm_loop_release(info, held ? count_close : NULL,
+                                   held ? slot : NULL);
+}
+
+/* A closed endpoint that open ones have as a peer is kept until the last
+ * of them closes (shm_loop.h), through chains and both ways. */
+START_TEST(test_shm_loop_keeps_held)
+{
+    char a[64], b[64], c[64];
+    struct fi_info *ia, *ib, *ic;
+    struct closes closes = {0, NULL};
+    void *slot_a[2] = {&closes, a}, *slot_b[2] = {&closes, b};
+
+    snprintf(a, sizeof(a), "ferry_%d_2a_0", (int)getpid());
+    snprintf(b, sizeof(b), "ferry_%d_2b_1", (int)getpid());
+    snprintf(c, sizeof(c), "ferry_%d_2c_2", (int)getpid());
+    ia = shm_info(a);
+    ib = shm_info(b);
+    ic = shm_info(c);
+    setenv("FERRY_SHM_LOOP_FAULT", "0", 1); /* both ways allowed */
+
+    /* Nobody has a: it closes at once. */
+    ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
+    ck_assert(!close_as_fabric(ia, slot_a));
+    ck_assert_int_eq(closes.n, 0);
+
+    /* b has a: a is kept until b closes; b, had by nobody, closes. */
+    ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
+    ck_assert_int_eq(ferry__shm_loop_open(ib), 0);
+    ck_assert_int_eq(admit(ib, a), 0);
+    ck_assert(close_as_fabric(ia, slot_a));
+    ck_assert_int_eq(admit(ib, a), FERRY_EPEERDEAD); /* forgotten still */
+    ck_assert_int_eq(closes.n, 0);
+    ck_assert(!close_as_fabric(ib, slot_b));
+    ck_assert_int_eq(closes.n, 1);
+    ck_assert_str_eq(closes.last, a);
+
+    /* Both ways: the first closed is kept, the second closes both. */
+    ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
+    ck_assert_int_eq(ferry__shm_loop_open(ib), 0);
+    ck_assert_int_eq(admit(ia, b), 0);
+    ck_assert_int_eq(admit(ib, a), 0);
+    ck_assert(close_as_fabric(ia, slot_a));
+    ck_assert(!close_as_fabric(ib, slot_b));
+    ck_assert_int_eq(closes.n, 2);
+    ck_assert_str_eq(closes.last, a);
+
+    /* A chain: c has b, b has a.  a is kept while b is open; b, kept
+     * for c, lets a go when it closes (nothing progresses a kept
+     * endpoint), and c's close lets b go. */
+    ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
+    ck_assert_int_eq(ferry__shm_loop_open(ib), 0);
+    ck_assert_int_eq(ferry__shm_loop_open(ic), 0);
+    ck_assert_int_eq(admit(ib, a), 0);
+    ck_assert_int_eq(admit(ic, b), 0);
+    ck_assert(close_as_fabric(ia, slot_a));
+    ck_assert_int_eq(closes.n, 2);
+    ck_assert(close_as_fabric(ib, slot_b));
+    ck_assert_int_eq(closes.n, 3);
+    ck_assert_str_eq(closes.last, a);
+    ck_assert(!close_as_fabric(ic, NULL));
+    ck_assert_int_eq(closes.n, 4);
+    ck_assert_str_eq(closes.last, b);
+
+    unsetenv("FERRY_SHM_LOOP_FAULT");
+    fi_freeinfo(ia);
+    fi_freeinfo(ib);
+    fi_freeinfo(ic);
 }
 END_TEST
 
@@ -832,6 +927,47 @@ START_TEST(test_shm_closed_context_refused)
     ck_assert_ptr_eq(peer, UNTOUCHED);
     peer_count_is(ctx, 0);
     ferry_context_close(ctx);
+}
+END_TEST
+
+/* A context of this process closed with a write in flight to another,
+ * whose progress then answers it: libfabric 1.17's shm gave the target the
+ * writer's own region (from its first message), and the answer went into
+ * it after the writer's close had unmapped it: SIGSEGV in the target's
+ * progress, every run.  ferry keeps the writer's endpoint open while the
+ * target is (shm_loop.h); the target goes on and closes cleanly. */
+START_TEST(test_shm_closed_writer_kept_for_its_target)
+{
+    struct tu_pair p;
+    uint8_t *src = tu_alloc_buf(4096), *dst = tu_alloc_buf(4096);
+    ferry_mem_t *md;
+    ferry_rmem_t *rd;
+    ferry_req_t *req = NULL;
+    struct ferry_iov iov;
+
+    /* The target without a progress thread: nothing answers the write
+     * until the test progresses it, after the writer's close. */
+    tu_pair_open_threads(&p, "shm", NULL, 1, 0);
+    md = tu_register(p.target, dst, 4096, FERRY_ACCESS_REMOTE_WRITE);
+    rd = tu_share(md, p.peer);
+    tu_fill(src, 4096, 93);
+    memset(dst, 0, 4096);
+    iov = (struct ferry_iov){.local = src, .rmem = rd, .len = 4096};
+    ck_assert_int_eq(ferry_write(p.peer, &iov, 1, NULL, &req), 0);
+    /* The writer's thread posts it, then its context closes with it in
+     * flight. */
+    nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
+    ck_assert_int_eq(ferry_context_close(p.init), 0);
+    p.init = NULL;
+    /* The target takes the write's command and answers into the writer's
+     * region (the bytes, which the writer's progress would have gone on
+     * copying, do not all land: it is closed). */
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(ferry_progress(p.target), 0);
+    ck_assert_int_eq(ferry_mem_close(md), 0);
+    tu_pair_close(&p);
+    tu_free_buf(src, 4096);
+    tu_free_buf(dst, 4096);
 }
 END_TEST
 
@@ -1390,7 +1526,9 @@ static Suite *peer_suite(void)
 
     tc = tcase_create("shm_loop");
     tcase_add_test(tc, test_shm_loop_rule);
+    tcase_add_test(tc, test_shm_loop_keeps_held);
     tcase_add_test(tc, test_shm_closed_context_refused);
+    tcase_add_test(tc, test_shm_closed_writer_kept_for_its_target);
     tcase_add_loop_test(tc, test_shm_both_ways_refused, 0, (int)tu_nproviders);
     suite_add_tcase(s, tc);
     return s;
