@@ -90,6 +90,14 @@ static bool name_in_this_process(const void *addr, size_t len, char *out,
     return true;
 }
 
+/* info's endpoint name, into self, when ferry named it in this process. */
+static bool own_name(const struct fi_info *info, char self[FERRY__NAME_MAX])
+{
+    return info != NULL && name_in_this_process(info->src_addr,
+                                                info->src_addrlen, self,
+                                                FERRY__NAME_MAX);
+}
+
 static bool linked(const char *from, const char *to)
 {
     for (struct shm_link *l = links; l; l = l->next)
@@ -122,8 +130,7 @@ int ferry__shm_loop_open(const struct fi_info *info)
     char self[FERRY__NAME_MAX];
     struct shm_name *n;
 
-    if (!name_in_this_process(info->src_addr, info->src_addrlen, self,
-                              sizeof(self)))
+    if (!own_name(info, self))
         return 0;
     if ((n = calloc(1, sizeof(*n))) == NULL)
         return ferry__error(FERRY_ENOMEM, "out of memory naming an endpoint");
@@ -190,9 +197,7 @@ int ferry__shm_loop_admit(const struct fi_info *info, const void *peer,
     pthread_mutex_lock(&links_lock);
     if (!is_open(other)) {
         ret = closed_peer(other);
-    } else if (name_in_this_process(info->src_addr, info->src_addrlen, self,
-                                    sizeof(self)) &&
-               strcmp(self, other) != 0) {
+    } else if (own_name(info, self) && strcmp(self, other) != 0) {
         bool faulty = ferry__shm_loop_faulty(info);
 
         ret = link_once(self, other, faulty);
@@ -240,9 +245,7 @@ bool ferry__shm_loop_forget(const struct fi_info *info)
     char self[FERRY__NAME_MAX];
     bool still_held;
 
-    if (info == NULL ||
-        !name_in_this_process(info->src_addr, info->src_addrlen,
-                              self, sizeof(self)))
+    if (!own_name(info, self))
         return false;
     pthread_mutex_lock(&links_lock);
     for (struct shm_name **n = &open_names; *n; n = &(*n)->next)
@@ -265,9 +268,7 @@ bool ferry__shm_loop_release(const struct fi_info *info,
     struct shm_kept *k = NULL, *unheld = NULL;
     bool keep = false;
 
-    if (info == NULL ||
-        !name_in_this_process(info->src_addr, info->src_addrlen, self,
-                              sizeof(self)))
+    if (!own_name(info, self))
         return false;
     if (close != NULL && (k = calloc(1, sizeof(*k))) != NULL) {
         snprintf(k->name, sizeof(k->name), "%s", self);

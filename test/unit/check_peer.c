@@ -820,28 +820,24 @@ START_TEST(test_shm_loop_rule)
 }
 END_TEST
 
-/* What a kept endpoint's close did: how many times, and the last one. */
-struct closes {
-    int n;
-    const char *last;
-};
+/* How many kept endpoints were closed, and the name of the last. */
+static int kept_closes;
+static const char *kept_closed_last;
 
-static void count_close(void *arg)
+static void count_close(void *name)
 {
-    struct closes *c = *(struct closes **)arg;
-
-    c->n++;
-    c->last = ((const char *const *)arg)[1];
+    kept_closes++;
+    kept_closed_last = name;
 }
 
-/* Closes the endpoint of info (named name) as fabric.c does; returns
- * whether it was kept (then *slot's close reports it). */
-static bool close_as_fabric(struct fi_info *info, void **slot)
+/* Closes the endpoint of info, named name, as fabric.c does; returns
+ * whether it was kept (then count_close reports its close). */
+static bool close_as_fabric(struct fi_info *info, char *name)
 {
     bool held = ferry__shm_loop_forget(info);
 
     return ferry__shm_loop_release(info, held ? count_close : NULL,
-                                   held ? slot : NULL);
+                                   held ? name : NULL);
 }
 
 /* A closed endpoint that open ones have as a peer is kept until the last
@@ -850,8 +846,6 @@ START_TEST(test_shm_loop_keeps_held)
 {
     char a[64], b[64], c[64];
     struct fi_info *ia, *ib, *ic;
-    struct closes closes = {0, NULL};
-    void *slot_a[2] = {&closes, a}, *slot_b[2] = {&closes, b};
 
     snprintf(a, sizeof(a), "ferry_%d_2a_0", (int)getpid());
     snprintf(b, sizeof(b), "ferry_%d_2b_1", (int)getpid());
@@ -863,29 +857,29 @@ START_TEST(test_shm_loop_keeps_held)
 
     /* Nobody has a: it closes at once. */
     ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
-    ck_assert(!close_as_fabric(ia, slot_a));
-    ck_assert_int_eq(closes.n, 0);
+    ck_assert(!close_as_fabric(ia, a));
+    ck_assert_int_eq(kept_closes, 0);
 
     /* b has a: a is kept until b closes; b, had by nobody, closes. */
     ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
     ck_assert_int_eq(ferry__shm_loop_open(ib), 0);
     ck_assert_int_eq(admit(ib, a), 0);
-    ck_assert(close_as_fabric(ia, slot_a));
+    ck_assert(close_as_fabric(ia, a));
     ck_assert_int_eq(admit(ib, a), FERRY_EPEERDEAD); /* forgotten still */
-    ck_assert_int_eq(closes.n, 0);
-    ck_assert(!close_as_fabric(ib, slot_b));
-    ck_assert_int_eq(closes.n, 1);
-    ck_assert_str_eq(closes.last, a);
+    ck_assert_int_eq(kept_closes, 0);
+    ck_assert(!close_as_fabric(ib, b));
+    ck_assert_int_eq(kept_closes, 1);
+    ck_assert_str_eq(kept_closed_last, a);
 
     /* Both ways: the first closed is kept, the second closes both. */
     ck_assert_int_eq(ferry__shm_loop_open(ia), 0);
     ck_assert_int_eq(ferry__shm_loop_open(ib), 0);
     ck_assert_int_eq(admit(ia, b), 0);
     ck_assert_int_eq(admit(ib, a), 0);
-    ck_assert(close_as_fabric(ia, slot_a));
-    ck_assert(!close_as_fabric(ib, slot_b));
-    ck_assert_int_eq(closes.n, 2);
-    ck_assert_str_eq(closes.last, a);
+    ck_assert(close_as_fabric(ia, a));
+    ck_assert(!close_as_fabric(ib, b));
+    ck_assert_int_eq(kept_closes, 2);
+    ck_assert_str_eq(kept_closed_last, a);
 
     /* A chain: c has b, b has a.  a is kept while b is open; b, kept
      * for c, lets a go when it closes (nothing progresses a kept
@@ -895,14 +889,14 @@ START_TEST(test_shm_loop_keeps_held)
     ck_assert_int_eq(ferry__shm_loop_open(ic), 0);
     ck_assert_int_eq(admit(ib, a), 0);
     ck_assert_int_eq(admit(ic, b), 0);
-    ck_assert(close_as_fabric(ia, slot_a));
-    ck_assert_int_eq(closes.n, 2);
-    ck_assert(close_as_fabric(ib, slot_b));
-    ck_assert_int_eq(closes.n, 3);
-    ck_assert_str_eq(closes.last, a);
-    ck_assert(!close_as_fabric(ic, NULL));
-    ck_assert_int_eq(closes.n, 4);
-    ck_assert_str_eq(closes.last, b);
+    ck_assert(close_as_fabric(ia, a));
+    ck_assert_int_eq(kept_closes, 2);
+    ck_assert(close_as_fabric(ib, b));
+    ck_assert_int_eq(kept_closes, 3);
+    ck_assert_str_eq(kept_closed_last, a);
+    ck_assert(!close_as_fabric(ic, c));
+    ck_assert_int_eq(kept_closes, 4);
+    ck_assert_str_eq(kept_closed_last, b);
 
     unsetenv("FERRY_SHM_LOOP_FAULT");
     fi_freeinfo(ia);
