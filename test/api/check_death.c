@@ -487,6 +487,39 @@ static unsigned long mem_kib(void)
 }
 #endif
 
+/*
+ * The cycle's write into a live child.  With a 300 ms liveness, a child
+ * that gets no CPU for longer (this suite beside others on two CPUs) is
+ * rightly declared gone while still alive: that is the contract, not a
+ * death, so the cycle says so and is run again, a few times at most.
+ * Returns whether the write landed.
+ */
+#define MAX_STARVED_CYCLES 5
+
+static bool cycle_write(ferry_peer_t *peer, const struct tu_child *c,
+                        uint8_t *lbuf, ferry_mem_t *lmem, ferry_rmem_t *rmem,
+                        const char *what)
+{
+    struct ferry_iov iov = {lbuf, lmem, rmem, 0, CYCLE_LEN};
+    ferry_req_t *req = NULL;
+    int ret = ferry_write(peer, &iov, 1, NULL, &req);
+    bool starved;
+
+    if (ret == 0)
+        ret = ferry_req_wait(req, -1);
+    starved = ret == FERRY_EPEERDEAD && waitpid(c->pid, NULL, WNOHANG) == 0;
+    if (starved)
+        printf("death: restart: %s: the live child was declared gone (%s); "
+               "the cycle runs again\n",
+               what, ferry_last_error());
+    else
+        ck_assert_msg(ret == 0, "%s: the write ended with %s: %s", what,
+                      ferry_strerror(ret), ferry_last_error());
+    if (req != NULL)
+        ferry_req_close(req);
+    return !starved;
+}
+
 START_TEST(test_restart_loop)
 {
     struct ferry_config cfg;
@@ -496,6 +529,7 @@ START_TEST(test_restart_loop)
     unsigned fds_base = 0, fds_end;
     unsigned long rss_base = 0, rss_end, mem_base = 0, mem_end;
     uint64_t t_start = tu_now_ns(), worst = 0, sum = 0;
+    unsigned starved = 0;
 
     tu_config(&cfg, PROV);
     cfg.timeout_ms = 60000;
@@ -517,7 +551,17 @@ START_TEST(test_restart_loop)
         peer = add_peer(ctx, &c);
         rmem = import_child(peer, &c, CYCLE_LEN);
         tu_fill(lbuf, CYCLE_LEN, seed + 1);
-        write_ok(peer, lbuf, lmem, rmem, CYCLE_LEN, what);
+        if (!cycle_write(peer, &c, lbuf, lmem, rmem, what)) {
+            ck_assert_msg(++starved <= MAX_STARVED_CYCLES,
+                          "%u live children were declared gone before "
+                          "their kill, at most %d expected under load",
+                          starved, MAX_STARVED_CYCLES);
+            ck_assert_int_eq(ferry_rmem_close(rmem), 0);
+            retry_busy(ctx, peer_remove_fn, peer, 3000, what);
+            tu_child_stop(&c);
+            cycle--; /* the same cycle, with a new child */
+            continue;
+        }
         ck_assert_msg(tu_child_verify(&c, seed + 1),
                       "cycle %u: the child's buffer differs from the write",
                       cycle);
