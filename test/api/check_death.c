@@ -32,6 +32,9 @@
 #define NCYCLES 100
 #define BASE_CYCLE 10
 #define CYCLE_LEN (64 * KiB)
+/* Test 3: cycles run again because their live child was declared gone
+ * on a starved CPU (cycle_write), at most. */
+#define MAX_STARVED_CYCLES 5
 /* Test 2: how long the target stays stopped. */
 #define STOP_MS 10000
 
@@ -494,8 +497,6 @@ static unsigned long mem_kib(void)
  * death, so the cycle says so and is run again, a few times at most.
  * Returns whether the write landed.
  */
-#define MAX_STARVED_CYCLES 5
-
 static bool cycle_write(ferry_peer_t *peer, const struct tu_child *c,
                         uint8_t *lbuf, ferry_mem_t *lmem, ferry_rmem_t *rmem,
                         const char *what)
