@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 
 /* ---- config ------------------------------------------------------------- */
 

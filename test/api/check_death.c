@@ -6,7 +6,7 @@
  * or waits on a counter for it; and a live peer left alone for longer
  * than the liveness, which is no death; and a target restarted behind the
  * same bootstrap address, reached again through a new handle.  The targets are forked children
- * (tu_child_start) on "tcp;ofi_rxm" over loopback, but one on shm killed
+ * (tu_child_start) on tcp (tu_tcp) over loopback, but one on shm killed
  * under a request of small writes that mostly do not wait.  (The liveness machinery
  * between two contexts of one process: test/api/check_live.c.)
  */
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROV "tcp;ofi_rxm"
+#define PROV tu_tcp()
 
 /* Test 1: writes in flight when the target is killed. */
 #define NWRITES 8

@@ -421,7 +421,7 @@ START_TEST(test_add_validation)
     struct ferry_dlist_segment seg;
     const size_t len = MiB;
 
-    tu_pair_open_threads(&p, "tcp;ofi_rxm", NULL, 0, 1);
+    tu_pair_open_threads(&p, tu_tcp(), NULL, 0, 1);
     region_local(&lr, p.init, len);
     region_remote(&rr, &p, len, RW);
     /* A region of the target's context, not the initiator's. */
@@ -544,7 +544,7 @@ START_TEST(test_add_validation)
         uint8_t addr[512];
         size_t alen = sizeof(addr);
 
-        tu_config(&cfg, "tcp;ofi_rxm");
+        tu_config(&cfg, tu_tcp());
         ck_assert_int_eq(ferry_context_create(&cfg, &other), 0);
         ck_assert_int_eq(ferry_context_address(p.target, addr, &alen), 0);
         ck_assert_int_eq(ferry_peer_add(other, addr, alen, &opeer), 0);
@@ -615,7 +615,7 @@ START_TEST(test_prepare_validation)
     struct ferry_dlist_segment seg;
     int ret;
 
-    tu_pair_open_threads(&p, "tcp;ofi_rxm", NULL, 0, 1);
+    tu_pair_open_threads(&p, tu_tcp(), NULL, 0, 1);
     region_local(&lr, p.init, 64 * KiB);
     region_remote(&rr, &p, 64 * KiB, RW);
     region_remote(&ro, &p, 64 * KiB, FERRY_ACCESS_REMOTE_READ);
@@ -671,7 +671,7 @@ START_TEST(test_prepare_validation)
     ck_assert_ptr_null(prep);
 
     /* A second target, reached through a second peer. */
-    tu_pair_open_threads(&q, "tcp;ofi_rxm", NULL, 0, 1);
+    tu_pair_open_threads(&q, tu_tcp(), NULL, 0, 1);
     {
         uint8_t addr[512];
         size_t alen = sizeof(addr);

@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PROV "tcp;ofi_rxm"
+#define PROV tu_tcp()
 #define PREFIX "hostile"
 /* The shortest lease ferry takes: the keeper renews it every 667 ms. */
 #define TTL_S 2

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 #define MAX_RECV 8
 #define DONE_ID 77
 #define SEED 0xfa11
@@ -54,12 +54,12 @@ struct fan_fx {
  * receiver on purpose (then long enough that a slow sanitizer build does
  * not lose the live ones too). */
 static unsigned fx_liveness_ms;
-/* The provider of the next fixture's contexts. */
-static const char *fx_provider = TCP;
+/* The provider of the next fixture's contexts; NULL: TCP. */
+static const char *fx_provider;
 
 static void config(struct ferry_config *cfg)
 {
-    tu_config(cfg, fx_provider);
+    tu_config(cfg, fx_provider != NULL ? fx_provider : TCP);
     cfg->progress_thread = 1;
     cfg->liveness_ms = fx_liveness_ms;
 }

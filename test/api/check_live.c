@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 #define SHORT_LIVENESS_MS 500
 #define ABORTED_ID ((UINT64_C(1) << 40) + 41)
 
@@ -474,11 +474,10 @@ static void declare_dead_printing(ferry_peer_t *peer, const char *why,
 /* The warning names the peer by its host and its address, as the
  * provider writes it (tcp: its IP address and port; shm: its endpoint's
  * name, with the process id), not by the handle's address in memory. */
-static const char *const warned_providers[] = {TCP, "shm"};
 
 START_TEST(test_warning_names_the_peer)
 {
-    const char *prov = warned_providers[_i];
+    const char *prov = tu_providers[_i];
     struct ferry_config cfg;
     struct tu_pair p;
     char said[1024], want[64], host[80];
@@ -581,7 +580,7 @@ static Suite *live_suite(void)
     tcase_add_loop_test(tc, test_abort_reaches_target, 0, 2);
     tc = tu_tcase(s, "warning", 30);
     tcase_add_loop_test(tc, test_warning_names_the_peer, 0,
-                        (int)TU_ARRAY_LEN(warned_providers));
+                        (int)tu_nproviders);
     tc = tu_tcase(s, "config", 10);
     tcase_add_test(tc, test_liveness_env);
     tcase_add_test(tc, test_bad_arguments);

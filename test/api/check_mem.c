@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 
 /* Sentinels that a failed call must leave alone. */
 #define MEM_UNTOUCHED ((ferry_mem_t *)(uintptr_t)0x5a5a)

@@ -33,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PROV "tcp;ofi_rxm"
+#define PROV tu_tcp()
 /* The region every member publishes as "kv". */
 #define LEN (64 * KiB)
 /* What a call may take past its deadline before the test calls it a hang:

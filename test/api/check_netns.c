@@ -1,7 +1,7 @@
 /*
  * Liveness across a real link: this test's process and a target child each
  * in a network namespace of their own, joined by a veth pair, on
- * "tcp;ofi_rxm".  The link goes down for 5 s under a transfer (the peer
+ * tcp (tu_tcp).  The link goes down for 5 s under a transfer (the peer
  * is declared dead within the liveness, and after the link is back the
  * same process is reached again through a new handle), and the target's
  * end of the pair is deleted (the peer is declared dead, and nothing
@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PROV "tcp;ofi_rxm"
+#define PROV tu_tcp()
 #define LEN (8 * MiB)
 /* The liveness these tests run with: the default. */
 #define LIVENESS_MS 2000

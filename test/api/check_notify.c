@@ -902,7 +902,7 @@ START_TEST(test_bad_input)
     uint64_t v = 0;
     int ret;
 
-    tu_fx_open(&x, "tcp;ofi_rxm", NULL, 0, 1, 4096, 4096);
+    tu_fx_open(&x, tu_tcp(), NULL, 0, 1, 4096, 4096);
 
     ret = ferry_notify_poll(NULL, out, 2);
     ck_assert_int_eq(ret, FERRY_EINVAL);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 
 /* A sentinel that a failed call must leave alone. */
 #define UNTOUCHED ((ferry_peer_t *)(uintptr_t)0x5a5a)

@@ -66,7 +66,7 @@ START_TEST(test_bad_handles)
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
     struct tu_fx f;
 
-    tu_fx_open(&f, "tcp;ofi_rxm", NULL, 0, 1, 4096, 4096);
+    tu_fx_open(&f, tu_tcp(), NULL, 0, 1, 4096, 4096);
     ck_assert_int_eq(ferry_req_test(NULL), FERRY_EINVAL);
     tu_assert_sentence("ferry_req_test: request is NULL", NULL);
     ck_assert_int_eq(ferry_req_wait(NULL, 0), FERRY_EINVAL);

@@ -269,7 +269,7 @@ START_TEST(test_cancel_in_flight)
     ferry_req_t *req;
     int ret;
 
-    rig_open(&r, "tcp;ofi_rxm", len, false, 0, 10);
+    rig_open(&r, tu_tcp(), len, false, 0, 10);
     iov = (struct ferry_iov){.local = r.dev, .lmem = r.dmem, .rmem = r.rmem,
                              .len = len};
     ck_assert_int_eq(ferry_write(r.p.peer, &iov, 1, NULL, &req), 0);
@@ -328,7 +328,7 @@ START_TEST(test_wrong_kinds_refused)
     void *dev;
 
     use_sim();
-    ctx = tu_context("tcp;ofi_rxm");
+    ctx = tu_context(tu_tcp());
     dev = dev_filled(0, 8192, 1);
     ck_assert_int_eq(ferry_mem_register(ctx, host, 4096, FERRY_MEM_CUDA, 0, 0,
                                         &mem),
@@ -363,7 +363,7 @@ START_TEST(test_no_backend)
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
 
     unsetenv("FERRY_SIM_DEVICES");
-    ctx = tu_context("tcp;ofi_rxm");
+    ctx = tu_context(tu_tcp());
     if (ferry_device_backend() != NULL) {
         /* A real GPU here: host memory named CUDA is refused instead. */
         ck_assert_str_eq(ferry_device_backend(), "cuda");
@@ -397,7 +397,7 @@ START_TEST(test_staging_config_refused)
     struct ferry_config cfg;
     ferry_context_t *ctx = NULL;
 
-    tu_config(&cfg, "tcp;ofi_rxm");
+    tu_config(&cfg, tu_tcp());
     cfg.staging_buffers = 0;
     ck_assert_int_eq(ferry_context_create(&cfg, &ctx), FERRY_EINVAL);
     ck_assert_ptr_nonnull(strstr(ferry_last_error(),
@@ -418,7 +418,7 @@ START_TEST(test_context_says_staged)
     struct ferry_context_info info = FERRY_CONTEXT_INFO_INIT;
 
     use_sim();
-    ctx = tu_context("tcp;ofi_rxm");
+    ctx = tu_context(tu_tcp());
     ck_assert_int_eq(ferry_context_info(ctx, &info), 0);
     /* Staged because the device is simulated, whatever tcp offers (the
      * other reasons: test/unit/check_stage's test_path_choice). */

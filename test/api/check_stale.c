@@ -3,7 +3,7 @@
  * read to a region the target deregistered ends at once with FERRY_ESTALE
  * and a sentence that says what happened and what to do, and it costs
  * that request only: the peer stays UP, and transfers to its live regions
- * go on succeeding.  On "tcp;ofi_rxm" and shm, between two contexts of
+ * go on succeeding.  On tcp (tu_tcp) and shm, between two contexts of
  * this process and with the target in a child process (tu_child_start),
  * whose region is replaced under a held key.  And a target context
  * destroyed in this process while an initiator holds it as a peer and

@@ -2,11 +2,11 @@
  * Stale keys across hosts: the target is a child process with a /dev/shm
  * of its own (tu_child_start_apart), so its pulse table is out of this
  * process's sight, as on another host, and ferry cannot check a key
- * before posting (docs/semantics.md, "Stale keys").  On "tcp;ofi_rxm"
+ * before posting (docs/semantics.md, "Stale keys").  On tcp (tu_tcp)
  * over loopback the child's side refuses a write through a key it
- * replaced by dropping the connection; the request must end with
- * FERRY_ESTALE, the peer stay UP, writes in flight beside it land, and
- * the writes after it succeed.  A process restarted on its predecessor's
+ * replaced (tcp;ofi_rxm by dropping the connection); the request must
+ * end with FERRY_ESTALE, the peer stay UP, writes in flight beside it
+ * land, and the writes after it succeed.  A process restarted on its predecessor's
  * port must not take writes through the predecessor's blobs.  Needs root
  * (a mount namespace); exits 77 (skip) otherwise, saying why.  (On one
  * host: test/api/check_stale.c.)
@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PROV "tcp;ofi_rxm"
+#define PROV tu_tcp()
 /* The child's region: PIECES pieces written at once. */
 #define PIECES 16
 #define PIECE (MiB)

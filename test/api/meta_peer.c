@@ -5,7 +5,7 @@
  *
  *   ferry_meta_util URL NAME LEN SEED [TIMEOUT_MS]
  *
- * Opens a context (tcp;ofi_rxm over loopback, with a progress thread),
+ * Opens a context (tcp over loopback, tu_tcp, with a progress thread),
  * registers LEN bytes filled with pattern SEED for remote read and write,
  * joins URL under NAME (ferry_meta_open; config.metadata_ttl_s comes from
  * FERRY_METADATA_TTL, config.metadata_timeout_ms from TIMEOUT_MS) and
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PROV "tcp;ofi_rxm"
+#define PROV tu_tcp()
 
 static void die(const char *step, int ret)
 {

@@ -9,7 +9,7 @@
 
 #include "testutil.h"
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 
 /* Two tcp rails: rails_run checked that this machine has two tcp domains. */
 void two_rail_config(struct ferry_config *cfg);

@@ -21,8 +21,21 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const tu_providers[] = {"tcp;ofi_rxm", "shm"};
+const char *tu_providers[] = {"tcp;ofi_rxm", "shm"};
 const size_t tu_nproviders = TU_ARRAY_LEN(tu_providers);
+
+const char *tu_tcp(void)
+{
+    const char *p = getenv("FERRY_TEST_TCP");
+
+    return p != NULL && *p != '\0' ? p : "tcp;ofi_rxm";
+}
+
+/* Before any suite reads tu_providers (they are built from it). */
+__attribute__((constructor)) static void pick_tcp(void)
+{
+    tu_providers[0] = tu_tcp();
+}
 
 void tu_clear_ferry_env(void)
 {

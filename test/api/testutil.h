@@ -33,9 +33,19 @@
                       (phrase));                                              \
     } while (0)
 
-/* The providers that really move data on this machine. */
-extern const char *const tu_providers[];
+/* The providers that really move data on this machine: tu_tcp(), then
+ * shm. */
+extern const char *tu_providers[];
 extern const size_t tu_nproviders;
+
+/*
+ * The tcp provider the suites run: "tcp;ofi_rxm" (rxm over tcp's
+ * connected endpoints, in every libfabric ferry supports), or what
+ * FERRY_TEST_TCP names: "tcp" runs them on the native reliable-datagram
+ * provider of libfabric 1.18 and later, which ferry picks by default
+ * there (docs/compatibility.md).
+ */
+const char *tu_tcp(void);
 
 /* Unsets what ferry_config_init reads: FERRY_PROVIDER, FERRY_DOMAIN,
  * FERRY_MAX_RAILS, FERRY_TIMEOUT_MS, FERRY_STAGING_*, FERRY_RCACHE_*,
