@@ -95,10 +95,13 @@ ends() {
 	fi
 }
 
-# network NAME: NAME chose a network provider on the hosts' link.
+# network NAME: NAME chose a network provider on the hosts' link; the
+# line names it (tcp;ofi_rxm on libfabric 1.17, tcp from 1.18 on).
 network() {
-	if grep -q "on domain eth0" "$tmp/$1"; then
-		ok "$run: $1 chose the network (domain eth0)"
+	local prov
+	prov=$(sed -n 's/.*chose \(.*\) on domain eth0 .*/\1/p' "$tmp/$1" | head -n 1)
+	if [ -n "$prov" ]; then
+		ok "$run: $1 chose the network ($prov on domain eth0)"
 	else
 		sed "s/^/    $1: /" "$tmp/$1"
 		not_ok "$run: $1 did not choose domain eth0"
