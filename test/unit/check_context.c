@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 
 /* ---- create ------------------------------------------------------------ */
 
@@ -137,6 +137,7 @@ START_TEST(test_info_tcp_values)
 {
     ferry_context_t *ctx = tu_context(TCP);
     struct ferry_context_info info;
+    char chose[64];
 
     memset(&info, 0xa5, sizeof(info));
     info.size = sizeof(info);
@@ -156,7 +157,9 @@ START_TEST(test_info_tcp_values)
     ck_assert_int_eq(info.hmem, 0);
     ck_assert_uint_ge(info.fi_version, FI_VERSION(1, 17));
     ck_assert_uint_eq(info.fi_version, fi_version());
-    ck_assert_ptr_nonnull(strstr(info.why, "chose tcp;ofi_rxm on domain lo"));
+    snprintf(chose, sizeof(chose), "chose %s on domain lo", TCP);
+    ck_assert_msg(strstr(info.why, chose) != NULL, "\"%s\" lacks \"%s\"",
+                  info.why, chose);
     ferry_context_close(ctx);
 }
 END_TEST

@@ -273,7 +273,7 @@ START_TEST(test_concurrent_adds)
     pthread_barrier_t go;
     uint8_t *hit;
 
-    tu_pair_open_threads(&p, "tcp;ofi_rxm", NULL, 0, 1);
+    tu_pair_open_threads(&p, tu_tcp(), NULL, 0, 1);
     region_local(&lr, p.init, (size_t)ADDERS * n * 64);
     ck_assert_int_eq(ferry_dlist_create(p.init, FERRY_DLIST_LOCAL, "shared",
                                         &dl),

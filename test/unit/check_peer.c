@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tu_tcp()
 
 /* A sentinel that a failed call must leave alone. */
 #define UNTOUCHED ((ferry_peer_t *)(uintptr_t)0x5a5a)

@@ -563,11 +563,11 @@ START_TEST(test_second_transport_waits_in_its_rails_line)
     struct ferry_iov iov[2];
     ferry_req_t *held, *waits;
 
-    tu_config(&cfg, "tcp;ofi_rxm");
+    tu_config(&cfg, tu_tcp());
     cfg.shm_peers = 1;
     cfg.tx_depth = 1;
     cfg.endpoints_per_domain = 1;
-    tu_fx_open_stalled(&f, "tcp;ofi_rxm", &cfg, STUCK, STUCK, NULL);
+    tu_fx_open_stalled(&f, tu_tcp(), &cfg, STUCK, STUCK, NULL);
     shm_rail = ferry__peer_rail(f.p.peer, 0);
     ck_assert_msg(shm_rail->index != 0, "the peer of this host is not on "
                   "the second transport (rail %u)", shm_rail->index);

@@ -509,7 +509,7 @@ START_TEST(test_munmap_mmap_fixed)
     struct ferry_stats s;
     uint64_t inv;
 
-    rig_open(&r, "tcp;ofi_rxm", NULL, false, 4 * MiB);
+    rig_open(&r, tu_tcp(), NULL, false, 4 * MiB);
     buf = tu_alloc_buf(len);
     put_check(&r, buf, len, 0xa1, "old pages");
     s = stats(r.p.init);
@@ -1269,8 +1269,8 @@ static void open_two_rigs(void *arg)
 {
     struct rig *r = arg;
 
-    rig_open(&r[0], "tcp;ofi_rxm", NULL, false, MiB);
-    rig_open(&r[1], "tcp;ofi_rxm", NULL, false, MiB);
+    rig_open(&r[0], tu_tcp(), NULL, false, MiB);
+    rig_open(&r[1], tu_tcp(), NULL, false, MiB);
 }
 
 static size_t occurrences(const char *hay, const char *needle)
@@ -1429,7 +1429,7 @@ START_TEST(test_invalidate_preserves_errno)
     uint8_t *buf = tu_alloc_buf(8 * PG);
     static const int values[] = {1234, 0, EINTR, ENOMEM};
 
-    rig_open(&r, "tcp;ofi_rxm", NULL, false, MiB);
+    rig_open(&r, tu_tcp(), NULL, false, MiB);
     for (size_t i = 0; i < TU_ARRAY_LEN(values); i++) {
         put_check(&r, buf, 8 * PG, i, "cache it");
         errno = values[i];
@@ -1930,8 +1930,8 @@ START_TEST(test_unmap_under_writer_lock)
     uint8_t *arena, *bufs[8];
     uint64_t seq0;
 
-    tu_config(&cfg, "tcp;ofi_rxm");
-    rig_open(&r, "tcp;ofi_rxm", &cfg, false, 4 * MiB);
+    tu_config(&cfg, tu_tcp());
+    rig_open(&r, tu_tcp(), &cfg, false, 4 * MiB);
     writer = writer_lock(r.p.init, cfg.rcache_max_entries,
                          cfg.rcache_max_bytes);
     arena = tu_alloc_buf(256 * PG);
@@ -1985,10 +1985,10 @@ START_TEST(test_many_entries)
     struct ferry_stats s;
 
     ck_assert_ptr_nonnull(order);
-    tu_config(&cfg, "tcp;ofi_rxm");
+    tu_config(&cfg, tu_tcp());
     cfg.rcache_max_entries = 2 * MANY_PAGES;
     cfg.rcache_max_bytes = 2ul * MANY_PAGES * PG;
-    rig_open(&r, "tcp;ofi_rxm", &cfg, false, PG);
+    rig_open(&r, tu_tcp(), &cfg, false, PG);
     for (uint32_t i = 0; i < MANY_PAGES; i++)
         order[i] = i;
     for (uint32_t i = MANY_PAGES - 1; i > 0; i--) {
@@ -2063,8 +2063,8 @@ START_TEST(test_invalidation_while_publishing)
     struct ferry_stats s;
     struct watchdog wd;
 
-    tu_config(&cfg, "tcp;ofi_rxm");
-    rig_open(&r, "tcp;ofi_rxm", &cfg, false, MiB);
+    tu_config(&cfg, tu_tcp());
+    rig_open(&r, tu_tcp(), &cfg, false, MiB);
     pr.writer = writer_lock(r.p.init, cfg.rcache_max_entries,
                             cfg.rcache_max_bytes);
     pr.tid = (pid_t)syscall(SYS_gettid);
@@ -2224,7 +2224,7 @@ START_TEST(test_ring_wraps_during_registration)
     struct spammer sp;
     uint8_t *far = tu_alloc_buf(64 * PG), *bufs[4];
 
-    rig_open(&r, "tcp;ofi_rxm", NULL, false, MiB);
+    rig_open(&r, tu_tcp(), NULL, false, MiB);
     spammer_start(&sp, far, 64);
     for (int i = 0; i < 4; i++)
         bufs[i] = tu_alloc_buf(4 * PG);
@@ -2264,7 +2264,7 @@ START_TEST(test_ring_wraps_under_stress)
     struct watchdog wd;
     struct ferry_stats s;
 
-    rig_open(&r, "tcp;ofi_rxm", NULL, false, MiB);
+    rig_open(&r, tu_tcp(), NULL, false, MiB);
     spammer_start(&sp, far, 64);
     atomic_store(&sp.bursty, true);
     watchdog_start(&wd, "misses racing invalidation bursts", 1, 30);
