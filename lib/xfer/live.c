@@ -140,7 +140,7 @@ void ferry__live_sibling_closing(struct ferry__xfer *x, uint64_t incarnation)
 static void send_ping(struct ferry__xfer *x, struct ferry_peer *peer)
 {
     struct ferry__rail *rail = ferry__peer_rail(peer, 0);
-    struct ferry__op *op = ferry__op_slot(x, peer, rail);
+    struct ferry__op *op = ferry__op_slot_control(x, peer, rail);
 
     if (op == NULL || !peer->pulse.present ||
         ferry__ping_post(peer, rail, op) != 0)

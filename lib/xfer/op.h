@@ -193,20 +193,36 @@ static inline struct ferry__txq *ferry__txq_of(struct ferry__xfer *x,
  * since (completions came back, or a few progress calls passed), or when
  * the peer has its window's worth of operations out on the rail (below).
  * A peer pushed back never stops posting to the others.
+ *
+ * ferry__op_slot_control, for the heartbeat and the key checks that bring
+ * a dropped connection back (live.c, resume.c), takes no heed of the
+ * window: operations held after a drop keep their slots, and so count in
+ * it, while none of them is in the provider.  Held to the window, the
+ * heartbeat found no slot while the held ones filled it, and a live peer
+ * was declared dead (libfabric 1.22's tcp pushed back at 9 writes of
+ * 1 MiB in flight, and a stale key then dropped the connection).
  */
+static inline struct ferry__op *
+ferry__op_slot_control(struct ferry__xfer *x, const struct ferry_peer *peer,
+                       const struct ferry__rail *rail)
+{
+    struct ferry__txq *tx = ferry__txq_of(x, rail);
+
+    if (peer->live.blocked_epoch[rail->index] == tx->epoch)
+        return NULL;
+    return tx->free_ops;
+}
+
 static inline struct ferry__op *ferry__op_slot(struct ferry__xfer *x,
                                                const struct ferry_peer *peer,
                                                const struct ferry__rail *rail)
 {
-    struct ferry__txq *tx = ferry__txq_of(x, rail);
     unsigned r = rail->index;
 
-    if (peer->live.blocked_epoch[r] == tx->epoch)
-        return NULL;
     if (peer->live.window[r] != 0 &&
         peer->live.rail_ops[r] >= peer->live.window[r])
         return NULL;
-    return tx->free_ops;
+    return ferry__op_slot_control(x, peer, rail);
 }
 
 /*

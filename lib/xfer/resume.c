@@ -69,7 +69,7 @@ static bool post_check(struct ferry__xfer *x, struct ferry__op *op)
 {
     struct ferry_peer *peer = op->peer;
     struct ferry__rail *rail = ferry__peer_rail(peer, 0);
-    struct ferry__op *chk = ferry__op_slot(x, peer, rail);
+    struct ferry__op *chk = ferry__op_slot_control(x, peer, rail);
     ssize_t ret;
 
     if (chk == NULL)

@@ -14,6 +14,7 @@
 
 #include "reg/mem.h"
 #include "reg/peer.h"
+#include "xfer/op.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +203,52 @@ START_TEST(test_stale_beside_writes_in_flight)
 }
 END_TEST
 
+/*
+ * The provider pushed back on the peer once, so the peer has a window of
+ * one operation (xfer/op.h), and the stale write fills it when the
+ * connection drops under it: held, it keeps its slot.  The heartbeat and
+ * the key check that follow still go (they take no heed of the window),
+ * and the write ends with FERRY_ESTALE, the peer UP.  Held to the window,
+ * they found no slot, and the live peer was declared dead after an eighth
+ * of its liveness.  (The push-back is the provider's answer, given here
+ * as libfabric 1.22's tcp gave it to a stream of 1 MiB writes.)
+ */
+START_TEST(test_stale_fills_the_window)
+{
+    struct fx f;
+    struct ferry__xfer *x;
+    struct ferry__lock *lock;
+    struct ferry__rail *rail;
+    ferry_req_t *live, *stale;
+    uint64_t t0;
+
+    fx_open(&f, LEN, LEN, LEN);
+    x = ferry__xfer_of(f.p.init);
+    lock = &ferry__fabric_of(f.p.init)->lock;
+    rail = ferry__peer_rail(f.p.peer, 0);
+    tu_fill(f.l, LEN, 0x5600);
+    live = post(f.p.peer, true, f.l, f.ml, f.rb, 0, LEN);
+    ferry__lock_acquire(lock);
+    ck_assert_uint_eq(f.p.peer->live.rail_ops[rail->index], 1);
+    ferry__op_pushed_back(x, f.p.peer, rail);
+    ferry__lock_release(lock);
+    ck_assert_uint_eq(f.p.peer->live.window[rail->index], 1);
+    t0 = tu_now_ns();
+    stale = post(f.p.peer, true, f.l, f.ml, f.ra, 0, 4096);
+    ck_assert_int_eq(ferry_req_wait(live, -1), 0);
+    ferry_req_close(live);
+    expect_stale(stale, t0, "write into the deregistered region, its "
+                            "window full");
+    ck_assert_uint_eq(f.p.peer->live.window[rail->index], 1);
+    expect_up(f.p.peer);
+    tu_xfer_ok(f.p.peer, true, &(struct ferry_iov){f.l, f.ml, f.rb, 0, LEN},
+               1, "live write after the stale one");
+    ferry_progress(f.p.target); /* orders the landing before the check */
+    tu_assert_pattern(f.b, LEN, 0x5600, "the live region");
+    fx_close(&f);
+}
+END_TEST
+
 /* A stale write carrying a notification: it ends with FERRY_ESTALE, and
  * the target's wait on the notification's counter ends with the abort
  * (the notification never came); a live one carrying another counts. */
@@ -296,6 +343,7 @@ static Suite *stale_suite(void)
 
     tcase_add_test(tc, test_stale_then_live);
     tcase_add_test(tc, test_stale_beside_writes_in_flight);
+    tcase_add_test(tc, test_stale_fills_the_window);
     tcase_add_test(tc, test_stale_write_with_notification);
     tcase_add_test(tc, test_successor_shares_no_key);
     return s;
