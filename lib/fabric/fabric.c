@@ -152,7 +152,7 @@ static int rail_open(struct ferry__fabric *fab, struct ferry__rail *rail)
         .format = FI_CQ_FORMAT_DATA,
         .wait_obj = FI_WAIT_NONE,
         /* Room for every operation in flight plus incoming messages. */
-        .size = fab->tx_depth + rail->info->rx_attr->size,
+        .size = ferry__rail_ops_max(fab) + rail->info->rx_attr->size,
     };
     int ret;
 

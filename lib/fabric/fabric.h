@@ -107,7 +107,7 @@ struct ferry__fabric {
     unsigned mr_mode;   /* FERRY_MR_* in effect on transport 0 */
     size_t key_size;    /* bytes of key ferry uses */
     size_t max_msg;     /* largest single operation */
-    size_t tx_depth;
+    size_t tx_depth;    /* operations of the data's out per rail, at most */
     bool register_local; /* message buffers need registering (LOCAL, NIC) */
     char why[2048];
     char local_why[512]; /* why peers on this host use shm, or do not */
@@ -166,6 +166,21 @@ size_t ferry__shm_first_rail_writes(const struct fi_info *info,
  */
 size_t ferry__shm_covered_writes(const struct fi_info *info,
                                  uint32_t fi_runtime);
+
+/*
+ * Operations a rail may have out: tx_depth of the data's (writes, reads,
+ * notifications), and FERRY__CONTROL_OPS more for ferry's own that bring
+ * a dropped connection back, the heartbeat and the key checks (xfer/op.h).
+ * Operations held after a drop keep their slots; had the heartbeat no
+ * slot of its own, tx_depth of them would keep it from ever going, and a
+ * live peer would be declared dead.  Each rail's CQ has room for all.
+ */
+#define FERRY__CONTROL_OPS 1u
+
+static inline size_t ferry__rail_ops_max(const struct ferry__fabric *fab)
+{
+    return fab->tx_depth + FERRY__CONTROL_OPS;
+}
 
 /* The transport that holds rail. */
 static inline struct ferry__transport *

@@ -276,7 +276,7 @@ static void free_answers(struct ferry__xfer *x, struct ferry_peer *peer,
 
         if (rail->mend.q == NULL)
             continue;
-        for (size_t i = 0; i < x->reg.fab.tx_depth; i++)
+        for (size_t i = 0; i < ferry__rail_ops_max(&x->reg.fab); i++)
             if (tx->ops[i].peer == peer && tx->ops[i].answer != 0)
                 moved += ferry__shm_mend_answer(
                     &rail->mend, tx->ops[i].answer,

@@ -128,7 +128,8 @@ int ferry__notify_rail_open(struct ferry__xfer *x, struct ferry__rail *rail)
                             &rx->recv_mr);
         if (ret == 0)
             ret = register_area(x, rail, tx->ops,
-                                x->reg.fab.tx_depth * sizeof(*tx->ops),
+                                ferry__rail_ops_max(&x->reg.fab) *
+                                    sizeof(*tx->ops),
                                 FI_SEND | FI_READ, &rx->send_mr);
         if (ret != 0)
             return ret;

@@ -17,7 +17,7 @@
 int ferry__txq_open(struct ferry__xfer *x, struct ferry__rail *rail)
 {
     struct ferry__txq *tx = ferry__txq_of(x, rail);
-    size_t depth = x->reg.fab.tx_depth;
+    size_t depth = ferry__rail_ops_max(&x->reg.fab);
 
     tx->ops = calloc(depth, sizeof(*tx->ops));
     if (tx->ops == NULL)

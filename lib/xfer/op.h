@@ -175,7 +175,8 @@ struct ferry_req {
     char errmsg[256];
 };
 
-/* The rail's operation slots (tx_depth of them), after the rail opened. */
+/* The rail's operation slots (ferry__rail_ops_max of them: fabric.h),
+ * after the rail opened. */
 int ferry__txq_open(struct ferry__xfer *x, struct ferry__rail *rail);
 /* Frees them, once no operation can come back (endpoint closed). */
 void ferry__txq_close(struct ferry__xfer *x, struct ferry__rail *rail);
@@ -186,21 +187,22 @@ static inline struct ferry__txq *ferry__txq_of(struct ferry__xfer *x,
     return &x->req.tx[rail->index];
 }
 /*
- * Flow control per peer: the rail's free slot for an operation to peer,
- * or NULL when every slot is in flight, when the provider pushed back
- * (-FI_EAGAIN) posting to peer on this rail -- a full queue, or rxm still
- * making the peer's connection -- and the rail's epoch has not moved
- * since (completions came back, or a few progress calls passed), or when
- * the peer has its window's worth of operations out on the rail (below).
- * A peer pushed back never stops posting to the others.
+ * ferry__op_slot_control: a free slot of the rail for ferry's own
+ * operation to peer, the heartbeat or a key check that brings a dropped
+ * connection back (live.c, resume.c), or NULL when every slot is taken,
+ * or when the provider pushed back (-FI_EAGAIN) posting to peer on this
+ * rail -- a full queue, or rxm still making the peer's connection -- and
+ * the rail's epoch has not moved since (completions came back, or a few
+ * progress calls passed).  A peer pushed back never stops posting to the
+ * others.
  *
- * ferry__op_slot_control, for the heartbeat and the key checks that bring
- * a dropped connection back (live.c, resume.c), takes no heed of the
- * window: operations held after a drop keep their slots, and so count in
- * it, while none of them is in the provider.  Held to the window, the
- * heartbeat found no slot while the held ones filled it, and a live peer
- * was declared dead (libfabric 1.22's tcp pushed back at 9 writes of
- * 1 MiB in flight, and a stale key then dropped the connection).
+ * It takes no heed of the data's limits below: operations held after a
+ * drop keep their slots, and count in both, while none of them is in the
+ * provider.  Held to the peer's window, the heartbeat found no slot while
+ * the held ones filled it, and a live peer was declared dead (libfabric
+ * 1.22's tcp pushed back at 9 writes of 1 MiB in flight, and a stale key
+ * then dropped the connection); with tx_depth held, so it did for want
+ * of a slot, hence the rail's FERRY__CONTROL_OPS more (fabric.h).
  */
 static inline struct ferry__op *
 ferry__op_slot_control(struct ferry__xfer *x, const struct ferry_peer *peer,
@@ -213,12 +215,19 @@ ferry__op_slot_control(struct ferry__xfer *x, const struct ferry_peer *peer,
     return tx->free_ops;
 }
 
+/*
+ * ferry__op_slot: the same for a data operation (a write, a read, a
+ * notification or a sync), which also waits while the rail has tx_depth
+ * operations out, or the peer its window's worth on the rail (below).
+ */
 static inline struct ferry__op *ferry__op_slot(struct ferry__xfer *x,
                                                const struct ferry_peer *peer,
                                                const struct ferry__rail *rail)
 {
     unsigned r = rail->index;
 
+    if (ferry__txq_of(x, rail)->ops_in_flight >= x->reg.fab.tx_depth)
+        return NULL;
     if (peer->live.window[r] != 0 &&
         peer->live.rail_ops[r] >= peer->live.window[r])
         return NULL;

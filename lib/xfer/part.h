@@ -17,7 +17,8 @@ struct ferry__recv;
 struct ferry__stage;
 struct ferry_req;
 
-/* op.c: a rail's operation slots; at most tx_depth are ever in flight. */
+/* op.c: a rail's operation slots, ferry__rail_ops_max of them: at most
+ * tx_depth of the data's are ever in flight (xfer/op.h). */
 struct ferry__txq {
     struct ferry__op *ops;
     struct ferry__op *free_ops;

@@ -6,8 +6,11 @@
  * peer.  The peer must stay usable: the stale request ends with
  * FERRY_ESTALE (found by reading the target's slot word over a new
  * connection), the next writes succeed, and writes in flight beside it
- * land.  In one process, the table unmapped from the initiator's peer by
- * hand.  (On one host, two processes, and a target destroyed in this
+ * land.  Each case runs with the provider's tx_depth and again with so
+ * few slots that the held operations take every one the data may: the
+ * heartbeat and the key check must still go (fabric.h's
+ * FERRY__CONTROL_OPS).  In one process, the table unmapped from the
+ * initiator's peer by hand.  (On one host, two processes, and a target destroyed in this
  * process: test/api/check_stale.c.)
  */
 #include "testutil.h"
@@ -85,7 +88,7 @@ static void expect_up(ferry_peer_t *peer)
 
 /* A pair on tcp whose initiator cannot see the target's table, with
  * target regions a (alen bytes, deregistered at once: ra is stale) and b
- * (blen), and an initiator region l (llen). */
+ * (blen), and an initiator region l (llen); tx_depth 0: the provider's. */
 struct fx {
     struct tu_pair p;
     uint8_t *a, *b, *l;
@@ -94,14 +97,18 @@ struct fx {
     ferry_rmem_t *ra, *rb;
 };
 
-static void fx_open(struct fx *f, size_t alen, size_t blen, size_t llen)
+static void fx_open(struct fx *f, size_t alen, size_t blen, size_t llen,
+                    size_t tx_depth)
 {
+    struct ferry_config cfg;
     ferry_mem_t *ma;
 
     f->alen = alen;
     f->blen = blen;
     f->llen = llen;
-    tu_pair_open(&f->p, TCP, NULL);
+    tu_config(&cfg, TCP);
+    cfg.tx_depth = tx_depth;
+    tu_pair_open(&f->p, TCP, &cfg);
     forget_table(f->p.peer);
     f->a = tu_alloc_buf(alen);
     f->b = tu_alloc_buf(blen);
@@ -130,12 +137,22 @@ static void fx_close(struct fx *f)
     tu_free_buf(f->l, f->llen);
 }
 
+/*
+ * The tx_depth of a case's pass _i: 0 (the provider's) in the first,
+ * every_slot in the second, so few that what the case holds after the
+ * drop takes every slot the data may have.
+ */
+static size_t depth_of(int i, size_t every_slot)
+{
+    return i == 0 ? 0 : every_slot;
+}
+
 /* A stale write, then a stale read, then writes into the live region. */
 START_TEST(test_stale_then_live)
 {
     struct fx f;
 
-    fx_open(&f, LEN, LEN, LEN);
+    fx_open(&f, LEN, LEN, LEN, depth_of(_i, 1));
     expect_stale(post(f.p.peer, true, f.l, f.ml, f.ra, 0, 4096), tu_now_ns(),
                  "write into the deregistered region");
     expect_stale(post(f.p.peer, false, f.l, f.ml, f.ra, 0, 4096),
@@ -166,7 +183,7 @@ START_TEST(test_stale_beside_writes_in_flight)
     struct ferry_stats st;
     uint64_t t0;
 
-    fx_open(&f, LEN, PIECES * PIECE, PIECES * PIECE);
+    fx_open(&f, LEN, PIECES * PIECE, PIECES * PIECE, depth_of(_i, 2));
     for (size_t i = 0; i < PIECES; i++)
         tu_fill(f.l + i * PIECE, PIECE, 0x5400 + i);
     for (size_t i = 0; i < PIECES / 2; i++)
@@ -222,7 +239,7 @@ START_TEST(test_stale_fills_the_window)
     ferry_req_t *live, *stale;
     uint64_t t0;
 
-    fx_open(&f, LEN, LEN, LEN);
+    fx_open(&f, LEN, LEN, LEN, depth_of(_i, 1));
     x = ferry__xfer_of(f.p.init);
     lock = &ferry__fabric_of(f.p.init)->lock;
     rail = ferry__peer_rail(f.p.peer, 0);
@@ -261,7 +278,7 @@ START_TEST(test_stale_write_with_notification)
     uint64_t t0;
     int ret;
 
-    fx_open(&f, LEN, LEN, LEN);
+    fx_open(&f, LEN, LEN, LEN, depth_of(_i, 1));
     opts.flags = FERRY_XFER_NOTIFY;
     opts.notify_id = 77;
     opts.notify_value = 1;
@@ -341,10 +358,10 @@ static Suite *stale_suite(void)
     Suite *s = suite_create("stale (remote check)");
     TCase *tc = tu_tcase(s, "tcp", 60);
 
-    tcase_add_test(tc, test_stale_then_live);
-    tcase_add_test(tc, test_stale_beside_writes_in_flight);
-    tcase_add_test(tc, test_stale_fills_the_window);
-    tcase_add_test(tc, test_stale_write_with_notification);
+    tcase_add_loop_test(tc, test_stale_then_live, 0, 2);
+    tcase_add_loop_test(tc, test_stale_beside_writes_in_flight, 0, 2);
+    tcase_add_loop_test(tc, test_stale_fills_the_window, 0, 2);
+    tcase_add_loop_test(tc, test_stale_write_with_notification, 0, 2);
     tcase_add_test(tc, test_successor_shares_no_key);
     return s;
 }

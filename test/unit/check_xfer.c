@@ -25,7 +25,7 @@ static size_t ops_out(ferry_context_t *ctx)
 {
     size_t n = 0;
 
-    for (size_t i = 0; i < ferry__fabric_of(ctx)->tx_depth; i++)
+    for (size_t i = 0; i < ferry__rail_ops_max(ferry__fabric_of(ctx)); i++)
         if (ferry__xfer_of(ctx)->req.tx[0].ops[i].req != NULL)
             n++;
     return n;
@@ -58,8 +58,9 @@ static void fx_drive(struct tu_fx *f, ferry_req_t *req, const char *what)
 
         ck_assert_uint_le(tx->ops_in_flight, fab->tx_depth);
         ck_assert_uint_eq(ops_out(ctx), tx->ops_in_flight);
-        ck_assert_uint_eq(ops_out(ctx) + free_slots(ctx), fab->tx_depth);
-        for (size_t i = 0; i < fab->tx_depth; i++)
+        ck_assert_uint_eq(ops_out(ctx) + free_slots(ctx),
+                          ferry__rail_ops_max(fab));
+        for (size_t i = 0; i < ferry__rail_ops_max(fab); i++)
             if (tx->ops[i].req != NULL)
                 ck_assert_msg(tx->ops[i].len >= 1 &&
                                   tx->ops[i].len <= fab->max_msg,
@@ -134,14 +135,16 @@ static void small_msg(const char *prov, bool write)
     ck_assert_uint_eq(out * 4096 + req->bytes_done, posted);
     ck_assert_msg(out >= 1, "%s: nothing out after 100 progress calls", prov);
     ck_assert_uint_lt(req->bytes_done, MiB);
-    for (size_t i = 0; i < ferry__fabric_of(f.p.init)->tx_depth; i++)
+    for (size_t i = 0; i < ferry__rail_ops_max(ferry__fabric_of(f.p.init));
+         i++)
         if (tx->ops[i].req != NULL)
             ck_assert_uint_eq(tx->ops[i].len, 4096);
 
     fx_drive(&f, req, prov);
     ck_assert_uint_eq(tu_bytes_posted(f.p.init) - posted_before, MiB);
     ck_assert_uint_eq(tx->ops_in_flight, 0);
-    ck_assert_uint_eq(free_slots(f.p.init), ferry__fabric_of(f.p.init)->tx_depth);
+    ck_assert_uint_eq(free_slots(f.p.init),
+                      ferry__rail_ops_max(ferry__fabric_of(f.p.init)));
     if (write)
         tu_assert_pattern(f.tbuf, MiB, 0x7070, "%s: chunked write", prov);
     else
@@ -186,8 +189,9 @@ static void small_depth(const char *prov, bool write)
     ck_assert_int_eq(ferry_context_info(f.p.init, &info), 0);
     ck_assert_uint_eq(info.tx_depth, 2);
     ck_assert_uint_eq(ferry__fabric_of(f.p.init)->tx_depth, 2);
-    /* The slot pool holds exactly tx_depth operations. */
-    ck_assert_uint_eq(free_slots(f.p.init), 2);
+    /* The slot pool holds exactly tx_depth operations for the data, and
+     * FERRY__CONTROL_OPS for ferry's own. */
+    ck_assert_uint_eq(free_slots(f.p.init), 2 + FERRY__CONTROL_OPS);
     for (size_t i = 0; i < N; i++) {
         size_t len = 1 + (i * 4099) % 9001; /* 1 .. 9001: up to 3 chunks */
         iov[i] = (struct ferry_iov){f.lbuf + i * 16 * KiB + i % 7, f.lmem,
@@ -213,7 +217,7 @@ static void small_depth(const char *prov, bool write)
     fx_drive(&f, req, prov);
     ck_assert_uint_eq(tu_bytes_posted(f.p.init) - posted_before,
                       total);
-    ck_assert_uint_eq(free_slots(f.p.init), 2);
+    ck_assert_uint_eq(free_slots(f.p.init), 2 + FERRY__CONTROL_OPS);
     for (size_t i = 0; i < N; i++)
         tu_assert_pattern(write ? f.tbuf + iov[i].roffset
                                 : (uint8_t *)iov[i].local,
@@ -407,7 +411,7 @@ START_TEST(test_small_tx_depth_many_requests)
     for (size_t i = 0; i < NREQ; i++)
         tu_assert_pattern(f.tbuf + i * 16 * KiB, LEN, 0x9000 + i,
                           "%s: request %zu", prov, i);
-    ck_assert_uint_eq(free_slots(f.p.init), 2);
+    ck_assert_uint_eq(free_slots(f.p.init), 2 + FERRY__CONTROL_OPS);
     tu_fx_close(&f);
 }
 END_TEST
