@@ -10,8 +10,8 @@
  * few slots that the held operations take every one the data may: the
  * heartbeat and the key check must still go (fabric.h's
  * FERRY__CONTROL_OPS).  In one process, the table unmapped from the
- * initiator's peer by hand.  (On one host, two processes, and a target destroyed in this
- * process: test/api/check_stale.c.)
+ * initiator's peer by hand.  (On one host, two processes, and a target
+ * destroyed in this process: test/api/check_stale.c.)
  */
 #include "testutil.h"
 
