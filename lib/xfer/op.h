@@ -201,8 +201,9 @@ static inline struct ferry__txq *ferry__txq_of(struct ferry__xfer *x,
  * provider.  Held to the peer's window, the heartbeat found no slot while
  * the held ones filled it, and a live peer was declared dead (libfabric
  * 1.22's tcp pushed back at 9 writes of 1 MiB in flight, and a stale key
- * then dropped the connection); with tx_depth held, so it did for want
- * of a slot, hence the rail's FERRY__CONTROL_OPS more (fabric.h).
+ * then dropped the connection).  Held operations that take all tx_depth
+ * slots kept it out the same way: hence the rail's FERRY__CONTROL_OPS
+ * slots beyond them (fabric.h).
  */
 static inline struct ferry__op *
 ferry__op_slot_control(struct ferry__xfer *x, const struct ferry_peer *peer,

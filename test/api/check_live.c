@@ -474,7 +474,6 @@ static void declare_dead_printing(ferry_peer_t *peer, const char *why,
 /* The warning names the peer by its host and its address, as the
  * provider writes it (tcp: its IP address and port; shm: its endpoint's
  * name, with the process id), not by the handle's address in memory. */
-
 START_TEST(test_warning_names_the_peer)
 {
     const char *prov = tu_providers[_i];

@@ -6,10 +6,10 @@
  * over loopback the child's side refuses a write through a key it
  * replaced (tcp;ofi_rxm by dropping the connection); the request must
  * end with FERRY_ESTALE, the peer stay UP, writes in flight beside it
- * land, and the writes after it succeed.  A process restarted on its predecessor's
- * port must not take writes through the predecessor's blobs.  Needs root
- * (a mount namespace); exits 77 (skip) otherwise, saying why.  (On one
- * host: test/api/check_stale.c.)
+ * land, and the writes after it succeed.  A process restarted on its
+ * predecessor's port must not take writes through the predecessor's
+ * blobs.  Needs root (a mount namespace); exits 77 (skip) otherwise,
+ * saying why.  (On one host: test/api/check_stale.c.)
  */
 #include "peerutil.h"
 

@@ -88,7 +88,8 @@ static void expect_up(ferry_peer_t *peer)
 
 /* A pair on tcp whose initiator cannot see the target's table, with
  * target regions a (alen bytes, deregistered at once: ra is stale) and b
- * (blen), and an initiator region l (llen); tx_depth 0: the provider's. */
+ * (blen), and an initiator region l (llen).  fx_open's tx_depth 0: the
+ * provider's. */
 struct fx {
     struct tu_pair p;
     uint8_t *a, *b, *l;
