@@ -186,16 +186,12 @@ static void forget(struct ferry__shm_mend *m, unsigned i)
 static void map_theirs(struct fid_av *av, fi_addr_t fi_addr,
                        struct ferry__shm_names *out)
 {
-    char addr[FERRY__ADDR_MAX + 1], path[FERRY__ADDR_MAX + 16];
-    size_t len = sizeof(addr) - 1;
+    char path[FERRY__ADDR_MAX + 16];
     struct stat st;
     void *map;
     int fd;
 
-    if (av == NULL || fi_av_lookup(av, fi_addr, addr, &len) != 0 ||
-        len >= sizeof(addr) ||
-        !ferry__shm_region_path(addr, strnlen(addr, len), path,
-                                sizeof(path)) ||
+    if (!ferry__shm_av_region_path(av, fi_addr, path, sizeof(path)) ||
         (fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)) < 0)
         return;
     map = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0

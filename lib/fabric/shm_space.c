@@ -112,6 +112,17 @@ bool ferry__shm_region_path(const void *addr, size_t len, char *path,
            snprintf(path, cap, "%s/%s", FERRY__SHM_DIR, base) < (int)cap;
 }
 
+bool ferry__shm_av_region_path(struct fid_av *av, fi_addr_t fi_addr,
+                               char *path, size_t cap)
+{
+    char addr[FERRY__ADDR_MAX + 1];
+    size_t len = sizeof(addr) - 1;
+
+    return av != NULL && fi_av_lookup(av, fi_addr, addr, &len) == 0 &&
+           len < sizeof(addr) &&
+           ferry__shm_region_path(addr, strnlen(addr, len), path, cap);
+}
+
 /* /dev/shm has no room for the region at path (size bytes): the error. */
 static int no_room(const char *whose, const char *path, uint64_t size)
 {

@@ -15,6 +15,8 @@
 
 #include "base/ferry-internal.h"
 
+#include <rdma/fi_domain.h>
+
 #define FERRY__SHM_DIR "/dev/shm"
 /* Refused below this many free bytes: the region, its growth and a peer's. */
 #define FERRY__SHM_NEED (64ull << 20)
@@ -50,6 +52,10 @@ bool ferry__shm_space_check(char *why, size_t len);
  * when addr names none. */
 bool ferry__shm_region_path(const void *addr, size_t len, char *path,
                             size_t cap);
+
+/* The same for the peer at fi_addr of av, an shm address vector. */
+bool ferry__shm_av_region_path(struct fid_av *av, fi_addr_t fi_addr,
+                               char *path, size_t cap);
 
 /*
  * Commits every page of the region of the shm endpoint ep (opened from
