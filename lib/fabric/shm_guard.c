@@ -32,8 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rdma/fabric.h>
-
 /* shm maps at most 256 peers per endpoint (SMR_MAX_PEERS). */
 #define WATCH_MAX 256
 /* How long a dead owner's lock must stay held to be released: a live
@@ -365,7 +363,7 @@ uint64_t ferry__shm_guard_watch(const struct ferry__shm_owner *owner,
     uint64_t token = 0;
     bool running;
 
-    if (FI_VERSION_GE(fi_version(), FI_VERSION(2, 5)) || pid <= 0)
+    if (pid <= 0)
         return 0;
     snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
     if (!ferry__shm_guard_owns(maps, table)) {

@@ -24,7 +24,8 @@
  * owner's two endpoints only, and a post spin on the other for ever.
  * The death is also told to liveness (ferry__shm_guard_dead), which
  * declares the peer at its next check and has its operations' answers
- * moved on (shm_mend.h), which is why peers are watched up to 2.4.  Only
+ * moved on (up to 2.4) or its commands handed back (2.6, shm_mend.h),
+ * which is why peers are watched on every release.  Only
  * regions of the layout of SMR_VERSION 4 (libfabric 1.17 and 1.18) are
  * touched; from 1.19 posting takes no lock of the peer's.
  *
@@ -66,8 +67,7 @@ void ferry__shm_owner_add(struct ferry__shm_owner *out, const void *addr,
 bool ferry__shm_guard_owns(const char *maps, const char *table);
 
 /* Watches owner, the process of a peer on this host whose pulse table is
- * table, when this libfabric's shm takes answers back in order (up to
- * 2.4, shm_mend.h) and owner->pid is that table's owner here; where its
+ * table, when owner->pid is that table's owner here; where its
  * regions have the lock (1.17 and 1.18), those named ferry_<pid>_ after
  * it are released at its death.  Returns what to pass to
  * ferry__shm_guard_unwatch (0: not watched). */
