@@ -156,6 +156,12 @@ static bool attach_2x(struct ferry__shm_mend *m, void *region, size_t len,
         if (len < sizeof(*v9) || v9->pid != owner)
             return false;
         m->peers_v9 = ferry__smr_v9_peers(region, len, name);
+        if (m->peers_v9 != NULL && minor == 6 &&
+            !ferry__shm_returns_follow(m, region, len))
+            FERRY_LOG_INFO("shm: region %s has not 2.6's command stack: a "
+                           "peer killed with operations out keeps them "
+                           "until the context closes",
+                           name);
         return m->peers_v9 != NULL;
     }
     if (len < sizeof(*v8) || v8->pid != owner)

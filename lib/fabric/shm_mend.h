@@ -44,11 +44,21 @@
  * names back, which the removal clears there (smr_unmap_from_endpoint).
  * ferry forgets the id there.
  *
- * Followed from 1.17 to 2.4 (the answers and the entries) and on 2.5
- * and 2.6 (the entries, the provider taking answers back out of order
- * there), 64-bit, where the region's head checks out (smr_v4.h,
- * smr_v5.h, smr_v8.h, smr_v9.h).  Only 1.17's and 1.18's heads have a
- * signal; later progress looks at the answers each time.
+ * **A dead peer's commands, on 2.6.**  From 2.5 an operation that waits
+ * for its peer takes a command from a stack in the endpoint's region and
+ * the peer hands it back through a queue there, the return queue, in any
+ * order.  A peer killed with commands out never hands them back: each
+ * holds its operation (its slot, its request and that request's
+ * registrations) until the context closes.  Once the peer's process has
+ * died ferry hands them back in its place, each flagged as failed, and
+ * the provider completes their operations with an error and frees what
+ * they held (shm_returns.c).
+ *
+ * Followed from 1.17 to 2.4 (the answers and the entries), on 2.5 (the
+ * entries) and on 2.6 (the entries and the commands), 64-bit, where the
+ * region's head checks out (smr_v4.h, smr_v5.h, smr_v8.h, smr_v9.h,
+ * smr_v10.h).  Only 1.17's and 1.18's heads have a signal; later
+ * progress looks at the answers each time.
  */
 #ifndef FERRY_FABRIC_SHM_MEND_H
 #define FERRY_FABRIC_SHM_MEND_H
@@ -58,6 +68,7 @@
 #include "fabric/smr_v5.h"
 #include "fabric/smr_v8.h"
 #include "fabric/smr_v9.h"
+#include "fabric/smr_v10.h"
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -76,6 +87,16 @@ struct ferry__shm_mend {
     uint64_t seen; /* the queue's write count after the last post */
     uint64_t mask; /* q's size_mask, as checked when attached: the
                       queue's own copy is any peer's to overwrite */
+    /* 2.6: the command stack and the return queue (smr_v10.h), where the
+     * commands begin here and in the provider's mapping, how many there
+     * are and where a return entry keeps its pointer, as checked when
+     * attached. */
+    struct ferry__smr26_stack *cmds;
+    struct ferry__smr26_returns *returns;
+    uint8_t *cmds_at;
+    uint64_t cmds_base;
+    uint32_t ncmds;
+    uint32_t ptr_at;
 };
 
 /* Follows the region of ep, an enabled shm endpoint opened from info,
@@ -119,6 +140,25 @@ static inline uint64_t ferry__shm_mend_took(struct ferry__shm_mend *m)
  */
 bool ferry__shm_mend_answer(struct ferry__shm_mend *m, uint64_t taken,
                             bool to_peer);
+
+/*
+ * 2.6: hands back each command out to the peer at fi_addr of av, whose
+ * process died, as failed, as the peer would have handed it back.  Only
+ * those it can hand back whole: through the peer's inject buffer or
+ * copied by the peer (process_vm_readv), not through bounce buffers
+ * (SAR) or device handles (IPC).  Returns how many.  Under the lock that
+ * serializes the endpoint's posts and progress.
+ */
+unsigned ferry__shm_mend_returns(struct ferry__shm_mend *m, struct fid_av *av,
+                                 fi_addr_t fi_addr, pid_t died);
+/* Its second half, for the tests: the peer's endpoint named name. */
+unsigned ferry__shm_mend_return_to(struct ferry__shm_mend *m,
+                                   const char *name, pid_t died);
+/* Follows the command stack and the return queue of region (len bytes),
+ * a region of 2.6 whose peer table m follows already: whether they
+ * check out. */
+bool ferry__shm_returns_follow(struct ferry__shm_mend *m, uint8_t *region,
+                               size_t len);
 
 /* Which entries of the peer table are of the peer about to be removed,
  * or may be: taken before a removal (ferry__shm_mend_names), and on 2.0

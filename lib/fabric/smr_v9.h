@@ -1,6 +1,6 @@
 /*
  * What ferry reads of libfabric's shm regions of SMR_VERSION 9 and 10
- * (releases 2.5 and 2.6): where struct smr_region keeps its offsets, and
+ * (releases 2.5.0, and 2.5.1 and 2.6): where struct smr_region keeps its offsets, and
  * its peer table (prov/shm/src/smr_util.h).  These are the provider's own
  * structures, not an interface: the reader checks the version, the
  * owner, the offsets and the endpoint's name before it believes them,
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define FERRY__SMR_V9 9   /* 2.5 */
-#define FERRY__SMR_V10 10 /* 2.6 */
+#define FERRY__SMR_V10 10 /* 2.5.1 and 2.6 */
 
 /* The head, as far as both versions share it. */
 struct ferry__smr_head_v9 {
@@ -30,8 +30,9 @@ struct ferry__smr_head_v9 {
 };
 
 /* Where the offsets begin (7 of them, from the region's start), and the
- * index of the peer table's and the name's among them: 2.6 moved them
- * after a head padded to 128 bytes and swapped two others. */
+ * index of the peer table's and the name's among them: 2.5.1 moved them
+ * after a head padded to 128 bytes, and 2.6 swapped two others
+ * (smr_v10.h). */
 #define FERRY__SMR_V9_OFFSETS_AT 64
 #define FERRY__SMR_V10_OFFSETS_AT 128
 #define FERRY__SMR_V9_PEERS_INDEX 5

@@ -258,7 +258,8 @@ static bool goes_to_peer(const struct ferry__op *op)
  * The answers that peer's operations out over shm wait for, moved on
  * once its process died (fabric/shm_mend.h): the provider hands those
  * operations back, and the operations to other peers of the host queued
- * behind them go on.  Only for a peer none of whose requests still runs
+ * behind them go on (up to 2.4), or the slots and requests they hold are
+ * freed (2.6).  Only for a peer none of whose requests still runs
  * (declared, or removed): a write through bounce buffers comes back as
  * done.  Again at each check while any is out: an answer through bounce
  * buffers may take more than one turn.
@@ -274,6 +275,11 @@ static void free_answers(struct ferry__xfer *x, struct ferry_peer *peer,
         struct ferry__rail *rail = &x->reg.fab.rails[r];
         struct ferry__txq *tx = ferry__txq_of(x, rail);
 
+        if (rail->mend.returns != NULL &&
+            peer->live.rail_ops[rail->index] > 0)
+            moved += ferry__shm_mend_returns(&rail->mend, rail->av,
+                                             peer->fi_addr[rail->index],
+                                             died);
         if (rail->mend.q == NULL)
             continue;
         for (size_t i = 0; i < ferry__rail_ops_max(&x->reg.fab); i++)
@@ -284,8 +290,9 @@ static void free_answers(struct ferry__xfer *x, struct ferry_peer *peer,
     }
     if (moved > 0)
         FERRY_LOG_INFO("peer %s: its process died with %u operation%s "
-                       "unanswered over shm: moved on, so that the "
-                       "operations to other peers behind them complete",
+                       "unanswered over shm: answered in its place, "
+                       "failed, so that they and the operations to other "
+                       "peers behind them end",
                        peer->label, moved, moved == 1 ? "" : "s");
 }
 
