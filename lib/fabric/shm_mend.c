@@ -156,11 +156,13 @@ static bool attach_2x(struct ferry__shm_mend *m, void *region, size_t len,
         if (len < sizeof(*v9) || v9->pid != owner)
             return false;
         m->peers_v9 = ferry__smr_v9_peers(region, len, name);
-        if (m->peers_v9 != NULL && minor == 6 &&
+        if (m->peers_v9 != NULL &&
+            ferry__shm_mend_gives_back(FI_VERSION(2, minor)) &&
             !ferry__shm_returns_follow(m, region, len))
-            FERRY_LOG_INFO("shm: region %s has not 2.6's command stack: a "
-                           "peer killed with operations out keeps them "
-                           "until the context closes",
+            FERRY_LOG_INFO("shm: region %s does not have 2.6's command "
+                           "stack and return queue: a peer killed with "
+                           "operations out keeps them until the context "
+                           "closes",
                            name);
         return m->peers_v9 != NULL;
     }
@@ -172,6 +174,13 @@ static bool attach_2x(struct ferry__shm_mend *m, void *region, size_t len,
         return false;
     follow_answers(m, region, len);
     return true;
+}
+
+bool ferry__shm_mend_gives_back(uint32_t version)
+{
+    return FI_VERSION_GE(version, FI_VERSION(1, 17)) &&
+           (FI_VERSION_LT(version, FI_VERSION(2, 5)) ||
+            (FI_MAJOR(version) == 2 && FI_MINOR(version) == 6));
 }
 
 bool ferry__shm_mend_attach(struct ferry__shm_mend *m, void *region,

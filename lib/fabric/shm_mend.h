@@ -99,6 +99,11 @@ struct ferry__shm_mend {
     uint32_t ptr_at;
 };
 
+/* Whether the mend has shm of libfabric version (FI_VERSION) give a dead
+ * peer's operations back: its answers (1.17 to 2.4) or its commands
+ * (2.6); not 2.5's, nor those of releases after 2.6. */
+bool ferry__shm_mend_gives_back(uint32_t version);
+
 /* Follows the region of ep, an enabled shm endpoint opened from info,
  * where it can be followed (above); m->head stays NULL otherwise. */
 void ferry__shm_mend_open(struct ferry__shm_mend *m,

@@ -1,10 +1,10 @@
 /*
  * What ferry reads of libfabric's shm regions of SMR_VERSION 9 and 10
- * (releases 2.5.0, and 2.5.1 and 2.6): where struct smr_region keeps its offsets, and
- * its peer table (prov/shm/src/smr_util.h).  These are the provider's own
- * structures, not an interface: the reader checks the version, the
- * owner, the offsets and the endpoint's name before it believes them,
- * and touches nothing otherwise.
+ * (releases 2.5.0, and 2.5.1 and 2.6): where struct smr_region keeps
+ * its offsets, and its peer table (prov/shm/src/smr_util.h).  These are
+ * the provider's own structures, not an interface: the reader checks the
+ * version, the owner, the offsets and the endpoint's name before it
+ * believes them, and touches nothing otherwise.
  */
 #ifndef FERRY_FABRIC_SMR_V9_H
 #define FERRY_FABRIC_SMR_V9_H

@@ -20,6 +20,7 @@
 #include "progress/progress.h"
 #include "fabric/pulse.h"
 #include "fabric/shm_guard.h"
+#include "fabric/shm_mend.h"
 #include "xfer/op.h"
 #include "xfer/xfer.h"
 
@@ -880,17 +881,6 @@ END_TEST
 #define OUT_TO_DEAD 8
 #define SLOTS_BACK_MS 5000
 
-/* Whether ferry has the provider give a dead peer's operations back:
- * every release but 2.5's and those after 2.6, whose layouts the mend
- * does not follow. */
-static bool dead_ops_come_back(void)
-{
-    uint32_t v = fi_version();
-
-    return !FI_VERSION_GE(v, FI_VERSION(2, 5)) ||
-           (FI_MAJOR(v) == 2 && FI_MINOR(v) == 6);
-}
-
 START_TEST(test_killed_peer_leaves_the_others)
 {
     struct ferry_config cfg;
@@ -962,7 +952,7 @@ START_TEST(test_killed_peer_leaves_the_others)
     /* The guard saw the death and said so. */
     ck_assert_msg(strstr(why, "on this host died") != NULL,
                   "the dead peer was declared for another reason: %s", why);
-    if (dead_ops_come_back()) {
+    if (ferry__shm_mend_gives_back(fi_version())) {
         t0 = tu_now_ns();
         while (ops_out(v.ctx) > 0 && secs_since(t0) * 1000 < SLOTS_BACK_MS)
             ck_assert_int_ge(ferry_progress(v.ctx), 0);
@@ -1395,7 +1385,7 @@ static Suite *progress_suite(void)
     tcase_add_loop_test(tc, test_peer_killed_mid_transfer, 0, np);
     tcase_add_test(tc, test_peer_killed_holding_its_lock);
     tcase_add_loop_test(tc, test_killed_peer_leaves_the_others, 0,
-                        dead_ops_come_back() ? 2 : 1);
+                        ferry__shm_mend_gives_back(fi_version()) ? 2 : 1);
 
     tc = tu_tcase(s, "threads", 60);
     tcase_add_loop_test(tc, test_threads_post_while_one_progresses, 0, np);

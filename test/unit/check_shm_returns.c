@@ -175,6 +175,13 @@ START_TEST(test_followed_and_refused)
     make_region(true);
     ck_assert(attach(&m));
     ck_assert_uint_eq(m.ptr_at, 24);
+    /* Which releases have a dead peer's operations given back. */
+    ck_assert(ferry__shm_mend_gives_back(FI_VERSION(1, 17)));
+    ck_assert(ferry__shm_mend_gives_back(FI_VERSION(2, 4)));
+    ck_assert(ferry__shm_mend_gives_back(FI_VERSION(2, 6)));
+    ck_assert(!ferry__shm_mend_gives_back(FI_VERSION(2, 5)));
+    ck_assert(!ferry__shm_mend_gives_back(FI_VERSION(2, 7)));
+    ck_assert(!ferry__shm_mend_gives_back(FI_VERSION(1, 16)));
     /* 2.5's commands have another layout: its peer table only. */
     make_region(false);
     ck_assert(ferry__shm_mend_attach(&m, region, LEN, FI_VERSION(2, 5),
